@@ -1,0 +1,221 @@
+#include "client/local_cluster.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/grpc/grpc_util.h"
+#include "gradsync/v1/gradsync.grpc.pb.h"
+
+namespace gradsync {
+namespace {
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string LastLines(const std::string& path, int n) {
+  std::string s = ReadFile(path);
+  size_t pos = s.size();
+  for (int i = 0; i <= n && pos != std::string::npos && pos > 0; ++i) {
+    pos = s.rfind('\n', pos - 1);
+  }
+  return pos == std::string::npos ? s : s.substr(pos + 1);
+}
+
+}  // namespace
+
+std::string SelfDir() {
+  char buf[4096];
+  ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  if (n <= 0) return ".";
+  std::string p(buf, n);
+  return p.substr(0, p.rfind('/'));
+}
+
+absl::StatusOr<LocalCluster::Process> LocalCluster::Spawn(
+    const std::string& name, const std::string& binary,
+    const std::vector<std::string>& args, absl::Time deadline) {
+  Process p;
+  p.name = name;
+  p.log = absl::StrCat(options_.log_dir, "/", name, ".log");
+  p.out = absl::StrCat(options_.log_dir, "/", name, ".out");
+  if (access(binary.c_str(), X_OK) != 0) {
+    return absl::NotFoundError(absl::StrCat("cannot execute ", binary));
+  }
+  std::vector<std::string> argv_s = {binary};
+  argv_s.insert(argv_s.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (std::string& s : argv_s) argv.push_back(s.data());
+  argv.push_back(nullptr);
+  const pid_t parent = getpid();
+  pid_t pid = fork();
+  if (pid < 0) return absl::InternalError("fork failed");
+  if (pid == 0) {
+    // Child: die with the CLI, own log files, default signal mask.
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (getppid() != parent) _exit(1);
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, nullptr);
+    setpgid(0, 0);  // Ctrl-C at the terminal goes to the CLI only
+    int out = open(p.out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    int err = open(p.log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (out >= 0) dup2(out, 1);
+    if (err >= 0) dup2(err, 2);
+    execv(binary.c_str(), argv.data());
+    _exit(127);
+  }
+  p.pid = pid;
+  // Wait for "listening on HOST:PORT" on its stdout.
+  while (true) {
+    std::string out = ReadFile(p.out);
+    size_t at = out.find("listening on ");
+    if (at != std::string::npos && out.find('\n', at) != std::string::npos) {
+      size_t b = at + strlen("listening on ");
+      p.address = out.substr(b, out.find('\n', at) - b);
+      if (absl::StartsWith(p.address, "0.0.0.0:")) {
+        p.address = absl::StrCat("127.0.0.1", p.address.substr(7));
+      }
+      return p;
+    }
+    int status;
+    if (waitpid(pid, &status, WNOHANG) == pid) {
+      p.pid = -1;
+      return absl::UnavailableError(absl::StrCat(
+          name, " exited during start-up; its log ", p.log, " ends with:\n",
+          LastLines(p.log, 5)));
+    }
+    if (absl::Now() > deadline) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      return absl::DeadlineExceededError(
+          absl::StrCat(name, " did not start in time; see ", p.log));
+    }
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+}
+
+absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(
+    const LocalClusterOptions& options) {
+  std::unique_ptr<LocalCluster> c(new LocalCluster());
+  c->options_ = options;
+  const absl::Time deadline = absl::Now() + options.start_timeout;
+  const std::string server_bin = absl::StrCat(options.bin_dir, "/gradsync-server");
+  const std::string worker_bin = absl::StrCat(options.bin_dir, "/gradsync-worker");
+  const std::string level = absl::StrCat("--log_level=", options.log_level);
+  std::vector<std::string> extra;
+  for (int s = 1; s < options.ps_shards; ++s) {
+    auto p = c->Spawn(absl::StrCat("ps", s), server_bin,
+                      {"--listen=127.0.0.1:0", "--role=ps", level}, deadline);
+    if (!p.ok()) return p.status();
+    c->shards_.push_back(*p);
+    extra.push_back(p->address);
+  }
+  auto server = c->Spawn(
+      "server", server_bin,
+      {"--listen=127.0.0.1:0", "--role=all",
+       absl::StrCat("--ps_shards=", absl::StrJoin(extra, ",")),
+       absl::StrCat("--heartbeat_timeout=", options.heartbeat_timeout), level},
+      deadline);
+  if (!server.ok()) return server.status();
+  c->server_ = *server;
+  for (int w = 0; w < options.workers; ++w) {
+    std::vector<std::string> args = {
+        absl::StrCat("--coordinator=", c->server_.address),
+        "--listen=127.0.0.1:0", absl::StrCat("--id=w", w), level};
+    if (!options.data_dir.empty()) {
+      args.push_back(absl::StrCat("--data_dir=", options.data_dir));
+    }
+    auto p = c->Spawn(absl::StrCat("worker", w), worker_bin, args, deadline);
+    if (!p.ok()) return p.status();
+    c->workers_.push_back(*p);
+  }
+  // Wait until every worker has joined.
+  auto stub = v1::Coordinator::NewStub(MakeChannel(c->server_.address));
+  while (true) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(ToChrono(absl::Now() + absl::Seconds(2)));
+    v1::ListJobsResponse resp;
+    grpc::Status st = stub->ListJobs(&ctx, v1::ListJobsRequest(), &resp);
+    if (st.ok() && resp.workers_size() >= options.workers) break;
+    absl::Status alive = c->CheckAlive();
+    if (!alive.ok()) return alive;
+    if (absl::Now() > deadline) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          "only ", resp.workers_size(), " of ", options.workers,
+          " workers joined in time; logs in ", options.log_dir));
+    }
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  return c;
+}
+
+std::vector<LocalCluster::Process*> LocalCluster::All() {
+  std::vector<Process*> all;
+  for (Process& p : workers_) all.push_back(&p);
+  all.push_back(&server_);
+  for (Process& p : shards_) all.push_back(&p);
+  return all;
+}
+
+absl::Status LocalCluster::CheckAlive() {
+  for (Process* p : All()) {
+    if (p->pid <= 0) continue;
+    int status;
+    if (waitpid(p->pid, &status, WNOHANG) == p->pid) {
+      p->pid = -1;
+      return absl::UnavailableError(absl::StrCat(
+          p->name, " exited unexpectedly; its log ", p->log, " ends with:\n",
+          LastLines(p->log, 5)));
+    }
+  }
+  return absl::OkStatus();
+}
+
+void LocalCluster::KillWorker(int i) {
+  Process& p = workers_[i];
+  if (p.pid > 0) {
+    kill(p.pid, SIGKILL);
+    int status;
+    waitpid(p.pid, &status, 0);
+    p.pid = -1;
+  }
+}
+
+void LocalCluster::Shutdown() {
+  std::vector<Process*> all = All();
+  for (Process* p : all) {
+    if (p->pid > 0) kill(p->pid, SIGTERM);
+  }
+  const absl::Time deadline = absl::Now() + absl::Seconds(3);
+  for (Process* p : all) {
+    if (p->pid <= 0) continue;
+    int status;
+    while (waitpid(p->pid, &status, WNOHANG) == 0) {
+      if (absl::Now() > deadline) {
+        kill(p->pid, SIGKILL);
+        waitpid(p->pid, &status, 0);
+        break;
+      }
+      absl::SleepFor(absl::Milliseconds(10));
+    }
+    p->pid = -1;
+  }
+}
+
+LocalCluster::~LocalCluster() { Shutdown(); }
+
+}  // namespace gradsync

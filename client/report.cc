@@ -1,0 +1,152 @@
+#include "client/report.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace gradsync {
+
+std::string StrategyLabel(const v1::JobSpec& spec) {
+  std::string s = absl::StrCat(spec.strategy(), "-", spec.mode());
+  if (spec.mode() == "async" && spec.has_staleness()) {
+    absl::StrAppend(&s, "(s=", spec.staleness(), ")");
+  }
+  return s;
+}
+
+nlohmann::json JobToJson(const v1::Job& job) {
+  const v1::JobSpec& s = job.spec();
+  const v1::JobResult& r = job.result();
+  nlohmann::json j;
+  j["job_id"] = job.id();
+  j["name"] = s.name();
+  j["state"] = v1::JobState_Name(job.state());
+  j["error"] = job.error();
+  j["strategy"] = s.strategy();
+  j["mode"] = s.mode();
+  j["staleness"] = s.has_staleness() ? nlohmann::json(s.staleness()) : nlohmann::json();
+  j["workers"] = s.workers();
+  j["ps_shards"] = s.strategy() == "ps" ? s.ps_shards() : 0;
+  j["model"] = s.model();
+  j["num_params"] = r.num_params();
+  j["device"] = s.device();
+  j["optimizer"] = s.optimizer();
+  j["lr"] = s.lr();
+  j["momentum"] = s.momentum();
+  j["seed"] = s.seed();
+  j["batch_size"] = s.batch_size();
+  j["global_batch"] = r.global_batch();
+  j["epochs"] = s.epochs();
+  j["steps"] = r.steps() > 0 ? r.steps() : s.steps();
+  j["test_accuracy"] = r.test_accuracy();
+  j["final_train_loss"] = r.final_train_loss();
+  j["wall_seconds"] = r.wall_seconds();
+  j["samples_per_second"] = r.samples_per_second();
+  j["comm_seconds"] = r.comm_seconds();
+  j["compute_seconds"] = r.compute_seconds();
+  j["comm_seconds_per_worker"] = std::vector<double>(
+      r.comm_seconds_per_worker().begin(), r.comm_seconds_per_worker().end());
+  const double busy = r.comm_seconds() + r.compute_seconds();
+  j["comm_share"] = busy > 0 ? r.comm_seconds() / busy : 0.0;
+  j["init_checksum"] = r.init_checksum();
+  j["param_checksums"] = std::vector<std::string>(r.param_checksums().begin(),
+                                                  r.param_checksums().end());
+  nlohmann::json per = nlohmann::json::array();
+  for (const v1::EpochResult& e : r.epochs()) {
+    per.push_back({{"epoch", e.epoch()},
+                   {"train_loss", e.train_loss()},
+                   {"test_accuracy", e.test_accuracy()},
+                   {"seconds", e.seconds()}});
+  }
+  j["per_epoch"] = per;
+  j["submit_time_ms"] = job.submit_time_ms();
+  j["start_time_ms"] = job.start_time_ms();
+  j["end_time_ms"] = job.end_time_ms();
+  return j;
+}
+
+std::string CompareTable(const std::vector<v1::Job>& jobs) {
+  std::string out = absl::StrFormat(
+      "%-16s %7s %9s %10s %8s %11s %8s %6s  %s\n", "strategy", "workers",
+      "test_acc", "final_loss", "wall_s", "samples/s", "comm_s", "comm%",
+      "state");
+  const v1::Job* fastest = nullptr;
+  const v1::Job* slowest = nullptr;
+  const v1::Job* best_acc = nullptr;
+  for (const v1::Job& j : jobs) {
+    const v1::JobResult& r = j.result();
+    const double busy = r.comm_seconds() + r.compute_seconds();
+    absl::StrAppend(
+        &out,
+        absl::StrFormat("%-16s %7d %9.4f %10.4f %8.2f %11.0f %8.2f %5.0f%%  %s\n",
+                        StrategyLabel(j.spec()), j.spec().workers(),
+                        r.test_accuracy(), r.final_train_loss(),
+                        r.wall_seconds(), r.samples_per_second(),
+                        r.comm_seconds(), busy > 0 ? 100 * r.comm_seconds() / busy : 0,
+                        j.state() == v1::SUCCEEDED
+                            ? "ok"
+                            : absl::StrCat(v1::JobState_Name(j.state()), ": ",
+                                           j.error())));
+    if (j.state() != v1::SUCCEEDED) continue;
+    if (!fastest || r.samples_per_second() > fastest->result().samples_per_second()) fastest = &j;
+    if (!slowest || r.samples_per_second() < slowest->result().samples_per_second()) slowest = &j;
+    if (!best_acc || r.test_accuracy() > best_acc->result().test_accuracy()) best_acc = &j;
+  }
+  if (fastest && slowest && fastest != slowest) {
+    auto share = [](const v1::Job* j) {
+      const double busy = j->result().comm_seconds() + j->result().compute_seconds();
+      return busy > 0 ? 100 * j->result().comm_seconds() / busy : 0.0;
+    };
+    absl::StrAppend(
+        &out,
+        absl::StrFormat(
+            "\nfastest: %s at %.0f samples/s, %.2fx %s. Its workers spent "
+            "%.0f%% of each step communicating, against %.0f%% for %s.\n",
+            StrategyLabel(fastest->spec()), fastest->result().samples_per_second(),
+            fastest->result().samples_per_second() /
+                std::max(1.0, slowest->result().samples_per_second()),
+            StrategyLabel(slowest->spec()), share(fastest), share(slowest),
+            StrategyLabel(slowest->spec())));
+    absl::StrAppend(
+        &out,
+        "why: a single PS link carries every worker's gradient in and the "
+        "parameters out (2*N*K bytes per step) and sync modes wait for the "
+        "slowest worker; the ring moves 2(N-1)/N*K bytes per worker whatever "
+        "N is, and async modes overlap that traffic with compute at the price "
+        "of stale gradients.\n");
+  }
+  if (best_acc) {
+    absl::StrAppend(&out, absl::StrFormat("best test accuracy: %s (%.4f)\n",
+                                          StrategyLabel(best_acc->spec()),
+                                          best_acc->result().test_accuracy()));
+  }
+  return out;
+}
+
+std::string EventLine(const v1::JobEvent& ev, const std::string& label) {
+  switch (ev.kind()) {
+    case v1::JobEvent::PROGRESS:
+      return absl::StrFormat(
+          "[%s %s] step %d/%d epoch %d loss %.4f %.0f samples/s comm %.0f%%",
+          ev.job_id(), label, ev.step(), ev.total_steps(), ev.epoch(),
+          ev.loss(), ev.samples_per_second(), 100 * ev.comm_share());
+    case v1::JobEvent::EPOCH:
+      return absl::StrFormat(
+          "[%s %s] epoch %d: train loss %.4f, test accuracy %.4f, %.2f s",
+          ev.job_id(), label, ev.epoch_result().epoch(),
+          ev.epoch_result().train_loss(), ev.epoch_result().test_accuracy(),
+          ev.epoch_result().seconds());
+    case v1::JobEvent::STATE:
+      return absl::StrFormat("[%s %s] %s%s", ev.job_id(), label,
+                             v1::JobState_Name(ev.state()),
+                             ev.message().empty() ||
+                                     ev.message() == v1::JobState_Name(ev.state())
+                                 ? ""
+                                 : absl::StrCat(": ", ev.message()));
+    default:
+      return "";
+  }
+}
+
+}  // namespace gradsync

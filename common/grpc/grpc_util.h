@@ -1,0 +1,47 @@
+// gRPC plumbing shared by all daemons: status conversion, channel and server
+// arguments (message limits, keepalive), connecting with a deadline.
+#ifndef GRADSYNC_COMMON_GRPC_GRPC_UTIL_H_
+#define GRADSYNC_COMMON_GRPC_GRPC_UTIL_H_
+
+#include <memory>
+#include <string>
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+
+namespace gradsync {
+
+grpc::Status ToGrpcStatus(const absl::Status& status);
+absl::Status FromGrpcStatus(const grpc::Status& status);
+
+// Keepalive: a ping every kKeepaliveTime on idle connections, dead after
+// kKeepaliveTimeout without an answer. Both sides permit pings without calls so
+// that job-long streams detect a vanished peer within ~10 s.
+inline constexpr int kKeepaliveTimeMs = 5000;
+inline constexpr int kKeepaliveTimeoutMs = 5000;
+
+// Unlimited message sizes (tensor frames are large), keepalive as above.
+// `own_connection` gives the channel its own subchannel pool, i.e. its own
+// TCP connection even when another channel targets the same address.
+grpc::ChannelArguments DefaultChannelArgs(bool own_connection = false);
+
+std::shared_ptr<grpc::Channel> MakeChannel(const std::string& target,
+                                           bool own_connection = false);
+
+// Server side twin of DefaultChannelArgs.
+void ConfigureServerBuilder(grpc::ServerBuilder* builder);
+
+// Waits until `channel` is connected. UNAVAILABLE naming `target` when the
+// deadline passes first.
+absl::Status WaitForConnected(grpc::Channel* channel, const std::string& target,
+                              absl::Time deadline);
+
+inline std::chrono::system_clock::time_point ToChrono(absl::Time t) {
+  return absl::ToChronoTime(t);
+}
+
+}  // namespace gradsync
+
+#endif  // GRADSYNC_COMMON_GRPC_GRPC_UTIL_H_

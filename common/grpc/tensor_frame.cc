@@ -1,0 +1,249 @@
+#include "common/grpc/tensor_frame.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "common/kernels.h"
+
+namespace gradsync {
+namespace {
+
+constexpr uint8_t kHeaderTag = (1 << 3) | 2;  // field 1, length-delimited
+constexpr uint8_t kDataTag = (2 << 3) | 2;    // field 2, length-delimited
+
+void PutVarint(uint64_t v, std::string* out) {
+  while (v >= 0x80) {
+    out->push_back(static_cast<char>((v & 0x7F) | 0x80));
+    v >>= 7;
+  }
+  out->push_back(static_cast<char>(v));
+}
+
+std::string Prefix(const TensorHeader& header, size_t data_bytes,
+                   bool with_data) {
+  std::string h = header.SerializeAsString();
+  std::string out;
+  out.reserve(h.size() + 24);
+  out.push_back(static_cast<char>(kHeaderTag));
+  PutVarint(h.size(), &out);
+  out += h;
+  if (with_data) {
+    out.push_back(static_cast<char>(kDataTag));
+    PutVarint(data_bytes, &out);
+  }
+  return out;
+}
+
+struct ReleaseBox {
+  std::function<void()> fn;
+};
+
+void RunRelease(void* user) {
+  auto* box = static_cast<ReleaseBox*>(user);
+  if (box->fn) box->fn();
+  delete box;
+}
+
+// Reads bytes sequentially across slices.
+class Cursor {
+ public:
+  explicit Cursor(const std::vector<grpc::Slice>& slices) : slices_(slices) {
+    Skip();
+  }
+  bool Done() const { return slice_ >= slices_.size(); }
+  bool Byte(uint8_t* b) {
+    if (Done()) return false;
+    *b = slices_[slice_].begin()[offset_];
+    Advance(1);
+    return true;
+  }
+  bool Varint(uint64_t* v) {
+    *v = 0;
+    for (int shift = 0; shift < 64; shift += 7) {
+      uint8_t b;
+      if (!Byte(&b)) return false;
+      *v |= static_cast<uint64_t>(b & 0x7F) << shift;
+      if (!(b & 0x80)) return true;
+    }
+    return false;
+  }
+  bool Bytes(size_t n, std::string* out) {
+    out->clear();
+    out->reserve(n);
+    while (n > 0) {
+      if (Done()) return false;
+      const size_t take = std::min(n, slices_[slice_].size() - offset_);
+      out->append(reinterpret_cast<const char*>(slices_[slice_].begin()) +
+                      offset_,
+                  take);
+      Advance(take);
+      n -= take;
+    }
+    return true;
+  }
+  size_t slice() const { return slice_; }
+  size_t offset() const { return offset_; }
+
+ private:
+  void Advance(size_t n) {
+    offset_ += n;
+    Skip();
+  }
+  void Skip() {
+    while (slice_ < slices_.size() && offset_ >= slices_[slice_].size()) {
+      offset_ -= slices_[slice_].size();
+      ++slice_;
+    }
+  }
+  const std::vector<grpc::Slice>& slices_;
+  size_t slice_ = 0;
+  size_t offset_ = 0;
+};
+
+}  // namespace
+
+grpc::ByteBuffer EncodeFrame(TensorHeader header, const float* data, size_t n,
+                             std::function<void()> on_release) {
+  header.set_count(n);
+  const size_t bytes = n * sizeof(float);
+  std::string prefix = Prefix(header, bytes, n > 0);
+  std::vector<grpc::Slice> slices;
+  slices.emplace_back(prefix);
+  if (n > 0) {
+    auto* box = new ReleaseBox{std::move(on_release)};
+    slices.emplace_back(const_cast<float*>(data), bytes, &RunRelease, box);
+  } else if (on_release) {
+    on_release();
+  }
+  return grpc::ByteBuffer(slices.data(), slices.size());
+}
+
+grpc::ByteBuffer EncodeFrameShared(
+    TensorHeader header, std::shared_ptr<const std::vector<float>> owner,
+    size_t offset, size_t n) {
+  const float* data = owner->data() + offset;
+  return EncodeFrame(std::move(header), data, n,
+                     [owner = std::move(owner)]() mutable { owner.reset(); });
+}
+
+grpc::ByteBuffer EncodeHeaderOnly(TensorHeader header) {
+  return EncodeFrame(std::move(header), nullptr, 0, nullptr);
+}
+
+absl::StatusOr<DecodedFrame> DecodedFrame::Parse(
+    const grpc::ByteBuffer& buffer) {
+  DecodedFrame f;
+  grpc::Status dumped = buffer.Dump(&f.slices_);
+  if (!dumped.ok()) {
+    return absl::InvalidArgumentError("cannot read tensor frame bytes");
+  }
+  Cursor cur(f.slices_);
+  bool have_header = false;
+  bool have_data = false;
+  uint64_t data_bytes = 0;
+  // Fast path: header first, then data, as EncodeFrame writes them.
+  uint8_t tag;
+  if (cur.Byte(&tag) && tag == kHeaderTag) {
+    uint64_t len;
+    std::string h;
+    if (cur.Varint(&len) && cur.Bytes(len, &h) &&
+        f.header_.ParseFromString(h)) {
+      have_header = true;
+      if (cur.Done()) {
+        data_bytes = 0;
+      } else if (cur.Byte(&tag) && tag == kDataTag && cur.Varint(&data_bytes)) {
+        have_data = true;
+        f.first_slice_ = cur.slice();
+        f.first_offset_ = cur.offset();
+        // Data must end the frame.
+        size_t remaining = 0;
+        for (size_t i = f.first_slice_; i < f.slices_.size(); ++i) {
+          remaining += f.slices_[i].size();
+        }
+        remaining -= f.first_offset_;
+        if (remaining != data_bytes) have_header = false;
+      } else {
+        have_header = false;
+      }
+    }
+  }
+  if (!have_header) {
+    // Any other valid encoding (fields reordered, foreign client): copy.
+    grpc::Slice single;
+    if (!buffer.DumpToSingleSlice(&single).ok()) {
+      return absl::InvalidArgumentError("cannot read tensor frame bytes");
+    }
+    v1::TensorFrame frame;
+    if (!frame.ParseFromArray(single.begin(), static_cast<int>(single.size()))) {
+      return absl::InvalidArgumentError("malformed tensor frame");
+    }
+    f.header_ = frame.header();
+    f.fallback_ = std::move(*frame.mutable_data());
+    f.use_fallback_ = true;
+    f.slices_.clear();
+    data_bytes = f.fallback_.size();
+    have_data = data_bytes > 0;
+  }
+  if (data_bytes != f.header_.count() * sizeof(float)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("tensor frame carries ", data_bytes,
+                     " bytes but its header says ", f.header_.count(),
+                     " floats"));
+  }
+  (void)have_data;
+  return f;
+}
+
+void DecodedFrame::ForEachPiece(
+    const std::function<void(size_t, const char*, size_t)>& fn) const {
+  const size_t total = count() * sizeof(float);
+  if (total == 0) return;
+  if (use_fallback_) {
+    fn(0, fallback_.data(), total);
+    return;
+  }
+  size_t done = 0;  // bytes delivered
+  char carry[sizeof(float)];
+  size_t carry_len = 0;
+  for (size_t i = first_slice_; i < slices_.size() && done < total; ++i) {
+    const char* p = reinterpret_cast<const char*>(slices_[i].begin());
+    size_t len = slices_[i].size();
+    if (i == first_slice_) {
+      p += first_offset_;
+      len -= first_offset_;
+    }
+    if (carry_len > 0) {
+      const size_t take = std::min(len, sizeof(float) - carry_len);
+      std::memcpy(carry + carry_len, p, take);
+      carry_len += take;
+      p += take;
+      len -= take;
+      if (carry_len < sizeof(float)) continue;
+      fn(done / sizeof(float), carry, sizeof(float));
+      done += sizeof(float);
+      carry_len = 0;
+    }
+    const size_t whole = len - len % sizeof(float);
+    if (whole > 0) {
+      fn(done / sizeof(float), p, whole);
+      done += whole;
+    }
+    carry_len = len - whole;
+    std::memcpy(carry, p + whole, carry_len);
+  }
+}
+
+void DecodedFrame::CopyTo(float* dst) const {
+  ForEachPiece([dst](size_t at, const char* bytes, size_t n) {
+    std::memcpy(dst + at, bytes, n);
+  });
+}
+
+void DecodedFrame::AddTo(float* dst) const {
+  ForEachPiece([dst](size_t at, const char* bytes, size_t n) {
+    AddIntoUnaligned(dst + at, bytes, n / sizeof(float));
+  });
+}
+
+}  // namespace gradsync

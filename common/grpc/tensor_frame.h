@@ -1,0 +1,75 @@
+// TensorFrame encoding without protobuf copies of the tensor data.
+//
+// A frame on the wire is the protobuf encoding of gradsync.v1.TensorFrame:
+//   0x0A varint(len) <TensorHeader bytes>   field 1, written by protobuf
+//   0x12 varint(4*count) <float32 data>      field 2, a slice over our memory
+// Encoding puts a small copied slice for the prefix and a zero-copy slice over
+// the caller's floats into one grpc::ByteBuffer. Decoding keeps references to
+// the received slices and copies or reduces straight out of them, handling
+// floats that straddle slice boundaries and unaligned data.
+#ifndef GRADSYNC_COMMON_GRPC_TENSOR_FRAME_H_
+#define GRADSYNC_COMMON_GRPC_TENSOR_FRAME_H_
+
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <grpcpp/support/byte_buffer.h>
+#include <grpcpp/support/slice.h>
+
+#include "absl/status/statusor.h"
+#include "gradsync/v1/gradsync.pb.h"
+
+namespace gradsync {
+
+using v1::TensorHeader;
+
+// Encodes header (its `count` is set to n) and data[0..n). gRPC reads `data`
+// without copying: the memory must stay valid and unchanged until `on_release`
+// runs (on an arbitrary thread, exactly once, possibly after the RPC ended).
+grpc::ByteBuffer EncodeFrame(TensorHeader header, const float* data, size_t n,
+                             std::function<void()> on_release);
+
+// As above; the frame keeps `owner` alive until gRPC is done with it.
+grpc::ByteBuffer EncodeFrameShared(TensorHeader header,
+                                   std::shared_ptr<const std::vector<float>> owner,
+                                   size_t offset, size_t n);
+
+// Header-only frame (count 0).
+grpc::ByteBuffer EncodeHeaderOnly(TensorHeader header);
+
+// A received frame. Holds references to the received slices; cheap to move.
+class DecodedFrame {
+ public:
+  // INVALID_ARGUMENT when the bytes are not a TensorFrame or the data length
+  // is not 4 * header.count.
+  static absl::StatusOr<DecodedFrame> Parse(const grpc::ByteBuffer& buffer);
+
+  const TensorHeader& header() const { return header_; }
+  size_t count() const { return header_.count(); }
+
+  // dst[0..count) = data.
+  void CopyTo(float* dst) const;
+  // dst[0..count) += data.
+  void AddTo(float* dst) const;
+
+ private:
+  // Calls fn(dst_element_offset, bytes, nbytes) over the data, one call per
+  // contiguous piece, pieces always whole floats (straddling floats are
+  // assembled in a small stack buffer).
+  void ForEachPiece(
+      const std::function<void(size_t, const char*, size_t)>& fn) const;
+
+  TensorHeader header_;
+  std::vector<grpc::Slice> slices_;
+  size_t first_slice_ = 0;   // slice where data begins
+  size_t first_offset_ = 0;  // byte offset in that slice
+  std::string fallback_;     // data copied here when the fast path declined
+  bool use_fallback_ = false;
+};
+
+}  // namespace gradsync
+
+#endif  // GRADSYNC_COMMON_GRPC_TENSOR_FRAME_H_

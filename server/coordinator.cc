@@ -1,0 +1,655 @@
+#include "server/coordinator.h"
+
+#include <algorithm>
+#include <numeric>
+
+#include <spdlog/spdlog.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/grpc/grpc_util.h"
+#include "common/partition.h"
+#include "server/job_spec.h"
+#include "worker/mlp.h"
+
+namespace gradsync {
+namespace {
+
+int64_t NowMs() { return absl::ToUnixMillis(absl::Now()); }
+
+bool Terminal(v1::JobState s) {
+  return s == v1::SUCCEEDED || s == v1::FAILED || s == v1::CANCELLED;
+}
+
+std::string Tag(const std::string& job_id) {
+  return absl::StrCat("[job ", job_id, "] ");
+}
+
+}  // namespace
+
+Coordinator::Coordinator(CoordinatorOptions options)
+    : options_(std::move(options)), ps_addresses_(options_.ps_addresses) {
+  monitor_ = std::thread([this] { MonitorLoop(); });
+  background_thread_ = std::thread([this] { BackgroundLoop(); });
+}
+
+Coordinator::~Coordinator() {
+  Shutdown();
+  if (monitor_.joinable()) monitor_.join();
+  if (background_thread_.joinable()) background_thread_.join();
+}
+
+void Coordinator::SetShardZeroAddress(const std::string& address) {
+  absl::MutexLock lock(&mu_);
+  if (!ps_addresses_.empty()) ps_addresses_[0] = address;
+}
+
+void Coordinator::Shutdown() {
+  absl::MutexLock lock(&mu_);
+  if (shutdown_) return;
+  shutdown_ = true;
+  for (auto& [id, w] : workers_) {
+    if (w.ctx != nullptr) w.ctx->TryCancel();
+  }
+  changed_.SignalAll();
+}
+
+void Coordinator::Send(std::vector<Outgoing>* out) {
+  for (Outgoing& o : *out) {
+    absl::MutexLock lock(&o.chan->mu);
+    // A failed write means the stream is gone; its Join handler notices.
+    if (o.chan->stream != nullptr) o.chan->stream->Write(o.msg);
+  }
+  out->clear();
+}
+
+void Coordinator::Background(std::function<void()> fn) {
+  background_.push_back(std::move(fn));
+}
+
+void Coordinator::BackgroundLoop() {
+  while (true) {
+    std::function<void()> fn;
+    {
+      absl::MutexLock lock(&mu_);
+      mu_.Await(absl::Condition(
+          +[](Coordinator* c) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+            return c->shutdown_ || !c->background_.empty();
+          },
+          this));
+      if (background_.empty()) return;  // shutdown and drained
+      fn = std::move(background_.front());
+      background_.pop_front();
+    }
+    fn();
+  }
+}
+
+void Coordinator::MonitorLoop() {
+  while (true) {
+    std::vector<Outgoing> out;
+    {
+      absl::MutexLock lock(&mu_);
+      if (mu_.AwaitWithTimeout(
+              absl::Condition(
+                  +[](bool* s) { return *s; }, &shutdown_),
+              absl::Milliseconds(500))) {
+        return;
+      }
+      const absl::Time now = absl::Now();
+      std::vector<std::string> expired;
+      for (auto& [id, w] : workers_) {
+        if (!w.dead && now - w.last_seen > options_.heartbeat_timeout) {
+          expired.push_back(id);
+        }
+      }
+      for (const std::string& id : expired) {
+        Worker& w = workers_[id];
+        if (w.ctx != nullptr) w.ctx->TryCancel();
+        WorkerLost(id,
+                   absl::StrCat("no heartbeat for ",
+                                absl::FormatDuration(now - w.last_seen)),
+                   &out);
+      }
+    }
+    Send(&out);
+  }
+}
+
+void Coordinator::AddStateEvent(JobEntry* e, const std::string& message) {
+  v1::JobEvent ev;
+  ev.set_kind(v1::JobEvent::STATE);
+  ev.set_job_id(e->job.id());
+  ev.set_state(e->job.state());
+  ev.set_step(e->job.step());
+  ev.set_total_steps(e->job.total_steps());
+  ev.set_message(message);
+  *ev.mutable_job() = e->job;
+  e->events.push_back(std::move(ev));
+  ++e->seq;
+  changed_.SignalAll();
+}
+
+grpc::Status Coordinator::SubmitJob(grpc::ServerContext*,
+                                    const v1::SubmitJobRequest* req,
+                                    v1::Job* resp) {
+  int shards;
+  {
+    absl::MutexLock lock(&mu_);
+    shards = static_cast<int>(ps_addresses_.size());
+  }
+  absl::StatusOr<v1::JobSpec> spec = ValidateJobSpec(req->spec(), shards);
+  if (!spec.ok()) return ToGrpcStatus(spec.status());
+  std::vector<Outgoing> out;
+  {
+    absl::MutexLock lock(&mu_);
+    if (shutdown_) return grpc::Status(grpc::UNAVAILABLE, "shutting down");
+    const std::string id = absl::StrCat("j-", next_job_++);
+    JobEntry& e = jobs_[id];
+    e.job.set_id(id);
+    *e.job.mutable_spec() = *spec;
+    e.job.set_state(v1::QUEUED);
+    e.job.set_submit_time_ms(NowMs());
+    job_order_.push_back(id);
+    queue_.push_back(id);
+    spdlog::info("{}queued: {} {} workers={} model={} batch={}", Tag(id),
+                 spec->strategy(), spec->mode(), spec->workers(),
+                 spec->model(), spec->batch_size());
+    AddStateEvent(&e, "queued");
+    Schedule(&out);
+    *resp = e.job;
+  }
+  Send(&out);
+  return grpc::Status::OK;
+}
+
+void Coordinator::Schedule(std::vector<Outgoing>* out) {
+  while (!queue_.empty()) {
+    const std::string id = queue_.front();
+    JobEntry& e = jobs_[id];
+    if (e.job.state() != v1::QUEUED) {
+      queue_.pop_front();
+      continue;
+    }
+    const v1::JobSpec& spec = e.job.spec();
+    std::vector<Worker*> idle;
+    for (auto& [wid, w] : workers_) {
+      if (!w.dead && w.job_id.empty() && w.chan != nullptr) idle.push_back(&w);
+    }
+    if (static_cast<int>(idle.size()) < spec.workers()) return;  // FIFO
+    std::sort(idle.begin(), idle.end(),
+              [](Worker* a, Worker* b) { return a->order < b->order; });
+    idle.resize(spec.workers());
+    queue_.pop_front();
+    if (spec.device() == "cuda") {
+      for (Worker* w : idle) {
+        if (w->num_gpus <= 0) {
+          e.job.set_state(v1::FAILED);
+          e.job.set_error(absl::StrCat(
+              "FAILED_PRECONDITION: job wants device=cuda but worker ", w->id,
+              " (", w->peer_address, ") has no GPU"));
+          e.job.set_end_time_ms(NowMs());
+          spdlog::warn("{}{}", Tag(id), e.job.error());
+          AddStateEvent(&e, e.job.error());
+          break;
+        }
+      }
+      if (e.job.state() == v1::FAILED) continue;
+    }
+    absl::StatusOr<MlpSpec> model = ParseModelSpec(spec.model());
+    const uint64_t num_params = model.ok() ? NumParams(*model) : 0;
+    v1::Assignment a;
+    a.set_job_id(id);
+    *a.mutable_spec() = spec;
+    a.set_world_size(spec.workers());
+    a.set_num_params(num_params);
+    for (Worker* w : idle) a.add_peer_addresses(w->peer_address);
+    if (spec.strategy() == "ps") {
+      std::vector<Range> parts = PartitionEven(num_params, spec.ps_shards());
+      for (int s = 0; s < spec.ps_shards(); ++s) {
+        v1::PsShardInfo* info = a.add_ps_shards();
+        info->set_address(ps_addresses_[s]);
+        info->set_offset(parts[s].begin);
+        info->set_count(parts[s].size);
+      }
+    }
+    e.job.mutable_result()->set_num_params(num_params);
+    e.job.set_state(v1::RUNNING);
+    e.job.set_start_time_ms(NowMs());
+    e.job.clear_workers();
+    e.started = absl::Now();
+    const int n = spec.workers();
+    e.done.assign(n, false);
+    e.results.assign(n, {});
+    e.init_checksums.assign(n, "");
+    e.rank_samples_per_second.assign(n, 0);
+    for (int r = 0; r < n; ++r) {
+      Worker* w = idle[r];
+      w->job_id = id;
+      e.job.add_workers(w->id);
+      a.set_rank(r);
+      Outgoing o{w->chan, {}};
+      *o.msg.mutable_assignment() = a;
+      out->push_back(std::move(o));
+    }
+    spdlog::info("{}running on {}", Tag(id), absl::StrJoin(e.job.workers(), ","));
+    AddStateEvent(&e, absl::StrCat("running on ", absl::StrJoin(e.job.workers(), ",")));
+  }
+}
+
+void Coordinator::EndJob(JobEntry* e, v1::JobState state,
+                         const std::string& error, std::vector<Outgoing>* out) {
+  if (Terminal(e->job.state())) return;
+  const bool was_running = e->job.state() == v1::RUNNING;
+  e->job.set_state(state);
+  e->job.set_error(error);
+  e->job.set_end_time_ms(NowMs());
+  if (state == v1::FAILED) {
+    spdlog::warn("{}failed: {}", Tag(e->job.id()), error);
+  } else {
+    spdlog::info("{}{}: {}", Tag(e->job.id()), v1::JobState_Name(state), error);
+  }
+  if (was_running) {
+    for (int r = 0; r < e->job.workers_size(); ++r) {
+      if (e->done[r]) continue;
+      auto it = workers_.find(e->job.workers(r));
+      if (it == workers_.end() || it->second.dead) continue;
+      Outgoing o{it->second.chan, {}};
+      o.msg.mutable_cancel()->set_job_id(e->job.id());
+      o.msg.mutable_cancel()->set_reason(error);
+      out->push_back(std::move(o));
+    }
+    if (e->job.spec().strategy() == "ps") {
+      std::vector<std::string> shards(
+          ps_addresses_.begin(),
+          ps_addresses_.begin() + e->job.spec().ps_shards());
+      const std::string id = e->job.id();
+      Background([shards, id, error] {
+        for (const std::string& addr : shards) {
+          auto stub = v1::ParameterServer::NewStub(MakeChannel(addr));
+          grpc::ClientContext ctx;
+          ctx.set_deadline(ToChrono(absl::Now() + absl::Seconds(5)));
+          v1::EndJobRequest req;
+          req.set_job_id(id);
+          req.set_reason(error.empty() ? absl::StrCat("job ", id, " ended") : error);
+          v1::EndJobResponse resp;
+          grpc::Status st = stub->EndJob(&ctx, req, &resp);
+          if (!st.ok()) {
+            spdlog::warn("{}EndJob on shard {}: {}", Tag(id), addr,
+                         st.error_message());
+          }
+        }
+      });
+    }
+  }
+  AddStateEvent(e, error.empty() ? v1::JobState_Name(state) : error);
+}
+
+void Coordinator::WorkerLost(const std::string& worker_id,
+                             const std::string& why,
+                             std::vector<Outgoing>* out) {
+  auto it = workers_.find(worker_id);
+  if (it == workers_.end() || it->second.dead) return;
+  Worker& w = it->second;
+  w.dead = true;
+  spdlog::warn("worker {} ({}) lost: {}", w.id, w.peer_address, why);
+  if (!w.job_id.empty()) {
+    auto j = jobs_.find(w.job_id);
+    if (j != jobs_.end() && j->second.job.state() == v1::RUNNING) {
+      JobEntry& e = j->second;
+      int rank = -1;
+      for (int r = 0; r < e.job.workers_size(); ++r) {
+        if (e.job.workers(r) == w.id) rank = r;
+      }
+      EndJob(&e, v1::FAILED,
+             absl::StrCat("UNAVAILABLE: worker ", w.id, " (rank ", rank, ", ",
+                          w.peer_address, ") lost: ", why),
+             out);
+    }
+  }
+}
+
+void Coordinator::Finalize(JobEntry* e, std::vector<Outgoing>* out) {
+  const int n = e->job.workers_size();
+  v1::JobResult* res = e->job.mutable_result();
+  double comm = 0, compute = 0, last_loss = 0, max_wall = 0;
+  int64_t samples = 0;
+  res->clear_param_checksums();
+  res->clear_comm_seconds_per_worker();
+  for (int r = 0; r < n; ++r) {
+    const auto& d = e->results[r];
+    comm += d.comm_seconds();
+    compute += d.compute_seconds();
+    last_loss += d.last_step_loss();
+    samples += d.samples();
+    max_wall = std::max(max_wall, e->rank_wall[r]);
+    res->add_param_checksums(d.param_checksum());
+    res->add_comm_seconds_per_worker(d.comm_seconds());
+  }
+  const v1::JobSpec& spec = e->job.spec();
+  res->set_comm_seconds(comm / n);
+  res->set_compute_seconds(compute / n);
+  res->set_final_train_loss(last_loss / n);
+  res->set_test_accuracy(e->results[0].test_accuracy());
+  res->set_steps(e->results[0].steps());
+  res->set_global_batch(static_cast<int64_t>(spec.batch_size()) * n);
+  res->set_ps_shards(spec.strategy() == "ps" ? spec.ps_shards() : 0);
+  res->set_wall_seconds(absl::ToDoubleSeconds(absl::Now() - e->started));
+  res->set_samples_per_second(max_wall > 0 ? samples / max_wall : 0);
+  if (spec.strategy() == "ring") {
+    for (int r = 1; r < n; ++r) {
+      if (res->param_checksums(r) != res->param_checksums(0)) {
+        EndJob(e, v1::FAILED,
+               absl::StrCat("DATA_LOSS: ring replicas diverged: rank 0 has ",
+                            res->param_checksums(0), ", rank ", r, " has ",
+                            res->param_checksums(r)),
+               out);
+        return;
+      }
+    }
+  }
+  e->job.set_step(res->steps());
+  EndJob(e, v1::SUCCEEDED, "", out);
+}
+
+void Coordinator::HandleMessage(const std::string& worker_id,
+                                const v1::WorkerMessage& m,
+                                std::vector<Outgoing>* out) {
+  auto wit = workers_.find(worker_id);
+  if (wit == workers_.end()) return;
+  Worker& w = wit->second;
+  w.last_seen = absl::Now();
+  auto job_of = [&](const std::string& id, int rank) -> JobEntry* {
+    auto j = jobs_.find(id);
+    if (j == jobs_.end()) return nullptr;
+    if (rank < 0 || rank >= j->second.job.workers_size() ||
+        j->second.job.workers(rank) != worker_id) {
+      return nullptr;
+    }
+    return &j->second;
+  };
+  switch (m.msg_case()) {
+    case v1::WorkerMessage::kHeartbeat:
+      return;
+    case v1::WorkerMessage::kProgress: {
+      const auto& p = m.progress();
+      JobEntry* e = job_of(p.job_id(), p.rank());
+      if (e == nullptr || e->job.state() != v1::RUNNING) return;
+      e->rank_samples_per_second[p.rank()] = p.samples_per_second();
+      if (!p.init_checksum().empty() && e->init_checksums[p.rank()].empty()) {
+        e->init_checksums[p.rank()] = p.init_checksum();
+        for (int r = 0; r < e->job.workers_size(); ++r) {
+          const std::string& c = e->init_checksums[r];
+          if (!c.empty() && c != p.init_checksum()) {
+            EndJob(e, v1::FAILED,
+                   absl::StrCat("DATA_LOSS: initial parameters differ: rank ", r,
+                                " has ", c, ", rank ", p.rank(), " has ",
+                                p.init_checksum()),
+                   out);
+            return;
+          }
+        }
+        e->job.mutable_result()->set_init_checksum(p.init_checksum());
+      }
+      if (p.rank() != 0) return;
+      e->job.set_step(p.step());
+      e->job.set_total_steps(p.total_steps());
+      v1::JobEvent& ev = e->progress;
+      ev.set_kind(v1::JobEvent::PROGRESS);
+      ev.set_job_id(e->job.id());
+      ev.set_state(e->job.state());
+      ev.set_step(p.step());
+      ev.set_total_steps(e->job.total_steps());
+      ev.set_epoch(p.epoch());
+      ev.set_loss(p.loss());
+      double sps = 0;
+      for (double s : e->rank_samples_per_second) sps += s;
+      ev.set_samples_per_second(sps);
+      const double busy = p.comm_seconds() + p.compute_seconds();
+      ev.set_comm_share(busy > 0 ? p.comm_seconds() / busy : 0);
+      ++e->progress_seq;
+      ++e->seq;
+      changed_.SignalAll();
+      return;
+    }
+    case v1::WorkerMessage::kEpochDone: {
+      const auto& d = m.epoch_done();
+      JobEntry* e = job_of(d.job_id(), d.rank());
+      if (e == nullptr || e->job.state() != v1::RUNNING) return;
+      auto& v = e->epochs[d.epoch()];
+      v.push_back(d);
+      if (static_cast<int>(v.size()) == e->job.workers_size()) {
+        v1::EpochResult er;
+        er.set_epoch(d.epoch());
+        double loss = 0, secs = 0;
+        for (const auto& x : v) {
+          loss += x.train_loss();
+          secs = std::max(secs, x.seconds());
+          if (x.rank() == 0) er.set_test_accuracy(x.test_accuracy());
+        }
+        er.set_train_loss(loss / v.size());
+        er.set_seconds(secs);
+        *e->job.mutable_result()->add_epochs() = er;
+        v1::JobEvent ev;
+        ev.set_kind(v1::JobEvent::EPOCH);
+        ev.set_job_id(e->job.id());
+        ev.set_state(e->job.state());
+        ev.set_epoch(d.epoch());
+        ev.set_step(e->job.step());
+        ev.set_total_steps(e->job.total_steps());
+        *ev.mutable_epoch_result() = er;
+        e->events.push_back(ev);
+        ++e->seq;
+        e->epochs.erase(d.epoch());
+        spdlog::info("{}epoch {}: train loss {:.4f}, test accuracy {:.4f}, {:.2f} s",
+                     Tag(e->job.id()), er.epoch(), er.train_loss(),
+                     er.test_accuracy(), er.seconds());
+        changed_.SignalAll();
+      }
+      return;
+    }
+    case v1::WorkerMessage::kJobDone: {
+      const auto& d = m.job_done();
+      auto j = jobs_.find(d.job_id());
+      if (w.job_id == d.job_id()) w.job_id.clear();  // idle again
+      JobEntry* e = job_of(d.job_id(), d.rank());
+      if (e != nullptr && !e->done[d.rank()]) {
+        e->done[d.rank()] = true;
+        e->results[d.rank()] = d;
+        if (e->rank_wall.empty()) e->rank_wall.assign(e->job.workers_size(), 0);
+        e->rank_wall[d.rank()] = d.wall_seconds();
+        if (e->job.state() == v1::RUNNING) {
+          if (d.code() != 0) {
+            EndJob(e, v1::FAILED,
+                   absl::StrCat(absl::StatusCodeToString(
+                                    static_cast<absl::StatusCode>(d.code())),
+                                ": rank ", d.rank(), " (worker ", worker_id,
+                                "): ", d.error()),
+                   out);
+          } else if (std::all_of(e->done.begin(), e->done.end(),
+                                 [](bool b) { return b; })) {
+            Finalize(e, out);
+          }
+        }
+      }
+      (void)j;
+      Schedule(out);
+      return;
+    }
+    default:
+      return;
+  }
+}
+
+grpc::Status Coordinator::Join(grpc::ServerContext* ctx, Stream* stream) {
+  v1::WorkerMessage first;
+  if (!stream->Read(&first)) return grpc::Status::CANCELLED;
+  if (!first.has_register_() || first.register_().worker_id().empty() ||
+      first.register_().peer_address().empty()) {
+    return grpc::Status(grpc::INVALID_ARGUMENT,
+                        "first Join message must be Register with worker_id "
+                        "and peer_address");
+  }
+  const std::string id = first.register_().worker_id();
+  auto chan = std::make_shared<WriteChannel>();
+  {
+    absl::MutexLock wl(&chan->mu);
+    chan->stream = stream;
+  }
+  std::vector<Outgoing> out;
+  {
+    absl::MutexLock lock(&mu_);
+    if (shutdown_) return grpc::Status(grpc::UNAVAILABLE, "shutting down");
+    auto it = workers_.find(id);
+    if (it != workers_.end() && !it->second.dead) {
+      return grpc::Status(grpc::ALREADY_EXISTS,
+                          absl::StrCat("worker id ", id, " is already joined"));
+    }
+    Worker& w = workers_[id];
+    w = Worker{};
+    w.id = id;
+    w.peer_address = first.register_().peer_address();
+    w.num_gpus = first.register_().num_gpus();
+    w.order = next_worker_order_++;
+    w.last_seen = absl::Now();
+    w.ctx = ctx;
+    w.chan = chan;
+    Outgoing o{chan, {}};
+    o.msg.mutable_registered()->set_worker_id(id);
+    out.push_back(std::move(o));
+    spdlog::info("worker {} joined (peer {}, {} GPUs)", id, w.peer_address,
+                 w.num_gpus);
+  }
+  Send(&out);
+  {
+    absl::MutexLock lock(&mu_);
+    Schedule(&out);
+  }
+  Send(&out);
+  v1::WorkerMessage m;
+  while (stream->Read(&m)) {
+    {
+      absl::MutexLock lock(&mu_);
+      auto it = workers_.find(id);
+      if (it == workers_.end() || it->second.dead || it->second.ctx != ctx) break;
+      HandleMessage(id, m, &out);
+    }
+    Send(&out);
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = workers_.find(id);
+    if (it != workers_.end() && it->second.ctx == ctx) {
+      WorkerLost(id, ctx->IsCancelled() ? "stream cancelled" : "stream closed",
+                 &out);
+      it->second.chan = nullptr;
+      it->second.ctx = nullptr;
+    }
+  }
+  {
+    // Detach the stream before this handler returns and it is destroyed;
+    // waits for a write in progress on another thread.
+    absl::MutexLock wl(&chan->mu);
+    chan->stream = nullptr;
+  }
+  Send(&out);
+  return grpc::Status::OK;
+}
+
+grpc::Status Coordinator::GetJob(grpc::ServerContext*, const v1::GetJobRequest* req,
+                                 v1::Job* resp) {
+  absl::MutexLock lock(&mu_);
+  auto it = jobs_.find(req->id());
+  if (it == jobs_.end()) {
+    return grpc::Status(grpc::NOT_FOUND, absl::StrCat("no job '", req->id(), "'"));
+  }
+  *resp = it->second.job;
+  return grpc::Status::OK;
+}
+
+grpc::Status Coordinator::ListJobs(grpc::ServerContext*, const v1::ListJobsRequest*,
+                                   v1::ListJobsResponse* resp) {
+  absl::MutexLock lock(&mu_);
+  for (const std::string& id : job_order_) *resp->add_jobs() = jobs_[id].job;
+  std::vector<const Worker*> ws;
+  for (const auto& [id, w] : workers_) {
+    if (!w.dead) ws.push_back(&w);
+  }
+  std::sort(ws.begin(), ws.end(),
+            [](const Worker* a, const Worker* b) { return a->order < b->order; });
+  for (const Worker* w : ws) {
+    v1::WorkerInfo* info = resp->add_workers();
+    info->set_id(w->id);
+    info->set_peer_address(w->peer_address);
+    info->set_state(w->job_id.empty() ? "idle" : "busy");
+    info->set_job_id(w->job_id);
+    info->set_num_gpus(w->num_gpus);
+  }
+  resp->set_ps_shards(static_cast<int>(ps_addresses_.size()));
+  return grpc::Status::OK;
+}
+
+grpc::Status Coordinator::CancelJob(grpc::ServerContext*,
+                                    const v1::CancelJobRequest* req,
+                                    v1::Job* resp) {
+  std::vector<Outgoing> out;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = jobs_.find(req->id());
+    if (it == jobs_.end()) {
+      return grpc::Status(grpc::NOT_FOUND, absl::StrCat("no job '", req->id(), "'"));
+    }
+    JobEntry& e = it->second;
+    if (e.job.state() == v1::SUCCEEDED || e.job.state() == v1::FAILED) {
+      *resp = e.job;
+      return grpc::Status(grpc::FAILED_PRECONDITION,
+                          absl::StrCat("job ", req->id(), " already ",
+                                       v1::JobState_Name(e.job.state())));
+    }
+    EndJob(&e, v1::CANCELLED, "cancelled by user", &out);
+    *resp = e.job;
+  }
+  Send(&out);
+  return grpc::Status::OK;
+}
+
+grpc::Status Coordinator::WatchJob(grpc::ServerContext* ctx,
+                                   const v1::WatchJobRequest* req,
+                                   grpc::ServerWriter<v1::JobEvent>* writer) {
+  size_t next_event = 0;
+  int64_t seen_progress = 0;
+  int64_t seen_seq = -1;
+  while (true) {
+    std::vector<v1::JobEvent> batch;
+    bool finished = false;
+    {
+      absl::MutexLock lock(&mu_);
+      auto it = jobs_.find(req->id());
+      if (it == jobs_.end()) {
+        return grpc::Status(grpc::NOT_FOUND,
+                            absl::StrCat("no job '", req->id(), "'"));
+      }
+      if (it->second.seq == seen_seq && !shutdown_) {
+        changed_.WaitWithTimeout(&mu_, absl::Milliseconds(500));
+      }
+      if (shutdown_) return grpc::Status(grpc::UNAVAILABLE, "server shutting down");
+      JobEntry& e = jobs_[req->id()];
+      seen_seq = e.seq;
+      if (e.progress_seq != seen_progress) {
+        seen_progress = e.progress_seq;
+        batch.push_back(e.progress);
+      }
+      for (; next_event < e.events.size(); ++next_event) {
+        batch.push_back(e.events[next_event]);
+      }
+      finished = Terminal(e.job.state());
+    }
+    for (const v1::JobEvent& ev : batch) {
+      if (!writer->Write(ev)) return grpc::Status::CANCELLED;
+    }
+    if (finished) return grpc::Status::OK;
+    if (ctx->IsCancelled()) return grpc::Status::CANCELLED;
+  }
+}
+
+}  // namespace gradsync

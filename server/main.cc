@@ -1,0 +1,114 @@
+// gradsync-server: the Coordinator and/or a ParameterServer shard.
+#include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <grpcpp/grpcpp.h>
+#include <spdlog/spdlog.h>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "common/grpc/grpc_util.h"
+#include "common/logging.h"
+#include "common/signals.h"
+#include "server/coordinator.h"
+#include "server/ps_service.h"
+#include "server/ps_store.h"
+
+ABSL_FLAG(std::string, listen, "0.0.0.0:50051",
+          "HOST:PORT to serve on (port 0 picks a free port, printed on stdout "
+          "as 'listening on HOST:PORT').");
+ABSL_FLAG(std::string, role, "all",
+          "coordinator: jobs and workers only; ps: one parameter-server shard "
+          "only; all: coordinator plus PS shard 0 in this process.");
+ABSL_FLAG(std::string, advertise, "",
+          "HOST:PORT under which workers reach this process's PS shard "
+          "(default: the listen address, with 0.0.0.0 replaced by 127.0.0.1).");
+ABSL_FLAG(std::string, ps_shards, "",
+          "Coordinator: comma-separated HOST:PORT list of extra PS shard "
+          "servers (started with --role=ps). With --role=all this process is "
+          "shard 0 and these follow it.");
+ABSL_FLAG(double, heartbeat_timeout, 6.0,
+          "Coordinator: seconds without a worker heartbeat before the worker is "
+          "declared dead and its job fails.");
+ABSL_FLAG(std::string, log_level, "info",
+          "trace, debug, info, warn, error or off.");
+
+int main(int argc, char** argv) {
+  gradsync::BlockTerminationSignals();
+  absl::SetProgramUsageMessage(
+      "gradsync-server --listen=HOST:PORT [--role=all|coordinator|ps] "
+      "[--ps_shards=H:P,...]\n\nRuns the gradsync coordinator (job queue, "
+      "worker registry, rendezvous) and/or a parameter-server shard. "
+      "Stops cleanly on SIGINT/SIGTERM.");
+  absl::ParseCommandLine(argc, argv);
+  const std::string role = absl::GetFlag(FLAGS_role);
+  if (role != "all" && role != "coordinator" && role != "ps") {
+    std::cerr << "gradsync-server: --role must be all, coordinator or ps, got '"
+              << role << "'\n";
+    return 2;
+  }
+  if (absl::Status st = gradsync::InitLogging("server", absl::GetFlag(FLAGS_log_level));
+      !st.ok()) {
+    std::cerr << "gradsync-server: " << st.message() << "\n";
+    return 2;
+  }
+  const std::string listen = absl::GetFlag(FLAGS_listen);
+  grpc::ServerBuilder builder;
+  gradsync::ConfigureServerBuilder(&builder);
+  int port = 0;
+  builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), &port);
+
+  gradsync::PsStore store;
+  gradsync::PsService ps_service(&store);
+  std::unique_ptr<gradsync::Coordinator> coordinator;
+  if (role != "coordinator") builder.RegisterService(&ps_service);
+  std::vector<std::string> extra;
+  for (absl::string_view s :
+       absl::StrSplit(absl::GetFlag(FLAGS_ps_shards), ',', absl::SkipEmpty())) {
+    extra.emplace_back(s);
+  }
+  std::unique_ptr<grpc::Server> server;
+  const std::string host = listen.substr(0, listen.rfind(':'));
+  gradsync::CoordinatorOptions copts;
+  copts.heartbeat_timeout =
+      absl::Seconds(absl::GetFlag(FLAGS_heartbeat_timeout));
+  if (role != "ps") {
+    // With role=all this process is shard 0; its address is known only after
+    // binding (port 0), so it is filled in after BuildAndStart.
+    if (role == "all") copts.ps_addresses.push_back("");
+    for (const std::string& e : extra) copts.ps_addresses.push_back(e);
+    coordinator = std::make_unique<gradsync::Coordinator>(copts);
+    builder.RegisterService(coordinator.get());
+  }
+  std::string advertise = absl::GetFlag(FLAGS_advertise);
+  server = builder.BuildAndStart();
+  if (server == nullptr || port == 0) {
+    std::cerr << "gradsync-server: cannot listen on " << listen
+              << " (address in use or invalid)\n";
+    return 1;
+  }
+  if (advertise.empty()) {
+    const std::string h =
+        (host == "0.0.0.0" || host == "[::]" || host.empty()) ? "127.0.0.1" : host;
+    advertise = absl::StrCat(h, ":", port);
+  }
+  if (coordinator && role == "all") coordinator->SetShardZeroAddress(advertise);
+  std::cout << "listening on " << absl::StrCat(host, ":", port) << std::endl;
+  spdlog::info("gradsync-server role={} listening on {}:{} (advertised {}), "
+               "{} PS shard(s) known",
+               role, host, port, advertise,
+               role == "ps" ? 1 : static_cast<int>(copts.ps_addresses.size()));
+  const int sig = gradsync::WaitForTerminationSignal();
+  spdlog::info("signal {}: shutting down", sig);
+  if (coordinator) coordinator->Shutdown();
+  store.Shutdown();
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  server->Wait();
+  coordinator.reset();
+  return 0;
+}

@@ -1,0 +1,68 @@
+// gradsync-worker: a training daemon that joins a coordinator.
+#include <iostream>
+#include <thread>
+
+#include <spdlog/spdlog.h>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "common/logging.h"
+#include "common/signals.h"
+#include "worker/worker_daemon.h"
+
+ABSL_FLAG(std::string, coordinator, "127.0.0.1:50051",
+          "HOST:PORT of the gradsync-server coordinator to join. The worker "
+          "keeps retrying until it is reachable.");
+ABSL_FLAG(std::string, listen, "0.0.0.0:0",
+          "HOST:PORT for this worker's Peer service (ring traffic); port 0 "
+          "picks a free port.");
+ABSL_FLAG(std::string, advertise, "",
+          "HOST:PORT under which other workers reach this one (default: the "
+          "listen address with 0.0.0.0 replaced by 127.0.0.1). Set it in "
+          "containers, e.g. --advertise=worker1:7000.");
+ABSL_FLAG(std::string, id, "", "Worker id shown in listings and errors "
+          "(default: hostname-pid).");
+ABSL_FLAG(std::string, data_dir, "",
+          "Fashion-MNIST directory on this machine; overrides the job's "
+          "data_dir (default: the job's, else /usr/share/datasets/fashion-mnist).");
+ABSL_FLAG(std::string, log_level, "info", "trace, debug, info, warn, error or off.");
+
+int main(int argc, char** argv) {
+  gradsync::BlockTerminationSignals();
+  absl::SetProgramUsageMessage(
+      "gradsync-worker --coordinator=HOST:PORT [--listen=HOST:PORT] "
+      "[--advertise=HOST:PORT]\n\nJoins the coordinator, waits for jobs, trains "
+      "its shard of the data and synchronises gradients by the job's strategy. "
+      "Stops cleanly on SIGINT/SIGTERM.");
+  absl::ParseCommandLine(argc, argv);
+  if (absl::Status st =
+          gradsync::InitLogging("worker", absl::GetFlag(FLAGS_log_level));
+      !st.ok()) {
+    std::cerr << "gradsync-worker: " << st.message() << "\n";
+    return 2;
+  }
+  gradsync::WorkerOptions o;
+  o.coordinator = absl::GetFlag(FLAGS_coordinator);
+  o.listen = absl::GetFlag(FLAGS_listen);
+  o.advertise = absl::GetFlag(FLAGS_advertise);
+  o.id = absl::GetFlag(FLAGS_id);
+  o.data_dir = absl::GetFlag(FLAGS_data_dir);
+  gradsync::WorkerDaemon daemon(o);
+  absl::StatusOr<std::string> addr = daemon.Start();
+  if (!addr.ok()) {
+    std::cerr << "gradsync-worker: " << addr.status().message() << "\n";
+    return 1;
+  }
+  std::cout << "listening on " << *addr << std::endl;
+  std::thread waiter([&daemon] {
+    const int sig = gradsync::WaitForTerminationSignal();
+    spdlog::info("signal {}: stopping", sig);
+    daemon.Stop();
+  });
+  daemon.Run();
+  // Run returns only after Stop; the waiter has returned by then, except when
+  // Run ended otherwise, which it does not.
+  waiter.join();
+  return 0;
+}

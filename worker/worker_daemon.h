@@ -1,0 +1,89 @@
+// The worker daemon: serves Peer, keeps a session with the coordinator
+// (register, heartbeats, reports), runs one assigned job at a time.
+//
+// Threads: the session thread (Run) reads coordinator messages; a heartbeat
+// thread writes heartbeats; a job thread trains. Writes to the session stream
+// are serialised by write_mu_.
+#ifndef GRADSYNC_WORKER_WORKER_DAEMON_H_
+#define GRADSYNC_WORKER_WORKER_DAEMON_H_
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "gradsync/v1/gradsync.grpc.pb.h"
+#include "worker/dataset.h"
+#include "worker/gradient_sync.h"
+#include "worker/grpc_transport.h"
+
+namespace gradsync {
+
+struct WorkerOptions {
+  std::string coordinator;   // HOST:PORT
+  std::string listen = "0.0.0.0:0";
+  std::string advertise;     // default: listen host (0.0.0.0 -> 127.0.0.1)
+  std::string id;            // default: hostname-pid
+  std::string data_dir;      // overrides the job's data_dir when set
+  int num_gpus = 0;
+  absl::Duration heartbeat_interval = absl::Seconds(1);
+};
+
+class WorkerDaemon {
+ public:
+  explicit WorkerDaemon(WorkerOptions options);
+  ~WorkerDaemon();
+
+  // Starts the Peer server. Returns the advertised peer address.
+  absl::StatusOr<std::string> Start();
+  // Session loop: joins the coordinator, reconnects when the session breaks,
+  // returns after Stop().
+  void Run();
+  // Thread-safe; makes Run return (cancels a running job).
+  void Stop();
+
+ private:
+  using Stream =
+      grpc::ClientReaderWriter<v1::WorkerMessage, v1::CoordinatorMessage>;
+  class Reporter;
+
+  // One session; returns when the stream ends.
+  absl::Status Session();
+  bool Write(const v1::WorkerMessage& m);
+  void StartJob(const v1::Assignment& a);
+  void CancelJob(const std::string& job_id, const std::string& reason);
+  void JobMain(v1::Assignment a);
+  void JoinJobThread();
+  absl::StatusOr<std::shared_ptr<const Dataset>> LoadData(const std::string& dir,
+                                                          bool train);
+
+  const WorkerOptions options_;
+  std::string advertise_;
+  std::string id_;
+  PeerMailboxes mailboxes_;
+  std::unique_ptr<PeerService> peer_service_;
+  std::unique_ptr<grpc::Server> server_;
+
+  absl::Mutex write_mu_;
+  Stream* stream_ ABSL_GUARDED_BY(write_mu_) = nullptr;
+
+  absl::Mutex mu_;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  grpc::ClientContext* session_ctx_ ABSL_GUARDED_BY(mu_) = nullptr;
+  std::string job_id_ ABSL_GUARDED_BY(mu_);        // running job, or empty
+  GradientSync* sync_ ABSL_GUARDED_BY(mu_) = nullptr;
+  std::atomic<bool> cancelled_{false};
+  std::thread job_thread_;
+  std::map<std::string, std::shared_ptr<const Dataset>> data_cache_
+      ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace gradsync
+
+#endif  // GRADSYNC_WORKER_WORKER_DAEMON_H_
