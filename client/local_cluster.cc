@@ -195,6 +195,10 @@ void LocalCluster::KillWorker(int i) {
   }
 }
 
+void LocalCluster::StopWorker(int i) {
+  if (workers_[i].pid > 0) kill(workers_[i].pid, SIGSTOP);
+}
+
 void LocalCluster::Shutdown() {
   std::vector<Process*> all = All();
   for (Process* p : all) {

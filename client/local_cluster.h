@@ -48,6 +48,8 @@ class LocalCluster {
   absl::Status CheckAlive();
   // SIGKILLs worker i (failure tests).
   void KillWorker(int i);
+  // SIGSTOPs worker i: a hung process that keeps its connections open.
+  void StopWorker(int i);
   // SIGTERM, then SIGKILL after a grace period; idempotent.
   void Shutdown();
 

@@ -17,6 +17,17 @@ namespace {
 
 int64_t NowMs() { return absl::ToUnixMillis(absl::Now()); }
 
+// How long a rank's network-looking error waits for the root cause (a lost
+// worker) to surface before it becomes the job's error.
+constexpr absl::Duration kSymptomGrace = absl::Milliseconds(1500);
+
+bool LooksLikeSymptom(absl::StatusCode code) {
+  return code == absl::StatusCode::kUnavailable ||
+         code == absl::StatusCode::kCancelled ||
+         code == absl::StatusCode::kAborted ||
+         code == absl::StatusCode::kDeadlineExceeded;
+}
+
 bool Terminal(v1::JobState s) {
   return s == v1::SUCCEEDED || s == v1::FAILED || s == v1::CANCELLED;
 }
@@ -110,6 +121,12 @@ void Coordinator::MonitorLoop() {
                    absl::StrCat("no heartbeat for ",
                                 absl::FormatDuration(now - w.last_seen)),
                    &out);
+      }
+      for (auto& [id, e] : jobs_) {
+        if (e.job.state() == v1::RUNNING && !e.pending_error.empty() &&
+            now - e.pending_since >= kSymptomGrace) {
+          EndJob(&e, v1::FAILED, e.pending_error, &out);
+        }
       }
     }
     Send(&out);
@@ -460,15 +477,33 @@ void Coordinator::HandleMessage(const std::string& worker_id,
         e->rank_wall[d.rank()] = d.wall_seconds();
         if (e->job.state() == v1::RUNNING) {
           if (d.code() != 0) {
-            EndJob(e, v1::FAILED,
-                   absl::StrCat(absl::StatusCodeToString(
-                                    static_cast<absl::StatusCode>(d.code())),
-                                ": rank ", d.rank(), " (worker ", worker_id,
-                                "): ", d.error()),
-                   out);
-          } else if (std::all_of(e->done.begin(), e->done.end(),
-                                 [](bool b) { return b; })) {
-            Finalize(e, out);
+            const auto code = static_cast<absl::StatusCode>(d.code());
+            std::string error =
+                absl::StrCat(absl::StatusCodeToString(code), ": rank ", d.rank(),
+                             " (worker ", worker_id, "): ", d.error());
+            if (LooksLikeSymptom(code)) {
+              // Name every rank so that "rank 2" in the message can be read.
+              absl::StrAppend(&error, " [ranks:");
+              for (int r = 0; r < e->job.workers_size(); ++r) {
+                absl::StrAppend(&error, " ", r, "=", e->job.workers(r));
+              }
+              absl::StrAppend(&error, "]");
+              if (e->pending_error.empty()) {
+                e->pending_error = error;
+                e->pending_since = absl::Now();
+              }
+            } else {
+              EndJob(e, v1::FAILED, error, out);
+            }
+          }
+          if (e->job.state() == v1::RUNNING &&
+              std::all_of(e->done.begin(), e->done.end(),
+                          [](bool b) { return b; })) {
+            if (e->pending_error.empty()) {
+              Finalize(e, out);
+            } else {
+              EndJob(e, v1::FAILED, e->pending_error, out);
+            }
           }
         }
       }
@@ -540,7 +575,10 @@ grpc::Status Coordinator::Join(grpc::ServerContext* ctx, Stream* stream) {
     absl::MutexLock lock(&mu_);
     auto it = workers_.find(id);
     if (it != workers_.end() && it->second.ctx == ctx) {
-      WorkerLost(id, ctx->IsCancelled() ? "stream cancelled" : "stream closed",
+      WorkerLost(id,
+                 ctx->IsCancelled()
+                     ? "its session broke (process exited or connection lost)"
+                     : "it closed its session",
                  &out);
       it->second.chan = nullptr;
       it->second.ctx = nullptr;

@@ -96,6 +96,10 @@ class Coordinator final : public v1::Coordinator::Service {
     std::vector<std::string> init_checksums;
     std::vector<double> rank_samples_per_second;
     absl::Time started;
+    // A rank's error that may be a symptom (a peer vanished): held for
+    // kSymptomGrace so that a lost worker, the likely cause, is reported.
+    std::string pending_error;
+    absl::Time pending_since;
   };
 
   // A write to a worker stream, performed after mu_ is released.

@@ -1,0 +1,311 @@
+// Integration: real gradsync-server / gradsync-worker processes on loopback.
+// Every test's cluster is shut down (SIGTERM, then SIGKILL) when it ends, and
+// the daemons die with the test process (PR_SET_PDEATHSIG).
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "client/local_cluster.h"
+#include "common/grpc/grpc_util.h"
+#include "gradsync/v1/gradsync.grpc.pb.h"
+
+#ifndef GRADSYNC_BIN_DIR
+#error "GRADSYNC_BIN_DIR must point at the directory of the built binaries"
+#endif
+
+namespace gradsync {
+namespace {
+
+std::string TempDir() {
+  char tmpl[] = "/tmp/gradsync-test-XXXXXX";
+  return mkdtemp(tmpl);
+}
+
+std::string Slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Runs a shell command with a timeout; returns its exit code.
+int Shell(const std::string& cmd, int timeout_s) {
+  std::string full = absl::StrCat("timeout -k 5 ", timeout_s, " ", cmd);
+  int rc = std::system(full.c_str());
+  return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
+class Cluster {
+ public:
+  explicit Cluster(int workers, int shards = 1) {
+    LocalClusterOptions o;
+    o.workers = workers;
+    o.ps_shards = shards;
+    o.bin_dir = GRADSYNC_BIN_DIR;
+    o.log_dir = TempDir();
+    o.log_level = "info";
+    auto c = LocalCluster::Start(o);
+    EXPECT_TRUE(c.ok()) << c.status();
+    if (c.ok()) cluster_ = std::move(*c);
+    if (cluster_) {
+      stub_ = v1::Coordinator::NewStub(MakeChannel(cluster_->coordinator()));
+    }
+  }
+  LocalCluster* operator->() { return cluster_.get(); }
+  bool ok() const { return cluster_ != nullptr; }
+
+  grpc::Status Submit(const v1::JobSpec& spec, v1::Job* job) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(ToChrono(absl::Now() + absl::Seconds(5)));
+    v1::SubmitJobRequest req;
+    *req.mutable_spec() = spec;
+    return stub_->SubmitJob(&ctx, req, job);
+  }
+  grpc::Status Get(const std::string& id, v1::Job* job) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(ToChrono(absl::Now() + absl::Seconds(5)));
+    v1::GetJobRequest req;
+    req.set_id(id);
+    return stub_->GetJob(&ctx, req, job);
+  }
+  grpc::Status List(v1::ListJobsResponse* resp) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(ToChrono(absl::Now() + absl::Seconds(5)));
+    return stub_->ListJobs(&ctx, v1::ListJobsRequest(), resp);
+  }
+  grpc::Status Cancel(const std::string& id, v1::Job* job) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(ToChrono(absl::Now() + absl::Seconds(5)));
+    v1::CancelJobRequest req;
+    req.set_id(id);
+    return stub_->CancelJob(&ctx, req, job);
+  }
+  // Polls until pred(job) or the deadline; returns the last job seen.
+  v1::Job WaitFor(const std::string& id, absl::Duration limit,
+                  const std::function<bool(const v1::Job&)>& pred) {
+    const absl::Time deadline = absl::Now() + limit;
+    v1::Job job;
+    while (absl::Now() < deadline) {
+      if (Get(id, &job).ok() && pred(job)) return job;
+      absl::SleepFor(absl::Milliseconds(50));
+    }
+    return job;
+  }
+  int IdleWorkers() {
+    v1::ListJobsResponse resp;
+    if (!List(&resp).ok()) return -1;
+    int idle = 0;
+    for (const auto& w : resp.workers()) idle += w.state() == "idle";
+    return idle;
+  }
+
+ private:
+  std::unique_ptr<LocalCluster> cluster_;
+  std::unique_ptr<v1::Coordinator::Stub> stub_;
+};
+
+bool Terminal(const v1::Job& j) {
+  return j.state() == v1::SUCCEEDED || j.state() == v1::FAILED ||
+         j.state() == v1::CANCELLED;
+}
+
+v1::JobSpec Spec(const std::string& strategy, const std::string& mode,
+                 int workers) {
+  v1::JobSpec s;
+  s.set_strategy(strategy);
+  s.set_mode(mode);
+  s.set_workers(workers);
+  s.set_batch_size(32);
+  s.set_optimizer("adam");
+  s.set_lr(0.001f);
+  return s;
+}
+
+TEST(Integration, LocalCompareFourPairsOneEpochReach80PercentAccuracy) {
+  const std::string dir = TempDir();
+  const std::string json = dir + "/results.json";
+  const int rc = Shell(absl::StrCat(GRADSYNC_BIN_DIR, "/gradsync local --compare",
+                                    " --workers 4 --epochs 1 --results=", json,
+                                    " --log_dir=", dir, " > ", dir, "/out.txt 2>&1"),
+                       420);
+  const std::string out = Slurp(dir + "/out.txt");
+  std::cout << out;
+  ASSERT_EQ(rc, 0) << out;
+  nlohmann::json r = nlohmann::json::parse(Slurp(json));
+  ASSERT_EQ(r["jobs"].size(), 4u);
+  std::set<std::string> pairs;
+  for (const auto& j : r["jobs"]) {
+    const std::string label =
+        j["strategy"].get<std::string>() + "-" + j["mode"].get<std::string>();
+    pairs.insert(label);
+    EXPECT_EQ(j["state"], "SUCCEEDED") << label << ": " << j["error"];
+    EXPECT_GE(j["test_accuracy"].get<double>(), 0.80) << label;
+    EXPECT_EQ(j["param_checksums"].size(), 4u) << label;
+    EXPECT_EQ(j["per_epoch"].size(), 1u) << label;
+    EXPECT_GT(j["samples_per_second"].get<double>(), 0) << label;
+    EXPECT_FALSE(j["init_checksum"].get<std::string>().empty()) << label;
+    if (j["strategy"] == "ring") {
+      for (const auto& c : j["param_checksums"]) {
+        EXPECT_EQ(c, j["param_checksums"][0]) << label << " replicas differ";
+      }
+    }
+    RecordProperty(label + "_test_accuracy",
+                   std::to_string(j["test_accuracy"].get<double>()));
+  }
+  EXPECT_EQ(pairs, (std::set<std::string>{"ps-sync", "ps-async", "ring-sync",
+                                          "ring-async"}));
+}
+
+void KillWorkerMidJob(const std::string& strategy) {
+  Cluster c(4);
+  ASSERT_TRUE(c.ok());
+  v1::JobSpec spec = Spec(strategy, "sync", 4);
+  spec.set_epochs(50);  // far longer than the test
+  v1::Job job;
+  ASSERT_TRUE(c.Submit(spec, &job).ok());
+  v1::Job running = c.WaitFor(job.id(), absl::Seconds(30), [](const v1::Job& j) {
+    return j.state() == v1::RUNNING && j.step() >= 20;
+  });
+  ASSERT_EQ(running.state(), v1::RUNNING) << running.error();
+  c->KillWorker(2);
+  const absl::Time killed = absl::Now();
+  v1::Job failed = c.WaitFor(job.id(), absl::Seconds(10), Terminal);
+  const absl::Duration took = absl::Now() - killed;
+  EXPECT_EQ(failed.state(), v1::FAILED);
+  EXPECT_NE(failed.error().find("w2"), std::string::npos) << failed.error();
+  EXPECT_LE(took, absl::Seconds(10));
+  std::cout << strategy << ": job failed " << absl::FormatDuration(took)
+            << " after kill -9: " << failed.error() << "\n";
+  // The server still answers and the other workers return to idle.
+  const absl::Time deadline = absl::Now() + absl::Seconds(15);
+  while (c.IdleWorkers() != 3 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  ASSERT_EQ(c.IdleWorkers(), 3);
+  v1::JobSpec small = Spec(strategy, "sync", 3);
+  small.set_steps(20);
+  ASSERT_TRUE(c.Submit(small, &job).ok());
+  v1::Job done = c.WaitFor(job.id(), absl::Seconds(60), Terminal);
+  EXPECT_EQ(done.state(), v1::SUCCEEDED) << done.error();
+}
+
+TEST(Integration, KillNineRingWorkerFailsJobNamingItAndServerKeepsServing) {
+  KillWorkerMidJob("ring");
+}
+
+TEST(Integration, KillNinePsWorkerFailsJobNamingItAndServerKeepsServing) {
+  KillWorkerMidJob("ps");
+}
+
+TEST(Integration, StalledWorkerIsDetectedByHeartbeatAndJobFails) {
+  Cluster c(3);
+  ASSERT_TRUE(c.ok());
+  v1::JobSpec spec = Spec("ring", "sync", 3);
+  spec.set_epochs(50);
+  v1::Job job;
+  ASSERT_TRUE(c.Submit(spec, &job).ok());
+  v1::Job running = c.WaitFor(job.id(), absl::Seconds(30), [](const v1::Job& j) {
+    return j.state() == v1::RUNNING && j.step() >= 10;
+  });
+  ASSERT_EQ(running.state(), v1::RUNNING);
+  c->StopWorker(1);  // hangs, but its sockets stay open
+  const absl::Time stopped = absl::Now();
+  v1::Job failed = c.WaitFor(job.id(), absl::Seconds(15), Terminal);
+  EXPECT_EQ(failed.state(), v1::FAILED);
+  EXPECT_NE(failed.error().find("w1"), std::string::npos) << failed.error();
+  std::cout << "stalled worker: job failed " << absl::FormatDuration(absl::Now() - stopped)
+            << " after SIGSTOP: " << failed.error() << "\n";
+  EXPECT_LE(absl::Now() - stopped, absl::Seconds(10));
+}
+
+TEST(Integration, BadInputGetsClearErrors) {
+  Cluster c(1);
+  ASSERT_TRUE(c.ok());
+  struct Case {
+    std::function<void(v1::JobSpec*)> mutate;
+    std::string field;
+  };
+  std::vector<Case> cases = {
+      {[](v1::JobSpec* s) { s->set_workers(0); }, "workers"},
+      {[](v1::JobSpec* s) { s->set_strategy("gossip"); }, "strategy"},
+      {[](v1::JobSpec* s) { s->set_mode("lazy"); }, "mode"},
+      {[](v1::JobSpec* s) { s->set_model("cnn:3x3"); }, "model"},
+      {[](v1::JobSpec* s) { s->set_model("mlp:100-64-10"); }, "model"},
+      {[](v1::JobSpec* s) { s->set_batch_size(0); }, "batch_size"},
+      {[](v1::JobSpec* s) { s->set_staleness(-2); }, "staleness"},
+  };
+  for (const Case& k : cases) {
+    v1::JobSpec s = Spec("ring", "sync", 1);
+    k.mutate(&s);
+    v1::Job job;
+    grpc::Status st = c.Submit(s, &job);
+    EXPECT_EQ(st.error_code(), grpc::INVALID_ARGUMENT) << k.field;
+    EXPECT_EQ(st.error_message().rfind(k.field + ":", 0), 0u) << st.error_message();
+  }
+  v1::Job job;
+  EXPECT_EQ(c.Get("j-999", &job).error_code(), grpc::NOT_FOUND);
+  EXPECT_EQ(c.Cancel("j-999", &job).error_code(), grpc::NOT_FOUND);
+
+  // A worker without the dataset fails the job with a clear error, not a hang.
+  v1::JobSpec s = Spec("ring", "sync", 1);
+  s.set_data_dir("/nonexistent/fashion");
+  ASSERT_TRUE(c.Submit(s, &job).ok());
+  v1::Job failed = c.WaitFor(job.id(), absl::Seconds(10), Terminal);
+  EXPECT_EQ(failed.state(), v1::FAILED);
+  EXPECT_NE(failed.error().find("NOT_FOUND"), std::string::npos) << failed.error();
+  EXPECT_NE(failed.error().find("/nonexistent/fashion"), std::string::npos)
+      << failed.error();
+}
+
+TEST(Integration, CancelRunningJobReturnsWorkersToIdle) {
+  Cluster c(2);
+  ASSERT_TRUE(c.ok());
+  v1::JobSpec spec = Spec("ps", "async", 2);
+  spec.set_epochs(50);
+  v1::Job job;
+  ASSERT_TRUE(c.Submit(spec, &job).ok());
+  c.WaitFor(job.id(), absl::Seconds(30), [](const v1::Job& j) {
+    return j.state() == v1::RUNNING && j.step() > 5;
+  });
+  v1::Job cancelled;
+  ASSERT_TRUE(c.Cancel(job.id(), &cancelled).ok());
+  EXPECT_EQ(cancelled.state(), v1::CANCELLED);
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (c.IdleWorkers() != 2 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  EXPECT_EQ(c.IdleWorkers(), 2);
+}
+
+TEST(Integration, CliPointedAtAClosedPortSaysSoInOneLine) {
+  const std::string dir = TempDir();
+  const int rc = Shell(absl::StrCat(GRADSYNC_BIN_DIR,
+                                    "/gradsync status j-1 --server=127.0.0.1:1 > ",
+                                    dir, "/out 2> ", dir, "/err"),
+                       30);
+  EXPECT_EQ(rc, 1);
+  const std::string err = Slurp(dir + "/err");
+  EXPECT_NE(err.find("cannot reach the coordinator at 127.0.0.1:1"),
+            std::string::npos)
+      << err;
+  EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
+}
+
+TEST(Integration, CliRejectsUnknownCommandAndBadPairs) {
+  EXPECT_EQ(Shell(absl::StrCat(GRADSYNC_BIN_DIR, "/gradsync frobnicate 2>/dev/null"), 30), 2);
+  EXPECT_EQ(Shell(absl::StrCat(GRADSYNC_BIN_DIR,
+                               "/gradsync local --compare --pairs=ps-lazy 2>/dev/null"),
+                  30),
+            2);
+}
+
+}  // namespace
+}  // namespace gradsync
