@@ -7,6 +7,12 @@
 #include "common/kernels.h"
 
 namespace gradsync {
+namespace {
+
+// "j-3/b0s1" -> "j-3".
+std::string JobOf(const std::string& key) { return key.substr(0, key.find('/')); }
+
+}  // namespace
 
 ParamSnapshot PsStore::Snapshot(Job* job) {
   if (job->snapshot_version != job->version) {
@@ -34,7 +40,7 @@ absl::Status PsStore::Init(const std::string& job_id,
   {
     absl::MutexLock lock(&mu_);
     if (shutdown_) return absl::UnavailableError("parameter server shutting down");
-    if (ended_.count(job_id)) {
+    if (ended_.count(JobOf(job_id))) {
       return absl::FailedPreconditionError(
           absl::StrCat("job ", job_id, " already ended on this shard"));
     }
@@ -70,7 +76,7 @@ void PsStore::Pull(const std::string& job_id, bool initial, Reply reply) {
     absl::MutexLock lock(&mu_);
     if (shutdown_) {
       result = absl::UnavailableError("parameter server shutting down");
-    } else if (auto e = ended_.find(job_id); e != ended_.end()) {
+    } else if (auto e = ended_.find(JobOf(job_id)); e != ended_.end()) {
       result = absl::AbortedError(e->second);
     } else if (auto it = jobs_.find(job_id); it != jobs_.end()) {
       Job* job = it->second.get();
@@ -113,7 +119,7 @@ void PsStore::Push(const std::string& job_id, int64_t step, int rank,
     auto it = jobs_.find(job_id);
     if (shutdown_) {
       error = absl::UnavailableError("parameter server shutting down");
-    } else if (auto e = ended_.find(job_id); e != ended_.end()) {
+    } else if (auto e = ended_.find(JobOf(job_id)); e != ended_.end()) {
       error = absl::AbortedError(e->second);
     } else if (it == jobs_.end()) {
       error = absl::FailedPreconditionError(absl::StrCat(
@@ -184,20 +190,27 @@ void PsStore::EndJob(const std::string& job_id, const std::string& reason) {
     const std::string why =
         reason.empty() ? absl::StrCat("job ", job_id, " ended") : reason;
     ended_[job_id] = why;
-    auto it = jobs_.find(job_id);
-    if (it != jobs_.end()) {
+    auto ours = [&job_id](const std::string& key) { return JobOf(key) == job_id; };
+    for (auto it = jobs_.begin(); it != jobs_.end();) {
+      if (!ours(it->first)) {
+        ++it;
+        continue;
+      }
       for (Reply& r : it->second->waiting) {
         done.push_back({std::move(r), absl::AbortedError(why)});
       }
       for (Job::Held& h : it->second->held) {
         done.push_back({std::move(h.reply), absl::AbortedError(why)});
       }
-      jobs_.erase(it);
+      it = jobs_.erase(it);
     }
-    auto w = pull_waiters_.find(job_id);
-    if (w != pull_waiters_.end()) {
+    for (auto w = pull_waiters_.begin(); w != pull_waiters_.end();) {
+      if (!ours(w->first)) {
+        ++w;
+        continue;
+      }
       for (Reply& r : w->second) done.push_back({std::move(r), absl::AbortedError(why)});
-      pull_waiters_.erase(w);
+      w = pull_waiters_.erase(w);
     }
   }
   Run(&done);

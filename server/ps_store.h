@@ -5,6 +5,11 @@
 // service can hold an RPC open without holding a thread, and tests can drive
 // the store directly.
 //
+// State is keyed by a "slice key": the job id, or "JOB/PIECE" when a job
+// splits its vector into independently synchronised pieces (gradient buckets
+// x shards). Every optimizer here is elementwise, so pieces updated
+// separately give the same result as one vector. EndJob(JOB) drops them all.
+//
 // Thread-safe: every public method may be called concurrently. Reply
 // callbacks run on the calling thread of whichever method completes them,
 // after the store's lock has been released, exactly once each.

@@ -37,11 +37,23 @@ absl::Duration StepTimeout(const v1::JobSpec& spec) {
 class PsSync final : public GradientSync {
  public:
   explicit PsSync(const v1::Assignment& a)
-      : a_(a),
-        client_(a.job_id(), a.rank(),
-                std::vector<v1::PsShardInfo>(a.ps_shards().begin(),
-                                             a.ps_shards().end())),
-        timeout_(StepTimeout(a.spec())) {}
+      : a_(a), timeout_(StepTimeout(a.spec())) {
+    (void)ConfigureBuckets({Range{0, a.num_params()}});
+  }
+
+  absl::Status ConfigureBuckets(const std::vector<Range>& buckets) override {
+    std::vector<std::pair<uint64_t, uint64_t>> b;
+    for (const Range& r : buckets) b.emplace_back(r.begin, r.size);
+    std::vector<v1::PsShardInfo> shards(a_.ps_shards().begin(),
+                                        a_.ps_shards().end());
+    std::vector<PsPiece> pieces =
+        MakePsPieces(a_.job_id(), shards, b, &pieces_of_bucket_);
+    all_pieces_.clear();
+    for (size_t i = 0; i < pieces.size(); ++i) all_pieces_.push_back(i);
+    absl::MutexLock lock(&mu_);
+    client_ = std::make_unique<PsClient>(a_.rank(), std::move(pieces));
+    return absl::OkStatus();
+  }
 
   absl::Status Initialize(float* params) override {
     // Generous: the first pull also waits for rank 0's Init.
@@ -54,29 +66,87 @@ class PsSync final : public GradientSync {
       c.set_optimizer(a_.spec().optimizer());
       c.set_lr(a_.spec().lr());
       c.set_momentum(a_.spec().momentum());
-      absl::Status st = client_.Init(params, c, deadline);
+      absl::Status st = client_->Init(params, c, deadline);
       if (!st.ok()) return st;
     }
-    return client_.Pull(params, /*initial=*/true, deadline);
+    return client_->Pull(params, /*initial=*/true, deadline);
   }
 
   absl::Status Step(int64_t step, float* grad, float* params) override {
-    return client_.PushPull(step, grad, params, absl::Now() + timeout_);
+    return client_->PushPull(step, grad, params, all_pieces_,
+                             absl::Now() + timeout_);
   }
+
+  absl::StatusOr<BucketOutput> SyncBucket(int64_t step, int bucket, float* grad,
+                                          float* params) override {
+    if (bucket < 0 || bucket >= static_cast<int>(pieces_of_bucket_.size())) {
+      return absl::InvalidArgumentError(absl::StrCat("no bucket ", bucket));
+    }
+    absl::Status st = client_->PushPull(step, grad, params,
+                                        pieces_of_bucket_[bucket],
+                                        absl::Now() + timeout_);
+    if (!st.ok()) return st;
+    return BucketOutput::kParameters;
+  }
+
+  int pipeline_depth() const override { return 0; }
 
   absl::Status Finish(float* params) override {
     if (a_.spec().mode() == "async") {
-      return client_.Pull(params, /*initial=*/false, absl::Now() + timeout_);
+      return client_->Pull(params, /*initial=*/false, absl::Now() + timeout_);
     }
     return absl::OkStatus();
   }
 
-  void Abort(const absl::Status& status) override { client_.Abort(status); }
+  void Abort(const absl::Status& status) override {
+    absl::MutexLock lock(&mu_);
+    if (client_) client_->Abort(status);
+  }
 
  private:
   const v1::Assignment& a_;
-  PsClient client_;
   const absl::Duration timeout_;
+  std::vector<std::vector<int>> pieces_of_bucket_;
+  std::vector<int> all_pieces_;
+  absl::Mutex mu_;  // guards replacing client_ against Abort
+  std::unique_ptr<PsClient> client_;
+};
+
+// Per-bucket ring allreduce objects shared by both ring modes.
+class RingBuckets {
+ public:
+  RingBuckets(const v1::Assignment& a, Transport* t)
+      : a_(a), transport_(t) {}
+
+  absl::Status Configure(const std::vector<Range>& buckets) {
+    buckets_ = buckets;
+    rings_.clear();
+    for (const Range& r : buckets) {
+      rings_.push_back(std::make_unique<RingAllreduce>(
+          transport_, r.size,
+          RingOptions{static_cast<size_t>(a_.spec().chunk_bytes()),
+                      StepTimeout(a_.spec())}));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<GradientSync::BucketOutput> Sync(int64_t step, int bucket,
+                                                  float* grad) {
+    if (bucket < 0 || bucket >= static_cast<int>(rings_.size())) {
+      return absl::InvalidArgumentError(absl::StrCat("no bucket ", bucket));
+    }
+    const Range& r = buckets_[bucket];
+    absl::Status st = rings_[bucket]->Run(grad + r.begin, step, bucket);
+    if (!st.ok()) return st;
+    Scale(grad + r.begin, 1.0f / transport_->size(), r.size);
+    return GradientSync::BucketOutput::kAveragedGradient;
+  }
+
+ private:
+  const v1::Assignment& a_;
+  Transport* const transport_;
+  std::vector<Range> buckets_;
+  std::vector<std::unique_ptr<RingAllreduce>> rings_;
 };
 
 // ---------------------------------------------------------------- ring sync
@@ -108,12 +178,22 @@ class RingSync final : public GradientSync {
   absl::Status Finish(float*) override { return absl::OkStatus(); }
   void Abort(const absl::Status& status) override { transport_->Abort(status); }
 
+  absl::Status ConfigureBuckets(const std::vector<Range>& b) override {
+    return buckets_.Configure(b);
+  }
+  absl::StatusOr<BucketOutput> SyncBucket(int64_t step, int bucket, float* grad,
+                                          float*) override {
+    return buckets_.Sync(step, bucket, grad);
+  }
+  int pipeline_depth() const override { return 0; }
+
  private:
   const v1::Assignment& a_;
   Transport* const transport_;
   const size_t n_;
   RingAllreduce ring_;
   Optimizer optimizer_;
+  RingBuckets buckets_{a_, transport_};
 };
 
 // ---------------------------------------------------------------- ring async
@@ -187,6 +267,17 @@ class RingAsyncSync final : public GradientSync {
     if (error_.ok()) error_ = status;
   }
 
+  // Bucketed use: the caller pipelines steps itself (pipeline_depth), so a
+  // bucket is simply allreduced here, on the caller's thread.
+  absl::Status ConfigureBuckets(const std::vector<Range>& b) override {
+    return buckets_.Configure(b);
+  }
+  absl::StatusOr<BucketOutput> SyncBucket(int64_t step, int bucket, float* grad,
+                                          float*) override {
+    return buckets_.Sync(step, bucket, grad);
+  }
+  int pipeline_depth() const override { return staleness_; }
+
  private:
   // Waits for the oldest in-flight allreduce and applies its average.
   absl::Status ApplyOldest(float* params) {
@@ -245,6 +336,7 @@ class RingAsyncSync final : public GradientSync {
   absl::Status error_ ABSL_GUARDED_BY(mu_);
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   std::thread comm_;
+  RingBuckets buckets_{a_, transport_};
 };
 
 }  // namespace

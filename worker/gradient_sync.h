@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "absl/status/statusor.h"
+#include "common/partition.h"
 #include "gradsync/v1/gradsync.pb.h"
 
 namespace gradsync {
@@ -33,6 +34,29 @@ class GradientSync {
   virtual absl::Status Finish(float* params) = 0;
 
   virtual void Abort(const absl::Status& status) = 0;
+
+  // ---- Bucketed use (the device trainer: synchronise gradient buckets while
+  // backward still runs). Buckets are contiguous ranges of the flat vector.
+
+  // What SyncBucket leaves behind.
+  enum class BucketOutput {
+    kAveragedGradient,  // grad[range] = mean gradient; caller runs the optimizer
+    kParameters,        // params[range] = new parameters (the PS ran it)
+  };
+
+  // Declares the buckets; call before Initialize. Default: one bucket holding
+  // the whole vector.
+  virtual absl::Status ConfigureBuckets(const std::vector<Range>& buckets) = 0;
+
+  // Synchronises bucket `bucket` of `step`; grad and params are the full flat
+  // host vectors, only the bucket's range is read / written. Buckets of one
+  // step are passed in order from a single thread.
+  virtual absl::StatusOr<BucketOutput> SyncBucket(int64_t step, int bucket,
+                                                  float* grad, float* params) = 0;
+
+  // How many steps late the caller may apply a step's bucket results
+  // (ring async: the staleness bound; 0 elsewhere).
+  virtual int pipeline_depth() const = 0;
 };
 
 struct SyncContext {
