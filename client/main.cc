@@ -56,6 +56,10 @@ ABSL_FLAG(std::string, data_dir, "",
           "Fashion-MNIST directory with the *-idx*-ubyte.gz files (default: "
           "/usr/share/datasets/fashion-mnist).");
 ABSL_FLAG(std::string, device, "cpu", "Worker compute device: cpu or cuda.");
+ABSL_FLAG(bool, tf32, false, "device=cuda: allow TF32 tensor-core GEMMs (faster, ~1e-3 error).");
+ABSL_FLAG(int64_t, bucket_bytes, 25 << 20,
+          "device=cuda: gradient bucket size; buckets (last layers first) are "
+          "synchronised while backward still runs.");
 ABSL_FLAG(int64_t, chunk_bytes, 1 << 20, "Ring pipelining segment size in bytes.");
 ABSL_FLAG(int, step_timeout_ms, 30000,
           "Per-step communication timeout; a peer silent this long fails the job.");
@@ -144,6 +148,8 @@ v1::JobSpec SpecFromFlags() {
   s.set_data_dir(absl::GetFlag(FLAGS_data_dir));
   s.set_device(absl::GetFlag(FLAGS_device));
   s.set_chunk_bytes(absl::GetFlag(FLAGS_chunk_bytes));
+  s.set_bucket_bytes(absl::GetFlag(FLAGS_bucket_bytes));
+  s.set_tf32(absl::GetFlag(FLAGS_tf32));
   s.set_step_timeout_ms(absl::GetFlag(FLAGS_step_timeout_ms));
   s.set_train_limit(absl::GetFlag(FLAGS_train_limit));
   return s;

@@ -44,6 +44,8 @@ nlohmann::json JobToJson(const v1::Job& job) {
   j["wall_seconds"] = r.wall_seconds();
   j["samples_per_second"] = r.samples_per_second();
   j["comm_seconds"] = r.comm_seconds();
+  j["exposed_comm_seconds"] = r.exposed_comm_seconds();
+  j["device_name"] = r.device();
   j["compute_seconds"] = r.compute_seconds();
   j["comm_seconds_per_worker"] = std::vector<double>(
       r.comm_seconds_per_worker().begin(), r.comm_seconds_per_worker().end());

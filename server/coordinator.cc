@@ -329,13 +329,14 @@ void Coordinator::WorkerLost(const std::string& worker_id,
 void Coordinator::Finalize(JobEntry* e, std::vector<Outgoing>* out) {
   const int n = e->job.workers_size();
   v1::JobResult* res = e->job.mutable_result();
-  double comm = 0, compute = 0, last_loss = 0, max_wall = 0;
+  double comm = 0, compute = 0, last_loss = 0, max_wall = 0, exposed = 0;
   int64_t samples = 0;
   res->clear_param_checksums();
   res->clear_comm_seconds_per_worker();
   for (int r = 0; r < n; ++r) {
     const auto& d = e->results[r];
     comm += d.comm_seconds();
+    exposed += d.exposed_comm_seconds();
     compute += d.compute_seconds();
     last_loss += d.last_step_loss();
     samples += d.samples();
@@ -345,6 +346,8 @@ void Coordinator::Finalize(JobEntry* e, std::vector<Outgoing>* out) {
   }
   const v1::JobSpec& spec = e->job.spec();
   res->set_comm_seconds(comm / n);
+  res->set_exposed_comm_seconds(exposed / n);
+  res->set_device(e->results[0].device());
   res->set_compute_seconds(compute / n);
   res->set_final_train_loss(last_loss / n);
   res->set_test_accuracy(e->results[0].test_accuracy());

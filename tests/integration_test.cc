@@ -265,6 +265,26 @@ TEST(Integration, BadInputGetsClearErrors) {
       << failed.error();
 }
 
+TEST(Integration, CudaJobOnAWorkerWithoutGpuFailsBeforeTraining) {
+  Cluster c(2);
+  ASSERT_TRUE(c.ok());
+  v1::ListJobsResponse resp;
+  ASSERT_TRUE(c.List(&resp).ok());
+  for (const auto& w : resp.workers()) {
+    if (w.num_gpus() > 0) GTEST_SKIP() << "workers have GPUs here";
+  }
+  v1::JobSpec s = Spec("ring", "sync", 2);
+  s.set_device("cuda");
+  v1::Job job;
+  ASSERT_TRUE(c.Submit(s, &job).ok());
+  v1::Job failed = c.WaitFor(job.id(), absl::Seconds(10), Terminal);
+  EXPECT_EQ(failed.state(), v1::FAILED);
+  EXPECT_EQ(failed.error().rfind("FAILED_PRECONDITION", 0), 0u) << failed.error();
+  EXPECT_NE(failed.error().find("worker w0"), std::string::npos) << failed.error();
+  EXPECT_EQ(failed.step(), 0);
+  EXPECT_EQ(c.IdleWorkers(), 2);
+}
+
 TEST(Integration, CancelRunningJobReturnsWorkersToIdle) {
   Cluster c(2);
   ASSERT_TRUE(c.ok());

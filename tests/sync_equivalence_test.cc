@@ -17,6 +17,8 @@
 #include "server/ps_service.h"
 #include "server/ps_store.h"
 #include "worker/grpc_transport.h"
+#include "worker/device_model.h"
+#include "worker/device_trainer.h"
 #include "worker/trainer.h"
 
 namespace gradsync {
@@ -85,7 +87,8 @@ class SyncEquivalence : public ::testing::Test {
   std::vector<std::vector<float>> Run(const std::string& strategy,
                                       const std::string& mode, int world,
                                       int batch, int steps, int shards = 1,
-                                      const std::string& optimizer = "sgd") {
+                                      const std::string& optimizer = "sgd",
+                                      int64_t bucket_bytes = 0) {
     static int job_counter = 0;
     const std::string job_id = absl::StrCat("t-", ++job_counter);
     v1::JobSpec spec;
@@ -94,12 +97,15 @@ class SyncEquivalence : public ::testing::Test {
     spec.set_workers(world);
     spec.set_batch_size(batch);
     spec.set_steps(steps);
+    spec.set_step_timeout_ms(20000);
     spec.set_optimizer(optimizer);
     spec.set_lr(optimizer == "sgd" ? 0.05f : 0.001f);
     spec.set_momentum(0.9f);
     spec.set_seed(7);
     spec.set_ps_shards(shards);
     spec.set_chunk_bytes(64 << 10);  // several segments per chunk
+    // bucket_bytes > 0: the bucketed device trainer on the CPU model.
+    spec.set_bucket_bytes(bucket_bytes);
     auto valid = ValidateJobSpec(spec, shards);
     EXPECT_TRUE(valid.ok()) << valid.status();
     const size_t n = NumParams(*ParseModelSpec(valid->model()));
@@ -151,8 +157,15 @@ class SyncEquivalence : public ::testing::Test {
         NullReporter rep;
         TrainingOptions opts;
         opts.evaluate = false;
-        TrainingOutcome out =
-            RunTraining(as[r], *train_, *test_, sync->get(), &rep, nullptr, opts);
+        TrainingOutcome out;
+        if (bucket_bytes > 0) {
+          auto model = MakeCpuModel(*ParseModelSpec(as[r].spec().model()));
+          out = RunDeviceTraining(as[r], *train_, *test_, model->get(),
+                                  sync->get(), &rep, nullptr, opts);
+        } else {
+          out = RunTraining(as[r], *train_, *test_, sync->get(), &rep, nullptr,
+                            opts);
+        }
         status[r] = out.status;
         params[r] = std::move(out.params);
       });
@@ -225,6 +238,54 @@ TEST_F(SyncEquivalence, RingAsyncReplicasStayIdenticalAndAdamWorks) {
 
 TEST_F(SyncEquivalence, PsAsyncRunsToCompletion) {
   auto p = Run("ps", "async", 3, 16, 20, 2);
+  ASSERT_EQ(p.size(), 3u);
+  for (const auto& v : p) ASSERT_FALSE(v.empty());
+}
+
+// The bucketed (GPU-style) trainer on the CPU model: buckets of 200 KB split
+// the default MLP into 2 buckets, which the PS further cuts at shard bounds.
+constexpr int64_t kSmallBuckets = 200 << 10;
+
+TEST_F(SyncEquivalence, BucketedRingSyncMatchesOneWorker) {
+  auto one = Run("ring", "sync", 1, 64, 25);
+  auto four = Run("ring", "sync", 4, 16, 25, 1, "sgd", kSmallBuckets);
+  ASSERT_EQ(four.size(), 4u);
+  ASSERT_FALSE(four[0].empty());
+  for (int r = 1; r < 4; ++r) {
+    EXPECT_EQ(Checksum(four[r].data(), four[r].size()),
+              Checksum(four[0].data(), four[0].size()));
+  }
+  EXPECT_LE(RelativeError(four[0], one[0]), 1e-4);
+}
+
+TEST_F(SyncEquivalence, BucketedPsSyncAcrossShardsMatchesOneWorker) {
+  auto one = Run("ps", "sync", 1, 64, 25);
+  auto four = Run("ps", "sync", 4, 16, 25, 3, "sgd", kSmallBuckets);
+  ASSERT_EQ(four.size(), 4u);
+  for (int r = 0; r < 4; ++r) {
+    ASSERT_FALSE(four[r].empty());
+    EXPECT_LE(RelativeError(four[r], one[0]), 1e-4) << "rank " << r;
+  }
+}
+
+TEST_F(SyncEquivalence, BucketedRingAsyncFollowsTheSameStaleTrajectory) {
+  // Both loops apply step u's averaged gradient before step u+s+1 computes.
+  auto plain = Run("ring", "async", 3, 16, 25, 1, "sgd");
+  auto bucketed = Run("ring", "async", 3, 16, 25, 1, "sgd", kSmallBuckets);
+  ASSERT_EQ(bucketed.size(), 3u);
+  ASSERT_FALSE(bucketed[0].empty());
+  for (int r = 1; r < 3; ++r) {
+    EXPECT_EQ(Checksum(bucketed[r].data(), bucketed[r].size()),
+              Checksum(bucketed[0].data(), bucketed[0].size()));
+  }
+  EXPECT_LE(RelativeError(bucketed[0], plain[0]), 1e-4);
+  // ...and not the sync one: staleness changes the trajectory.
+  auto sync = Run("ring", "sync", 3, 16, 25, 1, "sgd");
+  EXPECT_GT(RelativeError(bucketed[0], sync[0]), 1e-3);
+}
+
+TEST_F(SyncEquivalence, BucketedPsAsyncRunsToCompletion) {
+  auto p = Run("ps", "async", 3, 16, 20, 2, "adam", kSmallBuckets);
   ASSERT_EQ(p.size(), 3u);
   for (const auto& v : p) ASSERT_FALSE(v.empty());
 }

@@ -1,7 +1,8 @@
 // Transport over gRPC: each rank serves the Peer service; frames for a job
-// land in that job's mailbox, one FIFO per sending rank. Sending opens one
-// client stream per destination and writes TensorFrames whose data slices
-// point at the caller's memory (no copies; see common/grpc/tensor_frame.h).
+// land in that job's mailbox, one FIFO per sending rank, and are reduced
+// straight out of the received slices. Sending opens one client stream per
+// destination; each frame's payload is copied once into frame-owned memory
+// (see Send for why), the frame header and the memory travel as raw slices.
 #ifndef GRADSYNC_WORKER_GRPC_TRANSPORT_H_
 #define GRADSYNC_WORKER_GRPC_TRANSPORT_H_
 
@@ -25,6 +26,7 @@
 namespace gradsync {
 
 // Received frames of one job, by sending rank. Thread-safe.
+// (Sending copies the payload once; see GrpcTransport::Send.)
 class JobMailbox {
  public:
   // Appends a frame; the mailbox's error if it has failed.
@@ -99,10 +101,6 @@ class GrpcTransport final : public Transport {
   void Abort(const absl::Status& status) override;
 
  private:
-  struct InFlight {
-    absl::Mutex mu;
-    int64_t count ABSL_GUARDED_BY(mu) = 0;
-  };
   absl::StatusOr<PeerSender*> SenderFor(int peer);
 
   const std::string job_id_;
@@ -110,7 +108,6 @@ class GrpcTransport final : public Transport {
   const std::vector<std::string> peers_;
   const std::shared_ptr<JobMailbox> mailbox_;
   const GrpcTransportOptions options_;
-  std::shared_ptr<InFlight> in_flight_;
 
   absl::Mutex mu_;
   std::map<int, std::unique_ptr<PeerSender>> senders_ ABSL_GUARDED_BY(mu_);

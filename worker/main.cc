@@ -10,6 +10,9 @@
 #include "common/logging.h"
 #include "common/signals.h"
 #include "worker/worker_daemon.h"
+#ifdef GRADSYNC_HAVE_CUDA
+#include "worker/cuda/cuda_backend.h"
+#endif
 
 ABSL_FLAG(std::string, coordinator, "127.0.0.1:50051",
           "HOST:PORT of the gradsync-server coordinator to join. The worker "
@@ -26,6 +29,10 @@ ABSL_FLAG(std::string, id, "", "Worker id shown in listings and errors "
 ABSL_FLAG(std::string, data_dir, "",
           "Fashion-MNIST directory on this machine; overrides the job's "
           "data_dir (default: the job's, else /usr/share/datasets/fashion-mnist).");
+ABSL_FLAG(int, gpu, -1,
+          "GPU for device=cuda jobs (default -1: the job rank modulo the GPUs "
+          "visible, so workers on one machine spread over its GPUs; several "
+          "workers may share one GPU).");
 ABSL_FLAG(std::string, log_level, "info", "trace, debug, info, warn, error or off.");
 
 int main(int argc, char** argv) {
@@ -48,6 +55,15 @@ int main(int argc, char** argv) {
   o.advertise = absl::GetFlag(FLAGS_advertise);
   o.id = absl::GetFlag(FLAGS_id);
   o.data_dir = absl::GetFlag(FLAGS_data_dir);
+  o.gpu = absl::GetFlag(FLAGS_gpu);
+#ifdef GRADSYNC_HAVE_CUDA
+  o.num_gpus = gradsync::cuda::DeviceCount();
+#endif
+  if (o.gpu >= 0 && o.gpu >= o.num_gpus) {
+    std::cerr << "gradsync-worker: --gpu=" << o.gpu << " but " << o.num_gpus
+              << " GPU(s) are visible\n";
+    return 2;
+  }
   gradsync::WorkerDaemon daemon(o);
   absl::StatusOr<std::string> addr = daemon.Start();
   if (!addr.ok()) {

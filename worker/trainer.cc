@@ -24,6 +24,7 @@ TrainingOutcome RunTraining(const v1::Assignment& a, const Dataset& train,
   const std::string tag = JobTag(a.job_id(), rank);
   out.done.set_job_id(a.job_id());
   out.done.set_rank(rank);
+  out.done.set_device("cpu");
   auto fail = [&](absl::Status st) {
     sync->Abort(st);
     out.status = st;

@@ -55,8 +55,9 @@ class Transport {
   virtual int size() const = 0;
 
   // Queues data[0..n) for `peer`; returns without waiting for the network.
-  // Zero-copy: the memory must stay valid and unchanged until
-  // WaitSendsReleased() returns. Messages to one peer arrive in order.
+  // A transport may send without copying: then the memory must stay valid
+  // and unchanged until WaitSendsReleased() returns. Messages to one peer
+  // arrive in order.
   virtual absl::Status Send(int peer, const ChunkTag& tag, const float* data,
                             size_t n, uint64_t checksum = 0) = 0;
 

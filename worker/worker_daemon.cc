@@ -7,7 +7,11 @@
 #include "absl/strings/str_cat.h"
 #include "common/grpc/grpc_util.h"
 #include "common/logging.h"
+#include "worker/device_trainer.h"
 #include "worker/trainer.h"
+#ifdef GRADSYNC_HAVE_CUDA
+#include "worker/cuda/cuda_model.h"
+#endif
 
 namespace gradsync {
 
@@ -262,9 +266,33 @@ void WorkerDaemon::JobMain(v1::Assignment a) {
       train.ok() ? LoadData(dir, false) : train.status();
   if (!train.ok() || !test.ok()) {
     st = !train.ok() ? train.status() : test.status();
-  } else if (a.spec().device() == "cuda") {
+  }
+  std::unique_ptr<DeviceModel> device_model;
+  if (st.ok() && a.spec().device() == "cuda") {
+#ifdef GRADSYNC_HAVE_CUDA
+    if (options_.num_gpus <= 0) {
+      st = absl::FailedPreconditionError(
+          absl::StrCat("worker ", id_, " has no GPU; device=cuda unavailable"));
+    } else {
+      const int gpu =
+          options_.gpu >= 0 ? options_.gpu : a.rank() % options_.num_gpus;
+      absl::StatusOr<MlpSpec> mspec = ParseModelSpec(a.spec().model());
+      absl::StatusOr<std::unique_ptr<DeviceModel>> m =
+          mspec.ok() ? cuda::MakeCudaModel(*mspec, gpu, a.spec().tf32(),
+                                           a.spec().batch_size())
+                     : mspec.status();
+      if (m.ok()) {
+        device_model = std::move(*m);
+        spdlog::info("{}training on {}", tag, device_model->name());
+      } else {
+        st = absl::Status(m.status().code(),
+                          absl::StrCat("worker ", id_, ": ", m.status().message()));
+      }
+    }
+#else
     st = absl::FailedPreconditionError(absl::StrCat(
         "worker ", id_, " was built without CUDA support; device=cuda unavailable"));
+#endif
   }
   std::unique_ptr<GrpcTransport> transport;
   std::unique_ptr<GradientSync> sync;
@@ -294,7 +322,11 @@ void WorkerDaemon::JobMain(v1::Assignment a) {
       if (cancelled_) sync_->Abort(absl::CancelledError("job cancelled"));
     }
     Reporter reporter(this);
-    outcome = RunTraining(a, **train, **test, sync.get(), &reporter, &cancelled_);
+    outcome = device_model
+                  ? RunDeviceTraining(a, **train, **test, device_model.get(),
+                                      sync.get(), &reporter, &cancelled_)
+                  : RunTraining(a, **train, **test, sync.get(), &reporter,
+                                &cancelled_);
     absl::MutexLock lock(&mu_);
     sync_ = nullptr;
   } else {
@@ -308,6 +340,7 @@ void WorkerDaemon::JobMain(v1::Assignment a) {
   mailboxes_.Close(a.job_id(), absl::AbortedError("job ended"));
   sync.reset();
   transport.reset();
+  device_model.reset();
   // Idle before the coordinator hears of it: it may assign the next job at
   // once (StartJob then joins this thread, which is about to end).
   {

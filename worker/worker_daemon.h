@@ -31,7 +31,8 @@ struct WorkerOptions {
   std::string advertise;     // default: listen host (0.0.0.0 -> 127.0.0.1)
   std::string id;            // default: hostname-pid
   std::string data_dir;      // overrides the job's data_dir when set
-  int num_gpus = 0;
+  int num_gpus = 0;          // GPUs this worker offers (0 without CUDA)
+  int gpu = -1;              // GPU to use; -1: rank % num_gpus
   absl::Duration heartbeat_interval = absl::Seconds(1);
 };
 
