@@ -110,13 +110,36 @@ std::string CompareTable(const std::vector<v1::Job>& jobs) {
                 std::max(1.0, slowest->result().samples_per_second()),
             StrategyLabel(slowest->spec()), share(fastest), share(slowest),
             StrategyLabel(slowest->spec())));
+    // Why, from the cost model (DESIGN.md) and the measured per-step comm.
+    const v1::Job& f = *fastest;
+    const int n = f.spec().workers();
+    const double k_mb = f.result().num_params() * 4.0 / 1e6;
+    absl::StrAppend(&out, "per-step communication:");
+    for (const v1::Job& j : jobs) {
+      if (j.state() != v1::SUCCEEDED || j.result().steps() <= 0) continue;
+      absl::StrAppend(&out, absl::StrFormat(
+                                " %s %.2f ms;", StrategyLabel(j.spec()),
+                                1e3 * j.result().comm_seconds() / j.result().steps()));
+    }
+    absl::StrAppend(&out, "\n");
     absl::StrAppend(
         &out,
-        "why: a single PS link carries every worker's gradient in and the "
-        "parameters out (2*N*K bytes per step) and sync modes wait for the "
-        "slowest worker; the ring moves 2(N-1)/N*K bytes per worker whatever "
-        "N is, and async modes overlap that traffic with compute at the price "
-        "of stale gradients.\n");
+        absl::StrFormat(
+            "why: each step moves K = %.2f MB of gradient. A ring allreduce "
+            "takes 2(N-1) = %d sequential hops and sends 2(N-1)/N*K = %.2f MB "
+            "per worker; a single PS takes one round trip per worker but its "
+            "link carries N*K = %.2f MB in and out. %s Async modes hide part "
+            "of the communication behind compute at the price of stale "
+            "gradients (see test_acc).\n",
+            k_mb, 2 * (n - 1), 2.0 * (n - 1) / n * k_mb, n * k_mb,
+            k_mb < 4.0
+                ? "At this size per-message latency and CPU time, not link "
+                  "bandwidth, dominate, which favours the fewer hops of the "
+                  "PS; the ring's bandwidth advantage grows with K and N "
+                  "(try a wider --model or more --workers)."
+                : "At this size bandwidth dominates, which favours the ring "
+                  "as N grows; PS shards (--ps-shards) split the server "
+                  "link."));
   }
   if (best_acc) {
     absl::StrAppend(&out, absl::StrFormat("best test accuracy: %s (%.4f)\n",
