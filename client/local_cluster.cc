@@ -98,9 +98,12 @@ absl::StatusOr<LocalCluster::Process> LocalCluster::Spawn(
           name, " exited during start-up; its log ", p.log, " ends with:\n",
           LastLines(p.log, 5)));
     }
-    if (absl::Now() > deadline) {
+    const bool interrupted =
+        options_.interrupted != nullptr && options_.interrupted->load();
+    if (absl::Now() > deadline || interrupted) {
       kill(pid, SIGKILL);
       waitpid(pid, &status, 0);
+      if (interrupted) return absl::CancelledError("interrupted");
       return absl::DeadlineExceededError(
           absl::StrCat(name, " did not start in time; see ", p.log));
     }
@@ -153,6 +156,9 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(
     if (st.ok() && resp.workers_size() >= options.workers) break;
     absl::Status alive = c->CheckAlive();
     if (!alive.ok()) return alive;
+    if (options.interrupted != nullptr && options.interrupted->load()) {
+      return absl::CancelledError("interrupted");
+    }
     if (absl::Now() > deadline) {
       return absl::DeadlineExceededError(absl::StrCat(
           "only ", resp.workers_size(), " of ", options.workers,

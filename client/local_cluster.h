@@ -6,6 +6,7 @@
 
 #include <sys/types.h>
 
+#include <atomic>
 #include <memory>
 #include <string>
 #include <vector>
@@ -24,6 +25,8 @@ struct LocalClusterOptions {
   std::string log_level = "info";
   double heartbeat_timeout = 6.0;
   absl::Duration start_timeout = absl::Seconds(30);
+  // Start-up gives up (CANCELLED) once this becomes true, e.g. on Ctrl-C.
+  const std::atomic<bool>* interrupted = nullptr;
 };
 
 class LocalCluster {

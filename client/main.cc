@@ -164,6 +164,8 @@ v1::Job Watch(v1::Coordinator::Stub* stub, const std::string& id,
   {
     absl::MutexLock lock(&g_watch_mu);
     g_watch_ctx = &ctx;
+    // A Ctrl-C that came before the watch existed still ends it.
+    if (g_interrupted) ctx.TryCancel();
   }
   v1::WatchJobRequest req;
   req.set_id(id);
@@ -315,11 +317,14 @@ int Local() {
   o.data_dir = absl::GetFlag(FLAGS_data_dir);
   o.log_level = absl::GetFlag(FLAGS_log_level);
   o.heartbeat_timeout = absl::GetFlag(FLAGS_heartbeat_timeout);
+  o.interrupted = &g_interrupted;
   std::printf("starting 1 server, %d PS shard(s), %d workers (logs in %s)\n",
               o.ps_shards, o.workers, o.log_dir.c_str());
   std::fflush(stdout);
   absl::StatusOr<std::unique_ptr<LocalCluster>> cluster = LocalCluster::Start(o);
-  if (!cluster.ok()) Die(std::string(cluster.status().message()));
+  if (!cluster.ok()) {
+    Die(std::string(cluster.status().message()), g_interrupted ? 130 : 1);
+  }
   auto stub = Connect((*cluster)->coordinator());
   std::vector<v1::Job> jobs;
   int rc = 0;
@@ -463,12 +468,19 @@ int main(int argc, char** argv) {
   sigaddset(&set, SIGINT);
   sigaddset(&set, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  // The first signal cancels the job and cleans up; a second one exits at
+  // once (the daemons of `local` die with us through PR_SET_PDEATHSIG).
   std::thread([set]() mutable {
     int sig;
     sigwait(&set, &sig);
     gradsync::g_interrupted = true;
-    absl::MutexLock lock(&gradsync::g_watch_mu);
-    if (gradsync::g_watch_ctx != nullptr) gradsync::g_watch_ctx->TryCancel();
+    {
+      absl::MutexLock lock(&gradsync::g_watch_mu);
+      if (gradsync::g_watch_ctx != nullptr) gradsync::g_watch_ctx->TryCancel();
+    }
+    sigwait(&set, &sig);
+    std::fprintf(stderr, "gradsync: interrupted again; exiting\n");
+    _exit(130);
   }).detach();
   return gradsync::Run(args);
 }

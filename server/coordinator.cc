@@ -40,6 +40,15 @@ std::string Tag(const std::string& job_id) {
 
 Coordinator::Coordinator(CoordinatorOptions options)
     : options_(std::move(options)), ps_addresses_(options_.ps_addresses) {
+  // Job ids must not repeat across coordinator restarts: long-lived workers
+  // and PS shards remember ended jobs by id. "j-<start time, base 36>-<n>".
+  uint64_t t = static_cast<uint64_t>(absl::ToUnixSeconds(absl::Now()));
+  std::string b36;
+  while (t > 0) {
+    b36.insert(b36.begin(), "0123456789abcdefghijklmnopqrstuvwxyz"[t % 36]);
+    t /= 36;
+  }
+  id_prefix_ = b36 + "-";
   monitor_ = std::thread([this] { MonitorLoop(); });
   background_thread_ = std::thread([this] { BackgroundLoop(); });
 }
@@ -65,11 +74,30 @@ void Coordinator::Shutdown() {
   changed_.SignalAll();
 }
 
+void Coordinator::Post(const std::shared_ptr<WriteChannel>& chan,
+                       v1::CoordinatorMessage msg, std::vector<Outgoing>* out) {
+  if (chan == nullptr) return;
+  {
+    absl::MutexLock lock(&chan->queue_mu);
+    chan->queue.push_back(std::move(msg));
+  }
+  out->push_back(chan);
+}
+
 void Coordinator::Send(std::vector<Outgoing>* out) {
-  for (Outgoing& o : *out) {
-    absl::MutexLock lock(&o.chan->mu);
-    // A failed write means the stream is gone; its Join handler notices.
-    if (o.chan->stream != nullptr) o.chan->stream->Write(o.msg);
+  for (Outgoing& chan : *out) {
+    absl::MutexLock lock(&chan->mu);
+    while (true) {
+      v1::CoordinatorMessage msg;
+      {
+        absl::MutexLock q(&chan->queue_mu);
+        if (chan->queue.empty()) break;
+        msg = std::move(chan->queue.front());
+        chan->queue.pop_front();
+      }
+      // A failed write means the stream is gone; its Join handler notices.
+      if (chan->stream != nullptr) chan->stream->Write(msg);
+    }
   }
   out->clear();
 }
@@ -161,7 +189,7 @@ grpc::Status Coordinator::SubmitJob(grpc::ServerContext*,
   {
     absl::MutexLock lock(&mu_);
     if (shutdown_) return grpc::Status(grpc::UNAVAILABLE, "shutting down");
-    const std::string id = absl::StrCat("j-", next_job_++);
+    const std::string id = absl::StrCat("j-", id_prefix_, next_job_++);
     JobEntry& e = jobs_[id];
     e.job.set_id(id);
     *e.job.mutable_spec() = *spec;
@@ -245,9 +273,9 @@ void Coordinator::Schedule(std::vector<Outgoing>* out) {
       w->job_id = id;
       e.job.add_workers(w->id);
       a.set_rank(r);
-      Outgoing o{w->chan, {}};
-      *o.msg.mutable_assignment() = a;
-      out->push_back(std::move(o));
+      v1::CoordinatorMessage msg;
+      *msg.mutable_assignment() = a;
+      Post(w->chan, std::move(msg), out);
     }
     spdlog::info("{}running on {}", Tag(id), absl::StrJoin(e.job.workers(), ","));
     AddStateEvent(&e, absl::StrCat("running on ", absl::StrJoin(e.job.workers(), ",")));
@@ -271,10 +299,10 @@ void Coordinator::EndJob(JobEntry* e, v1::JobState state,
       if (e->done[r]) continue;
       auto it = workers_.find(e->job.workers(r));
       if (it == workers_.end() || it->second.dead) continue;
-      Outgoing o{it->second.chan, {}};
-      o.msg.mutable_cancel()->set_job_id(e->job.id());
-      o.msg.mutable_cancel()->set_reason(error);
-      out->push_back(std::move(o));
+      v1::CoordinatorMessage msg;
+      msg.mutable_cancel()->set_job_id(e->job.id());
+      msg.mutable_cancel()->set_reason(error);
+      Post(it->second.chan, std::move(msg), out);
     }
     if (e->job.spec().strategy() == "ps") {
       std::vector<std::string> shards(
@@ -552,9 +580,9 @@ grpc::Status Coordinator::Join(grpc::ServerContext* ctx, Stream* stream) {
     w.last_seen = absl::Now();
     w.ctx = ctx;
     w.chan = chan;
-    Outgoing o{chan, {}};
-    o.msg.mutable_registered()->set_worker_id(id);
-    out.push_back(std::move(o));
+    v1::CoordinatorMessage msg;
+    msg.mutable_registered()->set_worker_id(id);
+    Post(chan, std::move(msg), &out);
     spdlog::info("worker {} joined (peer {}, {} GPUs)", id, w.peer_address,
                  w.num_gpus);
   }

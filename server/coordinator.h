@@ -66,9 +66,15 @@ class Coordinator final : public v1::Coordinator::Service {
 
   // A worker's stream as seen by writers on other threads. The Join handler
   // clears `stream` (under mu) before it returns and the stream dies.
+  //
+  // Messages are queued in order while the coordinator's mu_ is held (Post)
+  // and written later by whichever thread drains the queue first (Send), so
+  // a worker sees them in the order the coordinator decided them.
   struct WriteChannel {
-    absl::Mutex mu;
+    absl::Mutex mu;  // held while writing
     Stream* stream ABSL_GUARDED_BY(mu) = nullptr;
+    absl::Mutex queue_mu;  // never held while blocking
+    std::deque<v1::CoordinatorMessage> queue ABSL_GUARDED_BY(queue_mu);
   };
 
   struct Worker {
@@ -102,11 +108,10 @@ class Coordinator final : public v1::Coordinator::Service {
     absl::Time pending_since;
   };
 
-  // A write to a worker stream, performed after mu_ is released.
-  struct Outgoing {
-    std::shared_ptr<WriteChannel> chan;
-    v1::CoordinatorMessage msg;
-  };
+  // Channels with queued messages, drained by Send after mu_ is released.
+  using Outgoing = std::shared_ptr<WriteChannel>;
+  static void Post(const std::shared_ptr<WriteChannel>& chan,
+                   v1::CoordinatorMessage msg, std::vector<Outgoing>* out);
 
   void Schedule(std::vector<Outgoing>* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Ends a running or queued job with `state` and `error`: cancels its
@@ -127,6 +132,7 @@ class Coordinator final : public v1::Coordinator::Service {
   void BackgroundLoop();
 
   const CoordinatorOptions options_;
+  std::string id_prefix_;  // set in the constructor, then constant
 
   absl::Mutex mu_;
   absl::CondVar changed_;

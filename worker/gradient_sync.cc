@@ -52,6 +52,7 @@ class PsSync final : public GradientSync {
     for (size_t i = 0; i < pieces.size(); ++i) all_pieces_.push_back(i);
     absl::MutexLock lock(&mu_);
     client_ = std::make_unique<PsClient>(a_.rank(), std::move(pieces));
+    if (!aborted_.ok()) client_->Abort(aborted_);
     return absl::OkStatus();
   }
 
@@ -100,6 +101,7 @@ class PsSync final : public GradientSync {
 
   void Abort(const absl::Status& status) override {
     absl::MutexLock lock(&mu_);
+    if (aborted_.ok()) aborted_ = status;
     if (client_) client_->Abort(status);
   }
 
@@ -110,6 +112,7 @@ class PsSync final : public GradientSync {
   std::vector<int> all_pieces_;
   absl::Mutex mu_;  // guards replacing client_ against Abort
   std::unique_ptr<PsClient> client_;
+  absl::Status aborted_;  // guarded by mu_
 };
 
 // Per-bucket ring allreduce objects shared by both ring modes.

@@ -115,8 +115,14 @@ class PeerReactor final
     absl::StatusOr<DecodedFrame> frame = DecodedFrame::Parse(buf_);
     absl::Status st = frame.status();
     if (st.ok()) {
-      job_id_ = frame->header().job_id();
-      src_ = frame->header().rank();
+      {
+        // OnCancel may run concurrently with this reaction.
+        absl::MutexLock lock(&mu_);
+        if (job_id_.empty()) {
+          job_id_ = frame->header().job_id();
+          src_ = frame->header().rank();
+        }
+      }
       st = mailboxes_->Deliver(std::move(*frame));
     }
     buf_.Clear();
@@ -128,16 +134,24 @@ class PeerReactor final
   }
 
   void OnCancel() override {
-    if (!job_id_.empty()) mailboxes_->SourceBroken(job_id_, src_);
+    std::string job;
+    int src;
+    {
+      absl::MutexLock lock(&mu_);
+      job = job_id_;
+      src = src_;
+    }
+    if (!job.empty()) mailboxes_->SourceBroken(job, src);
   }
 
   void OnDone() override { delete this; }
 
  private:
   PeerMailboxes* const mailboxes_;
-  grpc::ByteBuffer buf_;
-  std::string job_id_;
-  int src_ = -1;
+  grpc::ByteBuffer buf_;  // the one read in flight
+  absl::Mutex mu_;
+  std::string job_id_ ABSL_GUARDED_BY(mu_);  // of the first frame
+  int src_ ABSL_GUARDED_BY(mu_) = -1;
 };
 
 }  // namespace
@@ -163,14 +177,23 @@ class PeerSender final
     if (!st.ok()) return st;
     stub_.PrepareBidiStreamingCall(&ctx_, "/gradsync.v1.Peer/Stream",
                                    grpc::StubOptions(), this);
+    // Writes start from outside the reactions (Enqueue on the collective's
+    // thread), so the call must be held open until Close, else it may be
+    // torn down between a finished read and our next StartWrite.
+    AddHold();
     StartRead(&ack_);
     StartCall();
+    {
+      absl::MutexLock lock(&mu_);
+      started_ = true;
+    }
     return absl::OkStatus();
   }
 
   absl::Status Enqueue(grpc::ByteBuffer buf) {
     absl::MutexLock lock(&mu_);
     if (done_) return error_;
+    if (closing_) return absl::FailedPreconditionError("stream closing");
     queue_.push_back(std::move(buf));
     if (!writing_) {
       writing_ = true;
@@ -215,11 +238,17 @@ class PeerSender final
   void Close(absl::Time deadline) {
     {
       absl::MutexLock lock(&mu_);
+      if (!started_) return;
+      if (closing_) return;  // idempotent
       closing_ = true;
       if (!writing_ && !writes_done_ && !done_) {
         writes_done_ = true;
         StartWritesDone();
       }
+    }
+    RemoveHold();  // exactly once; OnDone may now follow
+    {
+      absl::MutexLock lock(&mu_);
       if (mu_.AwaitWithDeadline(absl::Condition(&done_), deadline)) return;
     }
     ctx_.TryCancel();
@@ -237,6 +266,7 @@ class PeerSender final
   grpc::ByteBuffer ack_;
   absl::Mutex mu_;
   std::deque<grpc::ByteBuffer> queue_ ABSL_GUARDED_BY(mu_);
+  bool started_ ABSL_GUARDED_BY(mu_) = false;
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool closing_ ABSL_GUARDED_BY(mu_) = false;
   bool writes_done_ ABSL_GUARDED_BY(mu_) = false;
@@ -281,20 +311,29 @@ GrpcTransport::~GrpcTransport() {
 }
 
 absl::StatusOr<PeerSender*> GrpcTransport::SenderFor(int peer) {
-  absl::MutexLock lock(&mu_);
-  if (!aborted_.ok()) return aborted_;
-  auto& s = senders_[peer];
-  if (!s) {
-    auto sender = std::make_unique<PeerSender>(peers_[peer]);
-    absl::Status st = sender->Start(absl::Now() + options_.connect_timeout);
-    if (!st.ok()) {
-      senders_.erase(peer);
-      return absl::UnavailableError(absl::StrCat(
-          "rank ", rank_, " cannot reach rank ", peer, ": ", st.message()));
-    }
-    s = std::move(sender);
+  {
+    absl::MutexLock lock(&mu_);
+    if (!aborted_.ok()) return aborted_;
+    auto it = senders_.find(peer);
+    if (it != senders_.end()) return it->second.get();
   }
-  return s.get();
+  // Connect without holding mu_ so that Abort is never stuck behind it.
+  // Only the collective's thread creates senders, so there is no race to
+  // create the same one twice.
+  auto sender = std::make_unique<PeerSender>(peers_[peer]);
+  absl::Status st = sender->Start(absl::Now() + options_.connect_timeout);
+  if (!st.ok()) {
+    return absl::UnavailableError(absl::StrCat(
+        "rank ", rank_, " cannot reach rank ", peer, ": ", st.message()));
+  }
+  absl::MutexLock lock(&mu_);
+  PeerSender* raw = sender.get();
+  senders_[peer] = std::move(sender);
+  if (!aborted_.ok()) {
+    raw->Cancel();
+    return aborted_;
+  }
+  return raw;
 }
 
 absl::Status GrpcTransport::Send(int peer, const ChunkTag& tag,
