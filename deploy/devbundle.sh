@@ -7,16 +7,18 @@
 #   bash .devbundle/run-gpu-checks.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
-B=build
+B=${BUILD_DIR:-build}
 rm -rf .devbundle && mkdir -p .devbundle/bin .devbundle/lib .devbundle/data
 cp $B/bin/gradsync $B/bin/gradsync-server $B/bin/gradsync-worker .devbundle/bin/
 for t in cuda_tests cuda_trainer_test sync_equivalence_test algo_tests; do
   [ -x $B/tests/$t ] && cp $B/tests/$t .devbundle/bin/
 done
+strip .devbundle/bin/*   # the carry limit is 64 MiB for the whole tree
 for b in .devbundle/bin/*; do ldd "$b"; done | awk '/=>/{print $3}' | sort -u \
   | grep -vE '/(libc|libm|libgcc_s|libstdc\+\+|libpthread|libdl|librt)\.so' \
   | grep -v '/usr/local/cuda' | grep -v 'libcuda\.so' \
   | xargs -I{} cp -L {} .devbundle/lib/
+strip --strip-unneeded .devbundle/lib/* 2>/dev/null || true
 cp /usr/share/datasets/fashion-mnist/*.gz .devbundle/data/
 cp bench/torch_compare.py .devbundle/
 cat > .devbundle/run-gpu-checks.sh <<'RUN'
@@ -24,6 +26,7 @@ cat > .devbundle/run-gpu-checks.sh <<'RUN'
 # On the GPU machine: GPU tests, CPU-vs-GPU equivalence, throughput, PyTorch.
 set -x
 D=$(cd "$(dirname "$0")" && pwd)
+[ -d $D/bin ] || tar -C $D -xJf $D/bin-lib.tar.xz
 export LD_LIBRARY_PATH=$D/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 nvidia-smi
@@ -42,4 +45,8 @@ $D/bin/gradsync local --device=cuda --compare --workers 4 --epochs 1 \
 python3 $D/torch_compare.py --data-dir $D/data --workers 4 --steps 300 | tee $OUT/torch.json
 RUN
 chmod +x .devbundle/run-gpu-checks.sh
+# Binaries and libraries compress well (OpenBLAS alone is 36 MB); the data is
+# already gzip. The run script unpacks them first.
+tar -C .devbundle -cJf .devbundle/bin-lib.tar.xz bin lib
+rm -rf .devbundle/bin .devbundle/lib
 du -sh .devbundle
