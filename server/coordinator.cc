@@ -21,6 +21,9 @@ int64_t NowMs() { return absl::ToUnixMillis(absl::Now()); }
 // worker) to surface before it becomes the job's error.
 constexpr absl::Duration kSymptomGrace = absl::Milliseconds(1500);
 
+// A Join stream must send Register within this long.
+constexpr absl::Duration kRegisterTimeout = absl::Seconds(10);
+
 bool LooksLikeSymptom(absl::StatusCode code) {
   return code == absl::StatusCode::kUnavailable ||
          code == absl::StatusCode::kCancelled ||
@@ -71,35 +74,35 @@ void Coordinator::Shutdown() {
   for (auto& [id, w] : workers_) {
     if (w.ctx != nullptr) w.ctx->TryCancel();
   }
+  for (auto& [ctx, since] : unregistered_) ctx->TryCancel();
   changed_.SignalAll();
 }
 
 void Coordinator::Post(const std::shared_ptr<WriteChannel>& chan,
-                       v1::CoordinatorMessage msg, std::vector<Outgoing>* out) {
+                       v1::CoordinatorMessage msg) {
   if (chan == nullptr) return;
-  {
-    absl::MutexLock lock(&chan->queue_mu);
-    chan->queue.push_back(std::move(msg));
-  }
-  out->push_back(chan);
+  absl::MutexLock lock(&chan->mu);
+  if (!chan->closed) chan->queue.push_back(std::move(msg));
 }
 
-void Coordinator::Send(std::vector<Outgoing>* out) {
-  for (Outgoing& chan : *out) {
-    absl::MutexLock lock(&chan->mu);
-    while (true) {
-      v1::CoordinatorMessage msg;
-      {
-        absl::MutexLock q(&chan->queue_mu);
-        if (chan->queue.empty()) break;
-        msg = std::move(chan->queue.front());
-        chan->queue.pop_front();
-      }
-      // A failed write means the stream is gone; its Join handler notices.
-      if (chan->stream != nullptr) chan->stream->Write(msg);
+// One per worker session: the only thread that writes to its stream, so a
+// worker that stops reading stalls nobody but itself.
+void Coordinator::WriterLoop(std::shared_ptr<WriteChannel> chan) {
+  while (true) {
+    v1::CoordinatorMessage msg;
+    {
+      absl::MutexLock lock(&chan->mu);
+      auto ready = [&chan]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+        return chan->closed || !chan->queue.empty();
+      };
+      chan->mu.Await(absl::Condition(&ready));
+      if (chan->closed) return;
+      msg = std::move(chan->queue.front());
+      chan->queue.pop_front();
     }
+    // A failed write means the stream is gone; its Join handler notices.
+    chan->stream->Write(msg);
   }
-  out->clear();
 }
 
 void Coordinator::Background(std::function<void()> fn) {
@@ -126,7 +129,6 @@ void Coordinator::BackgroundLoop() {
 
 void Coordinator::MonitorLoop() {
   while (true) {
-    std::vector<Outgoing> out;
     {
       absl::MutexLock lock(&mu_);
       if (mu_.AwaitWithTimeout(
@@ -147,17 +149,18 @@ void Coordinator::MonitorLoop() {
         if (w.ctx != nullptr) w.ctx->TryCancel();
         WorkerLost(id,
                    absl::StrCat("no heartbeat for ",
-                                absl::FormatDuration(now - w.last_seen)),
-                   &out);
+                                absl::FormatDuration(now - w.last_seen)));
+      }
+      for (auto& [ctx, since] : unregistered_) {
+        if (now - since > kRegisterTimeout) ctx->TryCancel();
       }
       for (auto& [id, e] : jobs_) {
         if (e.job.state() == v1::RUNNING && !e.pending_error.empty() &&
             now - e.pending_since >= kSymptomGrace) {
-          EndJob(&e, v1::FAILED, e.pending_error, &out);
+          EndJob(&e, v1::FAILED, e.pending_error);
         }
       }
     }
-    Send(&out);
   }
 }
 
@@ -185,7 +188,6 @@ grpc::Status Coordinator::SubmitJob(grpc::ServerContext*,
   }
   absl::StatusOr<v1::JobSpec> spec = ValidateJobSpec(req->spec(), shards);
   if (!spec.ok()) return ToGrpcStatus(spec.status());
-  std::vector<Outgoing> out;
   {
     absl::MutexLock lock(&mu_);
     if (shutdown_) return grpc::Status(grpc::UNAVAILABLE, "shutting down");
@@ -201,14 +203,13 @@ grpc::Status Coordinator::SubmitJob(grpc::ServerContext*,
                  spec->strategy(), spec->mode(), spec->workers(),
                  spec->model(), spec->batch_size());
     AddStateEvent(&e, "queued");
-    Schedule(&out);
+    Schedule();
     *resp = e.job;
   }
-  Send(&out);
   return grpc::Status::OK;
 }
 
-void Coordinator::Schedule(std::vector<Outgoing>* out) {
+void Coordinator::Schedule() {
   while (!queue_.empty()) {
     const std::string id = queue_.front();
     JobEntry& e = jobs_[id];
@@ -275,7 +276,7 @@ void Coordinator::Schedule(std::vector<Outgoing>* out) {
       a.set_rank(r);
       v1::CoordinatorMessage msg;
       *msg.mutable_assignment() = a;
-      Post(w->chan, std::move(msg), out);
+      Post(w->chan, std::move(msg));
     }
     spdlog::info("{}running on {}", Tag(id), absl::StrJoin(e.job.workers(), ","));
     AddStateEvent(&e, absl::StrCat("running on ", absl::StrJoin(e.job.workers(), ",")));
@@ -283,7 +284,7 @@ void Coordinator::Schedule(std::vector<Outgoing>* out) {
 }
 
 void Coordinator::EndJob(JobEntry* e, v1::JobState state,
-                         const std::string& error, std::vector<Outgoing>* out) {
+                         const std::string& error) {
   if (Terminal(e->job.state())) return;
   const bool was_running = e->job.state() == v1::RUNNING;
   e->job.set_state(state);
@@ -302,7 +303,7 @@ void Coordinator::EndJob(JobEntry* e, v1::JobState state,
       v1::CoordinatorMessage msg;
       msg.mutable_cancel()->set_job_id(e->job.id());
       msg.mutable_cancel()->set_reason(error);
-      Post(it->second.chan, std::move(msg), out);
+      Post(it->second.chan, std::move(msg));
     }
     if (e->job.spec().strategy() == "ps") {
       std::vector<std::string> shards(
@@ -331,8 +332,7 @@ void Coordinator::EndJob(JobEntry* e, v1::JobState state,
 }
 
 void Coordinator::WorkerLost(const std::string& worker_id,
-                             const std::string& why,
-                             std::vector<Outgoing>* out) {
+                             const std::string& why) {
   auto it = workers_.find(worker_id);
   if (it == workers_.end() || it->second.dead) return;
   Worker& w = it->second;
@@ -348,13 +348,12 @@ void Coordinator::WorkerLost(const std::string& worker_id,
       }
       EndJob(&e, v1::FAILED,
              absl::StrCat("UNAVAILABLE: worker ", w.id, " (rank ", rank, ", ",
-                          w.peer_address, ") lost: ", why),
-             out);
+                          w.peer_address, ") lost: ", why));
     }
   }
 }
 
-void Coordinator::Finalize(JobEntry* e, std::vector<Outgoing>* out) {
+void Coordinator::Finalize(JobEntry* e) {
   const int n = e->job.workers_size();
   v1::JobResult* res = e->job.mutable_result();
   double comm = 0, compute = 0, last_loss = 0, max_wall = 0, exposed = 0;
@@ -390,19 +389,17 @@ void Coordinator::Finalize(JobEntry* e, std::vector<Outgoing>* out) {
         EndJob(e, v1::FAILED,
                absl::StrCat("DATA_LOSS: ring replicas diverged: rank 0 has ",
                             res->param_checksums(0), ", rank ", r, " has ",
-                            res->param_checksums(r)),
-               out);
+                            res->param_checksums(r)));
         return;
       }
     }
   }
   e->job.set_step(res->steps());
-  EndJob(e, v1::SUCCEEDED, "", out);
+  EndJob(e, v1::SUCCEEDED, "");
 }
 
 void Coordinator::HandleMessage(const std::string& worker_id,
-                                const v1::WorkerMessage& m,
-                                std::vector<Outgoing>* out) {
+                                const v1::WorkerMessage& m) {
   auto wit = workers_.find(worker_id);
   if (wit == workers_.end()) return;
   Worker& w = wit->second;
@@ -432,8 +429,7 @@ void Coordinator::HandleMessage(const std::string& worker_id,
             EndJob(e, v1::FAILED,
                    absl::StrCat("DATA_LOSS: initial parameters differ: rank ", r,
                                 " has ", c, ", rank ", p.rank(), " has ",
-                                p.init_checksum()),
-                   out);
+                                p.init_checksum()));
             return;
           }
         }
@@ -524,22 +520,22 @@ void Coordinator::HandleMessage(const std::string& worker_id,
                 e->pending_since = absl::Now();
               }
             } else {
-              EndJob(e, v1::FAILED, error, out);
+              EndJob(e, v1::FAILED, error);
             }
           }
           if (e->job.state() == v1::RUNNING &&
               std::all_of(e->done.begin(), e->done.end(),
                           [](bool b) { return b; })) {
             if (e->pending_error.empty()) {
-              Finalize(e, out);
+              Finalize(e);
             } else {
-              EndJob(e, v1::FAILED, e->pending_error, out);
+              EndJob(e, v1::FAILED, e->pending_error);
             }
           }
         }
       }
       (void)j;
-      Schedule(out);
+      Schedule();
       return;
     }
     default:
@@ -548,8 +544,18 @@ void Coordinator::HandleMessage(const std::string& worker_id,
 }
 
 grpc::Status Coordinator::Join(grpc::ServerContext* ctx, Stream* stream) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (shutdown_) return grpc::Status(grpc::UNAVAILABLE, "shutting down");
+    unregistered_[ctx] = absl::Now();
+  }
   v1::WorkerMessage first;
-  if (!stream->Read(&first)) return grpc::Status::CANCELLED;
+  const bool got = stream->Read(&first);
+  {
+    absl::MutexLock lock(&mu_);
+    unregistered_.erase(ctx);
+  }
+  if (!got) return grpc::Status::CANCELLED;
   if (!first.has_register_() || first.register_().worker_id().empty() ||
       first.register_().peer_address().empty()) {
     return grpc::Status(grpc::INVALID_ARGUMENT,
@@ -558,11 +564,7 @@ grpc::Status Coordinator::Join(grpc::ServerContext* ctx, Stream* stream) {
   }
   const std::string id = first.register_().worker_id();
   auto chan = std::make_shared<WriteChannel>();
-  {
-    absl::MutexLock wl(&chan->mu);
-    chan->stream = stream;
-  }
-  std::vector<Outgoing> out;
+  chan->stream = stream;
   {
     absl::MutexLock lock(&mu_);
     if (shutdown_) return grpc::Status(grpc::UNAVAILABLE, "shutting down");
@@ -582,25 +584,23 @@ grpc::Status Coordinator::Join(grpc::ServerContext* ctx, Stream* stream) {
     w.chan = chan;
     v1::CoordinatorMessage msg;
     msg.mutable_registered()->set_worker_id(id);
-    Post(chan, std::move(msg), &out);
+    Post(chan, std::move(msg));
     spdlog::info("worker {} joined (peer {}, {} GPUs)", id, w.peer_address,
                  w.num_gpus);
   }
-  Send(&out);
+  std::thread writer([chan] { WriterLoop(chan); });
   {
     absl::MutexLock lock(&mu_);
-    Schedule(&out);
+    Schedule();
   }
-  Send(&out);
   v1::WorkerMessage m;
   while (stream->Read(&m)) {
     {
       absl::MutexLock lock(&mu_);
       auto it = workers_.find(id);
       if (it == workers_.end() || it->second.dead || it->second.ctx != ctx) break;
-      HandleMessage(id, m, &out);
+      HandleMessage(id, m);
     }
-    Send(&out);
   }
   {
     absl::MutexLock lock(&mu_);
@@ -609,19 +609,19 @@ grpc::Status Coordinator::Join(grpc::ServerContext* ctx, Stream* stream) {
       WorkerLost(id,
                  ctx->IsCancelled()
                      ? "its session broke (process exited or connection lost)"
-                     : "it closed its session",
-                 &out);
+                     : "it closed its session");
       it->second.chan = nullptr;
       it->second.ctx = nullptr;
     }
   }
   {
-    // Detach the stream before this handler returns and it is destroyed;
-    // waits for a write in progress on another thread.
     absl::MutexLock wl(&chan->mu);
-    chan->stream = nullptr;
+    chan->closed = true;
   }
-  Send(&out);
+  // Unblocks a Write to a worker that stopped reading; the writer must be
+  // gone before this handler returns and the stream is destroyed.
+  ctx->TryCancel();
+  writer.join();
   return grpc::Status::OK;
 }
 
@@ -661,7 +661,6 @@ grpc::Status Coordinator::ListJobs(grpc::ServerContext*, const v1::ListJobsReque
 grpc::Status Coordinator::CancelJob(grpc::ServerContext*,
                                     const v1::CancelJobRequest* req,
                                     v1::Job* resp) {
-  std::vector<Outgoing> out;
   {
     absl::MutexLock lock(&mu_);
     auto it = jobs_.find(req->id());
@@ -675,10 +674,9 @@ grpc::Status Coordinator::CancelJob(grpc::ServerContext*,
                           absl::StrCat("job ", req->id(), " already ",
                                        v1::JobState_Name(e.job.state())));
     }
-    EndJob(&e, v1::CANCELLED, "cancelled by user", &out);
+    EndJob(&e, v1::CANCELLED, "cancelled by user");
     *resp = e.job;
   }
-  Send(&out);
   return grpc::Status::OK;
 }
 

@@ -5,8 +5,8 @@
 // each worker's Join stream is served by one thread for the life of the
 // worker. A monitor thread expires workers whose heartbeats stop, and a
 // background thread makes the blocking calls that end jobs on PS shards. All
-// state is guarded by mu_; writes to worker streams happen outside mu_ under
-// the worker's own write lock.
+// state is guarded by mu_; each worker session has a writer thread that alone
+// writes to its stream.
 #ifndef GRADSYNC_SERVER_COORDINATOR_H_
 #define GRADSYNC_SERVER_COORDINATOR_H_
 
@@ -68,13 +68,14 @@ class Coordinator final : public v1::Coordinator::Service {
   // clears `stream` (under mu) before it returns and the stream dies.
   //
   // Messages are queued in order while the coordinator's mu_ is held (Post)
-  // and written later by whichever thread drains the queue first (Send), so
-  // a worker sees them in the order the coordinator decided them.
+  // and written by the session's own writer thread, so a worker sees them in
+  // the order the coordinator decided them and no shared thread ever blocks
+  // on one worker's stream.
   struct WriteChannel {
-    absl::Mutex mu;  // held while writing
-    Stream* stream ABSL_GUARDED_BY(mu) = nullptr;
-    absl::Mutex queue_mu;  // never held while blocking
-    std::deque<v1::CoordinatorMessage> queue ABSL_GUARDED_BY(queue_mu);
+    Stream* stream = nullptr;  // constant; used by the writer thread only
+    absl::Mutex mu;
+    std::deque<v1::CoordinatorMessage> queue ABSL_GUARDED_BY(mu);
+    bool closed ABSL_GUARDED_BY(mu) = false;
   };
 
   struct Worker {
@@ -108,25 +109,24 @@ class Coordinator final : public v1::Coordinator::Service {
     absl::Time pending_since;
   };
 
-  // Channels with queued messages, drained by Send after mu_ is released.
-  using Outgoing = std::shared_ptr<WriteChannel>;
+  // Queues a message for a worker's writer thread (call under mu_, so that
+  // queue order is decision order). No-op for a closed or null channel.
   static void Post(const std::shared_ptr<WriteChannel>& chan,
-                   v1::CoordinatorMessage msg, std::vector<Outgoing>* out);
+                   v1::CoordinatorMessage msg);
+  // The writer thread of one worker session.
+  static void WriterLoop(std::shared_ptr<WriteChannel> chan);
 
-  void Schedule(std::vector<Outgoing>* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Schedule() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Ends a running or queued job with `state` and `error`: cancels its
   // workers, schedules EndJob on its PS shards.
-  void EndJob(JobEntry* e, v1::JobState state, const std::string& error,
-              std::vector<Outgoing>* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void Finalize(JobEntry* e, std::vector<Outgoing>* out)
+  void EndJob(JobEntry* e, v1::JobState state, const std::string& error)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Finalize(JobEntry* e)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void AddStateEvent(JobEntry* e, const std::string& message)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void WorkerLost(const std::string& worker_id, const std::string& why,
-                  std::vector<Outgoing>* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void HandleMessage(const std::string& worker_id, const v1::WorkerMessage& m,
-                     std::vector<Outgoing>* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  static void Send(std::vector<Outgoing>* out);
+  void WorkerLost(const std::string& worker_id, const std::string& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void HandleMessage(const std::string& worker_id, const v1::WorkerMessage& m) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Background(std::function<void()> fn);
   void MonitorLoop();
   void BackgroundLoop();
@@ -145,6 +145,9 @@ class Coordinator final : public v1::Coordinator::Service {
   int64_t next_worker_order_ ABSL_GUARDED_BY(mu_) = 0;
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
   std::deque<std::function<void()>> background_ ABSL_GUARDED_BY(mu_);
+  // Join streams that have not registered yet, and since when; the monitor
+  // cancels those silent for kRegisterTimeout.
+  std::map<grpc::ServerContext*, absl::Time> unregistered_ ABSL_GUARDED_BY(mu_);
 
   std::thread monitor_;
   std::thread background_thread_;

@@ -305,6 +305,24 @@ TEST(Integration, CancelRunningJobReturnsWorkersToIdle) {
   EXPECT_EQ(c.IdleWorkers(), 2);
 }
 
+TEST(Integration, JoinStreamThatNeverRegistersIsClosed) {
+  Cluster c(1);
+  ASSERT_TRUE(c.ok());
+  auto stub = v1::Coordinator::NewStub(MakeChannel(c->coordinator()));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(ToChrono(absl::Now() + absl::Seconds(30)));  // backstop
+  auto stream = stub->Join(&ctx);
+  const absl::Time start = absl::Now();
+  v1::CoordinatorMessage m;
+  EXPECT_FALSE(stream->Read(&m));  // the coordinator ends the silent stream
+  grpc::Status st = stream->Finish();
+  EXPECT_NE(st.error_code(), grpc::DEADLINE_EXCEEDED) << st.error_message();
+  EXPECT_LT(absl::Now() - start, absl::Seconds(15));
+  // The coordinator still serves.
+  v1::ListJobsResponse resp;
+  EXPECT_TRUE(c.List(&resp).ok());
+}
+
 TEST(Integration, CliPointedAtAClosedPortSaysSoInOneLine) {
   const std::string dir = TempDir();
   const int rc = Shell(absl::StrCat(GRADSYNC_BIN_DIR,
