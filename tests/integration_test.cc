@@ -323,6 +323,46 @@ TEST(Integration, JoinStreamThatNeverRegistersIsClosed) {
   EXPECT_TRUE(c.List(&resp).ok());
 }
 
+TEST(Integration, CliSubmitWaitListStatusAgainstARunningServer) {
+  Cluster c(2, /*shards=*/2);
+  ASSERT_TRUE(c.ok());
+  const std::string dir = TempDir();
+  const std::string bin = GRADSYNC_BIN_DIR;
+  const std::string server = absl::StrCat("--server=", c->coordinator());
+  // A two-shard PS job, submitted and watched to the end.
+  int rc = Shell(absl::StrCat(bin, "/gradsync submit ", server,
+                              " --strategy=ps --ps-shards=2 --workers=2 --steps=30",
+                              " --wait --results=", dir, "/r.json > ", dir,
+                              "/submit.txt 2>&1"),
+                 120);
+  ASSERT_EQ(rc, 0) << Slurp(dir + "/submit.txt");
+  nlohmann::json r = nlohmann::json::parse(Slurp(dir + "/r.json"));
+  EXPECT_EQ(r["state"], "SUCCEEDED");
+  EXPECT_EQ(r["ps_shards"], 2);
+  EXPECT_EQ(r["steps"], 30);
+  const std::string id = r["job_id"];
+  // list --json shows the job and both workers idle again.
+  rc = Shell(absl::StrCat(bin, "/gradsync list --json ", server, " > ", dir,
+                          "/list.json"),
+             30);
+  ASSERT_EQ(rc, 0);
+  nlohmann::json l = nlohmann::json::parse(Slurp(dir + "/list.json"));
+  ASSERT_EQ(l["jobs"].size(), 1u);
+  EXPECT_EQ(l["jobs"][0]["job_id"], id);
+  ASSERT_EQ(l["workers"].size(), 2u);
+  for (const auto& w : l["workers"]) EXPECT_EQ(w["state"], "idle");
+  // status of a known and an unknown job.
+  EXPECT_EQ(Shell(absl::StrCat(bin, "/gradsync status ", id, " ", server,
+                               " > /dev/null"), 30), 0);
+  EXPECT_EQ(Shell(absl::StrCat(bin, "/gradsync status j-nope ", server, " 2> ",
+                               dir, "/err.txt"), 30), 1);
+  EXPECT_NE(Slurp(dir + "/err.txt").find("NOT_FOUND"), std::string::npos);
+  // A bad spec is refused by the server with the field named, exit code 2.
+  EXPECT_EQ(Shell(absl::StrCat(bin, "/gradsync submit --batch-size=0 ", server,
+                               " 2> ", dir, "/bad.txt"), 30), 2);
+  EXPECT_NE(Slurp(dir + "/bad.txt").find("batch_size"), std::string::npos);
+}
+
 TEST(Integration, CliPointedAtAClosedPortSaysSoInOneLine) {
   const std::string dir = TempDir();
   const int rc = Shell(absl::StrCat(GRADSYNC_BIN_DIR,
