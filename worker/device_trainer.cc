@@ -12,6 +12,7 @@
 #include "absl/synchronization/mutex.h"
 #include "common/kernels.h"
 #include "common/logging.h"
+#include "worker/training_steps.h"
 
 namespace gradsync {
 namespace {
@@ -164,7 +165,6 @@ TrainingOutcome RunDeviceTraining(const v1::Assignment& a, const Dataset& train,
   TrainingOutcome out;
   const v1::JobSpec& spec = a.spec();
   const int rank = a.rank();
-  const int world = a.world_size();
   const std::string tag = JobTag(a.job_id(), rank);
   out.done.set_job_id(a.job_id());
   out.done.set_rank(rank);
@@ -215,61 +215,29 @@ TrainingOutcome RunDeviceTraining(const v1::Assignment& a, const Dataset& train,
   spdlog::info("{}{}: initial parameters {} ({} floats, {} buckets, depth {})",
                tag, model->name(), init_sum, n, buckets.size(), depth);
 
-  const int64_t train_n = spec.train_limit() > 0
-                              ? std::min<int64_t>(spec.train_limit(), train.n)
-                              : train.n;
-  const int batch = spec.batch_size();
-  ShardedSampler sampler(train_n, world, rank, batch, spec.seed());
-  const int64_t spe = sampler.StepsPerEpoch();
-  if (spe <= 0) {
-    return fail(absl::InvalidArgumentError("batch_size: global batch exceeds the data"));
-  }
-  const int64_t total =
-      spec.steps() > 0 ? spec.steps() : spe * std::max(1, spec.epochs());
-
-  std::vector<int64_t> idx;
-  std::vector<float> x(static_cast<size_t>(batch) * train.features);
-  std::vector<uint8_t> y(batch);
+  absl::StatusOr<StepPlan> plan = StepPlan::Make(a, train);
+  if (!plan.ok()) return fail(plan.status());
+  const int64_t total = plan->total();
+  const int batch = plan->batch();
   auto stage = [&](int64_t step) {
-    sampler.BatchIndices(step / spe, step % spe, &idx);
-    for (int i = 0; i < batch; ++i) {
-      std::memcpy(x.data() + static_cast<size_t>(i) * train.features,
-                  train.image(idx[i]), train.features * sizeof(float));
-      y[i] = train.labels[idx[i]];
-    }
-    return model->StageBatch(x.data(), y.data(), batch);
+    plan->Gather(step);
+    return model->StageBatch(plan->x(), plan->y(), batch);
+  };
+  StepReports reports(a, *plan, init_sum, reporter, options);
+  auto test_accuracy = [&]() -> absl::StatusOr<double> {
+    if (test.n == 0) return -1.0;
+    auto ev = model->Evaluate(test.images.data(), test.labels.data(), test.n);
+    if (!ev.ok()) return ev.status();
+    return ev->accuracy();
   };
 
   comm = std::make_unique<CommPipeline>(model, sync, buckets, slots, params);
-  double exposed = 0, eval_seconds = 0;
-  double epoch_loss = 0, report_loss = 0, last_loss = 0;
-  int64_t epoch_steps = 0, report_steps = 0, applied = 0;
+  double exposed = 0;
+  int64_t applied = 0;
   const absl::Time t0 = absl::Now();
-  absl::Time epoch_start = t0, last_report = t0;
-  bool sent_checksum = false;
-
-  auto report = [&](int64_t steps_done, int epoch) {
-    v1::WorkerMessage::Progress p;
-    p.set_job_id(a.job_id());
-    p.set_rank(rank);
-    p.set_step(steps_done);
-    p.set_total_steps(total);
-    p.set_epoch(epoch);
-    p.set_loss(report_steps ? report_loss / report_steps : 0);
-    const absl::Time now = absl::Now();
-    const double secs = absl::ToDoubleSeconds(now - last_report);
-    p.set_samples_per_second(secs > 0 ? report_steps * batch / secs : 0);
-    const double wall = absl::ToDoubleSeconds(now - t0);
-    p.set_comm_seconds(exposed);
-    p.set_compute_seconds(std::max(0.0, wall - exposed - eval_seconds));
-    if (!sent_checksum) {
-      p.set_init_checksum(init_sum);
-      sent_checksum = true;
-    }
-    reporter->Progress(p);
-    last_report = now;
-    report_loss = 0;
-    report_steps = 0;
+  auto compute_seconds = [&] {
+    return std::max(0.0, absl::ToDoubleSeconds(absl::Now() - t0) - exposed -
+                             reports.eval_seconds());
   };
   // Applies every finished step up to `upto` to the model.
   auto apply_through = [&](int64_t upto) -> absl::Status {
@@ -288,7 +256,7 @@ TrainingOutcome RunDeviceTraining(const v1::Assignment& a, const Dataset& train,
     }
     return absl::OkStatus();
   };
-  report(0, 1);
+  reports.Start();
 
   st = stage(0);
   if (!st.ok()) return fail(st);
@@ -316,36 +284,8 @@ TrainingOutcome RunDeviceTraining(const v1::Assignment& a, const Dataset& train,
     }
     st = apply_through(step - depth);
     if (!st.ok()) return fail(st);
-    last_loss = *loss;
-    epoch_loss += *loss;
-    report_loss += *loss;
-    ++epoch_steps;
-    ++report_steps;
-    const int64_t epoch = step / spe;
-    if ((step + 1) % spe == 0 || step + 1 == total) {
-      v1::WorkerMessage::EpochDone e;
-      e.set_job_id(a.job_id());
-      e.set_rank(rank);
-      e.set_epoch(static_cast<int>(epoch + 1));
-      e.set_train_loss(epoch_loss / epoch_steps);
-      e.set_test_accuracy(-1);
-      if (rank == 0 && options.evaluate && test.n > 0) {
-        const absl::Time w = absl::Now();
-        auto ev = model->Evaluate(test.images.data(), test.labels.data(), test.n);
-        eval_seconds += absl::ToDoubleSeconds(absl::Now() - w);
-        if (!ev.ok()) return fail(ev.status());
-        e.set_test_accuracy(ev->accuracy());
-      }
-      const absl::Time now = absl::Now();
-      e.set_seconds(absl::ToDoubleSeconds(now - epoch_start));
-      epoch_start = now;
-      reporter->EpochDone(e);
-      epoch_loss = 0;
-      epoch_steps = 0;
-    }
-    if (absl::Now() - last_report >= options.progress_interval || step + 1 == total) {
-      report(step + 1, static_cast<int>(epoch + 1));
-    }
+    st = reports.StepDone(step, *loss, exposed, compute_seconds(), test_accuracy);
+    if (!st.ok()) return fail(st);
   }
   st = apply_through(total - 1);
   if (!st.ok()) return fail(st);
@@ -359,18 +299,18 @@ TrainingOutcome RunDeviceTraining(const v1::Assignment& a, const Dataset& train,
   const double wall = absl::ToDoubleSeconds(absl::Now() - t0);
   out.done.set_code(0);
   out.done.set_param_checksum(ChecksumHex(params, n));
-  out.done.set_last_step_loss(last_loss);
+  out.done.set_last_step_loss(reports.last_loss());
   out.done.set_comm_seconds(comm_busy);
   out.done.set_exposed_comm_seconds(exposed);
-  out.done.set_compute_seconds(std::max(0.0, wall - exposed - eval_seconds));
+  out.done.set_compute_seconds(compute_seconds());
   out.done.set_samples(total * batch);
   out.done.set_steps(total);
   out.done.set_wall_seconds(wall);
   out.done.set_test_accuracy(-1);
-  if (rank == 0 && options.evaluate && test.n > 0) {
-    auto ev = model->Evaluate(test.images.data(), test.labels.data(), test.n);
-    if (!ev.ok()) return fail(ev.status());
-    out.done.set_test_accuracy(ev->accuracy());
+  if (rank == 0 && options.evaluate) {
+    absl::StatusOr<double> acc = test_accuracy();
+    if (!acc.ok()) return fail(acc.status());
+    out.done.set_test_accuracy(*acc);
   }
   spdlog::info("{}done on {}: {} steps in {:.2f} s (comm busy {:.2f} s, exposed "
                "{:.2f} s), params {}",
