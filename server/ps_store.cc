@@ -33,8 +33,12 @@ absl::Status PsStore::Init(const std::string& job_id,
   if (config.world_size < 1) {
     return absl::InvalidArgumentError("shard config: world_size must be >= 1");
   }
-  absl::StatusOr<Optimizer> opt =
-      Optimizer::Create(config.optimizer, initial.size());
+  // Async: every push moves the parameters 1/N as far as a sync step would.
+  // Scaling the learning rate (not the gradient) keeps that true for Adam,
+  // whose update ignores the gradient's scale; for SGD both are the same.
+  OptimizerOptions oo = config.optimizer;
+  if (config.async) oo.lr /= config.world_size;
+  absl::StatusOr<Optimizer> opt = Optimizer::Create(oo, initial.size());
   if (!opt.ok()) return opt.status();
   std::vector<Completion> done;
   {
@@ -166,7 +170,6 @@ void PsStore::Push(const std::string& job_id, int64_t step, int rank,
         } else {
           std::fill(job->scratch.begin(), job->scratch.end(), 0.0f);
           accumulate(job->scratch.data());
-          Scale(job->scratch.data(), 1.0f / world, job->scratch.size());
           job->optimizer->Apply(job->params.data(), job->scratch.data());
           ++job->version;
           ++job->clock[rank];

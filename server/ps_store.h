@@ -75,7 +75,8 @@ class PsStore {
   //     push averages the sum, applies the optimizer once, and replies to all
   //     N pushes with the new parameters.
   //  3. async: step must equal the rank's count of earlier pushes, else
-  //     FAILED_PRECONDITION. The gradient/N is applied at once; the reply is
+  //     FAILED_PRECONDITION. The gradient is applied at once with learning
+  //     rate lr/N (a push moves 1/N of a sync step); the reply is
   //     held while the rank would be more than `staleness` steps ahead of the
   //     slowest rank (SSP), then carries the newest parameters.
   void Push(const std::string& job_id, int64_t step, int rank, size_t count,

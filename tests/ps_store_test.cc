@@ -142,13 +142,26 @@ TEST(PsStore, AsyncAppliesEachPushAtOnce) {
   Captured a, b;
   PushVec(&store, "j", 0, 0, std::vector<float>(3, 2), &a);
   ASSERT_TRUE(a.called);  // unbounded staleness: no waiting
-  EXPECT_NEAR((*a.result->params)[0], -0.1f, 1e-6);  // -lr * 2/2
+  EXPECT_NEAR((*a.result->params)[0], -0.1f, 1e-6);  // -(lr/2) * 2
   PushVec(&store, "j", 1, 0, std::vector<float>(3, 2), &b);
   ASSERT_TRUE(b.called);
   EXPECT_NEAR((*b.result->params)[0], -0.2f, 1e-6);
   Captured bad;
   PushVec(&store, "j", 0, 0, std::vector<float>(3, 2), &bad);  // step repeated
   EXPECT_EQ(bad.result.status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST(PsStore, AsyncAdamPushMovesOneNthOfASyncStep) {
+  PsStore store;
+  ShardJobConfig c = Config(4, true);
+  c.optimizer.kind = "adam";
+  ASSERT_TRUE(store.Init("j", c, std::vector<float>(2, 0)).ok());
+  Captured a;
+  PushVec(&store, "j", 0, 0, std::vector<float>(2, 3), &a);
+  ASSERT_TRUE(a.result.ok());
+  // Adam's first step is lr * sign(g) whatever the gradient's scale; with
+  // 4 workers a push must move lr/4.
+  EXPECT_NEAR((*a.result->params)[0], -0.1f / 4, 1e-6);
 }
 
 TEST(PsStore, SspHoldsTheFastWorkerUntilTheSlowOneCatchesUp) {
