@@ -51,13 +51,13 @@ void BM_RingAllreduceGrpc(benchmark::State& state) {
   for (int r = 0; r < world; ++r) {
     auto k = std::make_unique<Rank>();
     k->service = std::make_unique<PeerService>(&k->mailboxes);
-    grpc::ServerBuilder b;
-    ConfigureServerBuilder(&b);
-    int port = 0;
-    b.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
-    b.RegisterService(k->service.get());
-    k->server = b.BuildAndStart();
-    addrs.push_back(absl::StrCat("127.0.0.1:", port));
+    auto started = StartServer("127.0.0.1:0", {k->service.get()});
+    if (!started.ok()) {
+      state.SkipWithError(started.status().ToString().c_str());
+      return;
+    }
+    k->server = std::move(started->server);
+    addrs.push_back(LocalAddress("127.0.0.1:0", started->port));
     ranks.push_back(std::move(k));
   }
   RingOptions opts;

@@ -58,21 +58,17 @@ int main(int argc, char** argv) {
     return 2;
   }
   const std::string listen = absl::GetFlag(FLAGS_listen);
-  grpc::ServerBuilder builder;
-  gradsync::ConfigureServerBuilder(&builder);
-  int port = 0;
-  builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), &port);
+  std::vector<grpc::Service*> services;
 
   gradsync::PsStore store;
   gradsync::PsService ps_service(&store);
   std::unique_ptr<gradsync::Coordinator> coordinator;
-  if (role != "coordinator") builder.RegisterService(&ps_service);
+  if (role != "coordinator") services.push_back(&ps_service);
   std::vector<std::string> extra;
   for (absl::string_view s :
        absl::StrSplit(absl::GetFlag(FLAGS_ps_shards), ',', absl::SkipEmpty())) {
     extra.emplace_back(s);
   }
-  std::unique_ptr<grpc::Server> server;
   const std::string host = listen.substr(0, listen.rfind(':'));
   gradsync::CoordinatorOptions copts;
   copts.heartbeat_timeout =
@@ -83,20 +79,18 @@ int main(int argc, char** argv) {
     if (role == "all") copts.ps_addresses.push_back("");
     for (const std::string& e : extra) copts.ps_addresses.push_back(e);
     coordinator = std::make_unique<gradsync::Coordinator>(copts);
-    builder.RegisterService(coordinator.get());
+    services.push_back(coordinator.get());
   }
   std::string advertise = absl::GetFlag(FLAGS_advertise);
-  server = builder.BuildAndStart();
-  if (server == nullptr || port == 0) {
-    std::cerr << "gradsync-server: cannot listen on " << listen
-              << " (address in use or invalid)\n";
+  absl::StatusOr<gradsync::StartedServer> started =
+      gradsync::StartServer(listen, services);
+  if (!started.ok()) {
+    std::cerr << "gradsync-server: " << started.status().message() << "\n";
     return 1;
   }
-  if (advertise.empty()) {
-    const std::string h =
-        (host == "0.0.0.0" || host == "[::]" || host.empty()) ? "127.0.0.1" : host;
-    advertise = absl::StrCat(h, ":", port);
-  }
+  std::unique_ptr<grpc::Server> server = std::move(started->server);
+  const int port = started->port;
+  if (advertise.empty()) advertise = gradsync::LocalAddress(listen, port);
   if (coordinator && role == "all") coordinator->SetShardZeroAddress(advertise);
   std::cout << "listening on " << absl::StrCat(host, ":", port) << std::endl;
   spdlog::info("gradsync-server role={} listening on {}:{} (advertised {}), "

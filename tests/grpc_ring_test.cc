@@ -32,14 +32,10 @@ TEST_P(GrpcRingTest, MatchesReferenceThreeTimes) {
   for (int r = 0; r < world; ++r) {
     auto p = std::make_unique<Peer>();
     p->service = std::make_unique<PeerService>(&p->mailboxes);
-    grpc::ServerBuilder b;
-    ConfigureServerBuilder(&b);
-    int port = 0;
-    b.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
-    b.RegisterService(p->service.get());
-    p->server = b.BuildAndStart();
-    ASSERT_NE(port, 0);
-    p->address = absl::StrCat("127.0.0.1:", port);
+    auto started = StartServer("127.0.0.1:0", {p->service.get()});
+    ASSERT_TRUE(started.ok()) << started.status();
+    p->server = std::move(started->server);
+    p->address = LocalAddress("127.0.0.1:0", started->port);
     addrs.push_back(p->address);
     peers.push_back(std::move(p));
   }

@@ -40,13 +40,10 @@ struct PsServer {
 std::unique_ptr<PsServer> StartPs() {
   auto s = std::make_unique<PsServer>();
   s->service = std::make_unique<PsService>(&s->store);
-  grpc::ServerBuilder b;
-  ConfigureServerBuilder(&b);
-  int port = 0;
-  b.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
-  b.RegisterService(s->service.get());
-  s->server = b.BuildAndStart();
-  s->address = absl::StrCat("127.0.0.1:", port);
+  auto started = StartServer("127.0.0.1:0", {s->service.get()});
+  EXPECT_TRUE(started.ok()) << started.status();
+  s->server = std::move(started->server);
+  s->address = LocalAddress("127.0.0.1:0", started->port);
   return s;
 }
 
@@ -60,13 +57,10 @@ struct PeerServer {
 std::unique_ptr<PeerServer> StartPeer() {
   auto s = std::make_unique<PeerServer>();
   s->service = std::make_unique<PeerService>(&s->mailboxes);
-  grpc::ServerBuilder b;
-  ConfigureServerBuilder(&b);
-  int port = 0;
-  b.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
-  b.RegisterService(s->service.get());
-  s->server = b.BuildAndStart();
-  s->address = absl::StrCat("127.0.0.1:", port);
+  auto started = StartServer("127.0.0.1:0", {s->service.get()});
+  EXPECT_TRUE(started.ok()) << started.status();
+  s->server = std::move(started->server);
+  s->address = LocalAddress("127.0.0.1:0", started->port);
   return s;
 }
 

@@ -53,23 +53,13 @@ WorkerDaemon::~WorkerDaemon() {
 
 absl::StatusOr<std::string> WorkerDaemon::Start() {
   peer_service_ = std::make_unique<PeerService>(&mailboxes_);
-  grpc::ServerBuilder builder;
-  ConfigureServerBuilder(&builder);
-  int port = 0;
-  builder.AddListeningPort(options_.listen, grpc::InsecureServerCredentials(),
-                           &port);
-  builder.RegisterService(peer_service_.get());
-  server_ = builder.BuildAndStart();
-  if (!server_ || port == 0) {
-    return absl::UnavailableError(
-        absl::StrCat("cannot listen on ", options_.listen));
-  }
-  advertise_ = options_.advertise;
-  if (advertise_.empty()) {
-    std::string host = options_.listen.substr(0, options_.listen.rfind(':'));
-    if (host.empty() || host == "0.0.0.0" || host == "[::]") host = "127.0.0.1";
-    advertise_ = absl::StrCat(host, ":", port);
-  }
+  absl::StatusOr<StartedServer> started =
+      StartServer(options_.listen, {peer_service_.get()});
+  if (!started.ok()) return started.status();
+  server_ = std::move(started->server);
+  advertise_ = options_.advertise.empty()
+                   ? LocalAddress(options_.listen, started->port)
+                   : options_.advertise;
   return advertise_;
 }
 

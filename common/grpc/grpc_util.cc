@@ -51,6 +51,27 @@ void ConfigureServerBuilder(grpc::ServerBuilder* builder) {
       GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 1000);
 }
 
+absl::StatusOr<StartedServer> StartServer(
+    const std::string& listen, const std::vector<grpc::Service*>& services) {
+  grpc::ServerBuilder builder;
+  ConfigureServerBuilder(&builder);
+  StartedServer out;
+  builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), &out.port);
+  for (grpc::Service* s : services) builder.RegisterService(s);
+  out.server = builder.BuildAndStart();
+  if (out.server == nullptr || out.port == 0) {
+    return absl::UnavailableError(absl::StrCat(
+        "cannot listen on ", listen, " (address in use or invalid)"));
+  }
+  return out;
+}
+
+std::string LocalAddress(const std::string& listen, int port) {
+  std::string host = listen.substr(0, listen.rfind(':'));
+  if (host.empty() || host == "0.0.0.0" || host == "[::]") host = "127.0.0.1";
+  return absl::StrCat(host, ":", port);
+}
+
 absl::Status WaitForConnected(grpc::Channel* channel, const std::string& target,
                               absl::Time deadline) {
   while (true) {

@@ -5,10 +5,12 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <grpcpp/grpcpp.h>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/time/time.h"
 
 namespace gradsync {
@@ -32,6 +34,21 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& target,
 
 // Server side twin of DefaultChannelArgs.
 void ConfigureServerBuilder(grpc::ServerBuilder* builder);
+
+struct StartedServer {
+  std::unique_ptr<grpc::Server> server;
+  int port = 0;
+};
+
+// Builds and starts a server on `listen` (port 0 picks one) with
+// ConfigureServerBuilder's settings and the given services, which must
+// outlive it. UNAVAILABLE naming the address when it cannot listen.
+absl::StatusOr<StartedServer> StartServer(
+    const std::string& listen, const std::vector<grpc::Service*>& services);
+
+// "HOST:port" for others to dial: the listen host, with a wildcard (empty,
+// 0.0.0.0, [::]) replaced by 127.0.0.1.
+std::string LocalAddress(const std::string& listen, int port);
 
 // Waits until `channel` is connected. UNAVAILABLE naming `target` when the
 // deadline passes first.
