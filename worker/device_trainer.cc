@@ -162,13 +162,9 @@ TrainingOutcome RunDeviceTraining(const v1::Assignment& a, const Dataset& train,
                                   GradientSync* sync, TrainingReporter* reporter,
                                   const std::atomic<bool>* cancelled,
                                   const TrainingOptions& options) {
-  TrainingOutcome out;
+  TrainingOutcome out = NewOutcome(a, model->name());
   const v1::JobSpec& spec = a.spec();
-  const int rank = a.rank();
-  const std::string tag = JobTag(a.job_id(), rank);
-  out.done.set_job_id(a.job_id());
-  out.done.set_rank(rank);
-  out.done.set_device(model->name());
+  const std::string tag = JobTag(a.job_id(), a.rank());
   std::unique_ptr<CommPipeline> comm;
   auto fail = [&](absl::Status st) {
     sync->Abort(st);
@@ -176,9 +172,7 @@ TrainingOutcome RunDeviceTraining(const v1::Assignment& a, const Dataset& train,
       comm->Fail(st);
       comm->Stop();
     }
-    out.status = st;
-    out.done.set_code(static_cast<int>(st.code()));
-    out.done.set_error(std::string(st.message()));
+    RecordFailure(st, &out);
     return out;
   };
 
@@ -297,21 +291,12 @@ TrainingOutcome RunDeviceTraining(const v1::Assignment& a, const Dataset& train,
   if (!st.ok()) return fail(st);
   out.params.assign(params, params + n);
   const double wall = absl::ToDoubleSeconds(absl::Now() - t0);
-  out.done.set_code(0);
-  out.done.set_param_checksum(ChecksumHex(params, n));
-  out.done.set_last_step_loss(reports.last_loss());
   out.done.set_comm_seconds(comm_busy);
   out.done.set_exposed_comm_seconds(exposed);
   out.done.set_compute_seconds(compute_seconds());
-  out.done.set_samples(total * batch);
-  out.done.set_steps(total);
-  out.done.set_wall_seconds(wall);
-  out.done.set_test_accuracy(-1);
-  if (rank == 0 && options.evaluate) {
-    absl::StatusOr<double> acc = test_accuracy();
-    if (!acc.ok()) return fail(acc.status());
-    out.done.set_test_accuracy(*acc);
-  }
+  st = RecordSuccess(a, *plan, reports, params, n, wall, options, test_accuracy,
+                     &out);
+  if (!st.ok()) return fail(st);
   spdlog::info("{}done on {}: {} steps in {:.2f} s (comm busy {:.2f} s, exposed "
                "{:.2f} s), params {}",
                tag, model->name(), total, wall, comm_busy, exposed,

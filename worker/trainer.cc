@@ -18,18 +18,12 @@ TrainingOutcome RunTraining(const v1::Assignment& a, const Dataset& train,
                             TrainingReporter* reporter,
                             const std::atomic<bool>* cancelled,
                             const TrainingOptions& options) {
-  TrainingOutcome out;
+  TrainingOutcome out = NewOutcome(a, "cpu");
   const v1::JobSpec& spec = a.spec();
-  const int rank = a.rank();
-  const std::string tag = JobTag(a.job_id(), rank);
-  out.done.set_job_id(a.job_id());
-  out.done.set_rank(rank);
-  out.done.set_device("cpu");
+  const std::string tag = JobTag(a.job_id(), a.rank());
   auto fail = [&](absl::Status st) {
     sync->Abort(st);
-    out.status = st;
-    out.done.set_code(static_cast<int>(st.code()));
-    out.done.set_error(std::string(st.message()));
+    RecordFailure(st, &out);
     return out;
   };
 
@@ -90,16 +84,11 @@ TrainingOutcome RunTraining(const v1::Assignment& a, const Dataset& train,
   st = sync->Finish(params.data());
   if (!st.ok()) return fail(st);
   const double wall = absl::ToDoubleSeconds(absl::Now() - t0);
-  out.done.set_code(0);
-  out.done.set_param_checksum(ChecksumHex(params.data(), n));
-  out.done.set_last_step_loss(reports.last_loss());
+  st = RecordSuccess(a, *plan, reports, params.data(), n, wall, options,
+                     test_accuracy, &out);
+  if (!st.ok()) return fail(st);
   out.done.set_comm_seconds(comm);
   out.done.set_compute_seconds(compute);
-  out.done.set_samples(total * batch);
-  out.done.set_steps(total);
-  out.done.set_wall_seconds(wall);
-  out.done.set_test_accuracy(-1);
-  if (rank == 0 && options.evaluate) out.done.set_test_accuracy(*test_accuracy());
   spdlog::info("{}done: {} steps in {:.2f} s (comm {:.2f} s), params {}", tag,
                total, wall, comm, out.done.param_checksum());
   return out;

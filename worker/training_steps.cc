@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include "absl/strings/str_cat.h"
+#include "common/kernels.h"
 #include "common/logging.h"
 
 namespace gradsync {
@@ -121,6 +122,42 @@ absl::Status StepReports::StepDone(
   if (absl::Now() - last_report_ >= options_.progress_interval ||
       step + 1 == plan_.total()) {
     Progress(step + 1, epoch, comm, compute);
+  }
+  return absl::OkStatus();
+}
+
+TrainingOutcome NewOutcome(const v1::Assignment& a, const std::string& device) {
+  TrainingOutcome out;
+  out.done.set_job_id(a.job_id());
+  out.done.set_rank(a.rank());
+  out.done.set_device(device);
+  return out;
+}
+
+void RecordFailure(const absl::Status& status, TrainingOutcome* out) {
+  out->status = status;
+  out->done.set_code(static_cast<int>(status.code()));
+  out->done.set_error(std::string(status.message()));
+}
+
+absl::Status RecordSuccess(
+    const v1::Assignment& a, const StepPlan& plan, const StepReports& reports,
+    const float* params, size_t n, double wall_seconds,
+    const TrainingOptions& options,
+    const std::function<absl::StatusOr<double>()>& test_accuracy,
+    TrainingOutcome* out) {
+  v1::WorkerMessage::JobDone& d = out->done;
+  d.set_code(0);
+  d.set_param_checksum(ChecksumHex(params, n));
+  d.set_last_step_loss(reports.last_loss());
+  d.set_samples(plan.total() * plan.batch());
+  d.set_steps(plan.total());
+  d.set_wall_seconds(wall_seconds);
+  d.set_test_accuracy(-1);
+  if (a.rank() == 0 && options.evaluate) {
+    absl::StatusOr<double> acc = test_accuracy();
+    if (!acc.ok()) return acc.status();
+    d.set_test_accuracy(*acc);
   }
   return absl::OkStatus();
 }

@@ -87,6 +87,22 @@ class StepReports {
   absl::Time epoch_start_, last_report_;
 };
 
+// The outcome both loops start from: job, rank and device filled in.
+TrainingOutcome NewOutcome(const v1::Assignment& a, const std::string& device);
+
+// Marks `out` failed with `status`.
+void RecordFailure(const absl::Status& status, TrainingOutcome* out);
+
+// Marks `out` succeeded: checksum of params[0..n), last loss, step and sample
+// counts, wall time, and (rank 0, evaluating) the final test accuracy. The
+// caller sets the comm / compute seconds it measured.
+absl::Status RecordSuccess(
+    const v1::Assignment& a, const StepPlan& plan, const StepReports& reports,
+    const float* params, size_t n, double wall_seconds,
+    const TrainingOptions& options,
+    const std::function<absl::StatusOr<double>()>& test_accuracy,
+    TrainingOutcome* out);
+
 }  // namespace gradsync
 
 #endif  // GRADSYNC_WORKER_TRAINING_STEPS_H_
