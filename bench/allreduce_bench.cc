@@ -13,8 +13,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/grpc/grpc_util.h"
-#include "worker/grpc_transport.h"
-#include "worker/ring.h"
+#include "worker/collectives/transport/grpc/grpc_transport.h"
+#include "worker/collectives/ring.h"
 
 namespace gradsync {
 namespace {

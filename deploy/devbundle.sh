@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 B=${BUILD_DIR:-build}
 rm -rf .devbundle && mkdir -p .devbundle/bin .devbundle/lib .devbundle/data
 cp $B/bin/gradsync $B/bin/gradsync-server $B/bin/gradsync-worker .devbundle/bin/
-for t in cuda_tests cuda_trainer_test sync_equivalence_test algo_tests; do
+for t in cuda_tests cuda_trainer_test sync_tests collectives_tests; do
   [ -x $B/tests/$t ] && cp $B/tests/$t .devbundle/bin/
 done
 strip .devbundle/bin/*   # the carry limit is 64 MiB for the whole tree

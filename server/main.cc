@@ -15,9 +15,9 @@
 #include "common/grpc/grpc_util.h"
 #include "common/logging.h"
 #include "common/signals.h"
-#include "server/coordinator.h"
-#include "server/ps_service.h"
-#include "server/ps_store.h"
+#include "server/coordinator/coordinator.h"
+#include "server/ps/ps_service.h"
+#include "server/ps/ps_store.h"
 
 ABSL_FLAG(std::string, listen, "0.0.0.0:50051",
           "HOST:PORT to serve on (port 0 picks a free port, printed on stdout "

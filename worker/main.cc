@@ -10,9 +10,7 @@
 #include "common/logging.h"
 #include "common/signals.h"
 #include "worker/worker_daemon.h"
-#ifdef GRADSYNC_HAVE_CUDA
-#include "worker/cuda/cuda_backend.h"
-#endif
+#include "worker/model/device_factory.h"
 
 ABSL_FLAG(std::string, coordinator, "127.0.0.1:50051",
           "HOST:PORT of the gradsync-server coordinator to join. The worker "
@@ -56,9 +54,7 @@ int main(int argc, char** argv) {
   o.id = absl::GetFlag(FLAGS_id);
   o.data_dir = absl::GetFlag(FLAGS_data_dir);
   o.gpu = absl::GetFlag(FLAGS_gpu);
-#ifdef GRADSYNC_HAVE_CUDA
-  o.num_gpus = gradsync::cuda::DeviceCount();
-#endif
+  o.num_gpus = gradsync::VisibleGpuCount();
   if (o.gpu >= 0 && o.gpu >= o.num_gpus) {
     std::cerr << "gradsync-worker: --gpu=" << o.gpu << " but " << o.num_gpus
               << " GPU(s) are visible\n";

@@ -7,11 +7,9 @@
 #include "absl/strings/str_cat.h"
 #include "common/grpc/grpc_util.h"
 #include "common/logging.h"
-#include "worker/device_trainer.h"
-#include "worker/trainer.h"
-#ifdef GRADSYNC_HAVE_CUDA
-#include "worker/cuda/cuda_model.h"
-#endif
+#include "worker/train/device_trainer.h"
+#include "worker/train/trainer.h"
+#include "worker/model/device_factory.h"
 
 namespace gradsync {
 
@@ -239,6 +237,28 @@ absl::StatusOr<std::shared_ptr<const Dataset>> WorkerDaemon::LoadData(
   return shared;
 }
 
+absl::StatusOr<std::unique_ptr<DeviceModel>> WorkerDaemon::MakeDevice(
+    const v1::Assignment& a) {
+  if (options_.num_gpus <= 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("worker ", id_, " has no GPU; device=cuda unavailable"));
+  }
+  DeviceRequest req;
+  req.cuda = true;
+  absl::StatusOr<MlpSpec> mspec = ParseModelSpec(a.spec().model());
+  if (!mspec.ok()) return mspec.status();
+  req.model = *mspec;
+  req.gpu = options_.gpu >= 0 ? options_.gpu : a.rank() % options_.num_gpus;
+  req.allow_tf32 = a.spec().tf32();
+  req.max_batch = a.spec().batch_size();
+  absl::StatusOr<std::unique_ptr<DeviceModel>> m = MakeDeviceModel(req);
+  if (!m.ok()) {
+    return absl::Status(m.status().code(),
+                        absl::StrCat("worker ", id_, ": ", m.status().message()));
+  }
+  return m;
+}
+
 void WorkerDaemon::JobMain(v1::Assignment a) {
   const std::string tag = JobTag(a.job_id(), a.rank());
   spdlog::info("{}assigned: {} {} world {} model {}", tag, a.spec().strategy(),
@@ -259,30 +279,13 @@ void WorkerDaemon::JobMain(v1::Assignment a) {
   }
   std::unique_ptr<DeviceModel> device_model;
   if (st.ok() && a.spec().device() == "cuda") {
-#ifdef GRADSYNC_HAVE_CUDA
-    if (options_.num_gpus <= 0) {
-      st = absl::FailedPreconditionError(
-          absl::StrCat("worker ", id_, " has no GPU; device=cuda unavailable"));
+    absl::StatusOr<std::unique_ptr<DeviceModel>> m = MakeDevice(a);
+    if (m.ok()) {
+      device_model = std::move(*m);
+      spdlog::info("{}training on {}", tag, device_model->name());
     } else {
-      const int gpu =
-          options_.gpu >= 0 ? options_.gpu : a.rank() % options_.num_gpus;
-      absl::StatusOr<MlpSpec> mspec = ParseModelSpec(a.spec().model());
-      absl::StatusOr<std::unique_ptr<DeviceModel>> m =
-          mspec.ok() ? cuda::MakeCudaModel(*mspec, gpu, a.spec().tf32(),
-                                           a.spec().batch_size())
-                     : mspec.status();
-      if (m.ok()) {
-        device_model = std::move(*m);
-        spdlog::info("{}training on {}", tag, device_model->name());
-      } else {
-        st = absl::Status(m.status().code(),
-                          absl::StrCat("worker ", id_, ": ", m.status().message()));
-      }
+      st = m.status();
     }
-#else
-    st = absl::FailedPreconditionError(absl::StrCat(
-        "worker ", id_, " was built without CUDA support; device=cuda unavailable"));
-#endif
   }
   std::unique_ptr<GrpcTransport> transport;
   std::unique_ptr<GradientSync> sync;

@@ -19,9 +19,10 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "gradsync/v1/gradsync.grpc.pb.h"
-#include "worker/dataset.h"
-#include "worker/gradient_sync.h"
-#include "worker/grpc_transport.h"
+#include "worker/model/dataset.h"
+#include "worker/model/device_model.h"
+#include "worker/sync/gradient_sync.h"
+#include "worker/collectives/transport/grpc/grpc_transport.h"
 
 namespace gradsync {
 
@@ -61,6 +62,7 @@ class WorkerDaemon {
   void CancelJob(const std::string& job_id, const std::string& reason);
   void JobMain(v1::Assignment a);
   void JoinJobThread();
+  absl::StatusOr<std::unique_ptr<DeviceModel>> MakeDevice(const v1::Assignment& a);
   absl::StatusOr<std::shared_ptr<const Dataset>> LoadData(const std::string& dir,
                                                           bool train);
 

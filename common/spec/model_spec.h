@@ -1,0 +1,34 @@
+// common/spec: what a job asks for, parsed once and shared by server, worker
+// and client: model specs (this file) and job-spec validation (job_spec.h).
+#ifndef GRADSYNC_COMMON_SPEC_MODEL_SPEC_H_
+#define GRADSYNC_COMMON_SPEC_MODEL_SPEC_H_
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace gradsync {
+
+// The shape of Fashion-MNIST, the one dataset jobs train on.
+inline constexpr int kFashionMnistFeatures = 784;
+inline constexpr int kFashionMnistClasses = 10;
+inline constexpr char kDefaultModel[] = "mlp:784-256-128-10";
+
+// Layer widths of a multilayer perceptron: input, hidden..., output.
+struct MlpSpec {
+  std::vector<int> widths;  // e.g. {784, 256, 128, 10}; at least 2 entries
+  std::string ToString() const;  // "mlp:784-256-128-10"
+};
+
+// Parses "mlp:784-256-128-10". INVALID_ARGUMENT (naming "model") for an unknown
+// prefix, fewer than two widths, a width < 1 or > 1<<20, or non-numbers.
+absl::StatusOr<MlpSpec> ParseModelSpec(const std::string& text);
+
+// Number of parameters of the spec (weights + biases).
+size_t NumParams(const MlpSpec& spec);
+
+}  // namespace gradsync
+
+#endif  // GRADSYNC_COMMON_SPEC_MODEL_SPEC_H_

@@ -1,0 +1,115 @@
+#include "server/ps/ps_service.h"
+
+#include <spdlog/spdlog.h>
+
+#include "absl/strings/str_cat.h"
+#include "common/grpc/grpc_util.h"
+#include "common/grpc/tensor_frame.h"
+
+namespace gradsync {
+namespace {
+
+// Completes `reactor` with the parameters of `result` (or its error).
+Reply MakeReply(grpc::ServerUnaryReactor* reactor, grpc::ByteBuffer* response,
+                TensorHeader header) {
+  return [reactor, response, header](absl::StatusOr<PsReply> result) mutable {
+    if (!result.ok()) {
+      reactor->Finish(ToGrpcStatus(result.status()));
+      return;
+    }
+    header.set_kind(TensorHeader::PARAMS);
+    header.set_step(result->step);
+    const size_t n = result->params->size();
+    *response = EncodeFrameShared(header, std::move(result->params), 0, n);
+    reactor->Finish(grpc::Status::OK);
+  };
+}
+
+}  // namespace
+
+grpc::ServerUnaryReactor* PsService::Init(grpc::CallbackServerContext* ctx,
+                                          const grpc::ByteBuffer* request,
+                                          grpc::ByteBuffer* response) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  absl::StatusOr<DecodedFrame> frame = DecodedFrame::Parse(*request);
+  if (!frame.ok()) {
+    reactor->Finish(ToGrpcStatus(frame.status()));
+    return reactor;
+  }
+  const TensorHeader& h = frame->header();
+  const v1::ShardConfig& c = h.config();
+  ShardJobConfig config;
+  config.world_size = static_cast<int>(c.world_size());
+  config.async = c.mode() == "async";
+  config.staleness = c.staleness();
+  config.optimizer.kind = c.optimizer();
+  config.optimizer.lr = c.lr();
+  config.optimizer.momentum = c.momentum();
+  std::vector<float> initial(frame->count());
+  frame->CopyTo(initial.data());
+  absl::Status st = store_->Init(h.job_id(), config, std::move(initial));
+  if (st.ok()) {
+    spdlog::info("{}shard slice of {} floats installed ({} {})",
+                 absl::StrCat("[job ", h.job_id(), "] "), frame->count(),
+                 c.mode(), c.optimizer());
+    TensorHeader ack;
+    ack.set_job_id(h.job_id());
+    *response = EncodeHeaderOnly(ack);
+  }
+  reactor->Finish(ToGrpcStatus(st));
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* PsService::Pull(grpc::CallbackServerContext* ctx,
+                                          const grpc::ByteBuffer* request,
+                                          grpc::ByteBuffer* response) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  absl::StatusOr<DecodedFrame> frame = DecodedFrame::Parse(*request);
+  if (!frame.ok()) {
+    reactor->Finish(ToGrpcStatus(frame.status()));
+    return reactor;
+  }
+  TensorHeader header;
+  header.set_job_id(frame->header().job_id());
+  header.set_offset(frame->header().offset());
+  // step < 0 asks for the job's initial parameters.
+  store_->Pull(frame->header().job_id(), frame->header().step() < 0,
+               MakeReply(reactor, response, header));
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* PsService::PushPull(grpc::CallbackServerContext* ctx,
+                                              const grpc::ByteBuffer* request,
+                                              grpc::ByteBuffer* response) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  absl::StatusOr<DecodedFrame> frame = DecodedFrame::Parse(*request);
+  if (!frame.ok()) {
+    reactor->Finish(ToGrpcStatus(frame.status()));
+    return reactor;
+  }
+  const TensorHeader& h = frame->header();
+  if (h.kind() != TensorHeader::GRAD) {
+    reactor->Finish(ToGrpcStatus(
+        absl::InvalidArgumentError("PushPull expects a GRAD frame")));
+    return reactor;
+  }
+  TensorHeader header;
+  header.set_job_id(h.job_id());
+  header.set_offset(h.offset());
+  const DecodedFrame& f = *frame;
+  store_->Push(h.job_id(), h.step(), h.rank(), f.count(),
+               [&f](float* dst) { f.AddTo(dst); },
+               MakeReply(reactor, response, header));
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* PsService::EndJob(grpc::CallbackServerContext* ctx,
+                                            const v1::EndJobRequest* request,
+                                            v1::EndJobResponse* response) {
+  store_->EndJob(request->job_id(), request->reason());
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
+}
+
+}  // namespace gradsync

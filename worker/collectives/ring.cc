@@ -1,0 +1,123 @@
+#include "worker/collectives/ring.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "common/kernels.h"
+
+namespace gradsync {
+namespace {
+
+size_t SegmentElems(size_t bytes) {
+  return std::max<size_t>(1, bytes / sizeof(float));
+}
+
+}  // namespace
+
+RingAllreduce::RingAllreduce(Transport* transport, size_t count,
+                             RingOptions options)
+    : transport_(transport), count_(count), options_(options) {
+  const int n = transport_->size();
+  for (const Range& chunk : PartitionEven(count_, n)) {
+    segments_.push_back(Segments(chunk, SegmentElems(options_.segment_bytes)));
+  }
+}
+
+size_t RingAllreduce::Chunk(int c) const {
+  const int n = transport_->size();
+  return static_cast<size_t>(((c % n) + n) % n);
+}
+
+absl::Status RingAllreduce::Run(float* data, int64_t step, int bucket) {
+  const int n = transport_->size();
+  const int r = transport_->rank();
+  if (n == 1 || count_ == 0) return absl::OkStatus();
+  const int right = (r + 1) % n;
+  const int left = (r + n - 1) % n;
+  const absl::Time deadline = absl::Now() + options_.timeout;
+  auto tag = [&](int phase, int index, int segment) {
+    ChunkTag t;
+    t.step = step;
+    t.bucket = bucket;
+    t.phase = phase;
+    t.index = index;
+    t.segment = segment;
+    return t;
+  };
+  // 1.
+  {
+    const auto& segs = segments_[Chunk(r)];
+    for (size_t j = 0; j < segs.size(); ++j) {
+      absl::Status st = transport_->Send(right, tag(0, 0, j),
+                                         data + segs[j].begin, segs[j].size);
+      if (!st.ok()) return st;
+    }
+  }
+  // 2.
+  for (int k = 0; k <= n - 2; ++k) {
+    const auto& segs = segments_[Chunk(r - k - 1)];
+    for (size_t j = 0; j < segs.size(); ++j) {
+      float* dst = data + segs[j].begin;
+      auto chunk = transport_->Recv(left, tag(0, k, j), segs[j].size, deadline);
+      if (!chunk.ok()) return chunk.status();
+      (*chunk)->AddTo(dst);
+      const ChunkTag next = k < n - 2 ? tag(0, k + 1, j) : tag(1, 0, j);
+      absl::Status st = transport_->Send(right, next, dst, segs[j].size);
+      if (!st.ok()) return st;
+    }
+  }
+  // 3.
+  for (int k = 0; k <= n - 2; ++k) {
+    const auto& segs = segments_[Chunk(r - k)];
+    for (size_t j = 0; j < segs.size(); ++j) {
+      float* dst = data + segs[j].begin;
+      auto chunk = transport_->Recv(left, tag(1, k, j), segs[j].size, deadline);
+      if (!chunk.ok()) return chunk.status();
+      (*chunk)->CopyTo(dst);
+      if (k < n - 2) {
+        absl::Status st =
+            transport_->Send(right, tag(1, k + 1, j), dst, segs[j].size);
+        if (!st.ok()) return st;
+      }
+    }
+  }
+  // 4.
+  return transport_->WaitSendsReleased(deadline);
+}
+
+absl::Status RingBroadcast(Transport* transport, float* data, size_t count,
+                           int root, size_t segment_bytes, absl::Time deadline) {
+  const int n = transport->size();
+  const int r = transport->rank();
+  if (n == 1 || count == 0) return absl::OkStatus();
+  const int right = (r + 1) % n;
+  const int left = (r + n - 1) % n;
+  const uint64_t sum = r == root ? Checksum(data, count) : 0;
+  std::vector<Range> segs =
+      Segments(Range{0, count}, SegmentElems(segment_bytes));
+  uint64_t root_sum = 0;
+  for (size_t j = 0; j < segs.size(); ++j) {
+    ChunkTag t;
+    t.phase = 2;
+    t.segment = static_cast<int32_t>(j);
+    float* dst = data + segs[j].begin;
+    if (r != root) {
+      auto chunk = transport->Recv(left, t, segs[j].size, deadline);
+      if (!chunk.ok()) return chunk.status();
+      (*chunk)->CopyTo(dst);
+      if (j + 1 == segs.size()) root_sum = (*chunk)->checksum();
+    }
+    if (right != root) {
+      absl::Status st = transport->Send(right, t, dst, segs[j].size,
+                                        j + 1 == segs.size() ? (r == root ? sum : root_sum) : 0);
+      if (!st.ok()) return st;
+    }
+  }
+  if (r != root && Checksum(data, count) != root_sum) {
+    return absl::DataLossError(absl::StrCat(
+        "broadcast from rank ", root, " arrived corrupted at rank ", r));
+  }
+  return transport->WaitSendsReleased(deadline);
+}
+
+}  // namespace gradsync

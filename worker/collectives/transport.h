@@ -1,0 +1,80 @@
+// What collectives see of the network: tagged, ordered chunk streams between
+// ranks. Knows nothing of algorithms; only its gRPC implementation includes
+// <grpcpp/...>.
+#ifndef GRADSYNC_WORKER_COLLECTIVES_TRANSPORT_H_
+#define GRADSYNC_WORKER_COLLECTIVES_TRANSPORT_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/time.h"
+
+namespace gradsync {
+
+// Identifies one message of one collective; the job is implied by the
+// transport. A receiver states the tag it expects, so a stray or reordered
+// message is detected instead of being summed.
+struct ChunkTag {
+  int64_t step = 0;
+  int32_t bucket = 0;
+  int32_t phase = 0;    // 0 reduce-scatter, 1 allgather, 2 broadcast
+  int32_t index = 0;    // step within the phase
+  int32_t segment = 0;  // pipelining unit within the chunk
+
+  bool operator==(const ChunkTag& o) const {
+    return step == o.step && bucket == o.bucket && phase == o.phase &&
+           index == o.index && segment == o.segment;
+  }
+  std::string ToString() const {
+    return absl::StrFormat("(step %d bucket %d phase %d index %d segment %d)",
+                           step, bucket, phase, index, segment);
+  }
+};
+
+// A received chunk; owns (references to) the received bytes.
+class RecvChunk {
+ public:
+  virtual ~RecvChunk() = default;
+  virtual size_t count() const = 0;
+  virtual uint64_t checksum() const = 0;  // sender-provided, 0 if none
+  virtual void CopyTo(float* dst) const = 0;
+  virtual void AddTo(float* dst) const = 0;
+};
+
+// Thread-compatible for Send/Recv (one collective thread at a time);
+// Abort() may be called from any thread.
+class Transport {
+ public:
+  virtual ~Transport() = default;
+
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+
+  // Queues data[0..n) for `peer`; returns without waiting for the network.
+  // A transport may send without copying: then the memory must stay valid
+  // and unchanged until WaitSendsReleased() returns. Messages to one peer
+  // arrive in order.
+  virtual absl::Status Send(int peer, const ChunkTag& tag, const float* data,
+                            size_t n, uint64_t checksum = 0) = 0;
+
+  // Next message from `peer`. FAILED_PRECONDITION if it does not carry
+  // `expected` or has a count other than `n`; DEADLINE_EXCEEDED at the
+  // deadline; the abort status after Abort(); UNAVAILABLE if the peer's
+  // connection broke.
+  virtual absl::StatusOr<std::unique_ptr<RecvChunk>> Recv(
+      int peer, const ChunkTag& expected, size_t n, absl::Time deadline) = 0;
+
+  // Waits until the transport holds no reference to memory passed to Send.
+  virtual absl::Status WaitSendsReleased(absl::Time deadline) = 0;
+
+  // Fails pending and future calls with `status` (non-OK). Idempotent.
+  virtual void Abort(const absl::Status& status) = 0;
+};
+
+}  // namespace gradsync
+
+#endif  // GRADSYNC_WORKER_COLLECTIVES_TRANSPORT_H_

@@ -1,0 +1,266 @@
+#include "worker/model/dataset.h"
+
+#include <zlib.h>
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+
+namespace gradsync {
+namespace {
+
+constexpr uint32_t kImagesMagic = 0x00000803;
+constexpr uint32_t kLabelsMagic = 0x00000801;
+// Sanity bound on a header's image size so a corrupt header cannot make us
+// allocate absurd amounts before noticing the file is short.
+constexpr uint32_t kMaxDim = 1 << 12;
+
+struct GzCloser {
+  void operator()(gzFile_s* f) const { gzclose(f); }
+};
+using GzPtr = std::unique_ptr<gzFile_s, GzCloser>;
+
+bool FileExists(const std::string& path) {
+  FILE* f = std::fopen(path.c_str(), "rb");
+  if (f == nullptr) return false;
+  std::fclose(f);
+  return true;
+}
+
+// Resolves "<dir>/<base>.gz", falling back to "<dir>/<base>" (uncompressed).
+absl::StatusOr<std::string> FindFile(const std::string& dir,
+                                     const std::string& base) {
+  const std::string gz = absl::StrCat(dir, "/", base, ".gz");
+  if (FileExists(gz)) return gz;
+  const std::string raw = absl::StrCat(dir, "/", base);
+  if (FileExists(raw)) return raw;
+  return absl::NotFoundError(absl::StrCat(
+      "Fashion-MNIST file not found: ", gz, " (nor ", raw,
+      "). Install it with `apt-get install dataset-fashion-mnist` or point "
+      "--data-dir at a directory holding the IDX files."));
+}
+
+// Reads exactly `len` bytes; DATA_LOSS on a short read or a zlib error.
+// gzread reads non-gzip files transparently, so this serves both forms.
+absl::Status ReadExact(gzFile f, const std::string& path, void* buf,
+                       size_t len) {
+  char* p = static_cast<char*>(buf);
+  while (len > 0) {
+    const unsigned chunk =
+        static_cast<unsigned>(std::min<size_t>(len, 1u << 30));
+    const int got = gzread(f, p, chunk);
+    if (got < 0) {
+      int errnum = 0;
+      const char* msg = gzerror(f, &errnum);
+      return absl::DataLossError(
+          absl::StrCat("reading ", path, ": ", msg ? msg : "zlib error"));
+    }
+    if (got == 0) {
+      return absl::DataLossError(absl::StrCat("truncated file: ", path));
+    }
+    p += got;
+    len -= static_cast<size_t>(got);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<uint32_t> ReadBigEndian32(gzFile f, const std::string& path) {
+  unsigned char b[4];
+  absl::Status s = ReadExact(f, path, b, 4);
+  if (!s.ok()) return s;
+  return (uint32_t{b[0]} << 24) | (uint32_t{b[1]} << 16) |
+         (uint32_t{b[2]} << 8) | uint32_t{b[3]};
+}
+
+absl::StatusOr<GzPtr> Open(const std::string& path) {
+  GzPtr f(gzopen(path.c_str(), "rb"));
+  if (f == nullptr) {
+    return absl::NotFoundError(absl::StrCat("cannot open ", path));
+  }
+  return f;
+}
+
+// Reads an IDX label file: magic, count, then `count` bytes.
+absl::StatusOr<std::vector<uint8_t>> ReadLabels(const std::string& path,
+                                                int64_t limit, int classes,
+                                                int64_t* count_in_header) {
+  absl::StatusOr<GzPtr> f = Open(path);
+  if (!f.ok()) return f.status();
+  absl::StatusOr<uint32_t> magic = ReadBigEndian32(f->get(), path);
+  if (!magic.ok()) return magic.status();
+  if (*magic != kLabelsMagic) {
+    return absl::DataLossError(absl::StrCat(
+        "bad magic number in label file ", path, ": 0x", absl::Hex(*magic),
+        " (want 0x801)"));
+  }
+  absl::StatusOr<uint32_t> n = ReadBigEndian32(f->get(), path);
+  if (!n.ok()) return n.status();
+  *count_in_header = *n;
+  const int64_t keep =
+      limit > 0 ? std::min<int64_t>(limit, *n) : static_cast<int64_t>(*n);
+  // Read in chunks so a lying header fails on truncation, not on allocation.
+  std::vector<uint8_t> labels;
+  constexpr int64_t kChunk = 1 << 20;
+  for (int64_t done = 0; done < keep;) {
+    const int64_t m = std::min(kChunk, keep - done);
+    labels.resize(static_cast<size_t>(done + m));
+    absl::Status s = ReadExact(f->get(), path, labels.data() + done,
+                               static_cast<size_t>(m));
+    if (!s.ok()) return s;
+    done += m;
+  }
+  for (size_t i = 0; i < labels.size(); ++i) {
+    if (labels[i] >= classes) {
+      return absl::DataLossError(absl::StrCat("label ", int{labels[i]},
+                                              " at index ", i, " of ", path,
+                                              " is not < ", classes));
+    }
+  }
+  return labels;
+}
+
+}  // namespace
+
+absl::StatusOr<Dataset> LoadFashionMnist(const std::string& dir, bool train,
+                                         int64_t limit) {
+  const std::string prefix = train ? "train" : "t10k";
+  absl::StatusOr<std::string> images_path =
+      FindFile(dir, prefix + "-images-idx3-ubyte");
+  if (!images_path.ok()) return images_path.status();
+  absl::StatusOr<std::string> labels_path =
+      FindFile(dir, prefix + "-labels-idx1-ubyte");
+  if (!labels_path.ok()) return labels_path.status();
+
+  Dataset ds;
+  ds.classes = 10;
+  int64_t label_count = 0;
+  absl::StatusOr<std::vector<uint8_t>> labels =
+      ReadLabels(*labels_path, limit, ds.classes, &label_count);
+  if (!labels.ok()) return labels.status();
+
+  const std::string& path = *images_path;
+  absl::StatusOr<GzPtr> f = Open(path);
+  if (!f.ok()) return f.status();
+  uint32_t header[4];
+  for (uint32_t& h : header) {
+    absl::StatusOr<uint32_t> v = ReadBigEndian32(f->get(), path);
+    if (!v.ok()) return v.status();
+    h = *v;
+  }
+  if (header[0] != kImagesMagic) {
+    return absl::DataLossError(absl::StrCat("bad magic number in image file ",
+                                            path, ": 0x", absl::Hex(header[0]),
+                                            " (want 0x803)"));
+  }
+  const int64_t n = header[1];
+  const uint32_t rows = header[2];
+  const uint32_t cols = header[3];
+  if (rows < 1 || cols < 1 || rows > kMaxDim || cols > kMaxDim) {
+    return absl::DataLossError(absl::StrCat("implausible image size ", rows,
+                                            "x", cols, " in ", path));
+  }
+  if (n != label_count) {
+    return absl::DataLossError(absl::StrCat("count mismatch: ", path, " has ",
+                                            n, " images but ", *labels_path,
+                                            " has ", label_count, " labels"));
+  }
+  ds.features = static_cast<int>(rows * cols);
+  ds.n = limit > 0 ? std::min(limit, n) : n;
+  ds.labels = *std::move(labels);
+
+  // Decode in chunks of whole images: bounded scratch, and truncation is
+  // detected before the full float buffer is allocated.
+  const size_t features = static_cast<size_t>(ds.features);
+  const int64_t per_chunk =
+      std::max<int64_t>(1, static_cast<int64_t>((1 << 22) / features));
+  std::vector<uint8_t> raw;
+  for (int64_t done = 0; done < ds.n;) {
+    const int64_t m = std::min(per_chunk, ds.n - done);
+    const size_t bytes = static_cast<size_t>(m) * features;
+    raw.resize(bytes);
+    absl::Status s = ReadExact(f->get(), path, raw.data(), bytes);
+    if (!s.ok()) return s;
+    const size_t old = ds.images.size();
+    ds.images.resize(old + bytes);
+    float* out = ds.images.data() + old;
+    for (size_t i = 0; i < bytes; ++i) out[i] = raw[i] * (1.0f / 255.0f);
+    done += m;
+  }
+  return ds;
+}
+
+namespace {
+
+uint64_t SplitMix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+// Uniform integer in [0, bound] by rejection, independent of the standard
+// library's distributions (whose output is implementation-defined).
+uint64_t UniformUpTo(std::mt19937_64& rng, uint64_t bound) {
+  if (bound == ~uint64_t{0}) return rng();
+  const uint64_t range = bound + 1;
+  // Largest multiple of `range` that fits; values at or above it are biased.
+  const uint64_t limit = ~uint64_t{0} - (~uint64_t{0} % range);
+  uint64_t r;
+  do {
+    r = rng();
+  } while (r >= limit);
+  return r % range;
+}
+
+}  // namespace
+
+ShardedSampler::ShardedSampler(int64_t n, int world, int rank, int batch,
+                               uint64_t seed)
+    : n_(std::max<int64_t>(n, 0)),
+      world_(world),
+      rank_(rank),
+      batch_(batch),
+      seed_(seed) {}
+
+int64_t ShardedSampler::StepsPerEpoch() const {
+  // Invalid shapes (checked by callers' flag validation) give zero steps
+  // rather than undefined behaviour.
+  if (world_ < 1 || batch_ < 1 || rank_ < 0 || rank_ >= world_) return 0;
+  return n_ / (static_cast<int64_t>(world_) * batch_);
+}
+
+void ShardedSampler::EnsureEpoch(int64_t epoch) {
+  if (epoch == cached_epoch_) return;
+  perm_.resize(static_cast<size_t>(n_));
+  for (int64_t i = 0; i < n_; ++i) perm_[i] = i;
+  // The stream for (seed, epoch) is derived by hashing both, so neighbouring
+  // epochs and seeds give unrelated permutations.
+  std::mt19937_64 rng(SplitMix64(seed_ ^ SplitMix64(static_cast<uint64_t>(epoch))));
+  for (int64_t i = n_ - 1; i > 0; --i) {
+    const int64_t j =
+        static_cast<int64_t>(UniformUpTo(rng, static_cast<uint64_t>(i)));
+    std::swap(perm_[i], perm_[j]);
+  }
+  cached_epoch_ = epoch;
+}
+
+void ShardedSampler::BatchIndices(int64_t epoch, int64_t step_in_epoch,
+                                  std::vector<int64_t>* out) {
+  const int64_t steps = StepsPerEpoch();
+  if (step_in_epoch < 0 || step_in_epoch >= steps) {
+    // Out-of-range step: no samples rather than reading past the epoch.
+    out->clear();
+    return;
+  }
+  EnsureEpoch(epoch);
+  const int64_t global = static_cast<int64_t>(world_) * batch_;
+  const int64_t begin = step_in_epoch * global + int64_t{rank_} * batch_;
+  out->assign(perm_.begin() + begin, perm_.begin() + begin + batch_);
+}
+
+}  // namespace gradsync

@@ -1,0 +1,34 @@
+// The one place that knows which compute devices this build supports: the
+// daemon asks it for a model replica and never names CUDA itself.
+#ifndef GRADSYNC_WORKER_MODEL_DEVICE_FACTORY_H_
+#define GRADSYNC_WORKER_MODEL_DEVICE_FACTORY_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "common/spec/model_spec.h"
+#include "worker/model/device_model.h"
+
+namespace gradsync {
+
+struct DeviceRequest {
+  bool cuda = false;     // false: the CPU model
+  MlpSpec model;
+  int gpu = 0;           // cuda: device index
+  bool allow_tf32 = false;
+  int max_batch = 0;     // cuda: largest batch staged on the device
+};
+
+// GPUs this process can use: 0 when the build has no CUDA backend or no
+// device is visible. Never fails.
+int VisibleGpuCount();
+
+// A replica on the requested device. FAILED_PRECONDITION when this build has
+// no CUDA backend or the GPU does not exist.
+absl::StatusOr<std::unique_ptr<DeviceModel>> MakeDeviceModel(
+    const DeviceRequest& request);
+
+}  // namespace gradsync
+
+#endif  // GRADSYNC_WORKER_MODEL_DEVICE_FACTORY_H_

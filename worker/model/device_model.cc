@@ -1,0 +1,119 @@
+#include "worker/model/device_model.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+
+namespace gradsync {
+
+std::vector<Range> MakeBuckets(const DeviceModel& model, int64_t bucket_bytes) {
+  std::vector<Range> buckets;
+  const size_t limit = std::max<int64_t>(bucket_bytes, 4) / sizeof(float);
+  for (int l = model.num_layers() - 1; l >= 0; --l) {
+    const Range layer = model.LayerRange(l);
+    if (!buckets.empty() && buckets.back().size + layer.size <= limit) {
+      // Layers are laid out in order, so the earlier layer extends the
+      // bucket downwards.
+      buckets.back().begin = layer.begin;
+      buckets.back().size += layer.size;
+    } else {
+      buckets.push_back(layer);
+    }
+  }
+  return buckets;
+}
+
+namespace {
+
+// The CPU replica: Mlp on host vectors. Buckets are all ready when the
+// backward pass returns (no overlap inside a step on the CPU).
+class CpuModel final : public DeviceModel {
+ public:
+  explicit CpuModel(const MlpSpec& spec)
+      : mlp_(spec), params_(mlp_.num_params()), grad_(mlp_.num_params()) {}
+
+  std::string name() const override { return "cpu"; }
+  size_t num_params() const override { return mlp_.num_params(); }
+  int num_layers() const override { return mlp_.num_layers(); }
+  Range LayerRange(int l) const override { return mlp_.LayerRange(l); }
+
+  absl::Status Configure(const std::vector<Range>& buckets,
+                         const OptimizerOptions& optimizer) override {
+    buckets_ = buckets;
+    optimizers_.clear();
+    for (const Range& r : buckets) {
+      absl::StatusOr<Optimizer> o = Optimizer::Create(optimizer, r.size);
+      if (!o.ok()) return o.status();
+      optimizers_.push_back(std::move(*o));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status SetParams(const float* host) override {
+    std::memcpy(params_.data(), host, params_.size() * sizeof(float));
+    return absl::OkStatus();
+  }
+  absl::Status SetParamsRange(Range r, const float* host) override {
+    std::memcpy(params_.data() + r.begin, host + r.begin, r.size * sizeof(float));
+    return absl::OkStatus();
+  }
+  absl::Status GetParams(float* host) override {
+    std::memcpy(host, params_.data(), params_.size() * sizeof(float));
+    return absl::OkStatus();
+  }
+
+  absl::Status StageBatch(const float* x, const uint8_t* y, int batch) override {
+    const int in = mlp_.spec().widths.front();
+    x_.assign(x, x + static_cast<size_t>(batch) * in);
+    y_.assign(y, y + batch);
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<float> ForwardBackward(
+      int batch, const std::function<void(int)>& bucket_ready) override {
+    if (static_cast<int>(y_.size()) != batch) {
+      return absl::FailedPreconditionError("no staged batch of that size");
+    }
+    const float loss = mlp_.ForwardBackward(params_.data(), x_.data(),
+                                            y_.data(), batch, grad_.data());
+    for (size_t b = 0; b < buckets_.size(); ++b) bucket_ready(static_cast<int>(b));
+    return loss;
+  }
+
+  absl::Status CopyGradToHost(int bucket, float* host) override {
+    const Range& r = buckets_[bucket];
+    std::memcpy(host, grad_.data() + r.begin, r.size * sizeof(float));
+    return absl::OkStatus();
+  }
+
+  absl::Status ApplyGradient(int bucket, const float* host) override {
+    optimizers_[bucket].Apply(params_.data() + buckets_[bucket].begin, host);
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<Mlp::Eval> Evaluate(const float* x, const uint8_t* y,
+                                     int64_t n) override {
+    return mlp_.Evaluate(params_.data(), x, y, n);
+  }
+
+  absl::StatusOr<std::shared_ptr<float>> AllocHost(size_t floats) override {
+    return std::shared_ptr<float>(new float[std::max<size_t>(floats, 1)](),
+                                  std::default_delete<float[]>());
+  }
+
+ private:
+  Mlp mlp_;
+  std::vector<float> params_, grad_, x_;
+  std::vector<uint8_t> y_;
+  std::vector<Range> buckets_;
+  std::vector<Optimizer> optimizers_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<DeviceModel>> MakeCpuModel(const MlpSpec& spec) {
+  return std::unique_ptr<DeviceModel>(new CpuModel(spec));
+}
+
+}  // namespace gradsync

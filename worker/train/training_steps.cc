@@ -1,0 +1,165 @@
+#include "worker/train/training_steps.h"
+
+#include <cstring>
+
+#include <spdlog/spdlog.h>
+
+#include "absl/strings/str_cat.h"
+#include "common/kernels.h"
+#include "common/logging.h"
+
+namespace gradsync {
+
+absl::StatusOr<StepPlan> StepPlan::Make(const v1::Assignment& a,
+                                        const Dataset& train) {
+  const v1::JobSpec& spec = a.spec();
+  const int64_t train_n = spec.train_limit() > 0
+                              ? std::min<int64_t>(spec.train_limit(), train.n)
+                              : train.n;
+  const int batch = spec.batch_size();
+  ShardedSampler sampler(train_n, a.world_size(), a.rank(), batch, spec.seed());
+  const int64_t spe = sampler.StepsPerEpoch();
+  if (spe <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "batch_size: a global batch of ", int64_t{a.world_size()} * batch,
+        " exceeds the ", train_n, " training samples"));
+  }
+  const int64_t total =
+      spec.steps() > 0 ? spec.steps() : spe * std::max(1, spec.epochs());
+  return StepPlan(train, std::move(sampler), batch, total);
+}
+
+StepPlan::StepPlan(const Dataset& train, ShardedSampler sampler, int batch,
+                   int64_t total)
+    : train_(&train),
+      sampler_(std::move(sampler)),
+      batch_(batch),
+      spe_(sampler_.StepsPerEpoch()),
+      total_(total),
+      x_(static_cast<size_t>(batch) * train.features),
+      y_(batch) {}
+
+void StepPlan::Gather(int64_t step) {
+  sampler_.BatchIndices(epoch(step), step % spe_, &idx_);
+  const size_t f = train_->features;
+  for (int i = 0; i < batch_; ++i) {
+    std::memcpy(x_.data() + i * f, train_->image(idx_[i]), f * sizeof(float));
+    y_[i] = train_->labels[idx_[i]];
+  }
+}
+
+StepReports::StepReports(const v1::Assignment& a, const StepPlan& plan,
+                         std::string init_checksum, TrainingReporter* reporter,
+                         const TrainingOptions& options)
+    : a_(a),
+      plan_(plan),
+      init_checksum_(std::move(init_checksum)),
+      reporter_(reporter),
+      options_(options),
+      epoch_start_(absl::Now()),
+      last_report_(epoch_start_) {}
+
+void StepReports::Start() { Progress(0, 1, 0, 0); }
+
+void StepReports::Progress(int64_t steps_done, int epoch, double comm,
+                           double compute) {
+  v1::WorkerMessage::Progress p;
+  p.set_job_id(a_.job_id());
+  p.set_rank(a_.rank());
+  p.set_step(steps_done);
+  p.set_total_steps(plan_.total());
+  p.set_epoch(epoch);
+  p.set_loss(report_steps_ ? report_loss_ / report_steps_ : 0);
+  const absl::Time now = absl::Now();
+  const double secs = absl::ToDoubleSeconds(now - last_report_);
+  p.set_samples_per_second(secs > 0 ? report_steps_ * plan_.batch() / secs : 0);
+  p.set_comm_seconds(comm);
+  p.set_compute_seconds(compute);
+  if (!sent_checksum_) {
+    p.set_init_checksum(init_checksum_);
+    sent_checksum_ = true;
+  }
+  reporter_->Progress(p);
+  last_report_ = now;
+  report_loss_ = 0;
+  report_steps_ = 0;
+}
+
+absl::Status StepReports::StepDone(
+    int64_t step, float loss, double comm, double compute,
+    const std::function<absl::StatusOr<double>()>& test_accuracy) {
+  last_loss_ = loss;
+  epoch_loss_ += loss;
+  report_loss_ += loss;
+  ++epoch_steps_;
+  ++report_steps_;
+  const int epoch = static_cast<int>(plan_.epoch(step) + 1);
+  if (plan_.EpochEnds(step)) {
+    v1::WorkerMessage::EpochDone e;
+    e.set_job_id(a_.job_id());
+    e.set_rank(a_.rank());
+    e.set_epoch(epoch);
+    e.set_train_loss(epoch_loss_ / epoch_steps_);
+    e.set_test_accuracy(-1);
+    if (a_.rank() == 0 && options_.evaluate) {
+      const absl::Time t = absl::Now();
+      absl::StatusOr<double> acc = test_accuracy();
+      eval_seconds_ += absl::ToDoubleSeconds(absl::Now() - t);
+      if (!acc.ok()) return acc.status();
+      e.set_test_accuracy(*acc);
+    }
+    const absl::Time now = absl::Now();
+    e.set_seconds(absl::ToDoubleSeconds(now - epoch_start_));
+    epoch_start_ = now;
+    spdlog::info("{}epoch {} done: mean loss {:.4f}{}",
+                 JobTag(a_.job_id(), a_.rank()), e.epoch(), e.train_loss(),
+                 a_.rank() == 0 ? absl::StrCat(", test accuracy ", e.test_accuracy())
+                                : "");
+    reporter_->EpochDone(e);
+    epoch_loss_ = 0;
+    epoch_steps_ = 0;
+  }
+  if (absl::Now() - last_report_ >= options_.progress_interval ||
+      step + 1 == plan_.total()) {
+    Progress(step + 1, epoch, comm, compute);
+  }
+  return absl::OkStatus();
+}
+
+TrainingOutcome NewOutcome(const v1::Assignment& a, const std::string& device) {
+  TrainingOutcome out;
+  out.done.set_job_id(a.job_id());
+  out.done.set_rank(a.rank());
+  out.done.set_device(device);
+  return out;
+}
+
+void RecordFailure(const absl::Status& status, TrainingOutcome* out) {
+  out->status = status;
+  out->done.set_code(static_cast<int>(status.code()));
+  out->done.set_error(std::string(status.message()));
+}
+
+absl::Status RecordSuccess(
+    const v1::Assignment& a, const StepPlan& plan, const StepReports& reports,
+    const float* params, size_t n, double wall_seconds,
+    const TrainingOptions& options,
+    const std::function<absl::StatusOr<double>()>& test_accuracy,
+    TrainingOutcome* out) {
+  v1::WorkerMessage::JobDone& d = out->done;
+  d.set_code(0);
+  d.set_param_checksum(ChecksumHex(params, n));
+  d.set_last_step_loss(reports.last_loss());
+  d.set_samples(plan.total() * plan.batch());
+  d.set_steps(plan.total());
+  d.set_wall_seconds(wall_seconds);
+  d.set_test_accuracy(-1);
+  if (a.rank() == 0 && options.evaluate) {
+    absl::StatusOr<double> acc = test_accuracy();
+    if (!acc.ok()) return acc.status();
+    d.set_test_accuracy(*acc);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace gradsync

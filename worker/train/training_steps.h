@@ -1,0 +1,108 @@
+// What both training loops (trainer.cc, device_trainer.cc) share: which
+// samples a step trains on, and the progress / per-epoch reports.
+#ifndef GRADSYNC_WORKER_TRAIN_TRAINING_STEPS_H_
+#define GRADSYNC_WORKER_TRAIN_TRAINING_STEPS_H_
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "gradsync/v1/gradsync.pb.h"
+#include "worker/model/dataset.h"
+#include "worker/train/trainer.h"
+
+namespace gradsync {
+
+// This rank's batches: the sharded sampler over the (possibly limited)
+// training set, and the step count (--steps, else epochs x steps per epoch).
+class StepPlan {
+ public:
+  // INVALID_ARGUMENT when one global batch exceeds the training samples.
+  static absl::StatusOr<StepPlan> Make(const v1::Assignment& a,
+                                       const Dataset& train);
+
+  int64_t total() const { return total_; }
+  int64_t steps_per_epoch() const { return spe_; }
+  int batch() const { return batch_; }
+  // 0-based epoch of `step`.
+  int64_t epoch(int64_t step) const { return step / spe_; }
+  bool EpochEnds(int64_t step) const {
+    return (step + 1) % spe_ == 0 || step + 1 == total_;
+  }
+
+  // Copies this rank's samples of `step` into x() / y().
+  void Gather(int64_t step);
+  const float* x() const { return x_.data(); }
+  const uint8_t* y() const { return y_.data(); }
+
+ private:
+  StepPlan(const Dataset& train, ShardedSampler sampler, int batch,
+           int64_t total);
+
+  const Dataset* train_;
+  ShardedSampler sampler_;
+  int batch_;
+  int64_t spe_;
+  int64_t total_;
+  std::vector<int64_t> idx_;
+  std::vector<float> x_;
+  std::vector<uint8_t> y_;
+};
+
+// Progress every interval (and at the end), EpochDone at every epoch end;
+// the first Progress carries the initial-parameter checksum.
+class StepReports {
+ public:
+  StepReports(const v1::Assignment& a, const StepPlan& plan,
+              std::string init_checksum, TrainingReporter* reporter,
+              const TrainingOptions& options);
+
+  // Sends the step-0 report.
+  void Start();
+
+  // Records the loss of finished step `step`; comm / compute are this
+  // rank's cumulative seconds so far. At an epoch end, rank 0 asks
+  // `test_accuracy` (when evaluation is on) for the EpochDone report.
+  absl::Status StepDone(int64_t step, float loss, double comm, double compute,
+                        const std::function<absl::StatusOr<double>()>& test_accuracy);
+
+  float last_loss() const { return last_loss_; }
+  // Seconds spent in test_accuracy() calls.
+  double eval_seconds() const { return eval_seconds_; }
+
+ private:
+  void Progress(int64_t steps_done, int epoch, double comm, double compute);
+
+  const v1::Assignment& a_;
+  const StepPlan& plan_;
+  const std::string init_checksum_;
+  TrainingReporter* const reporter_;
+  const TrainingOptions options_;
+  bool sent_checksum_ = false;
+  double epoch_loss_ = 0, report_loss_ = 0, eval_seconds_ = 0;
+  float last_loss_ = 0;
+  int64_t epoch_steps_ = 0, report_steps_ = 0;
+  absl::Time epoch_start_, last_report_;
+};
+
+// The outcome both loops start from: job, rank and device filled in.
+TrainingOutcome NewOutcome(const v1::Assignment& a, const std::string& device);
+
+// Marks `out` failed with `status`.
+void RecordFailure(const absl::Status& status, TrainingOutcome* out);
+
+// Marks `out` succeeded: checksum of params[0..n), last loss, step and sample
+// counts, wall time, and (rank 0, evaluating) the final test accuracy. The
+// caller sets the comm / compute seconds it measured.
+absl::Status RecordSuccess(
+    const v1::Assignment& a, const StepPlan& plan, const StepReports& reports,
+    const float* params, size_t n, double wall_seconds,
+    const TrainingOptions& options,
+    const std::function<absl::StatusOr<double>()>& test_accuracy,
+    TrainingOutcome* out);
+
+}  // namespace gradsync
+
+#endif  // GRADSYNC_WORKER_TRAIN_TRAINING_STEPS_H_
