@@ -128,11 +128,19 @@ std::string RpcError(const grpc::Status& st) {
                       ": ", st.error_message());
 }
 
+// The value of a text flag naming an enum; exits 2 naming the field when it
+// is not one of the names.
+template <typename E>
+E EnumFlag(const absl::StatusOr<E>& parsed) {
+  if (!parsed.ok()) Die(std::string(parsed.status().message()), 2);
+  return *parsed;
+}
+
 v1::JobSpec SpecFromFlags() {
   v1::JobSpec s;
   s.set_name(absl::GetFlag(FLAGS_name));
-  s.set_strategy(absl::GetFlag(FLAGS_strategy));
-  s.set_mode(absl::GetFlag(FLAGS_mode));
+  s.set_strategy(EnumFlag(ParseStrategy(absl::GetFlag(FLAGS_strategy))));
+  s.set_mode(EnumFlag(ParseSyncMode(absl::GetFlag(FLAGS_mode))));
   if (absl::GetFlag(FLAGS_staleness) >= 0) s.set_staleness(absl::GetFlag(FLAGS_staleness));
   else if (absl::GetFlag(FLAGS_staleness) < -1) s.set_staleness(absl::GetFlag(FLAGS_staleness));
   s.set_workers(absl::GetFlag(FLAGS_workers));
@@ -142,11 +150,11 @@ v1::JobSpec SpecFromFlags() {
   s.set_batch_size(absl::GetFlag(FLAGS_batch_size));
   s.set_lr(static_cast<float>(absl::GetFlag(FLAGS_lr)));
   s.set_momentum(static_cast<float>(absl::GetFlag(FLAGS_momentum)));
-  s.set_optimizer(absl::GetFlag(FLAGS_optimizer));
+  s.set_optimizer(EnumFlag(ParseOptimizer(absl::GetFlag(FLAGS_optimizer))));
   s.set_model(absl::GetFlag(FLAGS_model));
   s.set_seed(absl::GetFlag(FLAGS_seed));
   s.set_data_dir(absl::GetFlag(FLAGS_data_dir));
-  s.set_device(absl::GetFlag(FLAGS_device));
+  s.set_device(EnumFlag(ParseDevice(absl::GetFlag(FLAGS_device))));
   s.set_chunk_bytes(absl::GetFlag(FLAGS_chunk_bytes));
   s.set_bucket_bytes(absl::GetFlag(FLAGS_bucket_bytes));
   s.set_tf32(absl::GetFlag(FLAGS_tf32));
@@ -287,20 +295,24 @@ std::string MakeLogDir() {
 }
 
 int Local() {
-  std::vector<std::pair<std::string, std::string>> pairs;
+  std::vector<std::pair<v1::Strategy, v1::SyncMode>> pairs;
   if (absl::GetFlag(FLAGS_compare)) {
     for (absl::string_view p : absl::StrSplit(absl::GetFlag(FLAGS_pairs), ',',
                                               absl::SkipEmpty())) {
       std::vector<std::string> sm = absl::StrSplit(p, '-');
-      if (sm.size() != 2 || (sm[0] != "ps" && sm[0] != "ring") ||
-          (sm[1] != "sync" && sm[1] != "async")) {
+      absl::StatusOr<v1::Strategy> strategy =
+          sm.size() == 2 ? ParseStrategy(sm[0]) : absl::InvalidArgumentError("");
+      absl::StatusOr<v1::SyncMode> mode =
+          sm.size() == 2 ? ParseSyncMode(sm[1]) : absl::InvalidArgumentError("");
+      if (!strategy.ok() || !mode.ok()) {
         Die(absl::StrCat("--pairs: '", p, "' is not STRATEGY-MODE (e.g. ring-async)"), 2);
       }
-      pairs.emplace_back(sm[0], sm[1]);
+      pairs.emplace_back(*strategy, *mode);
     }
     if (pairs.empty()) Die("--pairs is empty", 2);
   } else {
-    pairs.emplace_back(absl::GetFlag(FLAGS_strategy), absl::GetFlag(FLAGS_mode));
+    pairs.emplace_back(EnumFlag(ParseStrategy(absl::GetFlag(FLAGS_strategy))),
+                       EnumFlag(ParseSyncMode(absl::GetFlag(FLAGS_mode))));
   }
   // Validate locally-checkable flags before starting processes.
   if (absl::GetFlag(FLAGS_workers) < 1 || absl::GetFlag(FLAGS_workers) > 64) {

@@ -7,14 +7,6 @@
 
 namespace gradsync {
 
-std::string StrategyLabel(const v1::JobSpec& spec) {
-  std::string s = absl::StrCat(spec.strategy(), "-", spec.mode());
-  if (spec.mode() == "async" && spec.has_staleness()) {
-    absl::StrAppend(&s, "(s=", spec.staleness(), ")");
-  }
-  return s;
-}
-
 nlohmann::json JobToJson(const v1::Job& job) {
   const v1::JobSpec& s = job.spec();
   const v1::JobResult& r = job.result();
@@ -23,15 +15,15 @@ nlohmann::json JobToJson(const v1::Job& job) {
   j["name"] = s.name();
   j["state"] = v1::JobState_Name(job.state());
   j["error"] = job.error();
-  j["strategy"] = s.strategy();
-  j["mode"] = s.mode();
+  j["strategy"] = StrategyName(s.strategy());
+  j["mode"] = SyncModeName(s.mode());
   j["staleness"] = s.has_staleness() ? nlohmann::json(s.staleness()) : nlohmann::json();
   j["workers"] = s.workers();
-  j["ps_shards"] = s.strategy() == "ps" ? s.ps_shards() : 0;
+  j["ps_shards"] = s.strategy() == v1::STRATEGY_PS ? s.ps_shards() : 0;
   j["model"] = s.model();
   j["num_params"] = r.num_params();
-  j["device"] = s.device();
-  j["optimizer"] = s.optimizer();
+  j["device"] = DeviceName(s.device());
+  j["optimizer"] = OptimizerName(s.optimizer());
   j["lr"] = s.lr();
   j["momentum"] = s.momentum();
   j["seed"] = s.seed();

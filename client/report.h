@@ -7,15 +7,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/spec/job_spec.h"
 #include "gradsync/v1/gradsync.pb.h"
 
 namespace gradsync {
 
 // One job as a results-file entry (keys documented in README "Results").
 nlohmann::json JobToJson(const v1::Job& job);
-
-// "ps-sync", "ring-async(s=2)", ...
-std::string StrategyLabel(const v1::JobSpec& spec);
 
 // Comparison table of finished jobs plus a few lines on who won and why.
 std::string CompareTable(const std::vector<v1::Job>& jobs);

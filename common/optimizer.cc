@@ -9,9 +9,11 @@ namespace gradsync {
 
 absl::StatusOr<Optimizer> Optimizer::Create(const OptimizerOptions& options,
                                             size_t n) {
-  if (options.kind != "sgd" && options.kind != "adam") {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "optimizer: unknown kind \"", options.kind, "\" (want sgd or adam)"));
+  if (options.kind != OptimizerKind::kSgd &&
+      options.kind != OptimizerKind::kAdam) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("optimizer: unknown kind ", static_cast<int>(options.kind),
+                     " (want sgd or adam)"));
   }
   if (!std::isfinite(options.lr) || options.lr <= 0) {
     return absl::InvalidArgumentError(
@@ -19,11 +21,11 @@ absl::StatusOr<Optimizer> Optimizer::Create(const OptimizerOptions& options,
   }
   // Written as !(in range) so that NaN is rejected too.
   auto in_unit = [](float v) { return v >= 0.0f && v < 1.0f; };
-  if (options.kind == "sgd" && !in_unit(options.momentum)) {
+  if (options.kind == OptimizerKind::kSgd && !in_unit(options.momentum)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "optimizer: momentum must be in [0, 1), got ", options.momentum));
   }
-  if (options.kind == "adam") {
+  if (options.kind == OptimizerKind::kAdam) {
     if (!in_unit(options.beta1) || !in_unit(options.beta2)) {
       return absl::InvalidArgumentError(
           absl::StrCat("optimizer: betas must be in [0, 1), got ",
@@ -39,7 +41,7 @@ absl::StatusOr<Optimizer> Optimizer::Create(const OptimizerOptions& options,
 
 Optimizer::Optimizer(const OptimizerOptions& options, size_t n)
     : options_(options), n_(n) {
-  const bool adam = options_.kind == "adam";
+  const bool adam = options_.kind == OptimizerKind::kAdam;
   // Plain SGD (momentum 0) keeps no state.
   if (adam || options_.momentum != 0.0f) m_.assign(n_, 0.0f);
   if (adam) v_.assign(n_, 0.0f);
@@ -48,7 +50,7 @@ Optimizer::Optimizer(const OptimizerOptions& options, size_t n)
 void Optimizer::Apply(float* params, const float* grad) {
   ++t_;
   const float lr = options_.lr;
-  if (options_.kind == "sgd") {
+  if (options_.kind == OptimizerKind::kSgd) {
     if (m_.empty()) {
       for (size_t i = 0; i < n_; ++i) params[i] -= lr * grad[i];
       return;

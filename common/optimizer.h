@@ -12,8 +12,13 @@
 
 namespace gradsync {
 
+enum class OptimizerKind {
+  kSgd,   // with momentum
+  kAdam,
+};
+
 struct OptimizerOptions {
-  std::string kind = "sgd";  // "sgd" (with momentum) or "adam"
+  OptimizerKind kind = OptimizerKind::kSgd;
   float lr = 0.05f;
   float momentum = 0.9f;     // sgd only; 0 = plain SGD
   float beta1 = 0.9f;        // adam

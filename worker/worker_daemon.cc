@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/grpc/grpc_util.h"
 #include "common/logging.h"
+#include "common/spec/job_spec.h"
 #include "worker/train/device_trainer.h"
 #include "worker/train/trainer.h"
 #include "worker/model/device_factory.h"
@@ -261,8 +262,8 @@ absl::StatusOr<std::unique_ptr<DeviceModel>> WorkerDaemon::MakeDevice(
 
 void WorkerDaemon::JobMain(v1::Assignment a) {
   const std::string tag = JobTag(a.job_id(), a.rank());
-  spdlog::info("{}assigned: {} {} world {} model {}", tag, a.spec().strategy(),
-               a.spec().mode(), a.world_size(), a.spec().model());
+  spdlog::info("{}assigned: {} world {} model {}", tag,
+               StrategyLabel(a.spec()), a.world_size(), a.spec().model());
   TrainingOutcome outcome;
   outcome.done.set_job_id(a.job_id());
   outcome.done.set_rank(a.rank());
@@ -278,7 +279,7 @@ void WorkerDaemon::JobMain(v1::Assignment a) {
     st = !train.ok() ? train.status() : test.status();
   }
   std::unique_ptr<DeviceModel> device_model;
-  if (st.ok() && a.spec().device() == "cuda") {
+  if (st.ok() && a.spec().device() == v1::DEVICE_CUDA) {
     absl::StatusOr<std::unique_ptr<DeviceModel>> m = MakeDevice(a);
     if (m.ok()) {
       device_model = std::move(*m);
@@ -290,7 +291,7 @@ void WorkerDaemon::JobMain(v1::Assignment a) {
   std::unique_ptr<GrpcTransport> transport;
   std::unique_ptr<GradientSync> sync;
   if (st.ok()) {
-    if (a.spec().strategy() == "ring") {
+    if (a.spec().strategy() == v1::STRATEGY_RING) {
       transport = std::make_unique<GrpcTransport>(
           a.job_id(), a.rank(),
           std::vector<std::string>(a.peer_addresses().begin(),

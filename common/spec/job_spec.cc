@@ -11,7 +11,109 @@ absl::Status Bad(const std::string& field, const std::string& what) {
   return absl::InvalidArgumentError(absl::StrCat(field, ": ", what));
 }
 
+// One table per enum: value, text name. Kept beside each other so that a new
+// value cannot get a parser without a name or the other way round.
+template <typename E>
+struct NameOf {
+  E value;
+  const char* name;
+};
+
+constexpr NameOf<v1::Strategy> kStrategies[] = {{v1::STRATEGY_PS, "ps"},
+                                                {v1::STRATEGY_RING, "ring"}};
+constexpr NameOf<v1::SyncMode> kModes[] = {{v1::SYNC_MODE_SYNC, "sync"},
+                                           {v1::SYNC_MODE_ASYNC, "async"}};
+constexpr NameOf<v1::Device> kDevices[] = {{v1::DEVICE_CPU, "cpu"},
+                                           {v1::DEVICE_CUDA, "cuda"}};
+constexpr NameOf<v1::Optimizer> kOptimizers[] = {{v1::OPTIMIZER_SGD, "sgd"},
+                                                 {v1::OPTIMIZER_ADAM, "adam"}};
+
+template <typename E, size_t N>
+std::string NameIn(const NameOf<E> (&table)[N], E value) {
+  if (static_cast<int>(value) == 0) return "unspecified";
+  for (const auto& e : table) {
+    if (e.value == value) return e.name;
+  }
+  return absl::StrCat("unknown(", static_cast<int>(value), ")");
+}
+
+template <typename E, size_t N>
+absl::StatusOr<E> ParseIn(const NameOf<E> (&table)[N], absl::string_view field,
+                          absl::string_view text) {
+  std::string want;
+  for (const auto& e : table) {
+    if (text == e.name) return e.value;
+    absl::StrAppend(&want, want.empty() ? "" : " or ", e.name);
+  }
+  return Bad(std::string(field),
+             absl::StrCat("unknown ", field, " '", text, "' (want ", want, ")"));
+}
+
+// INVALID_ARGUMENT for a value that is set but not in the table (a client
+// with a newer or broken wire format); the zero value is replaced by `dflt`.
+template <typename E, size_t N>
+absl::StatusOr<E> Known(const NameOf<E> (&table)[N], const std::string& field,
+                        E value, E dflt) {
+  if (static_cast<int>(value) == 0) return dflt;
+  for (const auto& e : table) {
+    if (e.value == value) return value;
+  }
+  return Bad(field, absl::StrCat("unknown value ", static_cast<int>(value)));
+}
+
 }  // namespace
+
+std::string StrategyName(v1::Strategy s) { return NameIn(kStrategies, s); }
+std::string SyncModeName(v1::SyncMode m) { return NameIn(kModes, m); }
+std::string DeviceName(v1::Device d) { return NameIn(kDevices, d); }
+std::string OptimizerName(v1::Optimizer o) { return NameIn(kOptimizers, o); }
+
+absl::StatusOr<v1::Strategy> ParseStrategy(absl::string_view text) {
+  return ParseIn(kStrategies, "strategy", text);
+}
+absl::StatusOr<v1::SyncMode> ParseSyncMode(absl::string_view text) {
+  return ParseIn(kModes, "mode", text);
+}
+absl::StatusOr<v1::Device> ParseDevice(absl::string_view text) {
+  return ParseIn(kDevices, "device", text);
+}
+absl::StatusOr<v1::Optimizer> ParseOptimizer(absl::string_view text) {
+  return ParseIn(kOptimizers, "optimizer", text);
+}
+
+std::string StrategyLabel(const v1::JobSpec& spec) {
+  std::string s =
+      absl::StrCat(StrategyName(spec.strategy()), "-", SyncModeName(spec.mode()));
+  if (spec.mode() == v1::SYNC_MODE_ASYNC && spec.has_staleness()) {
+    absl::StrAppend(&s, "(s=", spec.staleness(), ")");
+  }
+  return s;
+}
+
+absl::Duration StepTimeout(const v1::JobSpec& spec) {
+  return absl::Milliseconds(spec.step_timeout_ms() > 0 ? spec.step_timeout_ms()
+                                                       : kDefaultStepTimeoutMs);
+}
+
+OptimizerOptions OptimizerFromSpec(const v1::JobSpec& spec) {
+  OptimizerOptions o;
+  o.kind = spec.optimizer() == v1::OPTIMIZER_ADAM ? OptimizerKind::kAdam
+                                                  : OptimizerKind::kSgd;
+  o.lr = spec.lr();
+  o.momentum = spec.momentum();
+  return o;
+}
+
+absl::StatusOr<OptimizerKind> ToOptimizerKind(v1::Optimizer o) {
+  switch (o) {
+    case v1::OPTIMIZER_SGD:
+      return OptimizerKind::kSgd;
+    case v1::OPTIMIZER_ADAM:
+      return OptimizerKind::kAdam;
+    default:
+      return Bad("optimizer", absl::StrCat("unknown optimizer ", OptimizerName(o)));
+  }
+}
 
 absl::StatusOr<v1::JobSpec> ValidateJobSpec(const v1::JobSpec& in,
                                             int available_ps_shards) {
@@ -19,23 +121,23 @@ absl::StatusOr<v1::JobSpec> ValidateJobSpec(const v1::JobSpec& in,
   if (s.workers() <= 0) {
     return Bad("workers", absl::StrCat("must be >= 1, got ", s.workers()));
   }
-  if (s.strategy().empty()) s.set_strategy("ring");
-  if (s.strategy() != "ps" && s.strategy() != "ring") {
-    return Bad("strategy", absl::StrCat("unknown strategy '", s.strategy(),
-                                        "' (want ps or ring)"));
-  }
-  if (s.mode().empty()) s.set_mode("sync");
-  if (s.mode() != "sync" && s.mode() != "async") {
-    return Bad("mode", absl::StrCat("unknown mode '", s.mode(),
-                                    "' (want sync or async)"));
-  }
+  absl::StatusOr<v1::Strategy> strategy =
+      Known(kStrategies, "strategy", s.strategy(), v1::STRATEGY_RING);
+  if (!strategy.ok()) return strategy.status();
+  s.set_strategy(*strategy);
+  absl::StatusOr<v1::SyncMode> mode =
+      Known(kModes, "mode", s.mode(), v1::SYNC_MODE_SYNC);
+  if (!mode.ok()) return mode.status();
+  s.set_mode(*mode);
   if (s.has_staleness() && s.staleness() < 0) {
     return Bad("staleness", absl::StrCat("must be >= 0, got ", s.staleness()));
   }
-  if (s.strategy() == "ring" && s.mode() == "async" && !s.has_staleness()) {
-    s.set_staleness(1);
+  const bool ring_async =
+      s.strategy() == v1::STRATEGY_RING && s.mode() == v1::SYNC_MODE_ASYNC;
+  if (ring_async && !s.has_staleness()) {
+    s.set_staleness(kDefaultRingAsyncStaleness);
   }
-  if (s.strategy() == "ring" && s.mode() == "async" && s.staleness() == 0) {
+  if (ring_async && s.staleness() == 0) {
     return Bad("staleness", "ring async needs staleness >= 1 (0 is ring sync)");
   }
   if (s.dataset().empty()) s.set_dataset("fashion-mnist");
@@ -59,29 +161,30 @@ absl::StatusOr<v1::JobSpec> ValidateJobSpec(const v1::JobSpec& in,
   if (s.batch_size() <= 0) {
     return Bad("batch_size", absl::StrCat("must be >= 1, got ", s.batch_size()));
   }
-  if (s.optimizer().empty()) s.set_optimizer("sgd");
-  if (s.optimizer() != "sgd" && s.optimizer() != "adam") {
-    return Bad("optimizer", absl::StrCat("unknown optimizer '", s.optimizer(),
-                                         "' (want sgd or adam)"));
-  }
+  absl::StatusOr<v1::Optimizer> optimizer =
+      Known(kOptimizers, "optimizer", s.optimizer(), v1::OPTIMIZER_SGD);
+  if (!optimizer.ok()) return optimizer.status();
+  s.set_optimizer(*optimizer);
   if (!std::isfinite(s.lr()) || s.lr() < 0) {
     return Bad("lr", absl::StrCat("must be a positive number, got ", s.lr()));
   }
-  if (s.lr() == 0) s.set_lr(s.optimizer() == "adam" ? 0.001f : 0.05f);
+  if (s.lr() == 0) {
+    s.set_lr(s.optimizer() == v1::OPTIMIZER_ADAM ? kDefaultAdamLr
+                                                 : kDefaultSgdLr);
+  }
   if (!std::isfinite(s.momentum()) || s.momentum() < 0 || s.momentum() >= 1) {
     return Bad("momentum", absl::StrCat("must be in [0, 1), got ", s.momentum()));
   }
   if (s.epochs() < 0) return Bad("epochs", "must be >= 0");
   if (s.steps() < 0) return Bad("steps", "must be >= 0");
   if (s.epochs() == 0 && s.steps() == 0) s.set_epochs(1);
-  if (s.device().empty()) s.set_device("cpu");
-  if (s.device() != "cpu" && s.device() != "cuda") {
-    return Bad("device", absl::StrCat("unknown device '", s.device(),
-                                      "' (want cpu or cuda)"));
-  }
+  absl::StatusOr<v1::Device> device =
+      Known(kDevices, "device", s.device(), v1::DEVICE_CPU);
+  if (!device.ok()) return device.status();
+  s.set_device(*device);
   if (s.ps_shards() < 0) return Bad("ps_shards", "must be >= 0");
   if (s.ps_shards() == 0) s.set_ps_shards(1);
-  if (s.strategy() == "ps" && s.ps_shards() > available_ps_shards) {
+  if (s.strategy() == v1::STRATEGY_PS && s.ps_shards() > available_ps_shards) {
     return Bad("ps_shards",
                absl::StrCat("job wants ", s.ps_shards(),
                             " parameter-server shards but the coordinator has ",
@@ -90,12 +193,12 @@ absl::StatusOr<v1::JobSpec> ValidateJobSpec(const v1::JobSpec& in,
                             "--ps_shards of the coordinator)"));
   }
   if (s.bucket_bytes() < 0) return Bad("bucket_bytes", "must be >= 0");
-  if (s.bucket_bytes() == 0) s.set_bucket_bytes(25 << 20);
+  if (s.bucket_bytes() == 0) s.set_bucket_bytes(kDefaultBucketBytes);
   if (s.chunk_bytes() < 0) return Bad("chunk_bytes", "must be >= 0");
-  if (s.chunk_bytes() == 0) s.set_chunk_bytes(1 << 20);
+  if (s.chunk_bytes() == 0) s.set_chunk_bytes(kDefaultChunkBytes);
   if (s.chunk_bytes() < 4) return Bad("chunk_bytes", "must be >= 4");
   if (s.step_timeout_ms() < 0) return Bad("step_timeout_ms", "must be >= 0");
-  if (s.step_timeout_ms() == 0) s.set_step_timeout_ms(30000);
+  if (s.step_timeout_ms() == 0) s.set_step_timeout_ms(kDefaultStepTimeoutMs);
   if (s.train_limit() < 0) return Bad("train_limit", "must be >= 0");
   if (s.train_limit() > 0 &&
       s.train_limit() < static_cast<int64_t>(s.workers()) * s.batch_size()) {

@@ -1,19 +1,34 @@
-// Validation of submitted JobSpecs and the defaults filled into them.
+// Validation of submitted JobSpecs, the defaults filled into them, and the
+// text names of the job's switches (used only by the CLI and results files).
 #ifndef GRADSYNC_COMMON_SPEC_JOB_SPEC_H_
 #define GRADSYNC_COMMON_SPEC_JOB_SPEC_H_
 
+#include <cstdint>
+#include <string>
+
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "common/optimizer.h"
 #include "common/spec/model_spec.h"
 #include "gradsync/v1/gradsync.pb.h"
 
 namespace gradsync {
 
+// Defaults, defined once. ValidateJobSpec fills them into every spec, so code
+// after validation reads the spec and never repeats these numbers.
+inline constexpr int64_t kDefaultBucketBytes = 25 << 20;
+inline constexpr int64_t kDefaultChunkBytes = 1 << 20;
+inline constexpr int32_t kDefaultStepTimeoutMs = 30000;
+inline constexpr int32_t kDefaultRingAsyncStaleness = 1;
+inline constexpr float kDefaultSgdLr = 0.05f;
+inline constexpr float kDefaultAdamLr = 0.001f;
 
-// Returns the spec with defaults filled in (strategy "ring", mode "sync",
-// model kDefaultModel, dataset "fashion-mnist", optimizer "sgd", lr 0.05,
-// momentum 0.9 for sgd, epochs 1 when neither epochs nor steps is set,
-// device "cpu", ps_shards 1, bucket 25 MB, chunk 1 MiB, step timeout 30 s;
-// ring+async staleness 1).
+// Returns the spec with defaults filled in (strategy ring, mode sync, model
+// kDefaultModel, dataset "fashion-mnist", optimizer sgd, lr kDefaultSgdLr or
+// kDefaultAdamLr, epochs 1 when neither epochs nor steps is set, device cpu,
+// ps_shards 1, the k* defaults above; ring+async staleness
+// kDefaultRingAsyncStaleness).
 // INVALID_ARGUMENT naming the field for: workers <= 0, unknown strategy, mode,
 // model, dataset, optimizer or device, batch_size <= 0, a model whose input /
 // output widths do not match the dataset, staleness < 0, lr < 0 or not finite,
@@ -21,6 +36,33 @@ namespace gradsync {
 // `available_ps_shards`, negative sizes.
 absl::StatusOr<v1::JobSpec> ValidateJobSpec(const v1::JobSpec& spec,
                                             int available_ps_shards);
+
+// The per-step communication deadline of a validated spec.
+absl::Duration StepTimeout(const v1::JobSpec& spec);
+
+// The optimizer a validated spec asks for.
+OptimizerOptions OptimizerFromSpec(const v1::JobSpec& spec);
+
+// The optimizer kind of a wire value; INVALID_ARGUMENT naming "optimizer" for
+// anything but sgd and adam.
+absl::StatusOr<OptimizerKind> ToOptimizerKind(v1::Optimizer o);
+
+// Text names: "ps" / "ring", "sync" / "async", "cpu" / "cuda", "sgd" / "adam";
+// "unspecified" for the zero value, "unknown(N)" for values out of range.
+std::string StrategyName(v1::Strategy s);
+std::string SyncModeName(v1::SyncMode m);
+std::string DeviceName(v1::Device d);
+std::string OptimizerName(v1::Optimizer o);
+
+// Parses the text names above. INVALID_ARGUMENT starting with the field name
+// ("strategy: unknown strategy 'x' (want ps or ring)").
+absl::StatusOr<v1::Strategy> ParseStrategy(absl::string_view text);
+absl::StatusOr<v1::SyncMode> ParseSyncMode(absl::string_view text);
+absl::StatusOr<v1::Device> ParseDevice(absl::string_view text);
+absl::StatusOr<v1::Optimizer> ParseOptimizer(absl::string_view text);
+
+// Short label of a job's strategy and mode: "ps-sync", "ring-async(s=1)".
+std::string StrategyLabel(const v1::JobSpec& spec);
 
 }  // namespace gradsync
 

@@ -170,7 +170,8 @@ grpc::Status Coordinator::SubmitJob(grpc::ServerContext*,
     job_order_.push_back(id);
     queue_.push_back(id);
     spdlog::info("{}queued: {} {} workers={} model={} batch={}", Tag(id),
-                 spec->strategy(), spec->mode(), spec->workers(),
+                 StrategyName(spec->strategy()), SyncModeName(spec->mode()),
+                 spec->workers(),
                  spec->model(), spec->batch_size());
     AddStateEvent(&e, "queued");
     Schedule();

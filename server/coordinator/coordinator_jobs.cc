@@ -52,7 +52,7 @@ void Coordinator::Schedule() {
               [](Worker* a, Worker* b) { return a->order < b->order; });
     idle.resize(spec.workers());
     queue_.pop_front();
-    if (spec.device() == "cuda") {
+    if (spec.device() == v1::DEVICE_CUDA) {
       for (Worker* w : idle) {
         if (w->num_gpus <= 0) {
           e.job.set_state(v1::FAILED);
@@ -75,7 +75,7 @@ void Coordinator::Schedule() {
     a.set_world_size(spec.workers());
     a.set_num_params(num_params);
     for (Worker* w : idle) a.add_peer_addresses(w->peer_address);
-    if (spec.strategy() == "ps") {
+    if (spec.strategy() == v1::STRATEGY_PS) {
       std::vector<Range> parts = PartitionEven(num_params, spec.ps_shards());
       for (int s = 0; s < spec.ps_shards(); ++s) {
         v1::PsShardInfo* info = a.add_ps_shards();
@@ -130,7 +130,7 @@ void Coordinator::EndJob(JobEntry* e, v1::JobState state,
       msg.mutable_cancel()->set_reason(error);
       Post(it->second.chan, std::move(msg));
     }
-    if (e->job.spec().strategy() == "ps") {
+    if (e->job.spec().strategy() == v1::STRATEGY_PS) {
       std::vector<std::string> shards(
           ps_addresses_.begin(),
           ps_addresses_.begin() + e->job.spec().ps_shards());
@@ -205,10 +205,10 @@ void Coordinator::Finalize(JobEntry* e) {
   res->set_test_accuracy(e->results[0].test_accuracy());
   res->set_steps(e->results[0].steps());
   res->set_global_batch(static_cast<int64_t>(spec.batch_size()) * n);
-  res->set_ps_shards(spec.strategy() == "ps" ? spec.ps_shards() : 0);
+  res->set_ps_shards(spec.strategy() == v1::STRATEGY_PS ? spec.ps_shards() : 0);
   res->set_wall_seconds(absl::ToDoubleSeconds(absl::Now() - e->started));
   res->set_samples_per_second(max_wall > 0 ? samples / max_wall : 0);
-  if (spec.strategy() == "ring") {
+  if (spec.strategy() == v1::STRATEGY_RING) {
     for (int r = 1; r < n; ++r) {
       if (res->param_checksums(r) != res->param_checksums(0)) {
         EndJob(e, v1::FAILED,

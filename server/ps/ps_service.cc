@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/grpc/grpc_util.h"
 #include "common/grpc/tensor_frame.h"
+#include "common/spec/job_spec.h"
 
 namespace gradsync {
 namespace {
@@ -38,11 +39,16 @@ grpc::ServerUnaryReactor* PsService::Init(grpc::CallbackServerContext* ctx,
   }
   const TensorHeader& h = frame->header();
   const v1::ShardConfig& c = h.config();
+  absl::StatusOr<OptimizerKind> kind = ToOptimizerKind(c.optimizer());
+  if (!kind.ok()) {
+    reactor->Finish(ToGrpcStatus(kind.status()));
+    return reactor;
+  }
   ShardJobConfig config;
   config.world_size = static_cast<int>(c.world_size());
-  config.async = c.mode() == "async";
+  config.async = c.mode() == v1::SYNC_MODE_ASYNC;
   config.staleness = c.staleness();
-  config.optimizer.kind = c.optimizer();
+  config.optimizer.kind = *kind;
   config.optimizer.lr = c.lr();
   config.optimizer.momentum = c.momentum();
   std::vector<float> initial(frame->count());
@@ -51,7 +57,7 @@ grpc::ServerUnaryReactor* PsService::Init(grpc::CallbackServerContext* ctx,
   if (st.ok()) {
     spdlog::info("{}shard slice of {} floats installed ({} {})",
                  absl::StrCat("[job ", h.job_id(), "] "), frame->count(),
-                 c.mode(), c.optimizer());
+                 SyncModeName(c.mode()), OptimizerName(c.optimizer()));
     TensorHeader ack;
     ack.set_job_id(h.job_id());
     *response = EncodeHeaderOnly(ack);

@@ -24,12 +24,16 @@ void ExpectBad(const v1::JobSpec& s, const std::string& field) {
 TEST(JobSpec, DefaultsAreFilledIn) {
   auto r = ValidateJobSpec(Good(), 1);
   ASSERT_TRUE(r.ok()) << r.status();
-  EXPECT_EQ(r->strategy(), "ring");
-  EXPECT_EQ(r->mode(), "sync");
+  EXPECT_EQ(r->strategy(), v1::STRATEGY_RING);
+  EXPECT_EQ(r->mode(), v1::SYNC_MODE_SYNC);
+  EXPECT_EQ(r->device(), v1::DEVICE_CPU);
+  EXPECT_EQ(r->optimizer(), v1::OPTIMIZER_SGD);
+  EXPECT_EQ(r->step_timeout_ms(), kDefaultStepTimeoutMs);
+  EXPECT_EQ(r->bucket_bytes(), kDefaultBucketBytes);
   EXPECT_EQ(r->model(), "mlp:784-256-128-10");
   EXPECT_EQ(r->epochs(), 1);
   v1::JobSpec s = Good();
-  s.set_mode("async");
+  s.set_mode(v1::SYNC_MODE_ASYNC);
   r = ValidateJobSpec(s, 1);
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->staleness(), 1);  // ring async default
@@ -43,10 +47,10 @@ TEST(JobSpec, BadFieldsAreNamed) {
   s.set_workers(-3);
   ExpectBad(s, "workers");
   s = Good();
-  s.set_strategy("allgather");
+  s.set_strategy(static_cast<v1::Strategy>(7));
   ExpectBad(s, "strategy");
   s = Good();
-  s.set_mode("eventually");
+  s.set_mode(static_cast<v1::SyncMode>(9));
   ExpectBad(s, "mode");
   s = Good();
   s.set_model("resnet:50");
@@ -67,18 +71,67 @@ TEST(JobSpec, BadFieldsAreNamed) {
   s.set_lr(-1);
   ExpectBad(s, "lr");
   s = Good();
-  s.set_optimizer("lbfgs");
+  s.set_optimizer(static_cast<v1::Optimizer>(5));
   ExpectBad(s, "optimizer");
   s = Good();
-  s.set_device("tpu");
+  s.set_device(static_cast<v1::Device>(3));
   ExpectBad(s, "device");
   s = Good();
-  s.set_strategy("ps");
+  s.set_strategy(v1::STRATEGY_PS);
   s.set_ps_shards(3);
   ExpectBad(s, "ps_shards");  // only 1 available
   s = Good();
   s.set_momentum(1.5f);
   ExpectBad(s, "momentum");
+}
+
+TEST(JobSpecNames, ParseAndNameRoundTrip) {
+  for (const char* n : {"ps", "ring"}) {
+    auto v = ParseStrategy(n);
+    ASSERT_TRUE(v.ok()) << v.status();
+    EXPECT_EQ(StrategyName(*v), n);
+  }
+  for (const char* n : {"sync", "async"}) {
+    auto v = ParseSyncMode(n);
+    ASSERT_TRUE(v.ok()) << v.status();
+    EXPECT_EQ(SyncModeName(*v), n);
+  }
+  for (const char* n : {"cpu", "cuda"}) {
+    auto v = ParseDevice(n);
+    ASSERT_TRUE(v.ok()) << v.status();
+    EXPECT_EQ(DeviceName(*v), n);
+  }
+  for (const char* n : {"sgd", "adam"}) {
+    auto v = ParseOptimizer(n);
+    ASSERT_TRUE(v.ok()) << v.status();
+    EXPECT_EQ(OptimizerName(*v), n);
+  }
+  EXPECT_EQ(StrategyName(static_cast<v1::Strategy>(42)), "unknown(42)");
+  EXPECT_EQ(SyncModeName(v1::SYNC_MODE_UNSPECIFIED), "unspecified");
+}
+
+TEST(JobSpecNames, UnknownTextNamesTheField) {
+  auto s = ParseStrategy("gossip");
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(std::string(s.status().message()).rfind("strategy: ", 0), 0u)
+      << s.status();
+  EXPECT_EQ(ParseSyncMode("lazy").status().message().substr(0, 5), "mode:");
+  EXPECT_EQ(ParseDevice("tpu").status().message().substr(0, 7), "device:");
+  EXPECT_EQ(ParseOptimizer("lbfgs").status().message().substr(0, 10),
+            "optimizer:");
+  EXPECT_FALSE(ParseStrategy("PS").ok());  // names are exact
+}
+
+TEST(JobSpecNames, LabelShowsStaleness) {
+  v1::JobSpec s = Good();
+  s.set_strategy(v1::STRATEGY_RING);
+  s.set_mode(v1::SYNC_MODE_ASYNC);
+  s.set_staleness(2);
+  EXPECT_EQ(StrategyLabel(s), "ring-async(s=2)");
+  s.set_strategy(v1::STRATEGY_PS);
+  s.set_mode(v1::SYNC_MODE_SYNC);
+  EXPECT_EQ(StrategyLabel(s), "ps-sync");
 }
 
 }  // namespace

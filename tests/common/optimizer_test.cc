@@ -12,7 +12,7 @@ namespace {
 
 TEST(OptimizerTest, SgdMomentumMatchesHandComputedSteps) {
   OptimizerOptions o;
-  o.kind = "sgd";
+  o.kind = OptimizerKind::kSgd;
   o.lr = 0.1f;
   o.momentum = 0.5f;
   absl::StatusOr<Optimizer> opt = Optimizer::Create(o, 2);
@@ -48,7 +48,7 @@ TEST(OptimizerTest, PlainSgdWithZeroMomentum) {
 
 TEST(OptimizerTest, AdamMatchesReferenceLoop) {
   OptimizerOptions o;
-  o.kind = "adam";
+  o.kind = OptimizerKind::kAdam;
   o.lr = 0.01f;
   o.beta1 = 0.8f;
   o.beta2 = 0.99f;
@@ -86,7 +86,7 @@ TEST(OptimizerTest, CreateRejectsBadOptions) {
     EXPECT_EQ(opt.status().code(), absl::StatusCode::kInvalidArgument) << what;
   };
   OptimizerOptions o;
-  o.kind = "rmsprop";
+  o.kind = static_cast<OptimizerKind>(99);
   expect_invalid(o, "kind");
   o = {};
   o.lr = 0;
@@ -103,7 +103,7 @@ TEST(OptimizerTest, CreateRejectsBadOptions) {
   o.momentum = -0.1f;
   expect_invalid(o, "momentum < 0");
   o = {};
-  o.kind = "adam";
+  o.kind = OptimizerKind::kAdam;
   o.beta1 = 1.0f;
   expect_invalid(o, "beta1 1");
   o.beta1 = 0.9f;
@@ -114,7 +114,7 @@ TEST(OptimizerTest, CreateRejectsBadOptions) {
 
   o = {};
   EXPECT_TRUE(Optimizer::Create(o, 4).ok());
-  o.kind = "adam";
+  o.kind = OptimizerKind::kAdam;
   EXPECT_TRUE(Optimizer::Create(o, 4).ok());
 }
 

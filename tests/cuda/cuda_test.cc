@@ -278,7 +278,7 @@ TEST(CudaBackendNoGpuTest, FailsCleanlyOnMissingDevice) {
 
 TEST(CudaBackendNoGpuTest, OptimizerArgumentChecks) {
   OptimizerOptions bad;
-  bad.kind = "rmsprop";
+  bad.kind = static_cast<OptimizerKind>(99);
   EXPECT_EQ(CudaOptimizer::Create(bad, 10).status().code(),
             absl::StatusCode::kInvalidArgument);
   bad = OptimizerOptions();
@@ -288,7 +288,7 @@ TEST(CudaBackendNoGpuTest, OptimizerArgumentChecks) {
 
   // n == 0 allocates nothing, so the range checks run without a GPU.
   OptimizerOptions adam;
-  adam.kind = "adam";
+  adam.kind = OptimizerKind::kAdam;
   absl::StatusOr<CudaOptimizer> opt = CudaOptimizer::Create(adam, 0);
   ASSERT_TRUE(opt.ok()) << opt.status();
   EXPECT_EQ(opt->Apply(nullptr, nullptr, 0, 0, nullptr).code(),
@@ -381,13 +381,13 @@ struct OptCase {
 
 std::vector<OptCase> OptCases() {
   OptimizerOptions sgd;
-  sgd.kind = "sgd";
+  sgd.kind = OptimizerKind::kSgd;
   sgd.lr = 0.05f;
   sgd.momentum = 0.9f;
   OptimizerOptions plain = sgd;
   plain.momentum = 0.0f;
   OptimizerOptions adam;
-  adam.kind = "adam";
+  adam.kind = OptimizerKind::kAdam;
   adam.lr = 0.01f;
   adam.beta1 = 0.8f;
   adam.beta2 = 0.99f;
@@ -745,7 +745,7 @@ TEST_P(CudaMlpTest, TwentySgdStepsMatchCpu) {
   const MlpSpec spec = Spec(GetParam().widths);
   const int batch = GetParam().batch;
   OptimizerOptions o;
-  o.kind = "sgd";
+  o.kind = OptimizerKind::kSgd;
   o.lr = 0.05f;
   o.momentum = 0.9f;
   Mlp cpu(spec);
@@ -787,7 +787,7 @@ TEST_P(CudaMlpTest, PerLayerAdamEqualsWholeBufferAdam) {
   const MlpSpec spec = Spec(GetParam().widths);
   const int batch = GetParam().batch;
   OptimizerOptions o;
-  o.kind = "adam";
+  o.kind = OptimizerKind::kAdam;
   o.lr = 0.01f;
   const std::vector<float> init = ModelParams(spec, 12);
   absl::StatusOr<std::unique_ptr<CudaMlp>> whole =

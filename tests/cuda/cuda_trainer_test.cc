@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include "common/spec/job_spec.h"
 #include "worker/model/cuda/cuda_backend.h"
 #include "worker/model/cuda/cuda_model.h"
 #include "worker/train/device_trainer.h"
@@ -27,14 +28,14 @@ std::vector<float> Train(const Dataset& data, bool gpu, const std::string& opt,
   a.set_rank(0);
   a.set_world_size(1);
   v1::JobSpec* s = a.mutable_spec();
-  s->set_strategy("ring");
-  s->set_mode(mode);
+  s->set_strategy(v1::STRATEGY_RING);
+  s->set_mode(*ParseSyncMode(mode));
   if (mode == "async") s->set_staleness(1);
   s->set_model("mlp:784-256-128-10");
   s->set_batch_size(37);
   s->set_steps(20);
   s->set_seed(3);
-  s->set_optimizer(opt);
+  s->set_optimizer(*ParseOptimizer(opt));
   s->set_lr(opt == "sgd" ? 0.05f : 0.001f);
   s->set_momentum(0.9f);
   s->set_bucket_bytes(200 << 10);

@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "common/spec/job_spec.h"
 #include "absl/strings/str_cat.h"
 #include "client/local_cluster.h"
 #include "common/grpc/grpc_util.h"
@@ -120,11 +121,11 @@ bool Terminal(const v1::Job& j) {
 v1::JobSpec Spec(const std::string& strategy, const std::string& mode,
                  int workers) {
   v1::JobSpec s;
-  s.set_strategy(strategy);
-  s.set_mode(mode);
+  s.set_strategy(*ParseStrategy(strategy));
+  s.set_mode(*ParseSyncMode(mode));
   s.set_workers(workers);
   s.set_batch_size(32);
-  s.set_optimizer("adam");
+  s.set_optimizer(v1::OPTIMIZER_ADAM);
   s.set_lr(0.001f);
   return s;
 }
@@ -235,8 +236,8 @@ TEST(Integration, BadInputGetsClearErrors) {
   };
   std::vector<Case> cases = {
       {[](v1::JobSpec* s) { s->set_workers(0); }, "workers"},
-      {[](v1::JobSpec* s) { s->set_strategy("gossip"); }, "strategy"},
-      {[](v1::JobSpec* s) { s->set_mode("lazy"); }, "mode"},
+      {[](v1::JobSpec* s) { s->set_strategy(static_cast<v1::Strategy>(42)); }, "strategy"},
+      {[](v1::JobSpec* s) { s->set_mode(static_cast<v1::SyncMode>(42)); }, "mode"},
       {[](v1::JobSpec* s) { s->set_model("cnn:3x3"); }, "model"},
       {[](v1::JobSpec* s) { s->set_model("mlp:100-64-10"); }, "model"},
       {[](v1::JobSpec* s) { s->set_batch_size(0); }, "batch_size"},
@@ -274,7 +275,7 @@ TEST(Integration, CudaJobOnAWorkerWithoutGpuFailsBeforeTraining) {
     if (w.num_gpus() > 0) GTEST_SKIP() << "workers have GPUs here";
   }
   v1::JobSpec s = Spec("ring", "sync", 2);
-  s.set_device("cuda");
+  s.set_device(v1::DEVICE_CUDA);
   v1::Job job;
   ASSERT_TRUE(c.Submit(s, &job).ok());
   v1::Job failed = c.WaitFor(job.id(), absl::Seconds(10), Terminal);

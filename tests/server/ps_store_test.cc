@@ -15,7 +15,7 @@ ShardJobConfig Config(int world, bool async, int staleness = -1) {
   c.world_size = world;
   c.async = async;
   c.staleness = staleness;
-  c.optimizer.kind = "sgd";
+  c.optimizer.kind = OptimizerKind::kSgd;
   c.optimizer.lr = 0.1f;
   c.optimizer.momentum = 0.9f;
   return c;
@@ -154,7 +154,7 @@ TEST(PsStore, AsyncAppliesEachPushAtOnce) {
 TEST(PsStore, AsyncAdamPushMovesOneNthOfASyncStep) {
   PsStore store;
   ShardJobConfig c = Config(4, true);
-  c.optimizer.kind = "adam";
+  c.optimizer.kind = OptimizerKind::kAdam;
   ASSERT_TRUE(store.Init("j", c, std::vector<float>(2, 0)).ok());
   Captured a;
   PushVec(&store, "j", 0, 0, std::vector<float>(2, 3), &a);

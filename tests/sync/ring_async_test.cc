@@ -28,10 +28,10 @@ TEST(RingAsync, AppliesAveragedGradientsExactlySStepsLate) {
       as[r].set_rank(r);
       as[r].set_world_size(world);
       auto* spec = as[r].mutable_spec();
-      spec->set_strategy("ring");
-      spec->set_mode("async");
+      spec->set_strategy(v1::STRATEGY_RING);
+      spec->set_mode(v1::SYNC_MODE_ASYNC);
       spec->set_staleness(s);
-      spec->set_optimizer("sgd");
+      spec->set_optimizer(v1::OPTIMIZER_SGD);
       spec->set_lr(0.1f);
       spec->set_momentum(0.5f);
       spec->set_chunk_bytes(8);
@@ -61,7 +61,7 @@ TEST(RingAsync, AppliesAveragedGradientsExactlySStepsLate) {
     for (auto& t : threads) t.join();
     // Reference.
     OptimizerOptions o;
-    o.kind = "sgd";
+    o.kind = OptimizerKind::kSgd;
     o.lr = 0.1f;
     o.momentum = 0.5f;
     auto opt = Optimizer::Create(o, n);

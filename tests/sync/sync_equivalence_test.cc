@@ -86,13 +86,13 @@ class SyncEquivalence : public ::testing::Test {
     static int job_counter = 0;
     const std::string job_id = absl::StrCat("t-", ++job_counter);
     v1::JobSpec spec;
-    spec.set_strategy(strategy);
-    spec.set_mode(mode);
+    spec.set_strategy(*ParseStrategy(strategy));
+    spec.set_mode(*ParseSyncMode(mode));
     spec.set_workers(world);
     spec.set_batch_size(batch);
     spec.set_steps(steps);
     spec.set_step_timeout_ms(20000);
-    spec.set_optimizer(optimizer);
+    spec.set_optimizer(*ParseOptimizer(optimizer));
     spec.set_lr(optimizer == "sgd" ? 0.05f : 0.001f);
     spec.set_momentum(0.9f);
     spec.set_seed(7);

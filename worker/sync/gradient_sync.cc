@@ -13,24 +13,12 @@
 #include "absl/synchronization/mutex.h"
 #include "common/kernels.h"
 #include "common/optimizer.h"
+#include "common/spec/job_spec.h"
 #include "worker/sync/ps_client.h"
 #include "worker/collectives/ring.h"
 
 namespace gradsync {
 namespace {
-
-OptimizerOptions OptimizerFromSpec(const v1::JobSpec& spec) {
-  OptimizerOptions o;
-  o.kind = spec.optimizer();
-  o.lr = spec.lr();
-  o.momentum = spec.momentum();
-  return o;
-}
-
-absl::Duration StepTimeout(const v1::JobSpec& spec) {
-  return absl::Milliseconds(spec.step_timeout_ms() > 0 ? spec.step_timeout_ms()
-                                                       : 30000);
-}
 
 // ---------------------------------------------------------------- PS
 
@@ -93,7 +81,7 @@ class PsSync final : public GradientSync {
   int pipeline_depth() const override { return 0; }
 
   absl::Status Finish(float* params) override {
-    if (a_.spec().mode() == "async") {
+    if (a_.spec().mode() == v1::SYNC_MODE_ASYNC) {
       return client_->Pull(params, /*initial=*/false, absl::Now() + timeout_);
     }
     return absl::OkStatus();
@@ -348,15 +336,15 @@ absl::StatusOr<std::unique_ptr<GradientSync>> MakeGradientSync(
     const SyncContext& ctx) {
   const v1::Assignment& a = *ctx.assignment;
   const v1::JobSpec& spec = a.spec();
-  if (spec.strategy() == "ps") {
+  if (spec.strategy() == v1::STRATEGY_PS) {
     if (a.ps_shards_size() == 0) {
       return absl::InvalidArgumentError("ps job without PS shards");
     }
     return std::unique_ptr<GradientSync>(new PsSync(a));
   }
-  if (spec.strategy() != "ring") {
+  if (spec.strategy() != v1::STRATEGY_RING) {
     return absl::InvalidArgumentError(
-        absl::StrCat("strategy: unknown '", spec.strategy(), "'"));
+        absl::StrCat("strategy: unknown ", StrategyName(spec.strategy())));
   }
   if (ctx.transport == nullptr) {
     return absl::InvalidArgumentError("ring job without a transport");
@@ -364,7 +352,7 @@ absl::StatusOr<std::unique_ptr<GradientSync>> MakeGradientSync(
   absl::StatusOr<Optimizer> opt =
       Optimizer::Create(OptimizerFromSpec(spec), ctx.num_params);
   if (!opt.ok()) return opt.status();
-  if (spec.mode() == "async") {
+  if (spec.mode() == v1::SYNC_MODE_ASYNC) {
     return std::unique_ptr<GradientSync>(
         new RingAsyncSync(a, ctx.transport, ctx.num_params, std::move(*opt)));
   }

@@ -12,6 +12,7 @@
 #include "absl/synchronization/mutex.h"
 #include "common/kernels.h"
 #include "common/logging.h"
+#include "common/spec/job_spec.h"
 #include "worker/train/training_steps.h"
 
 namespace gradsync {
@@ -183,11 +184,7 @@ TrainingOutcome RunDeviceTraining(const v1::Assignment& a, const Dataset& train,
     return fail(absl::InvalidArgumentError("model: input width does not match the data"));
   }
   const std::vector<Range> buckets = MakeBuckets(*model, spec.bucket_bytes());
-  OptimizerOptions oo;
-  oo.kind = spec.optimizer();
-  oo.lr = spec.lr();
-  oo.momentum = spec.momentum();
-  absl::Status st = model->Configure(buckets, oo);
+  absl::Status st = model->Configure(buckets, OptimizerFromSpec(spec));
   if (st.ok()) st = sync->ConfigureBuckets(buckets);
   if (!st.ok()) return fail(st);
   const int depth = sync->pipeline_depth();

@@ -235,7 +235,7 @@ absl::StatusOr<CudaOptimizer> CudaOptimizer::Create(
   absl::StatusOr<Optimizer> cpu = Optimizer::Create(options, 0);
   if (!cpu.ok()) return cpu.status();
   CudaOptimizer opt(options, n);
-  const bool adam = options.kind == "adam";
+  const bool adam = options.kind == OptimizerKind::kAdam;
   // As on the CPU, plain SGD (momentum 0) keeps no state.
   if (adam || options.momentum != 0.0f) {
     GS_RETURN_IF_ERROR(DeviceAlloc(n, &opt.m_));
@@ -277,7 +277,7 @@ absl::Status CudaOptimizer::Apply(float* params_dev, const float* grad_dev,
   const float* g = grad_dev + offset;
   const cudaStream_t s = AsStream(stream);
   const float lr = options_.lr;
-  if (options_.kind == "sgd") {
+  if (options_.kind == OptimizerKind::kSgd) {
     float* v = m_ ? m_.get() + offset : nullptr;
     GS_CUDA_RETURN_IF_ERROR(
         internal::LaunchSgd(p, g, v, count, lr, options_.momentum, s));
