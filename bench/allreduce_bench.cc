@@ -4,29 +4,20 @@
 // memcpy bandwidth measured in the same run. Results are verified each run.
 //
 //   build/bench/allreduce_bench --benchmark_counters_tabular=true
+#include <algorithm>
 #include <cstring>
+#include <memory>
 #include <thread>
 #include <vector>
 
 #include <benchmark/benchmark.h>
-#include <grpcpp/grpcpp.h>
 
 #include "absl/strings/str_cat.h"
-#include "common/grpc/grpc_util.h"
-#include "worker/collectives/transport/grpc/grpc_transport.h"
 #include "worker/collectives/ring.h"
+#include "worker/collectives/testing/transport_group.h"
 
 namespace gradsync {
 namespace {
-
-struct Rank {
-  PeerMailboxes mailboxes;
-  std::unique_ptr<PeerService> service;
-  std::unique_ptr<grpc::Server> server;
-  std::unique_ptr<GrpcTransport> transport;
-  std::unique_ptr<RingAllreduce> ring;
-  std::vector<float> data;
-};
 
 double MemcpyBandwidth(size_t bytes) {
   std::vector<char> a(bytes, 1), b(bytes);
@@ -44,41 +35,32 @@ void BM_RingAllreduceGrpc(benchmark::State& state) {
   const int world = static_cast<int>(state.range(0));
   const size_t bytes = static_cast<size_t>(state.range(1));
   const size_t n = bytes / sizeof(float);
-  static int job_counter = 0;
-  const std::string job = absl::StrCat("bench-", ++job_counter);
-  std::vector<std::unique_ptr<Rank>> ranks;
-  std::vector<std::string> addrs;
-  for (int r = 0; r < world; ++r) {
-    auto k = std::make_unique<Rank>();
-    k->service = std::make_unique<PeerService>(&k->mailboxes);
-    auto started = StartServer("127.0.0.1:0", {k->service.get()});
-    if (!started.ok()) {
-      state.SkipWithError(started.status().ToString().c_str());
-      return;
-    }
-    k->server = std::move(started->server);
-    addrs.push_back(LocalAddress("127.0.0.1:0", started->port));
-    ranks.push_back(std::move(k));
+  absl::StatusOr<std::unique_ptr<TransportGroup>> group =
+      TransportGroup::Create(TransportKind::kGrpc, world);
+  if (!group.ok()) {
+    state.SkipWithError(group.status().ToString().c_str());
+    return;
   }
   RingOptions opts;
   opts.segment_bytes = 1 << 20;
+  std::vector<std::unique_ptr<RingAllreduce>> rings;
+  std::vector<std::vector<float>> data(world, std::vector<float>(n, 0.0f));
   for (int r = 0; r < world; ++r) {
-    ranks[r]->transport = std::make_unique<GrpcTransport>(
-        job, r, addrs, ranks[r]->mailboxes.Open(job));
-    ranks[r]->ring = std::make_unique<RingAllreduce>(ranks[r]->transport.get(), n, opts);
-    ranks[r]->data.assign(n, 0.0f);
+    rings.push_back(
+        std::make_unique<RingAllreduce>((*group)->transport(r), n, opts));
   }
   int64_t step = 0;
   double seconds = 0;
   for (auto _ : state) {
     for (int r = 0; r < world; ++r) {
-      std::fill(ranks[r]->data.begin(), ranks[r]->data.end(), static_cast<float>(r + 1));
+      std::fill(data[r].begin(), data[r].end(), static_cast<float>(r + 1));
     }
     std::vector<absl::Status> st(world);
     std::vector<std::thread> threads;
     const absl::Time t0 = absl::Now();
     for (int r = 0; r < world; ++r) {
-      threads.emplace_back([&, r] { st[r] = ranks[r]->ring->Run(ranks[r]->data.data(), step, 0); });
+      threads.emplace_back(
+          [&, r] { st[r] = rings[r]->Run(data[r].data(), step, 0); });
     }
     for (auto& t : threads) t.join();
     const double s = absl::ToDoubleSeconds(absl::Now() - t0);
@@ -87,7 +69,7 @@ void BM_RingAllreduceGrpc(benchmark::State& state) {
     ++step;
     const float want = world * (world + 1) / 2.0f;
     for (int r = 0; r < world; ++r) {
-      if (!st[r].ok() || ranks[r]->data[n / 2] != want) {
+      if (!st[r].ok() || data[r][n / 2] != want) {
         state.SkipWithError(absl::StrCat("rank ", r, ": ", st[r].ToString()).c_str());
         break;
       }
@@ -99,8 +81,6 @@ void BM_RingAllreduceGrpc(benchmark::State& state) {
   state.counters["algbw_GBps"] = algbw / 1e9;
   state.counters["busbw_GBps"] = busbw / 1e9;
   state.counters["busbw_vs_memcpy"] = busbw / MemcpyBandwidth(bytes);
-  for (auto& k : ranks) k->transport.reset();
-  for (auto& k : ranks) k->server->Shutdown(std::chrono::system_clock::now());
 }
 
 BENCHMARK(BM_RingAllreduceGrpc)

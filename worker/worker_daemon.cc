@@ -8,8 +8,8 @@
 #include "common/grpc/grpc_util.h"
 #include "common/logging.h"
 #include "common/spec/job_spec.h"
-#include "worker/train/device_trainer.h"
 #include "worker/train/trainer.h"
+#include "worker/train/training_steps.h"
 #include "worker/model/device_factory.h"
 
 namespace gradsync {
@@ -240,18 +240,20 @@ absl::StatusOr<std::shared_ptr<const Dataset>> WorkerDaemon::LoadData(
 
 absl::StatusOr<std::unique_ptr<DeviceModel>> WorkerDaemon::MakeDevice(
     const v1::Assignment& a) {
-  if (options_.num_gpus <= 0) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("worker ", id_, " has no GPU; device=cuda unavailable"));
-  }
+  absl::StatusOr<MlpSpec> model = ModelOf(a);
+  if (!model.ok()) return model.status();
   DeviceRequest req;
-  req.cuda = true;
-  absl::StatusOr<MlpSpec> mspec = ParseModelSpec(a.spec().model());
-  if (!mspec.ok()) return mspec.status();
-  req.model = *mspec;
-  req.gpu = options_.gpu >= 0 ? options_.gpu : a.rank() % options_.num_gpus;
-  req.allow_tf32 = a.spec().tf32();
-  req.max_batch = a.spec().batch_size();
+  req.model = *model;
+  if (a.spec().device() == v1::DEVICE_CUDA) {
+    if (options_.num_gpus <= 0) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("worker ", id_, " has no GPU; device=cuda unavailable"));
+    }
+    req.cuda = true;
+    req.gpu = options_.gpu >= 0 ? options_.gpu : a.rank() % options_.num_gpus;
+    req.allow_tf32 = a.spec().tf32();
+    req.max_batch = a.spec().batch_size();
+  }
   absl::StatusOr<std::unique_ptr<DeviceModel>> m = MakeDeviceModel(req);
   if (!m.ok()) {
     return absl::Status(m.status().code(),
@@ -260,81 +262,66 @@ absl::StatusOr<std::unique_ptr<DeviceModel>> WorkerDaemon::MakeDevice(
   return m;
 }
 
+absl::StatusOr<WorkerDaemon::JobParts> WorkerDaemon::PrepareJob(
+    const v1::Assignment& a) {
+  JobParts parts;
+  std::string dir = options_.data_dir;
+  if (dir.empty()) dir = a.spec().data_dir();
+  if (dir.empty()) dir = kDefaultFashionMnistDir;
+  absl::StatusOr<std::shared_ptr<const Dataset>> train = LoadData(dir, true);
+  if (!train.ok()) return train.status();
+  absl::StatusOr<std::shared_ptr<const Dataset>> test = LoadData(dir, false);
+  if (!test.ok()) return test.status();
+  parts.train = *train;
+  parts.test = *test;
+  absl::StatusOr<std::unique_ptr<DeviceModel>> model = MakeDevice(a);
+  if (!model.ok()) return model.status();
+  parts.model = std::move(*model);
+  if (a.spec().strategy() == v1::STRATEGY_RING) {
+    parts.transport = std::make_unique<GrpcTransport>(
+        a.job_id(), a.rank(),
+        std::vector<std::string>(a.peer_addresses().begin(),
+                                 a.peer_addresses().end()),
+        mailboxes_.Open(a.job_id()));
+  }
+  absl::StatusOr<std::unique_ptr<GradientSync>> sync =
+      MakeGradientSync(&a, parts.transport.get());
+  if (!sync.ok()) return sync.status();
+  parts.sync = std::move(*sync);
+  return parts;
+}
+
 void WorkerDaemon::JobMain(v1::Assignment a) {
   const std::string tag = JobTag(a.job_id(), a.rank());
   spdlog::info("{}assigned: {} world {} model {}", tag,
                StrategyLabel(a.spec()), a.world_size(), a.spec().model());
-  TrainingOutcome outcome;
-  outcome.done.set_job_id(a.job_id());
-  outcome.done.set_rank(a.rank());
-  std::string dir = options_.data_dir;
-  if (dir.empty()) dir = a.spec().data_dir();
-  if (dir.empty()) dir = kDefaultFashionMnistDir;
-
-  absl::Status st;
-  absl::StatusOr<std::shared_ptr<const Dataset>> train = LoadData(dir, true);
-  absl::StatusOr<std::shared_ptr<const Dataset>> test =
-      train.ok() ? LoadData(dir, false) : train.status();
-  if (!train.ok() || !test.ok()) {
-    st = !train.ok() ? train.status() : test.status();
-  }
-  std::unique_ptr<DeviceModel> device_model;
-  if (st.ok() && a.spec().device() == v1::DEVICE_CUDA) {
-    absl::StatusOr<std::unique_ptr<DeviceModel>> m = MakeDevice(a);
-    if (m.ok()) {
-      device_model = std::move(*m);
-      spdlog::info("{}training on {}", tag, device_model->name());
-    } else {
-      st = m.status();
-    }
-  }
-  std::unique_ptr<GrpcTransport> transport;
-  std::unique_ptr<GradientSync> sync;
-  if (st.ok()) {
-    if (a.spec().strategy() == v1::STRATEGY_RING) {
-      transport = std::make_unique<GrpcTransport>(
-          a.job_id(), a.rank(),
-          std::vector<std::string>(a.peer_addresses().begin(),
-                                   a.peer_addresses().end()),
-          mailboxes_.Open(a.job_id()));
-    }
-    SyncContext sctx;
-    sctx.assignment = &a;
-    sctx.num_params = a.num_params();
-    sctx.transport = transport.get();
-    absl::StatusOr<std::unique_ptr<GradientSync>> made = MakeGradientSync(sctx);
-    if (made.ok()) {
-      sync = std::move(*made);
-    } else {
-      st = made.status();
-    }
-  }
-  if (st.ok()) {
+  TrainingOutcome outcome = NewOutcome(a, "");
+  absl::StatusOr<JobParts> parts = PrepareJob(a);
+  if (parts.ok()) {
+    spdlog::info("{}training on {}", tag, parts->model->name());
     {
       absl::MutexLock lock(&mu_);
-      sync_ = sync.get();
+      sync_ = parts->sync.get();
       if (cancelled_) sync_->Abort(absl::CancelledError("job cancelled"));
     }
     Reporter reporter(this);
-    outcome = device_model
-                  ? RunDeviceTraining(a, **train, **test, device_model.get(),
-                                      sync.get(), &reporter, &cancelled_)
-                  : RunTraining(a, **train, **test, sync.get(), &reporter,
-                                &cancelled_);
+    outcome = RunTraining(a, *parts->train, *parts->test, parts->model.get(),
+                          parts->sync.get(), &reporter, &cancelled_);
     absl::MutexLock lock(&mu_);
     sync_ = nullptr;
   } else {
-    outcome.status = st;
-    outcome.done.set_code(static_cast<int>(st.code()));
-    outcome.done.set_error(std::string(st.message()));
+    RecordFailure(parts.status(), &outcome);
   }
   if (!outcome.status.ok()) {
     spdlog::warn("{}failed: {}", tag, outcome.status.ToString());
   }
   mailboxes_.Close(a.job_id(), absl::AbortedError("job ended"));
-  sync.reset();
-  transport.reset();
-  device_model.reset();
+  // Sync before transport before model: each uses the next.
+  if (parts.ok()) {
+    parts->sync.reset();
+    parts->transport.reset();
+    parts->model.reset();
+  }
   // Idle before the coordinator hears of it: it may assign the next job at
   // once (StartJob then joins this thread, which is about to end).
   {

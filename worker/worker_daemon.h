@@ -62,6 +62,16 @@ class WorkerDaemon {
   void CancelJob(const std::string& job_id, const std::string& reason);
   void JobMain(v1::Assignment a);
   void JoinJobThread();
+  // What a job runs on; members are destroyed in reverse order (sync, then
+  // transport, then model).
+  struct JobParts {
+    std::shared_ptr<const Dataset> train, test;
+    std::unique_ptr<DeviceModel> model;
+    std::unique_ptr<GrpcTransport> transport;  // ring strategies only
+    std::unique_ptr<GradientSync> sync;
+  };
+  // Data, device model, transport and GradientSync for assignment `a`.
+  absl::StatusOr<JobParts> PrepareJob(const v1::Assignment& a);
   absl::StatusOr<std::unique_ptr<DeviceModel>> MakeDevice(const v1::Assignment& a);
   absl::StatusOr<std::shared_ptr<const Dataset>> LoadData(const std::string& dir,
                                                           bool train);

@@ -1,4 +1,4 @@
-// The bucketed trainer on the GPU against the same trainer on the CPU model:
+// The training loop on the GPU against the same loop on the CPU model:
 // same seed and samples, 20 steps, TF32 off. Skips without a GPU.
 #include <cmath>
 #include <vector>
@@ -8,7 +8,7 @@
 #include "common/spec/job_spec.h"
 #include "worker/model/cuda/cuda_backend.h"
 #include "worker/model/cuda/cuda_model.h"
-#include "worker/train/device_trainer.h"
+#include "worker/train/trainer.h"
 #include "worker/sync/gradient_sync.h"
 #include "worker/collectives/transport/inproc/inproc_transport.h"
 
@@ -43,9 +43,9 @@ std::vector<float> Train(const Dataset& data, bool gpu, const std::string& opt,
   s->set_step_timeout_ms(10000);
   MlpSpec spec = *ParseModelSpec(s->model());
   a.set_num_params(NumParams(spec));
+  for (int w : spec.widths) a.add_layer_widths(w);
   InProcGroup group(1);
-  SyncContext ctx{&a, a.num_params(), group.transport(0)};
-  auto sync = MakeGradientSync(ctx);
+  auto sync = MakeGradientSync(&a, group.transport(0));
   EXPECT_TRUE(sync.ok());
   auto model = gpu ? cuda::MakeCudaModel(spec, 0, false, 37) : MakeCpuModel(spec);
   EXPECT_TRUE(model.ok()) << model.status();
@@ -54,7 +54,7 @@ std::vector<float> Train(const Dataset& data, bool gpu, const std::string& opt,
   o.evaluate = false;
   Dataset empty;
   TrainingOutcome out =
-      RunDeviceTraining(a, data, empty, model->get(), sync->get(), &q, nullptr, o);
+      RunTraining(a, data, empty, model->get(), sync->get(), &q, nullptr, o);
   EXPECT_TRUE(out.status.ok()) << out.status;
   return out.params;
 }

@@ -11,6 +11,7 @@
 
 #include "common/grpc/grpc_util.h"
 #include "common/kernels.h"
+#include "common/optimizer.h"
 #include "common/partition.h"
 #include "worker/model/mlp.h"
 #include "common/spec/job_spec.h"
@@ -18,8 +19,8 @@
 #include "server/ps/ps_store.h"
 #include "worker/collectives/transport/grpc/grpc_transport.h"
 #include "worker/model/device_model.h"
-#include "worker/train/device_trainer.h"
 #include "worker/train/trainer.h"
+#include "worker/train/training_steps.h"
 
 namespace gradsync {
 namespace {
@@ -82,7 +83,8 @@ class SyncEquivalence : public ::testing::Test {
                                       const std::string& mode, int world,
                                       int batch, int steps, int shards = 1,
                                       const std::string& optimizer = "sgd",
-                                      int64_t bucket_bytes = 0) {
+                                      int64_t bucket_bytes = 0,
+                                      int staleness = -1) {
     static int job_counter = 0;
     const std::string job_id = absl::StrCat("t-", ++job_counter);
     v1::JobSpec spec;
@@ -98,11 +100,13 @@ class SyncEquivalence : public ::testing::Test {
     spec.set_seed(7);
     spec.set_ps_shards(shards);
     spec.set_chunk_bytes(64 << 10);  // several segments per chunk
-    // bucket_bytes > 0: the bucketed device trainer on the CPU model.
+    // 0: the default (one bucket for this model).
     spec.set_bucket_bytes(bucket_bytes);
+    if (staleness >= 0) spec.set_staleness(staleness);
     auto valid = ValidateJobSpec(spec, shards);
     EXPECT_TRUE(valid.ok()) << valid.status();
-    const size_t n = NumParams(*ParseModelSpec(valid->model()));
+    const MlpSpec model = *ParseModelSpec(valid->model());
+    const size_t n = NumParams(model);
 
     std::vector<std::unique_ptr<PsServer>> ps;
     std::vector<std::unique_ptr<PeerServer>> peers;
@@ -127,6 +131,7 @@ class SyncEquivalence : public ::testing::Test {
       as[r].set_rank(r);
       as[r].set_world_size(world);
       as[r].set_num_params(n);
+      for (int w : model.widths) as[r].add_layer_widths(w);
       for (auto& p : peers) as[r].add_peer_addresses(p->address);
     }
     std::vector<std::vector<float>> params(world);
@@ -142,8 +147,7 @@ class SyncEquivalence : public ::testing::Test {
                                        as[r].peer_addresses().end()),
               peers[r]->mailboxes.Open(job_id));
         }
-        SyncContext ctx{&as[r], n, t.get()};
-        auto sync = MakeGradientSync(ctx);
+        auto sync = MakeGradientSync(&as[r], t.get());
         if (!sync.ok()) {
           status[r] = sync.status();
           return;
@@ -151,15 +155,9 @@ class SyncEquivalence : public ::testing::Test {
         NullReporter rep;
         TrainingOptions opts;
         opts.evaluate = false;
-        TrainingOutcome out;
-        if (bucket_bytes > 0) {
-          auto model = MakeCpuModel(*ParseModelSpec(as[r].spec().model()));
-          out = RunDeviceTraining(as[r], *train_, *test_, model->get(),
-                                  sync->get(), &rep, nullptr, opts);
-        } else {
-          out = RunTraining(as[r], *train_, *test_, sync->get(), &rep, nullptr,
-                            opts);
-        }
+        auto cpu = MakeCpuModel(model);
+        TrainingOutcome out = RunTraining(as[r], *train_, *test_, cpu->get(),
+                                          sync->get(), &rep, nullptr, opts);
         status[r] = out.status;
         params[r] = std::move(out.params);
       });
@@ -168,6 +166,46 @@ class SyncEquivalence : public ::testing::Test {
     for (int r = 0; r < world; ++r) EXPECT_TRUE(status[r].ok()) << status[r];
     for (auto& p : ps) p->server->Shutdown(std::chrono::system_clock::now());
     for (auto& p : peers) p->server->Shutdown(std::chrono::system_clock::now());
+    return params;
+  }
+
+  // What ring async with staleness s computes, serially on one thread: step t
+  // computes every rank's gradient on parameters to which the averaged
+  // gradients of steps <= t - s - 1 have been applied (SGD as in Run).
+  static std::vector<float> StaleReference(int world, int batch, int steps,
+                                           int s) {
+    const MlpSpec spec = *ParseModelSpec(kDefaultModel);
+    Mlp mlp(spec);
+    const size_t n = mlp.num_params();
+    std::vector<float> params(n), grad(n);
+    mlp.InitParams(7, params.data());
+    OptimizerOptions o;
+    o.kind = OptimizerKind::kSgd;
+    o.lr = 0.05f;
+    o.momentum = 0.9f;
+    Optimizer opt = *Optimizer::Create(o, n);
+    std::vector<StepPlan> plans;
+    for (int r = 0; r < world; ++r) {
+      v1::Assignment a;
+      a.set_rank(r);
+      a.set_world_size(world);
+      a.mutable_spec()->set_batch_size(batch);
+      a.mutable_spec()->set_steps(steps);
+      a.mutable_spec()->set_seed(7);
+      plans.push_back(*StepPlan::Make(a, *train_));
+    }
+    std::vector<std::vector<float>> avg(steps, std::vector<float>(n, 0.0f));
+    int applied = 0;
+    for (int t = 0; t < steps; ++t) {
+      for (int r = 0; r < world; ++r) {
+        plans[r].Gather(t);
+        mlp.ForwardBackward(params.data(), plans[r].x(), plans[r].y(), batch,
+                            grad.data());
+        for (size_t i = 0; i < n; ++i) avg[t][i] += grad[i] / world;
+      }
+      for (; applied <= t - s; ++applied) opt.Apply(params.data(), avg[applied].data());
+    }
+    for (; applied < steps; ++applied) opt.Apply(params.data(), avg[applied].data());
     return params;
   }
 
@@ -262,8 +300,25 @@ TEST_F(SyncEquivalence, BucketedPsSyncAcrossShardsMatchesOneWorker) {
   }
 }
 
+TEST_F(SyncEquivalence, RingAsyncFollowsTheSerialStaleReference) {
+  // Step u's averaged gradient is applied before step u+s+1 computes.
+  for (int s : {1, 2, 3}) {
+    auto got = Run("ring", "async", 3, 16, 12, 1, "sgd", 0, s);
+    ASSERT_EQ(got.size(), 3u);
+    ASSERT_FALSE(got[0].empty());
+    for (int r = 1; r < 3; ++r) EXPECT_EQ(got[r], got[0]) << "s=" << s;
+    const auto want = StaleReference(3, 16, 12, s);
+    EXPECT_LE(RelativeError(got[0], want), 1e-4) << "s=" << s;
+    // The reference can tell staleness levels apart.
+    if (s > 1) {
+      EXPECT_GT(RelativeError(got[0], StaleReference(3, 16, 12, s - 1)), 1e-4)
+          << "s=" << s;
+    }
+  }
+}
+
 TEST_F(SyncEquivalence, BucketedRingAsyncFollowsTheSameStaleTrajectory) {
-  // Both loops apply step u's averaged gradient before step u+s+1 computes.
+  // The bucket layout does not change what is applied when.
   auto plain = Run("ring", "async", 3, 16, 25, 1, "sgd");
   auto bucketed = Run("ring", "async", 3, 16, 25, 1, "sgd", kSmallBuckets);
   ASSERT_EQ(bucketed.size(), 3u);

@@ -35,7 +35,7 @@ absl::Status RingAllreduce::Run(float* data, int64_t step, int bucket) {
   const int right = (r + 1) % n;
   const int left = (r + n - 1) % n;
   const absl::Time deadline = absl::Now() + options_.timeout;
-  auto tag = [&](int phase, int index, int segment) {
+  auto tag = [&](RingPhase phase, int index, int segment) {
     ChunkTag t;
     t.step = step;
     t.bucket = bucket;
@@ -48,8 +48,9 @@ absl::Status RingAllreduce::Run(float* data, int64_t step, int bucket) {
   {
     const auto& segs = segments_[Chunk(r)];
     for (size_t j = 0; j < segs.size(); ++j) {
-      absl::Status st = transport_->Send(right, tag(0, 0, j),
-                                         data + segs[j].begin, segs[j].size);
+      absl::Status st =
+          transport_->Send(right, tag(RingPhase::kReduceScatter, 0, j),
+                           data + segs[j].begin, segs[j].size);
       if (!st.ok()) return st;
     }
   }
@@ -58,10 +59,13 @@ absl::Status RingAllreduce::Run(float* data, int64_t step, int bucket) {
     const auto& segs = segments_[Chunk(r - k - 1)];
     for (size_t j = 0; j < segs.size(); ++j) {
       float* dst = data + segs[j].begin;
-      auto chunk = transport_->Recv(left, tag(0, k, j), segs[j].size, deadline);
+      auto chunk = transport_->Recv(left, tag(RingPhase::kReduceScatter, k, j),
+                                    segs[j].size, deadline);
       if (!chunk.ok()) return chunk.status();
       (*chunk)->AddTo(dst);
-      const ChunkTag next = k < n - 2 ? tag(0, k + 1, j) : tag(1, 0, j);
+      const ChunkTag next = k < n - 2
+                                ? tag(RingPhase::kReduceScatter, k + 1, j)
+                                : tag(RingPhase::kAllgather, 0, j);
       absl::Status st = transport_->Send(right, next, dst, segs[j].size);
       if (!st.ok()) return st;
     }
@@ -71,12 +75,13 @@ absl::Status RingAllreduce::Run(float* data, int64_t step, int bucket) {
     const auto& segs = segments_[Chunk(r - k)];
     for (size_t j = 0; j < segs.size(); ++j) {
       float* dst = data + segs[j].begin;
-      auto chunk = transport_->Recv(left, tag(1, k, j), segs[j].size, deadline);
+      auto chunk = transport_->Recv(left, tag(RingPhase::kAllgather, k, j),
+                                    segs[j].size, deadline);
       if (!chunk.ok()) return chunk.status();
       (*chunk)->CopyTo(dst);
       if (k < n - 2) {
-        absl::Status st =
-            transport_->Send(right, tag(1, k + 1, j), dst, segs[j].size);
+        absl::Status st = transport_->Send(
+            right, tag(RingPhase::kAllgather, k + 1, j), dst, segs[j].size);
         if (!st.ok()) return st;
       }
     }
@@ -98,7 +103,7 @@ absl::Status RingBroadcast(Transport* transport, float* data, size_t count,
   uint64_t root_sum = 0;
   for (size_t j = 0; j < segs.size(); ++j) {
     ChunkTag t;
-    t.phase = 2;
+    t.phase = RingPhase::kBroadcast;
     t.segment = static_cast<int32_t>(j);
     float* dst = data + segs[j].begin;
     if (r != root) {

@@ -32,14 +32,14 @@ class RingAllreduce {
   // `data` are unspecified and the transport should be aborted.
   //
   // Protocol for rank r of N, chunks c = 0..N-1 (PartitionEven):
-  //  1. Send every segment of chunk r as (phase 0, index 0).
+  //  1. Send every segment of chunk r as (kReduceScatter, index 0).
   //  2. For k = 0..N-2: receive each segment of chunk (r-k-1) mod N, tagged
-  //     (phase 0, index k), add it into data; if k < N-2 forward it as
-  //     (phase 0, index k+1), else it is fully reduced: send it as
-  //     (phase 1, index 0).
+  //     (kReduceScatter, index k), add it into data; if k < N-2 forward it
+  //     as (kReduceScatter, index k+1), else it is fully reduced: send it as
+  //     (kAllgather, index 0).
   //  3. For k = 0..N-2: receive each segment of chunk (r-k) mod N tagged
-  //     (phase 1, index k), copy it into data; if k < N-2 forward it as
-  //     (phase 1, index k+1).
+  //     (kAllgather, index k), copy it into data; if k < N-2 forward it as
+  //     (kAllgather, index k+1).
   //  4. Wait until the transport released our memory.
   absl::Status Run(float* data, int64_t step, int bucket);
 

@@ -15,13 +15,35 @@
 
 namespace gradsync {
 
+// Which part of a ring collective a message belongs to. The values are the
+// wire encoding (TensorHeader.phase); a received frame may carry any int32,
+// which ChunkTag comparison then rejects.
+enum class RingPhase : int32_t {
+  kReduceScatter = 0,
+  kAllgather = 1,
+  kBroadcast = 2,
+};
+
+// "reduce-scatter", "allgather", "broadcast"; "phase N" for other values.
+inline std::string RingPhaseName(RingPhase phase) {
+  switch (phase) {
+    case RingPhase::kReduceScatter:
+      return "reduce-scatter";
+    case RingPhase::kAllgather:
+      return "allgather";
+    case RingPhase::kBroadcast:
+      return "broadcast";
+  }
+  return absl::StrFormat("phase %d", static_cast<int32_t>(phase));
+}
+
 // Identifies one message of one collective; the job is implied by the
 // transport. A receiver states the tag it expects, so a stray or reordered
 // message is detected instead of being summed.
 struct ChunkTag {
   int64_t step = 0;
   int32_t bucket = 0;
-  int32_t phase = 0;    // 0 reduce-scatter, 1 allgather, 2 broadcast
+  RingPhase phase = RingPhase::kReduceScatter;
   int32_t index = 0;    // step within the phase
   int32_t segment = 0;  // pipelining unit within the chunk
 
@@ -29,9 +51,10 @@ struct ChunkTag {
     return step == o.step && bucket == o.bucket && phase == o.phase &&
            index == o.index && segment == o.segment;
   }
+  // E.g. "(step 3 bucket 0 allgather index 1 segment 0)".
   std::string ToString() const {
-    return absl::StrFormat("(step %d bucket %d phase %d index %d segment %d)",
-                           step, bucket, phase, index, segment);
+    return absl::StrFormat("(step %d bucket %d %s index %d segment %d)", step,
+                           bucket, RingPhaseName(phase), index, segment);
   }
 };
 
@@ -55,9 +78,10 @@ class Transport {
   virtual int size() const = 0;
 
   // Queues data[0..n) for `peer`; returns without waiting for the network.
-  // A transport may send without copying: then the memory must stay valid
-  // and unchanged until WaitSendsReleased() returns. Messages to one peer
-  // arrive in order.
+  // The payload is copied before Send returns (the gRPC transport copies it
+  // once into frame-owned memory, see docs/design-notes.md "Sending copies
+  // once"; the in-process one into the receiver's queue), so the caller may
+  // reuse or free `data` at once. Messages to one peer arrive in order.
   virtual absl::Status Send(int peer, const ChunkTag& tag, const float* data,
                             size_t n, uint64_t checksum = 0) = 0;
 
@@ -69,6 +93,9 @@ class Transport {
       int peer, const ChunkTag& expected, size_t n, absl::Time deadline) = 0;
 
   // Waits until the transport holds no reference to memory passed to Send.
+  // Send copies, so both transports return OK at once; collectives still
+  // call it at the end of a Run so that a transport that lends the caller's
+  // memory to the network can be added without changing them.
   virtual absl::Status WaitSendsReleased(absl::Time deadline) = 0;
 
   // Fails pending and future calls with `status` (non-OK). Idempotent.

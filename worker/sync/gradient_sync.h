@@ -1,10 +1,14 @@
-// The one interface the training loop synchronises through. The loop never
-// asks which strategy is behind it.
+// worker/sync: how gradients are synchronised — the GradientSync contract and
+// its parameter-server and ring-allreduce implementations, and the PS client.
+//
+// The training loop talks to GradientSync only; it never asks which strategy
+// is behind it.
 #ifndef GRADSYNC_WORKER_SYNC_GRADIENT_SYNC_H_
 #define GRADSYNC_WORKER_SYNC_GRADIENT_SYNC_H_
 
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "common/partition.h"
@@ -14,60 +18,58 @@ namespace gradsync {
 
 class Transport;
 
-// Initialize, Step and Finish are called from the training thread in that
-// order; Abort may be called from any thread and makes a blocked call return.
+// One contract: Initialize once, SyncBucket for every bucket of every step,
+// Finish once; Abort at any time.
+//
+// Threading: Initialize and Finish are called from the training thread,
+// SyncBucket from the communication thread (buckets of one step in order,
+// steps in order, one call at a time), never concurrently with each other.
+// Abort may be called from any thread and makes a blocked call return.
 class GradientSync {
  public:
-  virtual ~GradientSync() = default;
-
-  // On entry `params` holds this rank's own initial values (same seed on all
-  // ranks); on return it holds the job's initial parameters (from the PS, or
-  // rank 0's broadcast), identical on every rank.
-  virtual absl::Status Initialize(float* params) = 0;
-
-  // Hands over this rank's gradient for `step` (mean over its batch). `grad`
-  // may be overwritten. On return `params` holds what step+1 computes on.
-  virtual absl::Status Step(int64_t step, float* grad, float* params) = 0;
-
-  // Completes outstanding work; on return `params` are this rank's final
-  // parameters.
-  virtual absl::Status Finish(float* params) = 0;
-
-  virtual void Abort(const absl::Status& status) = 0;
-
-  // ---- Bucketed use (the device trainer: synchronise gradient buckets while
-  // backward still runs). Buckets are contiguous ranges of the flat vector.
-
-  // What SyncBucket leaves behind.
-  enum class BucketOutput {
+  // What SyncBucket leaves behind in the bucket's range.
+  enum class Output {
     kAveragedGradient,  // grad[range] = mean gradient; caller runs the optimizer
     kParameters,        // params[range] = new parameters (the PS ran it)
   };
 
-  // Declares the buckets; call before Initialize. Default: one bucket holding
-  // the whole vector.
-  virtual absl::Status ConfigureBuckets(const std::vector<Range>& buckets) = 0;
+  virtual ~GradientSync() = default;
 
-  // Synchronises bucket `bucket` of `step`; grad and params are the full flat
-  // host vectors, only the bucket's range is read / written. Buckets of one
-  // step are passed in order from a single thread.
-  virtual absl::StatusOr<BucketOutput> SyncBucket(int64_t step, int bucket,
-                                                  float* grad, float* params) = 0;
+  // Declares the buckets (contiguous ranges of the flat vector, in the order
+  // SyncBucket will see them) and agrees on initial parameters: on entry
+  // `params` holds this rank's own initial values (same seed on all ranks); on
+  // return it holds the job's initial parameters (from the PS, or rank 0's
+  // broadcast), identical on every rank.
+  virtual absl::Status Initialize(const std::vector<Range>& buckets,
+                                  float* params) = 0;
 
-  // How many steps late the caller may apply a step's bucket results
-  // (ring async: the staleness bound; 0 elsewhere).
+  // Synchronises bucket `bucket` of `step`. grad and params are the full flat
+  // host vectors; only the bucket's range is read and written (see output()).
+  virtual absl::Status SyncBucket(int64_t step, int bucket, float* grad,
+                                  float* params) = 0;
+
+  // Completes the job's synchronisation. On entry `params` are this rank's
+  // parameters after the last applied step; on return its final parameters
+  // (ps async: the newest on the PS).
+  virtual absl::Status Finish(float* params) = 0;
+
+  // Fails pending and future calls with `status`. Idempotent.
+  virtual void Abort(const absl::Status& status) = 0;
+
+  // Constant per implementation.
+  virtual Output output() const = 0;
+
+  // How many steps late the caller may apply a step's results: step t's
+  // results must be applied before step t + depth + 1 computes (ring async:
+  // the staleness bound; 0 elsewhere).
   virtual int pipeline_depth() const = 0;
 };
 
-struct SyncContext {
-  const v1::Assignment* assignment = nullptr;
-  size_t num_params = 0;
-  Transport* transport = nullptr;  // ring strategies; owned by the caller
-};
-
 // Builds the implementation for the assignment's strategy and mode.
+// `assignment` and `transport` (ring strategies; may be null for ps) must
+// outlive the result.
 absl::StatusOr<std::unique_ptr<GradientSync>> MakeGradientSync(
-    const SyncContext& ctx);
+    const v1::Assignment* assignment, Transport* transport);
 
 }  // namespace gradsync
 

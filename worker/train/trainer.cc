@@ -1,6 +1,9 @@
 #include "worker/train/trainer.h"
 
-#include <cstring>
+#include <cmath>
+#include <memory>
+#include <optional>
+#include <string>
 
 #include <spdlog/spdlog.h>
 
@@ -8,90 +11,224 @@
 #include "absl/time/clock.h"
 #include "common/kernels.h"
 #include "common/logging.h"
+#include "common/spec/job_spec.h"
 #include "worker/model/mlp.h"
+#include "worker/train/comm_pipeline.h"
 #include "worker/train/training_steps.h"
 
 namespace gradsync {
+namespace {
+
+using Output = GradientSync::Output;
+
+// One rank's run of one job; the numbered steps of RunTraining's comment.
+// Lives on the training thread.
+class TrainingRun {
+ public:
+  TrainingRun(const v1::Assignment& a, const Dataset& train,
+              const Dataset& test, DeviceModel* model, GradientSync* sync,
+              TrainingReporter* reporter, const std::atomic<bool>* cancelled,
+              const TrainingOptions& options)
+      : a_(a), train_(train), test_(test), model_(model), sync_(sync),
+        reporter_(reporter), cancelled_(cancelled), options_(options),
+        tag_(JobTag(a.job_id(), a.rank())),
+        out_(NewOutcome(a, model->name())) {}
+
+  TrainingOutcome Run() {
+    absl::Status st = Setup();       // 1, 2
+    if (st.ok()) st = Loop();        // 3, 4
+    if (st.ok()) st = Complete();    // 5
+    if (!st.ok()) Fail(st);
+    return std::move(out_);
+  }
+
+ private:
+  absl::Status Setup();
+  absl::Status Loop();
+  absl::Status Complete();
+  // Applies every synchronised step up to `upto` to the model.
+  absl::Status ApplyThrough(int64_t upto);
+  absl::StatusOr<double> TestAccuracy();
+  double ComputeSeconds() const {
+    return std::max(0.0, absl::ToDoubleSeconds(absl::Now() - t0_) - exposed_ -
+                             reports_->eval_seconds());
+  }
+  void Fail(const absl::Status& st) {
+    sync_->Abort(st);
+    if (comm_) {
+      comm_->Fail(st);
+      comm_->Stop();
+    }
+    RecordFailure(st, &out_);
+  }
+
+  const v1::Assignment& a_;
+  const Dataset& train_;
+  const Dataset& test_;
+  DeviceModel* const model_;
+  GradientSync* const sync_;
+  TrainingReporter* const reporter_;
+  const std::atomic<bool>* const cancelled_;
+  const TrainingOptions options_;
+  const std::string tag_;
+
+  TrainingOutcome out_;
+  std::vector<Range> buckets_;
+  std::shared_ptr<float> params_buf_;  // host copy of the parameters
+  float* params_ = nullptr;
+  std::optional<StepPlan> plan_;
+  std::unique_ptr<StepReports> reports_;
+  std::unique_ptr<CommPipeline> comm_;
+  double exposed_ = 0;
+  int64_t applied_ = 0;
+  absl::Time t0_;
+};
+
+absl::Status TrainingRun::Setup() {
+  absl::StatusOr<MlpSpec> spec = ModelOf(a_);
+  if (!spec.ok()) return spec.status();
+  if (spec->widths.front() != train_.features) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "model: input width ", spec->widths.front(), " but the data has ",
+        train_.features, " features"));
+  }
+  const size_t n = model_->num_params();
+  buckets_ = MakeBuckets(*model_, a_.spec().bucket_bytes());
+  absl::Status st = model_->Configure(buckets_, OptimizerFromSpec(a_.spec()));
+  if (!st.ok()) return st;
+  // Gradient slots: step t's results may be applied up to `depth` steps
+  // later, and step t+1 is copied while t is still being applied.
+  const int depth = sync_->pipeline_depth();
+  std::vector<std::shared_ptr<float>> slots;
+  for (int i = 0; i < depth + 2; ++i) {
+    absl::StatusOr<std::shared_ptr<float>> buf = model_->AllocHost(n);
+    if (!buf.ok()) return buf.status();
+    slots.push_back(*buf);
+  }
+  absl::StatusOr<std::shared_ptr<float>> params = model_->AllocHost(n);
+  if (!params.ok()) return params.status();
+  params_buf_ = *params;
+  params_ = params_buf_.get();
+
+  Mlp(*spec).InitParams(a_.spec().seed(), params_);
+  st = sync_->Initialize(buckets_, params_);
+  if (st.ok()) st = model_->SetParams(params_);
+  if (!st.ok()) return st;
+  const std::string init_sum = ChecksumHex(params_, n);
+  spdlog::info("{}{}: initial parameters {} ({} floats, {} buckets, depth {})",
+               tag_, model_->name(), init_sum, n, buckets_.size(), depth);
+
+  absl::StatusOr<StepPlan> plan = StepPlan::Make(a_, train_);
+  if (!plan.ok()) return plan.status();
+  plan_.emplace(std::move(*plan));
+  reports_ = std::make_unique<StepReports>(a_, *plan_, init_sum, reporter_,
+                                           options_);
+  comm_ = std::make_unique<CommPipeline>(model_, sync_, buckets_,
+                                         std::move(slots), params_);
+  return absl::OkStatus();
+}
+
+absl::Status TrainingRun::Loop() {
+  const int64_t total = plan_->total();
+  const int batch = plan_->batch();
+  const int depth = sync_->pipeline_depth();
+  auto stage = [&](int64_t step) {
+    plan_->Gather(step);
+    return model_->StageBatch(plan_->x(), plan_->y(), batch);
+  };
+  auto accuracy = [this] { return TestAccuracy(); };
+  t0_ = absl::Now();
+  reports_->Start();
+  absl::Status st = stage(0);
+  if (!st.ok()) return st;
+  for (int64_t step = 0; step < total; ++step) {
+    if (cancelled_ != nullptr && cancelled_->load()) {
+      return absl::CancelledError("job cancelled");
+    }
+    if (step > 0) {  // the device's gradient buffers are free again
+      const absl::Time w = absl::Now();
+      st = comm_->WaitCopied(step - 1);
+      exposed_ += absl::ToDoubleSeconds(absl::Now() - w);
+      if (!st.ok()) return st;
+    }
+    absl::Status stage_status;
+    absl::StatusOr<float> loss = model_->ForwardBackward(batch, [&](int b) {
+      comm_->Enqueue(step, b);
+      // Stage the next batch while the device finishes this one.
+      if (b == 0 && step + 1 < total) stage_status = stage(step + 1);
+    });
+    if (!loss.ok()) return loss.status();
+    if (!stage_status.ok()) return stage_status;
+    if (!std::isfinite(*loss)) {
+      return absl::OutOfRangeError(absl::StrCat(
+          "loss became ", *loss, " at step ", step, " (learning rate too high?)"));
+    }
+    st = ApplyThrough(step - depth);
+    if (!st.ok()) return st;
+    st = reports_->StepDone(step, *loss, comm_->busy_seconds(), ComputeSeconds(),
+                            accuracy);
+    if (!st.ok()) return st;
+  }
+  return ApplyThrough(total - 1);
+}
+
+absl::Status TrainingRun::ApplyThrough(int64_t upto) {
+  for (; applied_ <= upto; ++applied_) {
+    const absl::Time w = absl::Now();
+    absl::Status st = comm_->WaitSynced(applied_);
+    exposed_ += absl::ToDoubleSeconds(absl::Now() - w);
+    if (!st.ok()) return st;
+    const float* g = comm_->slot(applied_);
+    for (size_t b = 0; b < buckets_.size(); ++b) {
+      st = sync_->output() == Output::kAveragedGradient
+               ? model_->ApplyGradient(b, g + buckets_[b].begin)
+               : model_->SetParamsRange(buckets_[b], params_);
+      if (!st.ok()) return st;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status TrainingRun::Complete() {
+  const size_t n = model_->num_params();
+  const double comm_busy = comm_->busy_seconds();
+  comm_->Stop();
+  absl::Status st = model_->GetParams(params_);
+  if (st.ok()) st = sync_->Finish(params_);  // ps async: the newest parameters
+  if (st.ok()) st = model_->SetParams(params_);
+  if (!st.ok()) return st;
+  out_.params.assign(params_, params_ + n);
+  const double wall = absl::ToDoubleSeconds(absl::Now() - t0_);
+  out_.done.set_comm_seconds(comm_busy);
+  out_.done.set_exposed_comm_seconds(exposed_);
+  out_.done.set_compute_seconds(ComputeSeconds());
+  st = RecordSuccess(a_, *plan_, *reports_, params_, n, wall, options_,
+                     [this] { return TestAccuracy(); }, &out_);
+  if (!st.ok()) return st;
+  spdlog::info("{}done on {}: {} steps in {:.2f} s (comm busy {:.2f} s, "
+               "exposed {:.2f} s), params {}",
+               tag_, model_->name(), plan_->total(), wall, comm_busy, exposed_,
+               out_.done.param_checksum());
+  return absl::OkStatus();
+}
+
+absl::StatusOr<double> TrainingRun::TestAccuracy() {
+  if (test_.n == 0) return -1.0;
+  absl::StatusOr<Mlp::Eval> ev =
+      model_->Evaluate(test_.images.data(), test_.labels.data(), test_.n);
+  if (!ev.ok()) return ev.status();
+  return ev->accuracy();
+}
+
+}  // namespace
 
 TrainingOutcome RunTraining(const v1::Assignment& a, const Dataset& train,
-                            const Dataset& test, GradientSync* sync,
-                            TrainingReporter* reporter,
+                            const Dataset& test, DeviceModel* model,
+                            GradientSync* sync, TrainingReporter* reporter,
                             const std::atomic<bool>* cancelled,
                             const TrainingOptions& options) {
-  TrainingOutcome out = NewOutcome(a, "cpu");
-  const v1::JobSpec& spec = a.spec();
-  const std::string tag = JobTag(a.job_id(), a.rank());
-  auto fail = [&](absl::Status st) {
-    sync->Abort(st);
-    RecordFailure(st, &out);
-    return out;
-  };
-
-  absl::StatusOr<MlpSpec> model_spec = ParseModelSpec(spec.model());
-  if (!model_spec.ok()) return fail(model_spec.status());
-  if (model_spec->widths.front() != train.features) {
-    return fail(absl::InvalidArgumentError(absl::StrCat(
-        "model: input width ", model_spec->widths.front(), " but the data has ",
-        train.features, " features")));
-  }
-  Mlp model(*model_spec);
-  const size_t n = model.num_params();
-  std::vector<float>& params = out.params;
-  params.assign(n, 0.0f);
-  std::vector<float> grad(n);
-  model.InitParams(spec.seed(), params.data());
-
-  absl::Status st = sync->Initialize(params.data());
-  if (!st.ok()) return fail(st);
-  const std::string init_sum = ChecksumHex(params.data(), n);
-  spdlog::info("{}initial parameters {} ({} floats)", tag, init_sum, n);
-
-  absl::StatusOr<StepPlan> plan = StepPlan::Make(a, train);
-  if (!plan.ok()) return fail(plan.status());
-  const int64_t total = plan->total();
-  const int batch = plan->batch();
-  StepReports reports(a, *plan, init_sum, reporter, options);
-  auto test_accuracy = [&]() -> absl::StatusOr<double> {
-    if (test.n == 0) return -1.0;
-    return model
-        .Evaluate(params.data(), test.images.data(), test.labels.data(), test.n)
-        .accuracy();
-  };
-  double comm = 0, compute = 0;
-  const absl::Time t0 = absl::Now();
-  reports.Start();
-
-  for (int64_t step = 0; step < total; ++step) {
-    if (cancelled != nullptr && cancelled->load()) {
-      return fail(absl::CancelledError("job cancelled"));
-    }
-    plan->Gather(step);
-    absl::Time t = absl::Now();
-    const float loss =
-        model.ForwardBackward(params.data(), plan->x(), plan->y(), batch, grad.data());
-    absl::Time t2 = absl::Now();
-    compute += absl::ToDoubleSeconds(t2 - t);
-    if (!std::isfinite(loss)) {
-      return fail(absl::OutOfRangeError(absl::StrCat(
-          "loss became ", loss, " at step ", step, " (learning rate too high?)")));
-    }
-    st = sync->Step(step, grad.data(), params.data());
-    comm += absl::ToDoubleSeconds(absl::Now() - t2);
-    if (!st.ok()) return fail(st);
-    st = reports.StepDone(step, loss, comm, compute, test_accuracy);
-    if (!st.ok()) return fail(st);
-  }
-  st = sync->Finish(params.data());
-  if (!st.ok()) return fail(st);
-  const double wall = absl::ToDoubleSeconds(absl::Now() - t0);
-  st = RecordSuccess(a, *plan, reports, params.data(), n, wall, options,
-                     test_accuracy, &out);
-  if (!st.ok()) return fail(st);
-  out.done.set_comm_seconds(comm);
-  out.done.set_compute_seconds(compute);
-  spdlog::info("{}done: {} steps in {:.2f} s (comm {:.2f} s), params {}", tag,
-               total, wall, comm, out.done.param_checksum());
-  return out;
+  return TrainingRun(a, train, test, model, sync, reporter, cancelled, options)
+      .Run();
 }
 
 }  // namespace gradsync

@@ -1,15 +1,16 @@
-// The data-parallel training loop of one rank. Strategy-agnostic: it talks to
-// a GradientSync only.
+// worker/train: the one data-parallel training loop of a rank, its step plan
+// and its reports. Strategy-, mode- and device-agnostic.
 #ifndef GRADSYNC_WORKER_TRAIN_TRAINER_H_
 #define GRADSYNC_WORKER_TRAIN_TRAINER_H_
 
 #include <atomic>
-#include <functional>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/time/time.h"
 #include "gradsync/v1/gradsync.pb.h"
 #include "worker/model/dataset.h"
+#include "worker/model/device_model.h"
 #include "worker/sync/gradient_sync.h"
 
 namespace gradsync {
@@ -33,19 +34,39 @@ struct TrainingOptions {
   bool evaluate = true;  // rank 0 evaluates the test set after every epoch
 };
 
-// Runs the job of `assignment` on this rank:
-//  1. params = the model's deterministic init from the job seed;
-//  2. sync->Initialize(params) makes them the job's common initial values;
-//     their checksum goes into the first Progress report;
-//  3. for each step: the rank's shard of the global batch (ShardedSampler),
-//     forward/backward, sync->Step; per-epoch EpochDone (rank 0 with test
-//     accuracy), Progress every progress_interval;
-//  4. sync->Finish(params), final checksum and (rank 0) test accuracy.
+// Runs the job of `assignment` on this rank, on `model` (any device):
+//  1. buckets = MakeBuckets(model, spec.bucket_bytes), last layers first;
+//     the model gets them and the job's optimizer;
+//  2. params = the model's deterministic init from the job seed;
+//     sync->Initialize(buckets, params) makes them the job's common initial
+//     values, which go to the model; their checksum goes into the first
+//     Progress report;
+//  3. per step t (this rank's shard of the global batch, ShardedSampler):
+//     wait until step t-1's gradients are copied off the device, then
+//     forward/backward; each bucket_ready(b) queues (t, b) to the
+//     communication thread (CommPipeline), which copies the bucket to host
+//     memory and calls sync->SyncBucket while backward continues; then step
+//     u = t - depth is applied (depth = sync->pipeline_depth()): the device
+//     optimizer for averaged gradients, an upload for parameters;
+//  4. per epoch EpochDone (rank 0 with test accuracy), Progress every
+//     progress_interval;
+//  5. the remaining steps are applied, sync->Finish(params), final checksum
+//     and (rank 0) test accuracy.
 // `cancelled` is polled between steps; a cancelled or failed run aborts the
 // sync so that peers blocked on us are released.
+//
+// Times in done (and in Progress reports, cumulative):
+//  - comm_seconds: the communication thread's busy time (device-to-host
+//    copies plus synchronisation of every bucket), whether or not it
+//    overlapped computation;
+//  - exposed_comm_seconds: the time the training thread waited for
+//    communication (the part that did not overlap);
+//  - compute_seconds: the loop's wall time less exposed_comm_seconds and
+//    test-set evaluation.
 TrainingOutcome RunTraining(const v1::Assignment& assignment,
                             const Dataset& train, const Dataset& test,
-                            GradientSync* sync, TrainingReporter* reporter,
+                            DeviceModel* model, GradientSync* sync,
+                            TrainingReporter* reporter,
                             const std::atomic<bool>* cancelled,
                             const TrainingOptions& options = {});
 

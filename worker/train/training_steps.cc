@@ -126,6 +126,19 @@ absl::Status StepReports::StepDone(
   return absl::OkStatus();
 }
 
+absl::StatusOr<MlpSpec> ModelOf(const v1::Assignment& a) {
+  // TRANSITION: until the coordinator fills layer_widths.
+  if (a.layer_widths_size() == 0 && !a.spec().model().empty()) {
+    return ParseModelSpec(a.spec().model());
+  }
+  if (a.layer_widths_size() < 2) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "model: assignment of ", a.job_id(), " carries ", a.layer_widths_size(),
+        " layer widths (need at least 2)"));
+  }
+  return MlpSpec{std::vector<int>(a.layer_widths().begin(), a.layer_widths().end())};
+}
+
 TrainingOutcome NewOutcome(const v1::Assignment& a, const std::string& device) {
   TrainingOutcome out;
   out.done.set_job_id(a.job_id());

@@ -1,5 +1,6 @@
-// What both training loops (trainer.cc, device_trainer.cc) share: which
-// samples a step trains on, and the progress / per-epoch reports.
+// The pieces of the training loop (trainer.cc) that need no device and no
+// network: which samples a step trains on, the progress / per-epoch reports,
+// and the outcome record.
 #ifndef GRADSYNC_WORKER_TRAIN_TRAINING_STEPS_H_
 #define GRADSYNC_WORKER_TRAIN_TRAINING_STEPS_H_
 
@@ -9,6 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/spec/model_spec.h"
 #include "gradsync/v1/gradsync.pb.h"
 #include "worker/model/dataset.h"
 #include "worker/train/trainer.h"
@@ -87,7 +89,11 @@ class StepReports {
   absl::Time epoch_start_, last_report_;
 };
 
-// The outcome both loops start from: job, rank and device filled in.
+// The model of an assignment, from the layer widths the coordinator parsed.
+// INVALID_ARGUMENT when they are missing or fewer than two.
+absl::StatusOr<MlpSpec> ModelOf(const v1::Assignment& a);
+
+// The outcome a run starts from: job, rank and device filled in.
 TrainingOutcome NewOutcome(const v1::Assignment& a, const std::string& device);
 
 // Marks `out` failed with `status`.

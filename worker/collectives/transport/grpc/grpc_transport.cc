@@ -350,7 +350,7 @@ absl::Status GrpcTransport::Send(int peer, const ChunkTag& tag,
   h.set_step(tag.step);
   h.set_rank(rank_);
   h.set_bucket(tag.bucket);
-  h.set_phase(tag.phase);
+  h.set_phase(static_cast<int32_t>(tag.phase));
   h.set_index(tag.index);
   h.set_segment(tag.segment);
   h.set_checksum(checksum);
@@ -380,7 +380,7 @@ absl::StatusOr<std::unique_ptr<RecvChunk>> GrpcTransport::Recv(
   ChunkTag got;
   got.step = h.step();
   got.bucket = h.bucket();
-  got.phase = h.phase();
+  got.phase = static_cast<RingPhase>(h.phase());  // may be no RingPhase
   got.index = h.index();
   got.segment = h.segment();
   if (!(got == expected) || f->count() != n) {

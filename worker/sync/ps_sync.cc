@@ -1,0 +1,115 @@
+#include "worker/sync/ps_sync.h"
+
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "common/spec/job_spec.h"
+#include "worker/sync/ps_client.h"
+
+namespace gradsync {
+namespace {
+
+// The first pull also waits for rank 0's Init, which waits for rank 0 to
+// reach it: allow the step timeout plus this.
+constexpr absl::Duration kInitialPullSlack = absl::Seconds(30);
+
+// Threading: as GradientSync. The PsClient is created once in Initialize;
+// Abort may race with that, so the pointer is read under mu_.
+class PsSync final : public GradientSync {
+ public:
+  explicit PsSync(const v1::Assignment* a)
+      : a_(*a), timeout_(StepTimeout(a->spec())) {}
+
+  // 1. cut every bucket at shard boundaries into pieces (one PS slice each);
+  // 2. rank 0 installs its parameters and the shard config on every shard;
+  // 3. every rank pulls the initial parameters.
+  absl::Status Initialize(const std::vector<Range>& buckets,
+                          float* params) override {
+    std::vector<std::pair<uint64_t, uint64_t>> b;
+    for (const Range& r : buckets) b.emplace_back(r.begin, r.size);
+    std::vector<v1::PsShardInfo> shards(a_.ps_shards().begin(),
+                                        a_.ps_shards().end());
+    std::vector<PsPiece> pieces =
+        MakePsPieces(a_.job_id(), shards, b, &pieces_of_bucket_);
+    PsClient* client;
+    {
+      absl::MutexLock lock(&mu_);
+      client_ = std::make_unique<PsClient>(a_.rank(), std::move(pieces));
+      if (!aborted_.ok()) client_->Abort(aborted_);
+      client = client_.get();
+    }
+    const absl::Time deadline = absl::Now() + timeout_ + kInitialPullSlack;
+    if (a_.rank() == 0) {
+      absl::Status st = client->Init(params, ShardConfigOf(a_), deadline);
+      if (!st.ok()) return st;
+    }
+    return client->Pull(params, /*initial=*/true, deadline);
+  }
+
+  absl::Status SyncBucket(int64_t step, int bucket, float* grad,
+                          float* params) override {
+    if (bucket < 0 || bucket >= static_cast<int>(pieces_of_bucket_.size())) {
+      return absl::InvalidArgumentError(absl::StrCat("no bucket ", bucket));
+    }
+    PsClient* c = client();
+    if (c == nullptr) return absl::FailedPreconditionError("not initialised");
+    return c->PushPull(step, grad, params, pieces_of_bucket_[bucket],
+                       absl::Now() + timeout_);
+  }
+
+  absl::Status Finish(float* params) override {
+    if (a_.spec().mode() != v1::SYNC_MODE_ASYNC) return absl::OkStatus();
+    PsClient* c = client();
+    if (c == nullptr) return absl::FailedPreconditionError("not initialised");
+    return c->Pull(params, /*initial=*/false, absl::Now() + timeout_);
+  }
+
+  void Abort(const absl::Status& status) override {
+    absl::MutexLock lock(&mu_);
+    if (aborted_.ok()) aborted_ = status;
+    if (client_) client_->Abort(status);
+  }
+
+  Output output() const override { return Output::kParameters; }
+  int pipeline_depth() const override { return 0; }
+
+ private:
+  static v1::ShardConfig ShardConfigOf(const v1::Assignment& a) {
+    const v1::JobSpec& spec = a.spec();
+    v1::ShardConfig c;
+    c.set_world_size(a.world_size());
+    c.set_mode(spec.mode());
+    c.set_staleness(spec.has_staleness() ? spec.staleness() : -1);
+    c.set_optimizer(spec.optimizer());
+    c.set_lr(spec.lr());
+    c.set_momentum(spec.momentum());
+    return c;
+  }
+
+  PsClient* client() {
+    absl::MutexLock lock(&mu_);
+    return client_.get();
+  }
+
+  // Constant after construction.
+  const v1::Assignment& a_;
+  const absl::Duration timeout_;
+  // Set in Initialize, then constant (read by the communication thread only
+  // after Initialize returned).
+  std::vector<std::vector<int>> pieces_of_bucket_;
+
+  absl::Mutex mu_;
+  std::unique_ptr<PsClient> client_ ABSL_GUARDED_BY(mu_);
+  absl::Status aborted_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace
+
+std::unique_ptr<GradientSync> MakePsSync(const v1::Assignment* assignment) {
+  return std::make_unique<PsSync>(assignment);
+}
+
+}  // namespace gradsync

@@ -1,0 +1,96 @@
+// The communication thread of the training loop: it takes (step, bucket)
+// pairs as backward produces them, copies each bucket off the device and
+// synchronises it, while the training thread goes on computing.
+#ifndef GRADSYNC_WORKER_TRAIN_COMM_PIPELINE_H_
+#define GRADSYNC_WORKER_TRAIN_COMM_PIPELINE_H_
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "common/partition.h"
+#include "worker/model/device_model.h"
+#include "worker/sync/gradient_sync.h"
+
+namespace gradsync {
+
+// Threading: Enqueue, WaitCopied, WaitSynced, busy_seconds, Fail and Stop are
+// called by the training thread (Fail also from others); the pipeline's own
+// thread calls model->CopyGradToHost and sync->SyncBucket.
+//
+// Gradient slots: step t's buckets are copied into slot(t) = slots[t % K];
+// the slot belongs to the communication thread from Enqueue(t, ·) until
+// WaitSynced(t) returns, then to the training thread until step t + K is
+// enqueued. The caller sizes K = pipeline depth + 2.
+class CommPipeline {
+ public:
+  // Starts the thread. model, sync and params_host must outlive the pipeline.
+  CommPipeline(DeviceModel* model, GradientSync* sync,
+               std::vector<Range> buckets,
+               std::vector<std::shared_ptr<float>> grad_slots,
+               float* params_host);
+  ~CommPipeline();  // Stop()
+
+  CommPipeline(const CommPipeline&) = delete;
+  CommPipeline& operator=(const CommPipeline&) = delete;
+
+  float* slot(int64_t step) const {
+    return grad_slots_[step % grad_slots_.size()].get();
+  }
+
+  // Queues bucket `bucket` of `step` (called from bucket_ready).
+  void Enqueue(int64_t step, int bucket);
+
+  // Blocks until every bucket of `step` has been copied off the device (the
+  // device may then overwrite its gradient), or the pipeline failed.
+  absl::Status WaitCopied(int64_t step);
+
+  // Blocks until every bucket of `step` is synchronised, or the pipeline
+  // failed (bounded: every SyncBucket has a deadline).
+  absl::Status WaitSynced(int64_t step);
+
+  // Seconds the thread spent copying and synchronising so far.
+  double busy_seconds();
+
+  // Makes every wait return `status` (first failure wins); queued work is
+  // dropped.
+  void Fail(const absl::Status& status);
+
+  // Ends the thread after the bucket in progress. Idempotent.
+  void Stop();
+
+ private:
+  struct StepState {
+    int copied = 0;
+    int synced = 0;
+  };
+
+  void Loop();
+  // Copies and synchronises one bucket; records the outcome.
+  void Process(int64_t step, int bucket);
+
+  // Constant after construction.
+  DeviceModel* const model_;
+  GradientSync* const sync_;
+  const std::vector<Range> buckets_;
+  const std::vector<std::shared_ptr<float>> grad_slots_;
+  float* const params_host_;
+
+  absl::Mutex mu_;
+  std::deque<std::pair<int64_t, int>> queue_ ABSL_GUARDED_BY(mu_);
+  std::map<int64_t, StepState> steps_ ABSL_GUARDED_BY(mu_);
+  absl::Status error_ ABSL_GUARDED_BY(mu_);
+  double busy_ ABSL_GUARDED_BY(mu_) = 0;
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread thread_;  // started last, joined in Stop
+};
+
+}  // namespace gradsync
+
+#endif  // GRADSYNC_WORKER_TRAIN_COMM_PIPELINE_H_
