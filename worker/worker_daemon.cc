@@ -99,6 +99,56 @@ void WorkerDaemon::Run() {
   JoinJobThread();
 }
 
+// Writes a heartbeat every heartbeat_interval on its own thread until
+// stopped (or destroyed).
+class WorkerDaemon::Heartbeats {
+ public:
+  explicit Heartbeats(WorkerDaemon* d)
+      : thread_([this, d] {
+          v1::WorkerMessage hb;
+          hb.mutable_heartbeat();
+          absl::MutexLock lock(&mu_);
+          while (!mu_.AwaitWithTimeout(absl::Condition(&over_),
+                                       d->options_.heartbeat_interval)) {
+            d->Write(hb);
+          }
+        }) {}
+  ~Heartbeats() { Stop(); }
+
+  void Stop() {
+    {
+      absl::MutexLock lock(&mu_);
+      over_ = true;
+    }
+    if (thread_.joinable()) thread_.join();
+  }
+
+ private:
+  absl::Mutex mu_;
+  bool over_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread thread_;  // last: starts after mu_ and over_ exist
+};
+
+void WorkerDaemon::ReadCoordinatorMessages(Stream* stream) {
+  v1::CoordinatorMessage m;
+  while (stream->Read(&m)) {
+    switch (m.msg_case()) {
+      case v1::CoordinatorMessage::kRegistered:
+        spdlog::info("worker {} registered with {} (peer address {})", id_,
+                     options_.coordinator, advertise_);
+        break;
+      case v1::CoordinatorMessage::kAssignment:
+        StartJob(m.assignment());
+        break;
+      case v1::CoordinatorMessage::kCancel:
+        CancelJob(m.cancel().job_id(), m.cancel().reason());
+        break;
+      default:
+        break;
+    }
+  }
+}
+
 absl::Status WorkerDaemon::Session() {
   auto channel = MakeChannel(options_.coordinator);
   absl::Status st = WaitForConnected(channel.get(), options_.coordinator,
@@ -122,44 +172,9 @@ absl::Status WorkerDaemon::Session() {
   reg.mutable_register_()->set_num_gpus(options_.num_gpus);
   Write(reg);
 
-  std::atomic<bool> session_over{false};
-  absl::Mutex hb_mu;
-  std::thread heartbeat([&] {
-    v1::WorkerMessage hb;
-    hb.mutable_heartbeat();
-    absl::MutexLock lock(&hb_mu);
-    while (!session_over.load()) {
-      hb_mu.AwaitWithTimeout(
-          absl::Condition(
-              +[](std::atomic<bool>* b) { return b->load(); }, &session_over),
-          options_.heartbeat_interval);
-      if (session_over.load()) break;
-      Write(hb);
-    }
-  });
-
-  v1::CoordinatorMessage m;
-  while (stream->Read(&m)) {
-    switch (m.msg_case()) {
-      case v1::CoordinatorMessage::kRegistered:
-        spdlog::info("worker {} registered with {} (peer address {})", id_,
-                     options_.coordinator, advertise_);
-        break;
-      case v1::CoordinatorMessage::kAssignment:
-        StartJob(m.assignment());
-        break;
-      case v1::CoordinatorMessage::kCancel:
-        CancelJob(m.cancel().job_id(), m.cancel().reason());
-        break;
-      default:
-        break;
-    }
-  }
-  {
-    absl::MutexLock lock(&hb_mu);
-    session_over = true;
-  }
-  heartbeat.join();
+  Heartbeats heartbeats(this);
+  ReadCoordinatorMessages(stream.get());
+  heartbeats.Stop();
   // The coordinator is gone: a running job cannot report, cancel it.
   {
     absl::MutexLock lock(&mu_);

@@ -1,3 +1,6 @@
+// worker/: the worker daemon and its main; the layers it is built from live
+// in collectives/, model/, sync/ and train/.
+//
 // The worker daemon: serves Peer, keeps a session with the coordinator
 // (register, heartbeats, reports), runs one assigned job at a time.
 //
@@ -54,9 +57,12 @@ class WorkerDaemon {
   using Stream =
       grpc::ClientReaderWriter<v1::WorkerMessage, v1::CoordinatorMessage>;
   class Reporter;
+  class Heartbeats;
 
   // One session; returns when the stream ends.
   absl::Status Session();
+  // Dispatches the coordinator's messages until the stream ends.
+  void ReadCoordinatorMessages(Stream* stream);
   bool Write(const v1::WorkerMessage& m);
   void StartJob(const v1::Assignment& a);
   void CancelJob(const std::string& job_id, const std::string& reason);

@@ -115,38 +115,45 @@ absl::StatusOr<OptimizerKind> ToOptimizerKind(v1::Optimizer o) {
   }
 }
 
-absl::StatusOr<v1::JobSpec> ValidateJobSpec(const v1::JobSpec& in,
-                                            int available_ps_shards) {
-  v1::JobSpec s = in;
-  if (s.workers() <= 0) {
-    return Bad("workers", absl::StrCat("must be >= 1, got ", s.workers()));
-  }
+namespace {
+
+// Strategy, mode and staleness; fills their defaults into *s.
+absl::Status ValidateSwitches(v1::JobSpec* s) {
   absl::StatusOr<v1::Strategy> strategy =
-      Known(kStrategies, "strategy", s.strategy(), v1::STRATEGY_RING);
+      Known(kStrategies, "strategy", s->strategy(), v1::STRATEGY_RING);
   if (!strategy.ok()) return strategy.status();
-  s.set_strategy(*strategy);
+  s->set_strategy(*strategy);
   absl::StatusOr<v1::SyncMode> mode =
-      Known(kModes, "mode", s.mode(), v1::SYNC_MODE_SYNC);
+      Known(kModes, "mode", s->mode(), v1::SYNC_MODE_SYNC);
   if (!mode.ok()) return mode.status();
-  s.set_mode(*mode);
-  if (s.has_staleness() && s.staleness() < 0) {
-    return Bad("staleness", absl::StrCat("must be >= 0, got ", s.staleness()));
+  s->set_mode(*mode);
+  if (s->has_staleness() && s->staleness() < 0) {
+    return Bad("staleness", absl::StrCat("must be >= 0, got ", s->staleness()));
   }
   const bool ring_async =
-      s.strategy() == v1::STRATEGY_RING && s.mode() == v1::SYNC_MODE_ASYNC;
-  if (ring_async && !s.has_staleness()) {
-    s.set_staleness(kDefaultRingAsyncStaleness);
+      s->strategy() == v1::STRATEGY_RING && s->mode() == v1::SYNC_MODE_ASYNC;
+  if (ring_async && !s->has_staleness()) {
+    s->set_staleness(kDefaultRingAsyncStaleness);
   }
-  if (ring_async && s.staleness() == 0) {
+  if (ring_async && s->staleness() == 0) {
     return Bad("staleness", "ring async needs staleness >= 1 (0 is ring sync)");
   }
-  if (s.dataset().empty()) s.set_dataset("fashion-mnist");
-  if (s.dataset() != "fashion-mnist") {
-    return Bad("dataset", absl::StrCat("unknown dataset '", s.dataset(),
+  absl::StatusOr<v1::Device> device =
+      Known(kDevices, "device", s->device(), v1::DEVICE_CPU);
+  if (!device.ok()) return device.status();
+  s->set_device(*device);
+  return absl::OkStatus();
+}
+
+// Dataset and model, which must fit the dataset's shape.
+absl::Status ValidateModel(v1::JobSpec* s) {
+  if (s->dataset().empty()) s->set_dataset("fashion-mnist");
+  if (s->dataset() != "fashion-mnist") {
+    return Bad("dataset", absl::StrCat("unknown dataset '", s->dataset(),
                                        "' (want fashion-mnist)"));
   }
-  if (s.model().empty()) s.set_model(kDefaultModel);
-  absl::StatusOr<MlpSpec> model = ParseModelSpec(s.model());
+  if (s->model().empty()) s->set_model(kDefaultModel);
+  absl::StatusOr<MlpSpec> model = ParseModelSpec(s->model());
   if (!model.ok()) return Bad("model", std::string(model.status().message()));
   if (model->widths.front() != kFashionMnistFeatures) {
     return Bad("model", absl::StrCat("input width ", model->widths.front(),
@@ -158,52 +165,76 @@ absl::StatusOr<v1::JobSpec> ValidateJobSpec(const v1::JobSpec& in,
                                      " does not match fashion-mnist's ",
                                      kFashionMnistClasses, " classes"));
   }
-  if (s.batch_size() <= 0) {
-    return Bad("batch_size", absl::StrCat("must be >= 1, got ", s.batch_size()));
-  }
+  return absl::OkStatus();
+}
+
+// Optimizer, learning rate and momentum.
+absl::Status ValidateOptimizer(v1::JobSpec* s) {
   absl::StatusOr<v1::Optimizer> optimizer =
-      Known(kOptimizers, "optimizer", s.optimizer(), v1::OPTIMIZER_SGD);
+      Known(kOptimizers, "optimizer", s->optimizer(), v1::OPTIMIZER_SGD);
   if (!optimizer.ok()) return optimizer.status();
-  s.set_optimizer(*optimizer);
-  if (!std::isfinite(s.lr()) || s.lr() < 0) {
-    return Bad("lr", absl::StrCat("must be a positive number, got ", s.lr()));
+  s->set_optimizer(*optimizer);
+  if (!std::isfinite(s->lr()) || s->lr() < 0) {
+    return Bad("lr", absl::StrCat("must be a positive number, got ", s->lr()));
   }
-  if (s.lr() == 0) {
-    s.set_lr(s.optimizer() == v1::OPTIMIZER_ADAM ? kDefaultAdamLr
-                                                 : kDefaultSgdLr);
+  if (s->lr() == 0) {
+    s->set_lr(s->optimizer() == v1::OPTIMIZER_ADAM ? kDefaultAdamLr
+                                                   : kDefaultSgdLr);
   }
-  if (!std::isfinite(s.momentum()) || s.momentum() < 0 || s.momentum() >= 1) {
-    return Bad("momentum", absl::StrCat("must be in [0, 1), got ", s.momentum()));
+  if (!std::isfinite(s->momentum()) || s->momentum() < 0 ||
+      s->momentum() >= 1) {
+    return Bad("momentum",
+               absl::StrCat("must be in [0, 1), got ", s->momentum()));
   }
-  if (s.epochs() < 0) return Bad("epochs", "must be >= 0");
-  if (s.steps() < 0) return Bad("steps", "must be >= 0");
-  if (s.epochs() == 0 && s.steps() == 0) s.set_epochs(1);
-  absl::StatusOr<v1::Device> device =
-      Known(kDevices, "device", s.device(), v1::DEVICE_CPU);
-  if (!device.ok()) return device.status();
-  s.set_device(*device);
-  if (s.ps_shards() < 0) return Bad("ps_shards", "must be >= 0");
-  if (s.ps_shards() == 0) s.set_ps_shards(1);
-  if (s.strategy() == v1::STRATEGY_PS && s.ps_shards() > available_ps_shards) {
+  return absl::OkStatus();
+}
+
+// Counts, sizes and timeouts.
+absl::Status ValidateSizes(v1::JobSpec* s, int available_ps_shards) {
+  if (s->batch_size() <= 0) {
+    return Bad("batch_size", absl::StrCat("must be >= 1, got ", s->batch_size()));
+  }
+  if (s->epochs() < 0) return Bad("epochs", "must be >= 0");
+  if (s->steps() < 0) return Bad("steps", "must be >= 0");
+  if (s->epochs() == 0 && s->steps() == 0) s->set_epochs(1);
+  if (s->ps_shards() < 0) return Bad("ps_shards", "must be >= 0");
+  if (s->ps_shards() == 0) s->set_ps_shards(1);
+  if (s->strategy() == v1::STRATEGY_PS && s->ps_shards() > available_ps_shards) {
     return Bad("ps_shards",
-               absl::StrCat("job wants ", s.ps_shards(),
+               absl::StrCat("job wants ", s->ps_shards(),
                             " parameter-server shards but the coordinator has ",
                             available_ps_shards,
                             " (start more with --role=ps and list them in "
                             "--ps_shards of the coordinator)"));
   }
-  if (s.bucket_bytes() < 0) return Bad("bucket_bytes", "must be >= 0");
-  if (s.bucket_bytes() == 0) s.set_bucket_bytes(kDefaultBucketBytes);
-  if (s.chunk_bytes() < 0) return Bad("chunk_bytes", "must be >= 0");
-  if (s.chunk_bytes() == 0) s.set_chunk_bytes(kDefaultChunkBytes);
-  if (s.chunk_bytes() < 4) return Bad("chunk_bytes", "must be >= 4");
-  if (s.step_timeout_ms() < 0) return Bad("step_timeout_ms", "must be >= 0");
-  if (s.step_timeout_ms() == 0) s.set_step_timeout_ms(kDefaultStepTimeoutMs);
-  if (s.train_limit() < 0) return Bad("train_limit", "must be >= 0");
-  if (s.train_limit() > 0 &&
-      s.train_limit() < static_cast<int64_t>(s.workers()) * s.batch_size()) {
+  if (s->bucket_bytes() < 0) return Bad("bucket_bytes", "must be >= 0");
+  if (s->bucket_bytes() == 0) s->set_bucket_bytes(kDefaultBucketBytes);
+  if (s->chunk_bytes() < 0) return Bad("chunk_bytes", "must be >= 0");
+  if (s->chunk_bytes() == 0) s->set_chunk_bytes(kDefaultChunkBytes);
+  if (s->chunk_bytes() < 4) return Bad("chunk_bytes", "must be >= 4");
+  if (s->step_timeout_ms() < 0) return Bad("step_timeout_ms", "must be >= 0");
+  if (s->step_timeout_ms() == 0) s->set_step_timeout_ms(kDefaultStepTimeoutMs);
+  if (s->train_limit() < 0) return Bad("train_limit", "must be >= 0");
+  if (s->train_limit() > 0 &&
+      s->train_limit() < static_cast<int64_t>(s->workers()) * s->batch_size()) {
     return Bad("train_limit", "smaller than one global batch");
   }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<v1::JobSpec> ValidateJobSpec(const v1::JobSpec& in,
+                                            int available_ps_shards) {
+  v1::JobSpec s = in;
+  if (s.workers() <= 0) {
+    return Bad("workers", absl::StrCat("must be >= 1, got ", s.workers()));
+  }
+  absl::Status st = ValidateSwitches(&s);
+  if (st.ok()) st = ValidateModel(&s);
+  if (st.ok()) st = ValidateOptimizer(&s);
+  if (st.ok()) st = ValidateSizes(&s, available_ps_shards);
+  if (!st.ok()) return st;
   return s;
 }
 

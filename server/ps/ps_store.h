@@ -1,3 +1,6 @@
+// server/ps: a parameter-server shard — its state (this file) and the gRPC
+// service in front of it (ps_service.h).
+//
 // Parameter-server shard state: one slice of each job's flat parameter
 // vector, its optimizer, and the sync (BSP) / async (ASGD, SSP) rules.
 //

@@ -208,7 +208,11 @@ TEST(RingPhase, ChunkTagPrintsThePhaseByName) {
 class RingBroadcastTest : public ::testing::TestWithParam<WorldCase> {};
 
 TEST_P(RingBroadcastTest, EveryRankGetsTheRootsData) {
-  const auto [kind, world, n] = GetParam();
+  // Plain variables, not a structured binding: C++17 lambdas cannot capture
+  // those (clang rejects it).
+  const TransportKind kind = std::get<0>(GetParam());
+  const int world = std::get<1>(GetParam());
+  const size_t n = std::get<2>(GetParam());
   for (int root : {0, world - 1}) {
     std::unique_ptr<TransportGroup> group = NewGroup(kind, world);
     ASSERT_NE(group, nullptr);

@@ -1,3 +1,6 @@
+// worker/collectives: collective algorithms (ring.h) over the Transport
+// interface below, and its implementations in transport/{grpc,inproc}.
+//
 // What collectives see of the network: tagged, ordered chunk streams between
 // ranks. Knows nothing of algorithms; only its gRPC implementation includes
 // <grpcpp/...>.

@@ -1,4 +1,7 @@
-// A model replica on a compute device, as the bucketed trainer sees it.
+// worker/model: model replicas and their data — the MLP on the CPU, the CUDA
+// backend (cuda/), Fashion-MNIST, and the device factory.
+//
+// A model replica on a compute device, as the training loop sees it.
 // Implementations: the CPU (Mlp + OpenBLAS, below) and CUDA
 // (worker/model/cuda/cuda_model.cc). Gradients are exposed per bucket so that a
 // communication thread can synchronise early buckets while backward runs.
@@ -19,7 +22,7 @@ namespace gradsync {
 
 // Threading: the training thread calls everything except CopyGradToHost,
 // which the communication thread calls for the buckets of the latest
-// ForwardBackward; the trainer does not start the next ForwardBackward
+// ForwardBackward; the training loop does not start the next ForwardBackward
 // before those copies have returned.
 class DeviceModel {
  public:
