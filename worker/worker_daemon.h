@@ -5,8 +5,9 @@
 // (register, heartbeats, reports), runs one assigned job at a time.
 //
 // Threads: the session thread (Run) reads coordinator messages; a heartbeat
-// thread writes heartbeats; a job thread trains. Writes to the session stream
-// are serialised by write_mu_.
+// thread writes heartbeats; a job thread trains (and runs the training loop's
+// communication threads, worker/train/comm_pipeline.h). Writes to the session
+// stream are serialised by write_mu_.
 #ifndef GRADSYNC_WORKER_WORKER_DAEMON_H_
 #define GRADSYNC_WORKER_WORKER_DAEMON_H_
 

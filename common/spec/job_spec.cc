@@ -138,6 +138,12 @@ absl::Status ValidateSwitches(v1::JobSpec* s) {
   if (ring_async && s->staleness() == 0) {
     return Bad("staleness", "ring async needs staleness >= 1 (0 is ring sync)");
   }
+  if (ring_async && s->staleness() > kMaxRingAsyncStaleness) {
+    return Bad("staleness", absl::StrCat("ring async allows at most ",
+                                         kMaxRingAsyncStaleness,
+                                         " steps in flight, got ",
+                                         s->staleness()));
+  }
   absl::StatusOr<v1::Device> device =
       Known(kDevices, "device", s->device(), v1::DEVICE_CPU);
   if (!device.ok()) return device.status();

@@ -21,6 +21,9 @@ inline constexpr int64_t kDefaultBucketBytes = 25 << 20;
 inline constexpr int64_t kDefaultChunkBytes = 1 << 20;
 inline constexpr int32_t kDefaultStepTimeoutMs = 30000;
 inline constexpr int32_t kDefaultRingAsyncStaleness = 1;
+// Ring async keeps staleness + 2 copies of the gradient; more than this many
+// steps in flight is a mistake, not an experiment.
+inline constexpr int32_t kMaxRingAsyncStaleness = 64;
 inline constexpr float kDefaultSgdLr = 0.05f;
 inline constexpr float kDefaultAdamLr = 0.001f;
 
@@ -32,7 +35,8 @@ inline constexpr float kDefaultAdamLr = 0.001f;
 // INVALID_ARGUMENT naming the field for: workers <= 0, unknown strategy, mode,
 // model, dataset, optimizer or device, batch_size <= 0, a model whose input /
 // output widths do not match the dataset, staleness < 0, lr < 0 or not finite,
-// momentum outside [0, 1), epochs or steps < 0, ps_shards < 0 or more than
+// momentum outside [0, 1), epochs or steps < 0, ring-async staleness above
+// kMaxRingAsyncStaleness, ps_shards < 0 or more than
 // `available_ps_shards`, negative sizes.
 absl::StatusOr<v1::JobSpec> ValidateJobSpec(const v1::JobSpec& spec,
                                             int available_ps_shards);

@@ -11,7 +11,7 @@ namespace gradsync {
 namespace {
 
 constexpr char kPrefix[] = "mlp:";
-constexpr int kMaxWidth = 1 << 20;
+constexpr int kMaxWidth = kMaxModelWidth;
 
 }  // namespace
 

@@ -15,6 +15,8 @@ namespace gradsync {
 inline constexpr int kFashionMnistFeatures = 784;
 inline constexpr int kFashionMnistClasses = 10;
 inline constexpr char kDefaultModel[] = "mlp:784-256-128-10";
+// Widest layer a model spec may ask for.
+inline constexpr int kMaxModelWidth = 1 << 20;
 
 // Layer widths of a multilayer perceptron: input, hidden..., output.
 struct MlpSpec {

@@ -68,6 +68,10 @@ TEST(JobSpec, BadFieldsAreNamed) {
   s.set_staleness(-1);
   ExpectBad(s, "staleness");
   s = Good();
+  s.set_mode(v1::SYNC_MODE_ASYNC);
+  s.set_staleness(2147483647);
+  ExpectBad(s, "staleness");  // ring async: staleness + 2 gradient copies
+  s = Good();
   s.set_lr(-1);
   ExpectBad(s, "lr");
   s = Good();

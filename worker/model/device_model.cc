@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <new>
+#include <stdexcept>
 
 #include "absl/strings/str_cat.h"
 
@@ -98,8 +100,12 @@ class CpuModel final : public DeviceModel {
   }
 
   absl::StatusOr<std::shared_ptr<float>> AllocHost(size_t floats) override {
-    return std::shared_ptr<float>(new float[std::max<size_t>(floats, 1)](),
-                                  std::default_delete<float[]>());
+    float* p = new (std::nothrow) float[std::max<size_t>(floats, 1)]();
+    if (p == nullptr) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("cannot allocate ", floats, " floats of host memory"));
+    }
+    return std::shared_ptr<float>(p, std::default_delete<float[]>());
   }
 
  private:
@@ -113,7 +119,15 @@ class CpuModel final : public DeviceModel {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<DeviceModel>> MakeCpuModel(const MlpSpec& spec) {
-  return std::unique_ptr<DeviceModel>(new CpuModel(spec));
+  // A model too large for this machine fails the job, not the daemon.
+  try {
+    return std::unique_ptr<DeviceModel>(new CpuModel(spec));
+  } catch (const std::bad_alloc&) {
+  } catch (const std::length_error&) {
+  }
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "model ", spec.ToString(), " (", NumParams(spec),
+      " parameters) does not fit in this worker's memory"));
 }
 
 }  // namespace gradsync

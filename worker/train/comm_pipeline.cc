@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 
 namespace gradsync {
@@ -15,7 +16,8 @@ CommPipeline::CommPipeline(DeviceModel* model, GradientSync* sync,
       buckets_(std::move(buckets)),
       grad_slots_(std::move(grad_slots)),
       params_host_(params_host) {
-  thread_ = std::thread([this] { Loop(); });
+  copy_thread_ = std::thread([this] { CopyLoop(); });
+  sync_thread_ = std::thread([this] { SyncLoop(); });
 }
 
 CommPipeline::~CommPipeline() { Stop(); }
@@ -25,13 +27,22 @@ void CommPipeline::Stop() {
     absl::MutexLock lock(&mu_);
     stop_ = true;
   }
-  if (thread_.joinable()) thread_.join();
+  if (copy_thread_.joinable()) copy_thread_.join();
+  if (sync_thread_.joinable()) sync_thread_.join();
 }
 
 void CommPipeline::Enqueue(int64_t step, int bucket) {
   absl::MutexLock lock(&mu_);
+  if (bucket < 0 || bucket >= static_cast<int>(buckets_.size())) {
+    if (error_.ok()) {
+      error_ = absl::InternalError(
+          absl::StrCat("model reported bucket ", bucket, " of ",
+                       buckets_.size(), " at step ", step));
+    }
+    return;
+  }
   steps_[step];  // a step with no bucket done yet is known, not finished
-  queue_.emplace_back(step, bucket);
+  copy_queue_.emplace_back(step, bucket);
 }
 
 absl::Status CommPipeline::WaitCopied(int64_t step) {
@@ -70,45 +81,55 @@ void CommPipeline::Fail(const absl::Status& status) {
   if (error_.ok()) error_ = status;
 }
 
-void CommPipeline::Loop() {
+bool CommPipeline::Next(std::deque<std::pair<int64_t, int>>* queue,
+                        int64_t* step, int* bucket) {
+  absl::MutexLock lock(&mu_);
   while (true) {
-    int64_t step;
-    int bucket;
-    {
-      absl::MutexLock lock(&mu_);
-      auto ready = [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-        return stop_ || !queue_.empty();
-      };
-      mu_.Await(absl::Condition(&ready));
-      if (stop_) return;
-      if (!error_.ok()) {
-        queue_.clear();
-        continue;
-      }
-      std::tie(step, bucket) = queue_.front();
-      queue_.pop_front();
+    auto ready = [this, queue]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+      return stop_ || !queue->empty();
+    };
+    mu_.Await(absl::Condition(&ready));
+    if (stop_) return false;
+    if (error_.ok()) break;
+    queue->clear();  // failed: drop the work, wait for Stop
+  }
+  std::tie(*step, *bucket) = queue->front();
+  queue->pop_front();
+  return true;
+}
+
+void CommPipeline::CopyLoop() {
+  int64_t step;
+  int bucket;
+  while (Next(&copy_queue_, &step, &bucket)) {
+    const absl::Time t0 = absl::Now();
+    absl::Status st = model_->CopyGradToHost(
+        bucket, slot(step) + buckets_[bucket].begin);
+    absl::MutexLock lock(&mu_);
+    busy_ += absl::ToDoubleSeconds(absl::Now() - t0);
+    ++steps_[step].copied;
+    if (!st.ok()) {
+      if (error_.ok()) error_ = st;
+      continue;
     }
-    Process(step, bucket);
+    sync_queue_.emplace_back(step, bucket);
   }
 }
 
-void CommPipeline::Process(int64_t step, int bucket) {
-  const absl::Time t0 = absl::Now();
-  float* g = slot(step);
-  absl::Status st = model_->CopyGradToHost(bucket, g + buckets_[bucket].begin);
-  {
+void CommPipeline::SyncLoop() {
+  int64_t step;
+  int bucket;
+  while (Next(&sync_queue_, &step, &bucket)) {
+    const absl::Time t0 = absl::Now();
+    absl::Status st = sync_->SyncBucket(step, bucket, slot(step), params_host_);
     absl::MutexLock lock(&mu_);
-    ++steps_[step].copied;
-    if (!st.ok() && error_.ok()) error_ = st;
+    busy_ += absl::ToDoubleSeconds(absl::Now() - t0);
+    if (!st.ok()) {
+      if (error_.ok()) error_ = st;
+      continue;
+    }
+    ++steps_[step].synced;
   }
-  if (st.ok()) st = sync_->SyncBucket(step, bucket, g, params_host_);
-  absl::MutexLock lock(&mu_);
-  busy_ += absl::ToDoubleSeconds(absl::Now() - t0);
-  if (!st.ok()) {
-    if (error_.ok()) error_ = st;
-    return;
-  }
-  ++steps_[step].synced;
 }
 
 }  // namespace gradsync

@@ -1,6 +1,8 @@
-// The communication thread of the training loop: it takes (step, bucket)
-// pairs as backward produces them, copies each bucket off the device and
-// synchronises it, while the training thread goes on computing.
+// The communication threads of the training loop: they take (step, bucket)
+// pairs as backward produces them, copy each bucket off the device (copy
+// thread) and synchronise it (sync thread), while the training thread goes on
+// computing. Two threads so that step t's copies never wait behind step t-1's
+// synchronisation: with pipeline depth s, s steps can be in flight.
 #ifndef GRADSYNC_WORKER_TRAIN_COMM_PIPELINE_H_
 #define GRADSYNC_WORKER_TRAIN_COMM_PIPELINE_H_
 
@@ -21,8 +23,8 @@
 namespace gradsync {
 
 // Threading: Enqueue, WaitCopied, WaitSynced, busy_seconds, Fail and Stop are
-// called by the training thread (Fail also from others); the pipeline's own
-// thread calls model->CopyGradToHost and sync->SyncBucket.
+// called by the training thread; the copy thread calls model->CopyGradToHost,
+// the sync thread sync->SyncBucket (buckets in the order they were enqueued).
 //
 // Gradient slots: step t's buckets are copied into slot(t) = slots[t % K];
 // the slot belongs to the communication thread from Enqueue(t, ·) until
@@ -44,25 +46,27 @@ class CommPipeline {
     return grad_slots_[step % grad_slots_.size()].get();
   }
 
-  // Queues bucket `bucket` of `step` (called from bucket_ready).
+  // Queues bucket `bucket` of `step` (called from bucket_ready). A bucket
+  // index out of range fails the pipeline with INTERNAL.
   void Enqueue(int64_t step, int bucket);
 
   // Blocks until every bucket of `step` has been copied off the device (the
-  // device may then overwrite its gradient), or the pipeline failed.
+  // device may then overwrite its gradient), or the pipeline failed. Returns
+  // at once for a step that was never enqueued or already synced.
   absl::Status WaitCopied(int64_t step);
 
   // Blocks until every bucket of `step` is synchronised, or the pipeline
   // failed (bounded: every SyncBucket has a deadline).
   absl::Status WaitSynced(int64_t step);
 
-  // Seconds the thread spent copying and synchronising so far.
+  // Seconds the threads spent copying and synchronising so far (summed).
   double busy_seconds();
 
   // Makes every wait return `status` (first failure wins); queued work is
   // dropped.
   void Fail(const absl::Status& status);
 
-  // Ends the thread after the bucket in progress. Idempotent.
+  // Ends the threads after the buckets in progress. Idempotent.
   void Stop();
 
  private:
@@ -71,9 +75,11 @@ class CommPipeline {
     int synced = 0;
   };
 
-  void Loop();
-  // Copies and synchronises one bucket; records the outcome.
-  void Process(int64_t step, int bucket);
+  void CopyLoop();
+  void SyncLoop();
+  // Takes the next item of `queue` (false: stopping).
+  bool Next(std::deque<std::pair<int64_t, int>>* queue, int64_t* step,
+            int* bucket) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Constant after construction.
   DeviceModel* const model_;
@@ -83,12 +89,14 @@ class CommPipeline {
   float* const params_host_;
 
   absl::Mutex mu_;
-  std::deque<std::pair<int64_t, int>> queue_ ABSL_GUARDED_BY(mu_);
+  std::deque<std::pair<int64_t, int>> copy_queue_ ABSL_GUARDED_BY(mu_);
+  std::deque<std::pair<int64_t, int>> sync_queue_ ABSL_GUARDED_BY(mu_);
   std::map<int64_t, StepState> steps_ ABSL_GUARDED_BY(mu_);
   absl::Status error_ ABSL_GUARDED_BY(mu_);
   double busy_ ABSL_GUARDED_BY(mu_) = 0;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
-  std::thread thread_;  // started last, joined in Stop
+  std::thread copy_thread_;  // started last, joined in Stop
+  std::thread sync_thread_;
 };
 
 }  // namespace gradsync

@@ -96,9 +96,20 @@ absl::Status TrainingRun::Setup() {
   buckets_ = MakeBuckets(*model_, a_.spec().bucket_bytes());
   absl::Status st = model_->Configure(buckets_, OptimizerFromSpec(a_.spec()));
   if (!st.ok()) return st;
-  // Gradient slots: step t's results may be applied up to `depth` steps
-  // later, and step t+1 is copied while t is still being applied.
+  // Gradient slots: step t's slot is in use from its copies until it is
+  // applied, up to `depth` steps later; depth + 1 slots would do, one more
+  // keeps the next step's copies clear of the slot being applied.
   const int depth = sync_->pipeline_depth();
+  if (depth < 0 || depth > kMaxRingAsyncStaleness) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("pipeline depth ", depth, " outside [0, ",
+                     kMaxRingAsyncStaleness, "]"));
+  }
+  if (depth > 0 && sync_->output() == Output::kParameters) {
+    // One host parameter buffer: parameters of later steps would overwrite
+    // those not yet applied.
+    return absl::InternalError("parameter output needs pipeline depth 0");
+  }
   std::vector<std::shared_ptr<float>> slots;
   for (int i = 0; i < depth + 2; ++i) {
     absl::StatusOr<std::shared_ptr<float>> buf = model_->AllocHost(n);

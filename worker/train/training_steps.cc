@@ -136,7 +136,19 @@ absl::StatusOr<MlpSpec> ModelOf(const v1::Assignment& a) {
         "model: assignment of ", a.job_id(), " carries ", a.layer_widths_size(),
         " layer widths (need at least 2)"));
   }
-  return MlpSpec{std::vector<int>(a.layer_widths().begin(), a.layer_widths().end())};
+  MlpSpec spec{std::vector<int>(a.layer_widths().begin(), a.layer_widths().end())};
+  for (int w : spec.widths) {
+    if (w < 1 || w > kMaxModelWidth) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "model: layer width ", w, " outside [1, ", kMaxModelWidth, "]"));
+    }
+  }
+  if (a.num_params() != 0 && a.num_params() != NumParams(spec)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "model: assignment says ", a.num_params(), " parameters, its layers have ",
+        NumParams(spec)));
+  }
+  return spec;
 }
 
 TrainingOutcome NewOutcome(const v1::Assignment& a, const std::string& device) {

@@ -90,7 +90,8 @@ class StepReports {
 };
 
 // The model of an assignment, from the layer widths the coordinator parsed.
-// INVALID_ARGUMENT when they are missing or fewer than two.
+// INVALID_ARGUMENT when they are fewer than two, a width is outside
+// [1, kMaxModelWidth], or num_params does not match them.
 absl::StatusOr<MlpSpec> ModelOf(const v1::Assignment& a);
 
 // The outcome a run starts from: job, rank and device filled in.
