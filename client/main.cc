@@ -250,7 +250,9 @@ void PrintJob(const v1::Job& job) {
   std::printf("%s  %s  %s  workers=%d  state=%s%s\n", job.id().c_str(),
               StrategyLabel(job.spec()).c_str(), job.spec().model().c_str(),
               job.spec().workers(), v1::JobState_Name(job.state()).c_str(),
-              job.error().empty() ? "" : absl::StrCat("  error: ", job.error()).c_str());
+              job.error().empty() && job.error_code() == 0
+                  ? ""
+                  : absl::StrCat("  error: ", JobErrorText(job)).c_str());
   if (job.state() == v1::SUCCEEDED) {
     std::printf(
         "  test_accuracy=%.4f final_train_loss=%.4f wall=%.2fs samples/s=%.0f "

@@ -2,10 +2,44 @@
 
 #include <algorithm>
 
+#include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
 namespace gradsync {
+
+std::string JobErrorCodeName(const v1::Job& job) {
+  return absl::StatusCodeToString(
+      static_cast<absl::StatusCode>(job.error_code()));
+}
+
+std::string JobErrorText(const v1::Job& job) {
+  if (job.error_code() == 0) return job.error();
+  return absl::StrCat(JobErrorCodeName(job), ": ", job.error());
+}
+
+namespace {
+
+// Share of the training loop's time spent waiting for communication: the
+// exposed part, not the part that overlapped computation.
+double ExposedShare(const v1::JobResult& r) {
+  const double loop = r.exposed_comm_seconds() + r.compute_seconds();
+  return loop > 0 ? 100 * r.exposed_comm_seconds() / loop : 0.0;
+}
+
+std::string CompareRow(const v1::Job& j) {
+  const v1::JobResult& r = j.result();
+  return absl::StrFormat(
+      "%-16s %7d %9.4f %10.4f %8.2f %11.0f %8.2f %9.2f %8.0f%%  %s\n",
+      StrategyLabel(j.spec()), j.spec().workers(), r.test_accuracy(),
+      r.final_train_loss(), r.wall_seconds(), r.samples_per_second(),
+      r.comm_seconds(), r.exposed_comm_seconds(), ExposedShare(r),
+      j.state() == v1::SUCCEEDED
+          ? "ok"
+          : absl::StrCat(v1::JobState_Name(j.state()), ": ", JobErrorText(j)));
+}
+
+}  // namespace
 
 nlohmann::json JobToJson(const v1::Job& job) {
   const v1::JobSpec& s = job.spec();
@@ -15,6 +49,7 @@ nlohmann::json JobToJson(const v1::Job& job) {
   j["name"] = s.name();
   j["state"] = v1::JobState_Name(job.state());
   j["error"] = job.error();
+  j["error_code"] = JobErrorCodeName(job);
   j["strategy"] = StrategyName(s.strategy());
   j["mode"] = SyncModeName(s.mode());
   j["staleness"] = s.has_staleness() ? nlohmann::json(s.staleness()) : nlohmann::json();
@@ -43,6 +78,7 @@ nlohmann::json JobToJson(const v1::Job& job) {
       r.comm_seconds_per_worker().begin(), r.comm_seconds_per_worker().end());
   const double busy = r.comm_seconds() + r.compute_seconds();
   j["comm_share"] = busy > 0 ? r.comm_seconds() / busy : 0.0;
+  j["exposed_share"] = ExposedShare(r) / 100;
   j["init_checksum"] = r.init_checksum();
   j["param_checksums"] = std::vector<std::string>(r.param_checksums().begin(),
                                                   r.param_checksums().end());
@@ -60,43 +96,30 @@ nlohmann::json JobToJson(const v1::Job& job) {
   return j;
 }
 
+
 std::string CompareTable(const std::vector<v1::Job>& jobs) {
   std::string out = absl::StrFormat(
-      "%-16s %7s %9s %10s %8s %11s %8s %6s  %s\n", "strategy", "workers",
-      "test_acc", "final_loss", "wall_s", "samples/s", "comm_s", "comm%",
-      "state");
+      "%-16s %7s %9s %10s %8s %11s %8s %9s %9s  %s\n", "strategy", "workers",
+      "test_acc", "final_loss", "wall_s", "samples/s", "comm_s", "exposed_s",
+      "exposed%", "state");
   const v1::Job* fastest = nullptr;
   const v1::Job* slowest = nullptr;
   const v1::Job* best_acc = nullptr;
   for (const v1::Job& j : jobs) {
     const v1::JobResult& r = j.result();
-    const double busy = r.comm_seconds() + r.compute_seconds();
-    absl::StrAppend(
-        &out,
-        absl::StrFormat("%-16s %7d %9.4f %10.4f %8.2f %11.0f %8.2f %5.0f%%  %s\n",
-                        StrategyLabel(j.spec()), j.spec().workers(),
-                        r.test_accuracy(), r.final_train_loss(),
-                        r.wall_seconds(), r.samples_per_second(),
-                        r.comm_seconds(), busy > 0 ? 100 * r.comm_seconds() / busy : 0,
-                        j.state() == v1::SUCCEEDED
-                            ? "ok"
-                            : absl::StrCat(v1::JobState_Name(j.state()), ": ",
-                                           j.error())));
+    absl::StrAppend(&out, CompareRow(j));
     if (j.state() != v1::SUCCEEDED) continue;
     if (!fastest || r.samples_per_second() > fastest->result().samples_per_second()) fastest = &j;
     if (!slowest || r.samples_per_second() < slowest->result().samples_per_second()) slowest = &j;
     if (!best_acc || r.test_accuracy() > best_acc->result().test_accuracy()) best_acc = &j;
   }
   if (fastest && slowest && fastest != slowest) {
-    auto share = [](const v1::Job* j) {
-      const double busy = j->result().comm_seconds() + j->result().compute_seconds();
-      return busy > 0 ? 100 * j->result().comm_seconds() / busy : 0.0;
-    };
+    auto share = [](const v1::Job* j) { return ExposedShare(j->result()); };
     absl::StrAppend(
         &out,
         absl::StrFormat(
-            "\nfastest: %s at %.0f samples/s, %.2fx %s. Its workers spent "
-            "%.0f%% of each step communicating, against %.0f%% for %s.\n",
+            "\nfastest: %s at %.0f samples/s, %.2fx %s. Its workers waited "
+            "for communication %.0f%% of the time, against %.0f%% for %s.\n",
             StrategyLabel(fastest->spec()), fastest->result().samples_per_second(),
             fastest->result().samples_per_second() /
                 std::max(1.0, slowest->result().samples_per_second()),
@@ -154,13 +177,18 @@ std::string EventLine(const v1::JobEvent& ev, const std::string& label) {
           ev.job_id(), label, ev.epoch_result().epoch(),
           ev.epoch_result().train_loss(), ev.epoch_result().test_accuracy(),
           ev.epoch_result().seconds());
-    case v1::JobEvent::STATE:
+    case v1::JobEvent::STATE: {
+      // An ending's message is the job's error; show it with its code.
+      const std::string detail = ev.job().error_code() != 0
+                                     ? JobErrorText(ev.job())
+                                     : ev.message();
       return absl::StrFormat("[%s %s] %s%s", ev.job_id(), label,
                              v1::JobState_Name(ev.state()),
-                             ev.message().empty() ||
-                                     ev.message() == v1::JobState_Name(ev.state())
+                             detail.empty() ||
+                                     detail == v1::JobState_Name(ev.state())
                                  ? ""
-                                 : absl::StrCat(": ", ev.message()));
+                                 : absl::StrCat(": ", detail));
+    }
     default:
       return "";
   }

@@ -12,7 +12,16 @@
 
 namespace gradsync {
 
-// One job as a results-file entry (keys documented in README "Results").
+// A job's failure as "CODE: message" (e.g. "UNAVAILABLE: worker w2 (rank 2,
+// ...) lost: ..."); empty when the job has none. The one place a job error is
+// turned into text.
+std::string JobErrorText(const v1::Job& job);
+
+// The name of a job's error_code ("UNAVAILABLE"; "OK" when it has none).
+std::string JobErrorCodeName(const v1::Job& job);
+
+// One job as a results-file entry (keys documented in README "Results"):
+// "error" is the plain message, "error_code" the code's name.
 nlohmann::json JobToJson(const v1::Job& job);
 
 // Comparison table of finished jobs plus a few lines on who won and why.

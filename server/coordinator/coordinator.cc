@@ -1,41 +1,53 @@
+// The Coordinator's gRPC façade (see coordinator.h): the RPCs, worker
+// sessions and their writer threads, the monitor and background threads.
+// Decisions about jobs are the JobTable's; this file carries them out.
 #include "server/coordinator/coordinator.h"
 
-#include <algorithm>
-#include <numeric>
+#include <utility>
 
 #include <spdlog/spdlog.h>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "common/grpc/grpc_util.h"
-#include "server/coordinator/coordinator_internal.h"
-#include "common/spec/job_spec.h"
 
 namespace gradsync {
-
-using coordinator_internal::NowMs;
-using coordinator_internal::kSymptomGrace;
-using coordinator_internal::Terminal;
-using coordinator_internal::Tag;
-
 namespace {
 
 // A Join stream must send Register within this long.
 constexpr absl::Duration kRegisterTimeout = absl::Seconds(10);
+// How often the monitor looks at heartbeats and held errors.
+constexpr absl::Duration kMonitorPeriod = absl::Milliseconds(500);
+// A WatchJob stream re-checks for cancellation at least this often.
+constexpr absl::Duration kWatchPoll = absl::Milliseconds(500);
+// Deadline of one ParameterServer.EndJob call.
+constexpr absl::Duration kEndJobDeadline = absl::Seconds(5);
 
-}  // namespace
-
-Coordinator::Coordinator(CoordinatorOptions options)
-    : options_(std::move(options)), ps_addresses_(options_.ps_addresses) {
-  // Job ids must not repeat across coordinator restarts: long-lived workers
-  // and PS shards remember ended jobs by id. "j-<start time, base 36>-<n>".
-  uint64_t t = static_cast<uint64_t>(absl::ToUnixSeconds(absl::Now()));
+// Job ids must not repeat across coordinator restarts: long-lived workers and
+// PS shards remember ended jobs by id. Ids are "j-<start, base 36>-<n>".
+JobTableOptions MakeJobTableOptions(const CoordinatorOptions& options,
+                                    absl::Time start) {
+  uint64_t t = static_cast<uint64_t>(absl::ToUnixSeconds(start));
   std::string b36;
   while (t > 0) {
     b36.insert(b36.begin(), "0123456789abcdefghijklmnopqrstuvwxyz"[t % 36]);
     t /= 36;
   }
-  id_prefix_ = b36 + "-";
+  JobTableOptions table;
+  table.ps_addresses = options.ps_addresses;
+  table.id_prefix = b36 + "-";
+  return table;
+}
+
+grpc::Status ShuttingDown() {
+  return grpc::Status(grpc::UNAVAILABLE, "shutting down");
+}
+
+}  // namespace
+
+Coordinator::Coordinator(CoordinatorOptions options, const Clock* clock)
+    : options_(std::move(options)),
+      clock_(clock),
+      jobs_(MakeJobTableOptions(options_, clock_->Now()), &workers_, clock_) {
   monitor_ = std::thread([this] { MonitorLoop(); });
   background_thread_ = std::thread([this] { BackgroundLoop(); });
 }
@@ -48,19 +60,19 @@ Coordinator::~Coordinator() {
 
 void Coordinator::SetShardZeroAddress(const std::string& address) {
   absl::MutexLock lock(&mu_);
-  if (!ps_addresses_.empty()) ps_addresses_[0] = address;
+  jobs_.SetShardAddress(0, address);
 }
 
 void Coordinator::Shutdown() {
   absl::MutexLock lock(&mu_);
   if (shutdown_) return;
   shutdown_ = true;
-  for (auto& [id, w] : workers_) {
-    if (w.ctx != nullptr) w.ctx->TryCancel();
-  }
+  for (auto& [id, session] : sessions_) session.ctx->TryCancel();
   for (auto& [ctx, since] : unregistered_) ctx->TryCancel();
   changed_.SignalAll();
 }
+
+// ------------------------------------------------------ sessions and threads
 
 void Coordinator::Post(const std::shared_ptr<WriteChannel>& chan,
                        v1::CoordinatorMessage msg) {
@@ -76,10 +88,7 @@ void Coordinator::WriterLoop(std::shared_ptr<WriteChannel> chan) {
     v1::CoordinatorMessage msg;
     {
       absl::MutexLock lock(&chan->mu);
-      auto ready = [&chan]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-        return chan->closed || !chan->queue.empty();
-      };
-      chan->mu.Await(absl::Condition(&ready));
+      chan->mu.Await(absl::Condition(chan.get(), &WriteChannel::Ready));
       if (chan->closed) return;
       msg = std::move(chan->queue.front());
       chan->queue.pop_front();
@@ -89,170 +98,93 @@ void Coordinator::WriterLoop(std::shared_ptr<WriteChannel> chan) {
   }
 }
 
-void Coordinator::Background(std::function<void()> fn) {
-  background_.push_back(std::move(fn));
+void Coordinator::Apply(Decisions d) {
+  for (WorkerSend& send : d.sends) {
+    auto it = sessions_.find(send.worker_id);
+    if (it != sessions_.end()) Post(it->second.chan, std::move(send.message));
+  }
+  for (ShardEndJob& end : d.shard_end_jobs) {
+    background_.push_back(std::move(end));
+  }
+  if (d.events_changed) changed_.SignalAll();
+}
+
+void Coordinator::EndJobOnShards(const ShardEndJob& end) {
+  for (const std::string& addr : end.shard_addresses) {
+    auto stub = v1::ParameterServer::NewStub(MakeChannel(addr));
+    grpc::ClientContext ctx;
+    ctx.set_deadline(ToChrono(absl::Now() + kEndJobDeadline));
+    v1::EndJobRequest req;
+    req.set_job_id(end.job_id);
+    req.set_reason(end.reason);
+    v1::EndJobResponse resp;
+    grpc::Status st = stub->EndJob(&ctx, req, &resp);
+    if (!st.ok()) {
+      spdlog::warn("[job {}] EndJob on shard {}: {}", end.job_id, addr,
+                   st.error_message());
+    }
+  }
 }
 
 void Coordinator::BackgroundLoop() {
   while (true) {
-    std::function<void()> fn;
+    ShardEndJob end;
     {
       absl::MutexLock lock(&mu_);
-      mu_.Await(absl::Condition(
-          +[](Coordinator* c) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-            return c->shutdown_ || !c->background_.empty();
-          },
-          this));
+      mu_.Await(absl::Condition(this, &Coordinator::BackgroundReady));
       if (background_.empty()) return;  // shutdown and drained
-      fn = std::move(background_.front());
+      end = std::move(background_.front());
       background_.pop_front();
     }
-    fn();
+    EndJobOnShards(end);
   }
 }
 
 void Coordinator::MonitorLoop() {
   while (true) {
-    {
-      absl::MutexLock lock(&mu_);
-      if (mu_.AwaitWithTimeout(
-              absl::Condition(
-                  +[](bool* s) { return *s; }, &shutdown_),
-              absl::Milliseconds(500))) {
-        return;
-      }
-      const absl::Time now = absl::Now();
-      std::vector<std::string> expired;
-      for (auto& [id, w] : workers_) {
-        if (!w.dead && now - w.last_seen > options_.heartbeat_timeout) {
-          expired.push_back(id);
-        }
-      }
-      for (const std::string& id : expired) {
-        Worker& w = workers_[id];
-        if (w.ctx != nullptr) w.ctx->TryCancel();
-        WorkerLost(id,
-                   absl::StrCat("no heartbeat for ",
-                                absl::FormatDuration(now - w.last_seen)));
-      }
-      for (auto& [ctx, since] : unregistered_) {
-        if (now - since > kRegisterTimeout) ctx->TryCancel();
-      }
-      for (auto& [id, e] : jobs_) {
-        if (e.job.state() == v1::RUNNING && !e.pending_error.empty() &&
-            now - e.pending_since >= kSymptomGrace) {
-          EndJob(&e, v1::FAILED, e.pending_error);
-        }
-      }
+    absl::MutexLock lock(&mu_);
+    if (mu_.AwaitWithTimeout(absl::Condition(&shutdown_), kMonitorPeriod)) {
+      return;
     }
+    MonitorOnce();
   }
 }
 
-grpc::Status Coordinator::SubmitJob(grpc::ServerContext*,
-                                    const v1::SubmitJobRequest* req,
-                                    v1::Job* resp) {
-  int shards;
-  {
-    absl::MutexLock lock(&mu_);
-    shards = static_cast<int>(ps_addresses_.size());
+void Coordinator::MonitorOnce() {
+  const absl::Time now = clock_->Now();
+  Decisions d;
+  for (const std::string& id :
+       workers_.Expired(now, options_.heartbeat_timeout)) {
+    const absl::Duration silent = now - workers_.Find(id)->last_seen;
+    auto session = sessions_.find(id);
+    if (session != sessions_.end()) session->second.ctx->TryCancel();
+    jobs_.WorkerLost(id, absl::StrCat("no heartbeat for ",
+                                      absl::FormatDuration(silent)),
+                     &d);
   }
-  absl::StatusOr<v1::JobSpec> spec = ValidateJobSpec(req->spec(), shards);
-  if (!spec.ok()) return ToGrpcStatus(spec.status());
-  {
-    absl::MutexLock lock(&mu_);
-    if (shutdown_) return grpc::Status(grpc::UNAVAILABLE, "shutting down");
-    const std::string id = absl::StrCat("j-", id_prefix_, next_job_++);
-    JobEntry& e = jobs_[id];
-    e.job.set_id(id);
-    *e.job.mutable_spec() = *spec;
-    e.job.set_state(v1::QUEUED);
-    e.job.set_submit_time_ms(NowMs());
-    job_order_.push_back(id);
-    queue_.push_back(id);
-    spdlog::info("{}queued: {} {} workers={} model={} batch={}", Tag(id),
-                 StrategyName(spec->strategy()), SyncModeName(spec->mode()),
-                 spec->workers(),
-                 spec->model(), spec->batch_size());
-    AddStateEvent(&e, "queued");
-    Schedule();
-    *resp = e.job;
+  for (auto& [ctx, since] : unregistered_) {
+    if (now - since > kRegisterTimeout) ctx->TryCancel();
   }
-  return grpc::Status::OK;
+  jobs_.ExpireSymptoms(&d);
+  Apply(std::move(d));
 }
+
+// ------------------------------------------------------------------- Join
 
 grpc::Status Coordinator::Join(grpc::ServerContext* ctx, Stream* stream) {
-  {
-    absl::MutexLock lock(&mu_);
-    if (shutdown_) return grpc::Status(grpc::UNAVAILABLE, "shutting down");
-    unregistered_[ctx] = absl::Now();
-  }
   v1::WorkerMessage first;
-  const bool got = stream->Read(&first);
-  {
-    absl::MutexLock lock(&mu_);
-    unregistered_.erase(ctx);
-  }
-  if (!got) return grpc::Status::CANCELLED;
-  if (!first.has_register_() || first.register_().worker_id().empty() ||
-      first.register_().peer_address().empty()) {
-    return grpc::Status(grpc::INVALID_ARGUMENT,
-                        "first Join message must be Register with worker_id "
-                        "and peer_address");
-  }
+  grpc::Status st = AwaitRegister(ctx, stream, &first);
+  if (!st.ok()) return st;
   const std::string id = first.register_().worker_id();
   auto chan = std::make_shared<WriteChannel>();
   chan->stream = stream;
-  {
-    absl::MutexLock lock(&mu_);
-    if (shutdown_) return grpc::Status(grpc::UNAVAILABLE, "shutting down");
-    auto it = workers_.find(id);
-    if (it != workers_.end() && !it->second.dead) {
-      return grpc::Status(grpc::ALREADY_EXISTS,
-                          absl::StrCat("worker id ", id, " is already joined"));
-    }
-    Worker& w = workers_[id];
-    w = Worker{};
-    w.id = id;
-    w.peer_address = first.register_().peer_address();
-    w.num_gpus = first.register_().num_gpus();
-    w.order = next_worker_order_++;
-    w.last_seen = absl::Now();
-    w.ctx = ctx;
-    w.chan = chan;
-    v1::CoordinatorMessage msg;
-    msg.mutable_registered()->set_worker_id(id);
-    Post(chan, std::move(msg));
-    spdlog::info("worker {} joined (peer {}, {} GPUs)", id, w.peer_address,
-                 w.num_gpus);
-  }
+  st = OpenSession(ctx, first.register_(), chan);
+  if (!st.ok()) return st;
   std::thread writer([chan] { WriterLoop(chan); });
+  ServeSession(ctx, id, stream);
+  CloseSession(ctx, id);
   {
-    absl::MutexLock lock(&mu_);
-    Schedule();
-  }
-  v1::WorkerMessage m;
-  while (stream->Read(&m)) {
-    {
-      absl::MutexLock lock(&mu_);
-      auto it = workers_.find(id);
-      if (it == workers_.end() || it->second.dead || it->second.ctx != ctx) break;
-      HandleMessage(id, m);
-    }
-  }
-  {
-    absl::MutexLock lock(&mu_);
-    auto it = workers_.find(id);
-    if (it != workers_.end() && it->second.ctx == ctx) {
-      WorkerLost(id,
-                 ctx->IsCancelled()
-                     ? "its session broke (process exited or connection lost)"
-                     : "it closed its session");
-      it->second.chan = nullptr;
-      it->second.ctx = nullptr;
-    }
-  }
-  {
-    absl::MutexLock wl(&chan->mu);
+    absl::MutexLock lock(&chan->mu);
     chan->closed = true;
   }
   // Unblocks a Write to a worker that stopped reading; the writer must be
@@ -262,28 +194,130 @@ grpc::Status Coordinator::Join(grpc::ServerContext* ctx, Stream* stream) {
   return grpc::Status::OK;
 }
 
-grpc::Status Coordinator::GetJob(grpc::ServerContext*, const v1::GetJobRequest* req,
-                                 v1::Job* resp) {
-  absl::MutexLock lock(&mu_);
-  auto it = jobs_.find(req->id());
-  if (it == jobs_.end()) {
-    return grpc::Status(grpc::NOT_FOUND, absl::StrCat("no job '", req->id(), "'"));
+grpc::Status Coordinator::AwaitRegister(grpc::ServerContext* ctx,
+                                        Stream* stream,
+                                        v1::WorkerMessage* first) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (shutdown_) return ShuttingDown();
+    unregistered_[ctx] = clock_->Now();
   }
-  *resp = it->second.job;
+  const bool got = stream->Read(first);
+  {
+    absl::MutexLock lock(&mu_);
+    unregistered_.erase(ctx);
+  }
+  if (!got) return grpc::Status::CANCELLED;
+  if (!first->has_register_() || first->register_().worker_id().empty() ||
+      first->register_().peer_address().empty()) {
+    return grpc::Status(grpc::INVALID_ARGUMENT,
+                        "first Join message must be Register with worker_id "
+                        "and peer_address");
+  }
   return grpc::Status::OK;
 }
 
-grpc::Status Coordinator::ListJobs(grpc::ServerContext*, const v1::ListJobsRequest*,
+grpc::Status Coordinator::OpenSession(grpc::ServerContext* ctx,
+                                      const v1::WorkerMessage::Register& reg,
+                                      const std::shared_ptr<WriteChannel>& chan) {
+  absl::MutexLock lock(&mu_);
+  if (shutdown_) return ShuttingDown();
+  absl::Status st = workers_.Register(reg.worker_id(), reg.peer_address(),
+                                      reg.num_gpus(), clock_->Now());
+  if (!st.ok()) return ToGrpcStatus(st);
+  sessions_[reg.worker_id()] = Session{ctx, chan};
+  v1::CoordinatorMessage msg;
+  msg.mutable_registered()->set_worker_id(reg.worker_id());
+  Post(chan, std::move(msg));
+  spdlog::info("worker {} joined (peer {}, {} GPUs)", reg.worker_id(),
+               reg.peer_address(), reg.num_gpus());
+  Decisions d;
+  jobs_.Schedule(&d);
+  Apply(std::move(d));
+  return grpc::Status::OK;
+}
+
+void Coordinator::ServeSession(grpc::ServerContext* ctx, const std::string& id,
+                               Stream* stream) {
+  v1::WorkerMessage m;
+  while (stream->Read(&m)) {
+    absl::MutexLock lock(&mu_);
+    auto session = sessions_.find(id);
+    if (session == sessions_.end() || session->second.ctx != ctx ||
+        !workers_.IsLive(id)) {
+      return;  // declared dead, or replaced by a newer session
+    }
+    HandleMessage(id, m);
+  }
+}
+
+void Coordinator::CloseSession(grpc::ServerContext* ctx, const std::string& id) {
+  absl::MutexLock lock(&mu_);
+  auto session = sessions_.find(id);
+  if (session == sessions_.end() || session->second.ctx != ctx) return;
+  Decisions d;
+  jobs_.WorkerLost(id,
+                   ctx->IsCancelled()
+                       ? "its session broke (process exited or connection lost)"
+                       : "it closed its session",
+                   &d);
+  sessions_.erase(session);
+  Apply(std::move(d));
+}
+
+void Coordinator::HandleMessage(const std::string& id,
+                                const v1::WorkerMessage& m) {
+  workers_.Touch(id, clock_->Now());
+  Decisions d;
+  switch (m.msg_case()) {
+    case v1::WorkerMessage::kProgress:
+      jobs_.HandleProgress(id, m.progress(), &d);
+      break;
+    case v1::WorkerMessage::kEpochDone:
+      jobs_.HandleEpochDone(id, m.epoch_done(), &d);
+      break;
+    case v1::WorkerMessage::kJobDone:
+      jobs_.HandleJobDone(id, m.job_done(), &d);
+      break;
+    default:  // a heartbeat: being heard from is all it says
+      break;
+  }
+  Apply(std::move(d));
+}
+
+// ------------------------------------------------------------------- RPCs
+
+grpc::Status Coordinator::SubmitJob(grpc::ServerContext*,
+                                    const v1::SubmitJobRequest* req,
+                                    v1::Job* resp) {
+  absl::MutexLock lock(&mu_);
+  if (shutdown_) return ShuttingDown();
+  Decisions d;
+  absl::StatusOr<v1::Job> job = jobs_.Submit(req->spec(), &d);
+  Apply(std::move(d));
+  if (!job.ok()) return ToGrpcStatus(job.status());
+  *resp = *std::move(job);
+  return grpc::Status::OK;
+}
+
+grpc::Status Coordinator::GetJob(grpc::ServerContext*,
+                                 const v1::GetJobRequest* req, v1::Job* resp) {
+  absl::MutexLock lock(&mu_);
+  const v1::Job* job = jobs_.Find(req->id());
+  if (job == nullptr) {
+    return grpc::Status(grpc::NOT_FOUND,
+                        absl::StrCat("no job '", req->id(), "'"));
+  }
+  *resp = *job;
+  return grpc::Status::OK;
+}
+
+grpc::Status Coordinator::ListJobs(grpc::ServerContext*,
+                                   const v1::ListJobsRequest*,
                                    v1::ListJobsResponse* resp) {
   absl::MutexLock lock(&mu_);
-  for (const std::string& id : job_order_) *resp->add_jobs() = jobs_[id].job;
-  std::vector<const Worker*> ws;
-  for (const auto& [id, w] : workers_) {
-    if (!w.dead) ws.push_back(&w);
-  }
-  std::sort(ws.begin(), ws.end(),
-            [](const Worker* a, const Worker* b) { return a->order < b->order; });
-  for (const Worker* w : ws) {
+  for (const v1::Job* job : jobs_.Jobs()) *resp->add_jobs() = *job;
+  for (const RegisteredWorker* w : workers_.Live()) {
     v1::WorkerInfo* info = resp->add_workers();
     info->set_id(w->id);
     info->set_peer_address(w->peer_address);
@@ -291,62 +325,44 @@ grpc::Status Coordinator::ListJobs(grpc::ServerContext*, const v1::ListJobsReque
     info->set_job_id(w->job_id);
     info->set_num_gpus(w->num_gpus);
   }
-  resp->set_ps_shards(static_cast<int>(ps_addresses_.size()));
+  resp->set_ps_shards(jobs_.num_ps_shards());
   return grpc::Status::OK;
 }
 
 grpc::Status Coordinator::CancelJob(grpc::ServerContext*,
                                     const v1::CancelJobRequest* req,
                                     v1::Job* resp) {
-  {
-    absl::MutexLock lock(&mu_);
-    auto it = jobs_.find(req->id());
-    if (it == jobs_.end()) {
-      return grpc::Status(grpc::NOT_FOUND, absl::StrCat("no job '", req->id(), "'"));
-    }
-    JobEntry& e = it->second;
-    if (e.job.state() == v1::SUCCEEDED || e.job.state() == v1::FAILED) {
-      *resp = e.job;
-      return grpc::Status(grpc::FAILED_PRECONDITION,
-                          absl::StrCat("job ", req->id(), " already ",
-                                       v1::JobState_Name(e.job.state())));
-    }
-    EndJob(&e, v1::CANCELLED, "cancelled by user");
-    *resp = e.job;
-  }
+  absl::MutexLock lock(&mu_);
+  Decisions d;
+  absl::StatusOr<v1::Job> job = jobs_.Cancel(req->id(), &d);
+  Apply(std::move(d));
+  if (!job.ok()) return ToGrpcStatus(job.status());
+  *resp = *std::move(job);
   return grpc::Status::OK;
 }
 
 grpc::Status Coordinator::WatchJob(grpc::ServerContext* ctx,
                                    const v1::WatchJobRequest* req,
                                    grpc::ServerWriter<v1::JobEvent>* writer) {
-  size_t next_event = 0;
-  int64_t seen_progress = 0;
-  int64_t seen_seq = -1;
+  WatchCursor cursor;
   while (true) {
     std::vector<v1::JobEvent> batch;
     bool finished = false;
     {
       absl::MutexLock lock(&mu_);
-      auto it = jobs_.find(req->id());
-      if (it == jobs_.end()) {
+      if (jobs_.Find(req->id()) == nullptr) {
         return grpc::Status(grpc::NOT_FOUND,
                             absl::StrCat("no job '", req->id(), "'"));
       }
-      if (it->second.seq == seen_seq && !shutdown_) {
-        changed_.WaitWithTimeout(&mu_, absl::Milliseconds(500));
+      if (!jobs_.HasNews(req->id(), cursor) && !shutdown_) {
+        changed_.WaitWithTimeout(&mu_, kWatchPoll);
       }
-      if (shutdown_) return grpc::Status(grpc::UNAVAILABLE, "server shutting down");
-      JobEntry& e = jobs_[req->id()];
-      seen_seq = e.seq;
-      if (e.progress_seq != seen_progress) {
-        seen_progress = e.progress_seq;
-        batch.push_back(e.progress);
+      if (shutdown_) {
+        return grpc::Status(grpc::UNAVAILABLE, "server shutting down");
       }
-      for (; next_event < e.events.size(); ++next_event) {
-        batch.push_back(e.events[next_event]);
-      }
-      finished = Terminal(e.job.state());
+      absl::StatusOr<bool> ended = jobs_.ReadEvents(req->id(), &cursor, &batch);
+      if (!ended.ok()) return ToGrpcStatus(ended.status());
+      finished = *ended;
     }
     for (const v1::JobEvent& ev : batch) {
       if (!writer->Write(ev)) return grpc::Status::CANCELLED;

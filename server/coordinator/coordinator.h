@@ -1,17 +1,22 @@
-// The Coordinator: job queue, worker registry, rank assignment and rendezvous,
-// progress events, failure handling.
+// server/coordinator/ owns the Coordinator: the worker registry, the job
+// table and scheduler, and the gRPC service in front of them.
+//
+// This header is the gRPC façade (v1::Coordinator::Service): Join sessions,
+// WatchJob, Submit / Get / List / Cancel, and the threads. The plain logic it
+// calls lives in worker_registry.h (who has joined) and job_table.h (jobs,
+// placement, reports, failures, results, events); this class owns the mutex
+// that guards both and carries out the Decisions the job table returns.
 //
 // Threading: gRPC's sync server threads call the RPC methods concurrently;
 // each worker's Join stream is served by one thread for the life of the
-// worker. A monitor thread expires workers whose heartbeats stop, and a
-// background thread makes the blocking calls that end jobs on PS shards. All
-// state is guarded by mu_; each worker session has a writer thread that alone
-// writes to its stream.
+// session, and each session has a writer thread that alone writes to its
+// stream. A monitor thread expires workers whose heartbeats stop, silent
+// unregistered streams and held symptom errors; a background thread makes the
+// blocking EndJob calls on PS shards. All methods may be called concurrently.
 #ifndef GRADSYNC_SERVER_COORDINATOR_COORDINATOR_H_
 #define GRADSYNC_SERVER_COORDINATOR_COORDINATOR_H_
 
 #include <deque>
-#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -22,6 +27,9 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "gradsync/v1/gradsync.grpc.pb.h"
+#include "server/coordinator/clock.h"
+#include "server/coordinator/job_table.h"
+#include "server/coordinator/worker_registry.h"
 
 namespace gradsync {
 
@@ -35,7 +43,10 @@ struct CoordinatorOptions {
 
 class Coordinator final : public v1::Coordinator::Service {
  public:
-  explicit Coordinator(CoordinatorOptions options);
+  // `clock` must outlive the coordinator; it times heartbeats and jobs (the
+  // threads' own waits use real time).
+  explicit Coordinator(CoordinatorOptions options,
+                       const Clock* clock = SystemClock());
   ~Coordinator() override;
 
   grpc::Status SubmitJob(grpc::ServerContext* ctx,
@@ -50,6 +61,13 @@ class Coordinator final : public v1::Coordinator::Service {
   grpc::Status WatchJob(grpc::ServerContext* ctx,
                         const v1::WatchJobRequest* req,
                         grpc::ServerWriter<v1::JobEvent>* writer) override;
+  // A worker's session:
+  //   1. wait up to kRegisterTimeout (the monitor enforces it) for Register;
+  //   2. register the worker, start the session's writer thread, schedule;
+  //   3. handle its messages until the stream ends or the worker is dead or
+  //      replaced by a newer session with the same id;
+  //   4. report the worker lost (if this is still its session), close the
+  //      channel, cancel the stream and join the writer.
   grpc::Status Join(grpc::ServerContext* ctx,
                     grpc::ServerReaderWriter<v1::CoordinatorMessage,
                                              v1::WorkerMessage>* stream) override;
@@ -64,49 +82,28 @@ class Coordinator final : public v1::Coordinator::Service {
   using Stream =
       grpc::ServerReaderWriter<v1::CoordinatorMessage, v1::WorkerMessage>;
 
-  // A worker's stream as seen by writers on other threads. The Join handler
-  // clears `stream` (under mu) before it returns and the stream dies.
+  // A worker's stream as seen by writers on other threads.
   //
   // Messages are queued in order while the coordinator's mu_ is held (Post)
   // and written by the session's own writer thread, so a worker sees them in
   // the order the coordinator decided them and no shared thread ever blocks
   // on one worker's stream.
   struct WriteChannel {
+    // The writer thread waits for this.
+    bool Ready() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+      return closed || !queue.empty();
+    }
+
     Stream* stream = nullptr;  // constant; used by the writer thread only
     absl::Mutex mu;
     std::deque<v1::CoordinatorMessage> queue ABSL_GUARDED_BY(mu);
     bool closed ABSL_GUARDED_BY(mu) = false;
   };
 
-  struct Worker {
-    std::string id;
-    std::string peer_address;
-    int num_gpus = 0;
-    int64_t order = 0;          // registration order
-    std::string job_id;         // empty when idle
-    absl::Time last_seen;
+  // The live Join handler of a registered worker id.
+  struct Session {
     grpc::ServerContext* ctx = nullptr;
-    std::shared_ptr<WriteChannel> chan;  // null once the session ended
-    bool dead = false;
-  };
-
-  struct JobEntry {
-    v1::Job job;
-    int64_t seq = 0;                       // bumped on every change
-    std::vector<v1::JobEvent> events;      // STATE and EPOCH events
-    v1::JobEvent progress;                 // latest PROGRESS event
-    int64_t progress_seq = 0;
-    std::vector<bool> done;                // per rank JobDone received
-    std::vector<v1::WorkerMessage::JobDone> results;
-    std::vector<double> rank_wall;         // per rank training seconds
-    std::map<int, std::vector<v1::WorkerMessage::EpochDone>> epochs;
-    std::vector<std::string> init_checksums;
-    std::vector<double> rank_samples_per_second;
-    absl::Time started;
-    // A rank's error that may be a symptom (a peer vanished): held for
-    // kSymptomGrace so that a lost worker, the likely cause, is reported.
-    std::string pending_error;
-    absl::Time pending_since;
+    std::shared_ptr<WriteChannel> chan;
   };
 
   // Queues a message for a worker's writer thread (call under mu_, so that
@@ -115,39 +112,53 @@ class Coordinator final : public v1::Coordinator::Service {
                    v1::CoordinatorMessage msg);
   // The writer thread of one worker session.
   static void WriterLoop(std::shared_ptr<WriteChannel> chan);
+  // ParameterServer.EndJob on each shard; blocking (background thread only).
+  static void EndJobOnShards(const ShardEndJob& end);
 
-  void Schedule() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Ends a running or queued job with `state` and `error`: cancels its
-  // workers, schedules EndJob on its PS shards.
-  void EndJob(JobEntry* e, v1::JobState state, const std::string& error)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void Finalize(JobEntry* e)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void AddStateEvent(JobEntry* e, const std::string& message)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void WorkerLost(const std::string& worker_id, const std::string& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void HandleMessage(const std::string& worker_id, const v1::WorkerMessage& m) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void Background(std::function<void()> fn);
-  void MonitorLoop();
-  void BackgroundLoop();
+  // Join's steps (see Join).
+  grpc::Status AwaitRegister(grpc::ServerContext* ctx, Stream* stream,
+                             v1::WorkerMessage* first) ABSL_LOCKS_EXCLUDED(mu_);
+  grpc::Status OpenSession(grpc::ServerContext* ctx,
+                           const v1::WorkerMessage::Register& reg,
+                           const std::shared_ptr<WriteChannel>& chan)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  void ServeSession(grpc::ServerContext* ctx, const std::string& id,
+                    Stream* stream) ABSL_LOCKS_EXCLUDED(mu_);
+  void CloseSession(grpc::ServerContext* ctx, const std::string& id)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
+  // Handles one message of worker `id`'s current session.
+  void HandleMessage(const std::string& id, const v1::WorkerMessage& m)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Carries out the job table's decisions: posts messages to sessions in
+  // order, queues EndJob calls for the background thread, wakes watchers.
+  void Apply(Decisions d) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // One pass of the monitor: dead heartbeats, silent unregistered streams,
+  // symptom errors past their grace.
+  void MonitorOnce() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool BackgroundReady() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return shutdown_ || !background_.empty();
+  }
+  void MonitorLoop() ABSL_LOCKS_EXCLUDED(mu_);
+  void BackgroundLoop() ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Constant after construction.
   const CoordinatorOptions options_;
-  std::string id_prefix_;  // set in the constructor, then constant
+  const Clock* const clock_;
 
   absl::Mutex mu_;
+  // Signalled on any job change (WatchJob waits on it) and on shutdown.
   absl::CondVar changed_;
-  std::vector<std::string> ps_addresses_ ABSL_GUARDED_BY(mu_);  // signalled on any job change
-  std::map<std::string, Worker> workers_ ABSL_GUARDED_BY(mu_);
-  std::map<std::string, JobEntry> jobs_ ABSL_GUARDED_BY(mu_);
-  std::vector<std::string> job_order_ ABSL_GUARDED_BY(mu_);
-  std::deque<std::string> queue_ ABSL_GUARDED_BY(mu_);
-  int64_t next_job_ ABSL_GUARDED_BY(mu_) = 1;
-  int64_t next_worker_order_ ABSL_GUARDED_BY(mu_) = 0;
-  bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
-  std::deque<std::function<void()>> background_ ABSL_GUARDED_BY(mu_);
+  WorkerRegistry workers_ ABSL_GUARDED_BY(mu_);
+  // Holds a pointer to workers_; called only under mu_.
+  JobTable jobs_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, Session> sessions_ ABSL_GUARDED_BY(mu_);
   // Join streams that have not registered yet, and since when; the monitor
   // cancels those silent for kRegisterTimeout.
   std::map<grpc::ServerContext*, absl::Time> unregistered_ ABSL_GUARDED_BY(mu_);
+  bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
+  // EndJob calls for the background thread, in decision order.
+  std::deque<ShardEndJob> background_ ABSL_GUARDED_BY(mu_);
 
   std::thread monitor_;
   std::thread background_thread_;

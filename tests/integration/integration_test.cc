@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/spec/job_spec.h"
+#include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "client/local_cluster.h"
 #include "common/grpc/grpc_util.h"
@@ -261,7 +262,8 @@ TEST(Integration, BadInputGetsClearErrors) {
   ASSERT_TRUE(c.Submit(s, &job).ok());
   v1::Job failed = c.WaitFor(job.id(), absl::Seconds(10), Terminal);
   EXPECT_EQ(failed.state(), v1::FAILED);
-  EXPECT_NE(failed.error().find("NOT_FOUND"), std::string::npos) << failed.error();
+  EXPECT_EQ(failed.error_code(), static_cast<int>(absl::StatusCode::kNotFound))
+      << failed.error();
   EXPECT_NE(failed.error().find("/nonexistent/fashion"), std::string::npos)
       << failed.error();
 }
@@ -280,8 +282,11 @@ TEST(Integration, CudaJobOnAWorkerWithoutGpuFailsBeforeTraining) {
   ASSERT_TRUE(c.Submit(s, &job).ok());
   v1::Job failed = c.WaitFor(job.id(), absl::Seconds(10), Terminal);
   EXPECT_EQ(failed.state(), v1::FAILED);
-  EXPECT_EQ(failed.error().rfind("FAILED_PRECONDITION", 0), 0u) << failed.error();
-  EXPECT_NE(failed.error().find("worker w0"), std::string::npos) << failed.error();
+  EXPECT_EQ(failed.error_code(),
+            static_cast<int>(absl::StatusCode::kFailedPrecondition))
+      << failed.error();
+  EXPECT_EQ(failed.error().rfind("job wants device=cuda but worker w0", 0), 0u)
+      << failed.error();
   EXPECT_EQ(failed.step(), 0);
   EXPECT_EQ(c.IdleWorkers(), 2);
 }

@@ -127,10 +127,6 @@ absl::Status StepReports::StepDone(
 }
 
 absl::StatusOr<MlpSpec> ModelOf(const v1::Assignment& a) {
-  // TRANSITION: until the coordinator fills layer_widths.
-  if (a.layer_widths_size() == 0 && !a.spec().model().empty()) {
-    return ParseModelSpec(a.spec().model());
-  }
   if (a.layer_widths_size() < 2) {
     return absl::InvalidArgumentError(absl::StrCat(
         "model: assignment of ", a.job_id(), " carries ", a.layer_widths_size(),

@@ -1,0 +1,196 @@
+// The coordinator's job table and scheduler: jobs in submission order, the
+// FIFO queue, placement onto idle workers (ranks in registration order, PS
+// shard partition), per-rank progress / epoch / JobDone reports, the checksum
+// comparisons, the symptom-grace rule, cancellation, lost workers, results
+// and the event log that WatchJob streams.
+//
+// Plain logic: no gRPC, no threads, no sleeps, time from an injected Clock.
+// Methods do no I/O; what must happen outside (a message to a worker, EndJob
+// on PS shards) is appended to a Decisions list that the caller carries out,
+// in order. Not thread-safe; the Coordinator calls it under its mutex.
+#ifndef GRADSYNC_SERVER_COORDINATOR_JOB_TABLE_H_
+#define GRADSYNC_SERVER_COORDINATOR_JOB_TABLE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "common/spec/model_spec.h"
+#include "gradsync/v1/gradsync.pb.h"
+#include "server/coordinator/clock.h"
+#include "server/coordinator/worker_registry.h"
+
+namespace gradsync {
+
+// How long a rank's network-looking error (UNAVAILABLE, CANCELLED, ABORTED,
+// DEADLINE_EXCEEDED: a peer may have vanished) waits for the root cause, a
+// lost worker, to be reported before it becomes the job's error.
+inline constexpr absl::Duration kSymptomGrace = absl::Milliseconds(1500);
+
+// A message for one worker's session.
+struct WorkerSend {
+  std::string worker_id;
+  v1::CoordinatorMessage message;
+};
+
+// ParameterServer.EndJob for `job_id` on each of `shard_addresses`.
+struct ShardEndJob {
+  std::string job_id;
+  std::vector<std::string> shard_addresses;
+  std::string reason;
+};
+
+// What the caller must do after a JobTable call. `sends` are in decision
+// order, and a worker must receive its messages in that order.
+struct Decisions {
+  std::vector<WorkerSend> sends;
+  std::vector<ShardEndJob> shard_end_jobs;
+  bool events_changed = false;  // a job's events or state changed: wake watchers
+};
+
+// A WatchJob stream's position in one job's events.
+struct WatchCursor {
+  size_t next_event = 0;       // index into the STATE / EPOCH log
+  int64_t seen_progress = 0;   // progress_seq of the last PROGRESS sent
+  int64_t seen_seq = -1;       // the job's seq when last read
+};
+
+struct JobTableOptions {
+  // PS shard addresses in shard order; a job with ps_shards = S uses the
+  // first S. Their number bounds spec.ps_shards at submission.
+  std::vector<std::string> ps_addresses;
+  // Job ids are "j-<id_prefix><n>", n = 1, 2, ...
+  std::string id_prefix;
+};
+
+class JobTable {
+ public:
+  // `workers` and `clock` must outlive the table. The table marks workers
+  // busy, idle and dead in `workers`.
+  JobTable(JobTableOptions options, WorkerRegistry* workers, const Clock* clock);
+
+  JobTable(const JobTable&) = delete;
+  JobTable& operator=(const JobTable&) = delete;
+
+  // Sets a PS shard's address (shard 0 is known only once the server has
+  // bound its port). Ignored for a shard index out of range.
+  void SetShardAddress(int shard, const std::string& address);
+  int num_ps_shards() const { return static_cast<int>(ps_addresses_.size()); }
+
+  // Validates `spec` (ValidateJobSpec, defaults filled in), parses its model
+  // once, queues the job and schedules. Returns the job as queued (or as
+  // placed, when workers were idle). INVALID_ARGUMENT naming the field for a
+  // bad spec; nothing is queued then.
+  absl::StatusOr<v1::Job> Submit(const v1::JobSpec& spec, Decisions* out);
+
+  // Places queued jobs, in FIFO order, while enough workers are idle. The
+  // caller runs it after a worker registers; the table runs it itself after
+  // every submission and JobDone.
+  void Schedule(Decisions* out);
+
+  // Cancels a queued or running job (a running job's workers get Cancel and
+  // become idle when they report JobDone). A CANCELLED job is returned as it
+  // is. NOT_FOUND for an unknown id; FAILED_PRECONDITION for a job that
+  // already SUCCEEDED or FAILED.
+  absl::StatusOr<v1::Job> Cancel(const std::string& id, Decisions* out);
+
+  // Reports from a worker's session. A report whose (job, rank) does not
+  // belong to `worker_id` is ignored.
+  void HandleProgress(const std::string& worker_id,
+                      const v1::WorkerMessage::Progress& p, Decisions* out);
+  void HandleEpochDone(const std::string& worker_id,
+                       const v1::WorkerMessage::EpochDone& d, Decisions* out);
+  void HandleJobDone(const std::string& worker_id,
+                     const v1::WorkerMessage::JobDone& d, Decisions* out);
+
+  // Marks a live worker dead; its running job fails with UNAVAILABLE naming
+  // the worker, its rank and `why`. No-op for an unknown or dead worker.
+  void WorkerLost(const std::string& worker_id, const std::string& why,
+                  Decisions* out);
+
+  // Fails running jobs whose held symptom error is kSymptomGrace old.
+  void ExpireSymptoms(Decisions* out);
+
+  // The job, or nullptr for an unknown id.
+  const v1::Job* Find(const std::string& id) const;
+
+  // Every job in submission order.
+  std::vector<const v1::Job*> Jobs() const;
+
+  // True when job `id` changed since `cursor` last read it (false for an
+  // unknown id).
+  bool HasNews(const std::string& id, const WatchCursor& cursor) const;
+
+  // Appends to `events` what `cursor` has not seen of job `id` (the latest
+  // PROGRESS if newer, then STATE / EPOCH events in order) and advances it.
+  // Returns whether the job has ended; NOT_FOUND for an unknown id.
+  absl::StatusOr<bool> ReadEvents(const std::string& id, WatchCursor* cursor,
+                                  std::vector<v1::JobEvent>* events) const;
+
+ private:
+  struct JobEntry {
+    v1::Job job;
+    MlpSpec model;                         // parsed once, at submission
+    int64_t seq = 0;                       // bumped on every change
+    std::vector<v1::JobEvent> events;      // STATE and EPOCH events
+    v1::JobEvent progress;                 // latest PROGRESS event
+    int64_t progress_seq = 0;
+    std::vector<bool> done;                // per rank: JobDone received
+    std::vector<v1::WorkerMessage::JobDone> results;
+    std::vector<double> rank_wall;         // per rank training seconds
+    std::map<int, std::vector<v1::WorkerMessage::EpochDone>> epochs;
+    std::vector<std::string> init_checksums;
+    std::vector<double> rank_samples_per_second;
+    absl::Time started;
+    // A rank's error that may be a symptom (a peer vanished): held for
+    // kSymptomGrace so that a lost worker, the likely cause, is reported.
+    absl::Status pending_error;
+    absl::Time pending_since;
+  };
+
+  int64_t NowMs() const;
+  JobEntry* Entry(const std::string& id);
+  const JobEntry* Entry(const std::string& id) const;
+  // The running-or-ended job `id` if `worker_id` holds `rank` in it.
+  JobEntry* RankEntry(const std::string& id, int rank,
+                      const std::string& worker_id);
+  void AddStateEvent(JobEntry* e, const std::string& message, Decisions* out);
+  // Places `e` on `picked` (spec.workers idle workers, rank order).
+  void Place(JobEntry* e, const std::vector<const RegisteredWorker*>& picked,
+             Decisions* out);
+  v1::Assignment MakeAssignment(const JobEntry& e,
+                                const std::vector<const RegisteredWorker*>& picked) const;
+  // Ends a queued or running job with `state` and `status` (OK for
+  // SUCCEEDED): cancels its unfinished live workers and ends it on its PS
+  // shards when it was running. No-op for an ended job.
+  void EndJob(JobEntry* e, v1::JobState state, const absl::Status& status,
+              Decisions* out);
+  void CheckInitChecksum(JobEntry* e, const v1::WorkerMessage::Progress& p,
+                         Decisions* out);
+  void UpdateProgressEvent(JobEntry* e, const v1::WorkerMessage::Progress& p,
+                           Decisions* out);
+  void RankFailed(JobEntry* e, const std::string& worker_id,
+                  const v1::WorkerMessage::JobDone& d, Decisions* out);
+  // Builds the result once every rank reported success: means over ranks,
+  // then the ring replicas' checksums (DATA_LOSS when they differ).
+  void Finalize(JobEntry* e, Decisions* out);
+
+  const std::string id_prefix_;
+  WorkerRegistry* const workers_;
+  const Clock* const clock_;
+  std::vector<std::string> ps_addresses_;
+  std::map<std::string, JobEntry> jobs_;
+  std::vector<std::string> job_order_;   // submission order
+  std::deque<std::string> queue_;        // FIFO of QUEUED job ids
+  int64_t next_job_ = 1;
+};
+
+}  // namespace gradsync
+
+#endif  // GRADSYNC_SERVER_COORDINATOR_JOB_TABLE_H_
