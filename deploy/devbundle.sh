@@ -1,17 +1,33 @@
 #!/usr/bin/env bash
 # Packs what a run on the lent GPU machine needs (see ../shared/DEVICE_NOTES.md)
-# into .devbundle/ (git-ignored): the binaries, the GPU test binaries, their
-# non-system shared libraries, Fashion-MNIST and the PyTorch baseline script.
-# Build first with CUDA on: GRADSYNC_CUDA=ON bash deploy/build.sh
-# Then, with the device tool: carry [".devbundle"] and run
-#   bash .devbundle/run-gpu-checks.sh
+# into .devbundle/ (git-ignored): the binaries, every test binary, their
+# non-system shared libraries, Fashion-MNIST, the PyTorch baseline script, the
+# check script run-gpu-checks.sh and its summary script gpu_summary.py.
+#
+# Build first with CUDA on (GRADSYNC_CUDA=ON bash deploy/build.sh, or any
+# build directory: BUILD_DIR=build-x bash deploy/devbundle.sh). Then, with the
+# device tool: carry [".devbundle"] and run
+#   bash .devbundle/run-gpu-checks.sh            # everything (~5-8 minutes)
+#   bash .devbundle/run-gpu-checks.sh tests      # only the test binaries
+#   bash .devbundle/run-gpu-checks.sh perf       # only the measurements
+# Each phase leaves at most 6 files in $OUT (the device tool returns 8):
+# tests.json + tests.log, perf.json + perf.log, summary.txt, raw.tar.gz. The
+# summary table is printed at the end and can be rebuilt here from one or
+# more fetched $OUT folders:
+#   python3 .devbundle/gpu_summary.py DIR [DIR...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 B=${BUILD_DIR:-build}
+TESTS="cuda_tests cuda_trainer_test train_tests sync_tests collectives_tests"
 rm -rf .devbundle && mkdir -p .devbundle/bin .devbundle/lib .devbundle/data
-cp $B/bin/gradsync $B/bin/gradsync-server $B/bin/gradsync-worker .devbundle/bin/
-for t in cuda_tests cuda_trainer_test sync_tests collectives_tests; do
-  [ -x $B/tests/$t ] && cp $B/tests/$t .devbundle/bin/
+cp "$B"/bin/gradsync "$B"/bin/gradsync-server "$B"/bin/gradsync-worker \
+  .devbundle/bin/
+for t in $TESTS; do
+  if [ -x "$B/tests/$t" ]; then
+    cp "$B/tests/$t" .devbundle/bin/
+  else
+    echo "devbundle: $B/tests/$t not built; the checks will report it missing" >&2
+  fi
 done
 strip .devbundle/bin/*   # the carry limit is 64 MiB for the whole tree
 for b in .devbundle/bin/*; do ldd "$b"; done | awk '/=>/{print $3}' | sort -u \
@@ -21,30 +37,266 @@ for b in .devbundle/bin/*; do ldd "$b"; done | awk '/=>/{print $3}' | sort -u \
 strip --strip-unneeded .devbundle/lib/* 2>/dev/null || true
 cp /usr/share/datasets/fashion-mnist/*.gz .devbundle/data/
 cp bench/torch_compare.py .devbundle/
+
 cat > .devbundle/run-gpu-checks.sh <<'RUN'
 #!/usr/bin/env bash
-# On the GPU machine: GPU tests, CPU-vs-GPU equivalence, throughput, PyTorch.
-set -x
+# On the GPU machine: the test binaries, CPU-vs-GPU throughput, the strategy
+# comparison on the GPU and the PyTorch baseline; one summary table at the
+# end. Usage: run-gpu-checks.sh [all|tests|perf]. Every command has its own
+# time limit, so one hang costs minutes, not the session.
+set -u
+PHASE=${1:-all}
 D=$(cd "$(dirname "$0")" && pwd)
-[ -d $D/bin ] || tar -C $D -xJf $D/bin-lib.tar.xz
+[ -d "$D/bin" ] || tar -C "$D" -xJf "$D/bin-lib.tar.xz"
 export LD_LIBRARY_PATH=$D/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-nvidia-smi
-# The equivalence tests read the dataset from the default path.
-mkdir -p /usr/share/datasets/fashion-mnist 2>/dev/null && cp -n $D/data/*.gz /usr/share/datasets/fashion-mnist/ 2>/dev/null
-$D/bin/cuda_tests 2>&1 | tail -40
-$D/bin/cuda_trainer_test 2>&1 | tail -20
-for m in 784-256-128-10 784-4096-4096-10; do
-  for dev in cpu cuda; do
-    $D/bin/gradsync local --device=$dev --workers 1 --steps 300 --model=mlp:$m \
-      --data-dir=$D/data --quiet --results=$OUT/one-$dev-$m.json | tail -3
+OUT=${OUT:-/tmp/gpu-checks-out}
+W=$(mktemp -d /tmp/gpu-checks.XXXXXX)   # raw results, packed into raw.tar.gz
+mkdir -p "$OUT"
+nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv \
+  || echo "nvidia-smi failed"
+# The tests read Fashion-MNIST from its default path (and skip, saying so,
+# when it is missing).
+mkdir -p /usr/share/datasets/fashion-mnist 2>/dev/null \
+  && cp -n "$D"/data/*.gz /usr/share/datasets/fashion-mnist/ 2>/dev/null
+
+if [ "$PHASE" = all ] || [ "$PHASE" = tests ]; then
+  # name:seconds; GPU tests first.
+  for spec in cuda_tests:300 cuda_trainer_test:240 train_tests:120 \
+              sync_tests:240 collectives_tests:180; do
+    t=${spec%%:*}; limit=${spec##*:}
+    if [ ! -x "$D/bin/$t" ]; then echo "missing" > "$W/$t.rc"; continue; fi
+    echo "=== $t (limit ${limit}s)" | tee -a "$OUT/tests.log"
+    timeout "$limit" "$D/bin/$t" --gtest_output="json:$W/$t.json" \
+      > "$W/$t.log" 2>&1
+    echo $? > "$W/$t.rc"
+    # Failures and the final counts into the log that comes back.
+    grep -E '^\[  (FAILED|PASSED|SKIPPED) |Failure|error|Expected|Which is|actual' \
+      "$W/$t.log" | grep -vE '^\[  SKIPPED \] [^0-9]' | head -200 \
+      >> "$OUT/tests.log"
+    tail -3 "$W/$t.log" >> "$OUT/tests.log"
   done
-done
-$D/bin/gradsync local --device=cuda --compare --workers 4 --epochs 1 \
-  --data-dir=$D/data --results=$OUT/compare-cuda.json | tail -12
-python3 $D/torch_compare.py --data-dir $D/data --workers 4 --steps 300 | tee $OUT/torch.json
+  python3 "$D/gpu_summary.py" --merge-tests "$W" > "$OUT/tests.json"
+fi
+
+if [ "$PHASE" = all ] || [ "$PHASE" = perf ]; then
+  {
+    for m in 784-256-128-10 784-4096-4096-10; do
+      for dev in cpu cuda; do
+        echo "=== one worker, $dev, mlp:$m, 300 steps"
+        timeout 300 "$D/bin/gradsync" local --device=$dev --workers 1 \
+          --steps 300 --model=mlp:$m --data-dir="$D/data" --quiet \
+          --results="$W/one-$dev-$m.json" 2>&1 | tail -5
+      done
+    done
+    echo "=== compare, cuda, 4 workers, 1 epoch"
+    timeout 420 "$D/bin/gradsync" local --device=cuda --compare --workers 4 \
+      --epochs 1 --data-dir="$D/data" --results="$W/compare-cuda.json" 2>&1 \
+      | tail -14
+    for m in 784-256-128-10 784-4096-4096-10; do
+      echo "=== PyTorch, mlp:$m, single process and DDP (4 processes, gloo)"
+      timeout 300 python3 "$D/torch_compare.py" --data-dir "$D/data" \
+        --widths $m --workers 4 --steps 300 2>&1 | tee "$W/torch-$m.jsonl"
+    done
+  } > "$OUT/perf.log" 2>&1
+  python3 "$D/gpu_summary.py" --merge-perf "$W" > "$OUT/perf.json"
+fi
+
+tar -C "$W" -czf "$OUT/raw.tar.gz" . 2>/dev/null
+python3 "$D/gpu_summary.py" "$OUT" | tee "$OUT/summary.txt"
 RUN
 chmod +x .devbundle/run-gpu-checks.sh
+
+cat > .devbundle/gpu_summary.py <<'PY'
+#!/usr/bin/env python3
+"""One table from the GPU checks (run-gpu-checks.sh).
+
+  gpu_summary.py --merge-tests RAWDIR   -> tests.json on stdout
+  gpu_summary.py --merge-perf RAWDIR    -> perf.json on stdout
+  gpu_summary.py DIR [DIR...]           -> the table, from tests.json /
+                                           perf.json found in the DIRs
+"""
+import glob
+import json
+import os
+import sys
+
+MODELS = ["784-256-128-10", "784-4096-4096-10"]
+TESTS = ["cuda_tests", "cuda_trainer_test", "train_tests", "sync_tests",
+         "collectives_tests"]
+
+
+def load(path):
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
+def merge_tests(raw):
+    out = {}
+    for t in TESTS:
+        rc_path = os.path.join(raw, t + ".rc")
+        rc = open(rc_path).read().strip() if os.path.exists(rc_path) else "not run"
+        g = load(os.path.join(raw, t + ".json"))
+        row = {"rc": rc, "passed": 0, "failed": 0, "skipped": 0,
+               "failed_tests": []}
+        if g is None:
+            row["note"] = {"missing": "binary missing from the bundle",
+                           "not run": "not run"}.get(
+                               rc, "no gtest report (crashed, or timed out "
+                                   "if rc 124; rc %s)" % rc)
+        else:
+            for suite in g.get("testsuites", []):
+                for case in suite.get("testsuite", []):
+                    name = suite["name"] + "." + case["name"]
+                    if case.get("failures"):
+                        row["failed"] += 1
+                        row["failed_tests"].append(name)
+                    elif case.get("result") == "SKIPPED":
+                        row["skipped"] += 1
+                    elif case.get("status", "RUN") == "RUN":
+                        row["passed"] += 1
+        out[t] = row
+    return out
+
+
+def merge_perf(raw):
+    out = {"one_worker": {}, "compare": None, "torch": {}}
+    for m in MODELS:
+        for dev in ("cpu", "cuda"):
+            j = load(os.path.join(raw, "one-%s-%s.json" % (dev, m)))
+            out["one_worker"]["%s/%s" % (m, dev)] = j
+        rows = []
+        path = os.path.join(raw, "torch-%s.jsonl" % m)
+        if os.path.exists(path):
+            for line in open(path):
+                line = line.strip()
+                if line.startswith("{"):
+                    try:
+                        rows.append(json.loads(line))
+                    except ValueError:
+                        pass
+        out["torch"][m] = rows
+    out["compare"] = load(os.path.join(raw, "compare-cuda.json"))
+    return out
+
+
+def fmt(v, spec="%.0f"):
+    return "n/a" if v is None else spec % v
+
+
+def table(dirs):
+    tests, perf = {}, {"one_worker": {}, "compare": None, "torch": {}}
+    for d in dirs:
+        t = load(os.path.join(d, "tests.json"))
+        if t:
+            tests.update(t)
+        p = load(os.path.join(d, "perf.json"))
+        if p:
+            perf["one_worker"].update({k: v for k, v in p["one_worker"].items() if v})
+            perf["torch"].update({k: v for k, v in p["torch"].items() if v})
+            perf["compare"] = p["compare"] or perf["compare"]
+    lines = ["", "=" * 100, "GPU checks summary", "=" * 100, "",
+             "%-20s %7s %7s %7s  %s" % ("tests", "passed", "failed", "skipped",
+                                        "notes")]
+    for t in TESTS:
+        r = tests.get(t)
+        if r is None:
+            lines.append("%-20s %7s %7s %7s  not run in these folders" % (t, "-", "-", "-"))
+            continue
+        note = r.get("note", "")
+        if r["failed_tests"]:
+            note = "FAILED: " + ", ".join(r["failed_tests"][:6]) + (
+                " ..." if len(r["failed_tests"]) > 6 else "")
+        elif r["rc"] not in ("0", "missing") and not note:
+            note = "exit code " + r["rc"]
+        lines.append("%-20s %7d %7d %7d  %s" % (t, r["passed"], r["failed"],
+                                                 r["skipped"], note))
+    if tests:
+        lines.append("%-20s %7d %7d %7d" % (
+            "total", sum(r["passed"] for r in tests.values()),
+            sum(r["failed"] for r in tests.values()),
+            sum(r["skipped"] for r in tests.values())))
+
+    lines += ["", "One worker, 300 steps, batch 32, adam (gradsync local --workers 1)"
+              " beside PyTorch on the same GPU (batch 32, adam):",
+              "%-18s %-5s %11s %10s %9s %10s %8s  %13s %15s" % (
+                  "model", "dev", "samples/s", "compute_s", "comm_s",
+                  "exposed_s", "wall_s", "torch single", "torch ddp x4")]
+    for m in MODELS:
+        torch_rows = perf["torch"].get(m) or []
+        single = next((r["samples_per_second"] for r in torch_rows
+                       if r.get("config") == "single"), None)
+        ddp = next((r["samples_per_second"] for r in torch_rows
+                    if r.get("config", "").startswith("ddp")), None)
+        for dev in ("cpu", "cuda"):
+            j = perf["one_worker"].get("%s/%s" % (m, dev)) or {}
+            lines.append("%-18s %-5s %11s %10s %9s %10s %8s  %13s %15s" % (
+                m, dev, fmt(j.get("samples_per_second")),
+                fmt(j.get("compute_seconds"), "%.2f"),
+                fmt(j.get("comm_seconds"), "%.2f"),
+                fmt(j.get("exposed_comm_seconds"), "%.2f"),
+                fmt(j.get("wall_seconds"), "%.2f"),
+                fmt(single) if dev == "cuda" else "",
+                fmt(ddp) if dev == "cuda" else ""))
+            if j and j.get("state") != "SUCCEEDED":
+                lines.append("%-18s %s: %s" % ("", j.get("state"),
+                                               j.get("error", "")[:80]))
+        cpu = (perf["one_worker"].get("%s/cpu" % m) or {}).get("samples_per_second")
+        gpu = (perf["one_worker"].get("%s/cuda" % m) or {}).get("samples_per_second")
+        if cpu and gpu:
+            lines.append("%-18s GPU/CPU %.1fx%s" % (
+                "", gpu / cpu,
+                ("; GPU/PyTorch single %.2fx" % (gpu / single)) if single else ""))
+
+    lines += ["", "Strategies on the GPU, 4 workers, 1 epoch (gradsync local --device=cuda"
+              " --compare):",
+              "%-16s %9s %11s %10s %9s %10s %8s" % (
+                  "strategy", "state", "samples/s", "compute_s", "comm_s",
+                  "exposed_s", "test_acc")]
+    comp = perf["compare"] or {}
+    for j in comp.get("jobs", []):
+        if j.get("state") != "SUCCEEDED":
+            lines.append("%-16s %9s  %s" % (
+                j.get("strategy", "?") + "-" + j.get("mode", "?"),
+                j.get("state", "?"), j.get("error", "")[:70]))
+            continue
+        label = j.get("strategy", "?") + "-" + j.get("mode", "?")
+        if j.get("staleness") is not None and j.get("mode") == "async":
+            label += "(s=%s)" % j["staleness"]
+        lines.append("%-16s %9s %11s %10s %9s %10s %8s" % (
+            label, j.get("state", "?"), fmt(j.get("samples_per_second")),
+            fmt(j.get("compute_seconds"), "%.2f"),
+            fmt(j.get("comm_seconds"), "%.2f"),
+            fmt(j.get("exposed_comm_seconds"), "%.2f"),
+            fmt(j.get("test_accuracy"), "%.4f")))
+    if not comp.get("jobs"):
+        lines.append("(no comparison results)")
+    ddp = next((r["samples_per_second"] for r in perf["torch"].get(MODELS[0]) or []
+                if r.get("config", "").startswith("ddp")), None)
+    lines.append("%-16s %9s %11s   (PyTorch DDP, gloo, 4 processes, %s)" % (
+        "torch-ddp", "", fmt(ddp), MODELS[0]))
+    lines.append("")
+    return "\n".join(lines)
+
+
+def main():
+    if len(sys.argv) == 3 and sys.argv[1] == "--merge-tests":
+        print(json.dumps(merge_tests(sys.argv[2]), indent=1))
+    elif len(sys.argv) == 3 and sys.argv[1] == "--merge-perf":
+        print(json.dumps(merge_perf(sys.argv[2]), indent=1))
+    elif len(sys.argv) >= 2 and not sys.argv[1].startswith("-"):
+        print(table(sys.argv[1:]))
+    else:
+        sys.exit(__doc__)
+
+
+if __name__ == "__main__":
+    main()
+PY
+chmod +x .devbundle/gpu_summary.py
+
 # Binaries and libraries compress well (OpenBLAS alone is 36 MB); the data is
 # already gzip. The run script unpacks them first.
 tar -C .devbundle -cJf .devbundle/bin-lib.tar.xz bin lib

@@ -429,6 +429,7 @@ void JobTable::Finalize(JobEntry* e, Decisions* out) {
   res->set_comm_seconds(comm / n);
   res->set_exposed_comm_seconds(exposed / n);
   res->set_device(e->results[0].device());
+  res->mutable_bucket_bytes()->CopyFrom(e->results[0].bucket_bytes());
   res->set_compute_seconds(compute / n);
   res->set_final_train_loss(last_loss / n);
   res->set_test_accuracy(e->results[0].test_accuracy());

@@ -435,6 +435,8 @@ TEST_F(JobTableTest, FinalizeAveragesOverRanks) {
   d0.set_test_accuracy(0.85);
   d1.set_test_accuracy(-1);
   d0.set_device("cpu");
+  d0.add_bucket_bytes(544);
+  d0.add_bucket_bytes(3216);
   JobDone("w1", d1);
   EXPECT_EQ(Job(id).state(), v1::RUNNING);
   Decisions d = JobDone("w0", d0);
@@ -454,6 +456,9 @@ TEST_F(JobTableTest, FinalizeAveragesOverRanks) {
   EXPECT_EQ(r.global_batch(), 64);
   EXPECT_EQ(r.ps_shards(), 0);
   EXPECT_EQ(r.device(), "cpu");
+  ASSERT_EQ(r.bucket_bytes_size(), 2);  // rank 0's layout
+  EXPECT_EQ(r.bucket_bytes(0), 544);
+  EXPECT_EQ(r.bucket_bytes(1), 3216);
   EXPECT_EQ(r.param_checksums_size(), 2);
   EXPECT_EQ(r.comm_seconds_per_worker_size(), 2);
   EXPECT_TRUE(d.sends.empty());  // every rank is done: nothing to cancel

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <deque>
 #include <new>
 #include <stdexcept>
 
@@ -12,9 +13,14 @@ namespace gradsync {
 std::vector<Range> MakeBuckets(const DeviceModel& model, int64_t bucket_bytes) {
   std::vector<Range> buckets;
   const size_t limit = std::max<int64_t>(bucket_bytes, 4) / sizeof(float);
+  const size_t first_limit = std::max<size_t>(
+      1, std::min({static_cast<size_t>(kFirstBucketBytes / sizeof(float)),
+                   model.num_params() / 4, limit}));
   for (int l = model.num_layers() - 1; l >= 0; --l) {
     const Range layer = model.LayerRange(l);
-    if (!buckets.empty() && buckets.back().size + layer.size <= limit) {
+    // The back bucket is bucket 0 while there is only one.
+    const size_t cap = buckets.size() == 1 ? first_limit : limit;
+    if (!buckets.empty() && buckets.back().size + layer.size <= cap) {
       // Layers are laid out in order, so the earlier layer extends the
       // bucket downwards.
       buckets.back().begin = layer.begin;
@@ -30,6 +36,8 @@ namespace {
 
 // The CPU replica: Mlp on host vectors. Buckets are all ready when the
 // backward pass returns (no overlap inside a step on the CPU).
+constexpr size_t kMaxPendingLosses = 2;
+
 class CpuModel final : public DeviceModel {
  public:
   explicit CpuModel(const MlpSpec& spec)
@@ -41,7 +49,11 @@ class CpuModel final : public DeviceModel {
   Range LayerRange(int l) const override { return mlp_.LayerRange(l); }
 
   absl::Status Configure(const std::vector<Range>& buckets,
-                         const OptimizerOptions& optimizer) override {
+                         const OptimizerOptions& optimizer,
+                         int grad_slots) override {
+    if (grad_slots < 1) {
+      return absl::InvalidArgumentError("grad_slots must be >= 1");
+    }
     buckets_ = buckets;
     optimizers_.clear();
     for (const Range& r : buckets) {
@@ -72,22 +84,38 @@ class CpuModel final : public DeviceModel {
     return absl::OkStatus();
   }
 
-  absl::StatusOr<float> ForwardBackward(
+  absl::Status ForwardBackward(
       int batch, const std::function<void(int)>& bucket_ready) override {
     if (static_cast<int>(y_.size()) != batch) {
       return absl::FailedPreconditionError("no staged batch of that size");
     }
-    const float loss = mlp_.ForwardBackward(params_.data(), x_.data(),
-                                            y_.data(), batch, grad_.data());
+    if (losses_.size() >= kMaxPendingLosses) {
+      return absl::FailedPreconditionError("too many losses not taken");
+    }
+    losses_.push_back(mlp_.ForwardBackward(params_.data(), x_.data(), y_.data(),
+                                           batch, grad_.data()));
     for (size_t b = 0; b < buckets_.size(); ++b) bucket_ready(static_cast<int>(b));
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<float> TakeLoss() override {
+    if (losses_.empty()) return absl::FailedPreconditionError("no pending loss");
+    const float loss = losses_.front();
+    losses_.pop_front();
     return loss;
   }
 
-  absl::Status CopyGradToHost(int bucket, float* host) override {
+  // The CPU copies at once, on the training thread: the gradient is final
+  // when backward returns, and the next backward runs on this thread too.
+  absl::Status StartGradCopy(int bucket, int, float* host) override {
+    if (bucket < 0 || bucket >= static_cast<int>(buckets_.size())) {
+      return absl::InvalidArgumentError(absl::StrCat("no bucket ", bucket));
+    }
     const Range& r = buckets_[bucket];
     std::memcpy(host, grad_.data() + r.begin, r.size * sizeof(float));
     return absl::OkStatus();
   }
+  absl::Status WaitGradCopy(int, int) override { return absl::OkStatus(); }
 
   absl::Status ApplyGradient(int bucket, const float* host) override {
     optimizers_[bucket].Apply(params_.data() + buckets_[bucket].begin, host);
@@ -114,6 +142,7 @@ class CpuModel final : public DeviceModel {
   std::vector<uint8_t> y_;
   std::vector<Range> buckets_;
   std::vector<Optimizer> optimizers_;
+  std::deque<float> losses_;  // of ForwardBackward calls, oldest first
 };
 
 }  // namespace

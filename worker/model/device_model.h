@@ -20,10 +20,23 @@
 
 namespace gradsync {
 
-// Threading: the training thread calls everything except CopyGradToHost,
-// which the communication thread calls for the buckets of the latest
-// ForwardBackward; the training loop does not start the next ForwardBackward
-// before those copies have returned.
+// Threading: the training thread calls everything except WaitGradCopy, which
+// the communication (copy) thread calls.
+//
+// Asynchrony: a GPU model enqueues work and returns; the host reads results
+// only through TakeLoss, WaitGradCopy, GetParams and Evaluate. Ordering rules
+// the model guarantees (so that the training loop never has to drain the
+// device between steps):
+//  - a gradient copy started by StartGradCopy(b, ...) reads bucket b of the
+//    ForwardBackward that announced it, and the next ForwardBackward does not
+//    overwrite bucket b's gradient before that copy has completed;
+//  - SetParamsRange / ApplyGradient may read `host` after they return: the
+//    caller keeps that memory unchanged until the device has reached work
+//    enqueued after them — in the loop, until the next StartGradCopy into
+//    the same memory completes (WaitGradCopy), which the model orders after
+//    them;
+//  - StageBatch may be called while the previous ForwardBackward still runs
+//    on the device (double-buffered).
 class DeviceModel {
  public:
   virtual ~DeviceModel() = default;
@@ -33,10 +46,13 @@ class DeviceModel {
   virtual int num_layers() const = 0;
   virtual Range LayerRange(int l) const = 0;
 
-  // Buckets (contiguous ranges, bucket 0 = last layers) and the optimizer
-  // used by ApplyGradient, one state per bucket.
+  // Buckets (contiguous ranges, bucket 0 = last layers), the optimizer used
+  // by ApplyGradient (one state per bucket), and the number of host gradient
+  // slots the caller rotates through (copies into different slots may be in
+  // flight at once).
   virtual absl::Status Configure(const std::vector<Range>& buckets,
-                                 const OptimizerOptions& optimizer) = 0;
+                                 const OptimizerOptions& optimizer,
+                                 int grad_slots) = 0;
 
   virtual absl::Status SetParams(const float* host) = 0;
   virtual absl::Status SetParamsRange(Range r, const float* host) = 0;
@@ -46,14 +62,28 @@ class DeviceModel {
   virtual absl::Status StageBatch(const float* x, const uint8_t* y,
                                   int batch) = 0;
 
-  // Forward + backward on the staged batch; `bucket_ready(b)` once bucket b's
-  // gradient is computed or enqueued, b = 0, 1, ... Returns the mean loss.
-  virtual absl::StatusOr<float> ForwardBackward(
+  // Forward + backward on the staged batch, enqueued: `bucket_ready(b)` is
+  // called once bucket b's gradient is computed or enqueued, b = 0, 1, ...
+  // (a GPU returns before the work has run). The batch's mean loss is kept
+  // for TakeLoss.
+  virtual absl::Status ForwardBackward(
       int batch, const std::function<void(int bucket)>& bucket_ready) = 0;
 
-  // Copies bucket b's gradient into host[0 .. bucket size), waiting for it
-  // to be computed first.
-  virtual absl::Status CopyGradToHost(int bucket, float* host) = 0;
+  // The mean loss of the oldest ForwardBackward whose loss has not been
+  // taken, waiting for it to be computed. At most 2 may be pending (the loop
+  // reads a step's loss one step late); FAILED_PRECONDITION when none is.
+  virtual absl::StatusOr<float> TakeLoss() = 0;
+
+  // Training thread, from bucket_ready(b): starts copying bucket b's gradient
+  // into host[0 .. bucket size) (a GPU enqueues it behind the backward work
+  // that produces it; the CPU copies at once). `slot` in [0, grad_slots)
+  // names the host slot, so that copies into different slots can be told
+  // apart.
+  virtual absl::Status StartGradCopy(int bucket, int slot, float* host) = 0;
+
+  // Communication thread: blocks until the copy last started for (bucket,
+  // slot) has completed.
+  virtual absl::Status WaitGradCopy(int bucket, int slot) = 0;
 
   // Optimizer step of bucket b with the averaged gradient host[0..size).
   virtual absl::Status ApplyGradient(int bucket, const float* host) = 0;
@@ -65,8 +95,17 @@ class DeviceModel {
   virtual absl::StatusOr<std::shared_ptr<float>> AllocHost(size_t floats) = 0;
 };
 
-// Groups layers, last first, into contiguous buckets of at most
-// `bucket_bytes` (a layer larger than that gets a bucket of its own).
+
+// Groups layers, last first, into contiguous layer-aligned buckets, as
+// PyTorch DDP does with its small first bucket:
+//  - bucket 0 (the last layers, ready first in backward) holds at most
+//    min(kFirstBucketBytes, total / 4, bucket_bytes), so that even a small
+//    model has a bucket to synchronise while the rest of backward runs;
+//  - later buckets hold at most `bucket_bytes`;
+//  - a layer larger than its bucket's limit gets a bucket of its own.
+// The default model (784-256-128-10, 0.94 MB) gets [layers 2+1: 136 KB],
+// [layer 0: 804 KB].
+inline constexpr int64_t kFirstBucketBytes = 1 << 20;
 std::vector<Range> MakeBuckets(const DeviceModel& model, int64_t bucket_bytes);
 
 absl::StatusOr<std::unique_ptr<DeviceModel>> MakeCpuModel(const MlpSpec& spec);

@@ -45,18 +45,6 @@ void CommPipeline::Enqueue(int64_t step, int bucket) {
   copy_queue_.emplace_back(step, bucket);
 }
 
-absl::Status CommPipeline::WaitCopied(int64_t step) {
-  absl::MutexLock lock(&mu_);
-  auto done = [this, step]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-    if (!error_.ok()) return true;
-    auto it = steps_.find(step);
-    return it == steps_.end() ||
-           it->second.copied == static_cast<int>(buckets_.size());
-  };
-  mu_.Await(absl::Condition(&done));
-  return error_;
-}
-
 absl::Status CommPipeline::WaitSynced(int64_t step) {
   absl::MutexLock lock(&mu_);
   auto done = [this, step]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
@@ -103,11 +91,9 @@ void CommPipeline::CopyLoop() {
   int bucket;
   while (Next(&copy_queue_, &step, &bucket)) {
     const absl::Time t0 = absl::Now();
-    absl::Status st = model_->CopyGradToHost(
-        bucket, slot(step) + buckets_[bucket].begin);
+    absl::Status st = model_->WaitGradCopy(bucket, slot_index(step));
     absl::MutexLock lock(&mu_);
     busy_ += absl::ToDoubleSeconds(absl::Now() - t0);
-    ++steps_[step].copied;
     if (!st.ok()) {
       if (error_.ok()) error_ = st;
       continue;

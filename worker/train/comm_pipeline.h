@@ -1,6 +1,7 @@
 // The communication threads of the training loop: they take (step, bucket)
-// pairs as backward produces them, copy each bucket off the device (copy
-// thread) and synchronise it (sync thread), while the training thread goes on
+// pairs as backward produces them (the training thread has already started
+// the bucket's copy off the device), wait for each copy (copy thread) and
+// synchronise the bucket (sync thread), while the training thread goes on
 // computing. Two threads so that step t's copies never wait behind step t-1's
 // synchronisation: with pipeline depth s, s steps can be in flight.
 #ifndef GRADSYNC_WORKER_TRAIN_COMM_PIPELINE_H_
@@ -22,8 +23,8 @@
 
 namespace gradsync {
 
-// Threading: Enqueue, WaitCopied, WaitSynced, busy_seconds, Fail and Stop are
-// called by the training thread; the copy thread calls model->CopyGradToHost,
+// Threading: Enqueue, WaitSynced, busy_seconds, Fail and Stop are
+// called by the training thread; the copy thread calls model->WaitGradCopy,
 // the sync thread sync->SyncBucket (buckets in the order they were enqueued).
 //
 // Gradient slots: step t's buckets are copied into slot(t) = slots[t % K];
@@ -42,18 +43,14 @@ class CommPipeline {
   CommPipeline(const CommPipeline&) = delete;
   CommPipeline& operator=(const CommPipeline&) = delete;
 
-  float* slot(int64_t step) const {
-    return grad_slots_[step % grad_slots_.size()].get();
+  int slot_index(int64_t step) const {
+    return static_cast<int>(step % static_cast<int64_t>(grad_slots_.size()));
   }
+  float* slot(int64_t step) const { return grad_slots_[slot_index(step)].get(); }
 
   // Queues bucket `bucket` of `step` (called from bucket_ready). A bucket
   // index out of range fails the pipeline with INTERNAL.
   void Enqueue(int64_t step, int bucket);
-
-  // Blocks until every bucket of `step` has been copied off the device (the
-  // device may then overwrite its gradient), or the pipeline failed. Returns
-  // at once for a step that was never enqueued or already synced.
-  absl::Status WaitCopied(int64_t step);
 
   // Blocks until every bucket of `step` is synchronised, or the pipeline
   // failed (bounded: every SyncBucket has a deadline).
@@ -71,7 +68,6 @@ class CommPipeline {
 
  private:
   struct StepState {
-    int copied = 0;
     int synced = 0;
   };
 

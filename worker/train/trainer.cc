@@ -45,6 +45,13 @@ class TrainingRun {
  private:
   absl::Status Setup();
   absl::Status Loop();
+  // Copies this rank's samples of `step` to the device.
+  absl::Status Stage(int64_t step);
+  // Enqueues forward/backward of `step`; each ready bucket starts its copy to
+  // the step's host slot and goes to the communication threads.
+  absl::Status Compute(int64_t step);
+  // Takes the loss of `step` (computed by now or soon) and reports it.
+  absl::Status StepDone(int64_t step);
   absl::Status Complete();
   // Applies every synchronised step up to `upto` to the model.
   absl::Status ApplyThrough(int64_t upto);
@@ -94,11 +101,9 @@ absl::Status TrainingRun::Setup() {
   }
   const size_t n = model_->num_params();
   buckets_ = MakeBuckets(*model_, a_.spec().bucket_bytes());
-  absl::Status st = model_->Configure(buckets_, OptimizerFromSpec(a_.spec()));
-  if (!st.ok()) return st;
   // Gradient slots: step t's slot is in use from its copies until it is
-  // applied, up to `depth` steps later; depth + 1 slots would do, one more
-  // keeps the next step's copies clear of the slot being applied.
+  // applied, up to `depth` steps later, while steps up to t + depth + 1 are
+  // copied: depth + 2 slots.
   const int depth = sync_->pipeline_depth();
   if (depth < 0 || depth > kMaxRingAsyncStaleness) {
     return absl::InvalidArgumentError(
@@ -110,6 +115,9 @@ absl::Status TrainingRun::Setup() {
     // those not yet applied.
     return absl::InternalError("parameter output needs pipeline depth 0");
   }
+  absl::Status st =
+      model_->Configure(buckets_, OptimizerFromSpec(a_.spec()), depth + 2);
+  if (!st.ok()) return st;
   std::vector<std::shared_ptr<float>> slots;
   for (int i = 0; i < depth + 2; ++i) {
     absl::StatusOr<std::shared_ptr<float>> buf = model_->AllocHost(n);
@@ -141,46 +149,58 @@ absl::Status TrainingRun::Setup() {
 
 absl::Status TrainingRun::Loop() {
   const int64_t total = plan_->total();
-  const int batch = plan_->batch();
   const int depth = sync_->pipeline_depth();
-  auto stage = [&](int64_t step) {
-    plan_->Gather(step);
-    return model_->StageBatch(plan_->x(), plan_->y(), batch);
-  };
-  auto accuracy = [this] { return TestAccuracy(); };
   t0_ = absl::Now();
   reports_->Start();
-  absl::Status st = stage(0);
+  absl::Status st = Stage(0);
   if (!st.ok()) return st;
   for (int64_t step = 0; step < total; ++step) {
     if (cancelled_ != nullptr && cancelled_->load()) {
       return absl::CancelledError("job cancelled");
     }
-    if (step > 0) {  // the device's gradient buffers are free again
-      const absl::Time w = absl::Now();
-      st = comm_->WaitCopied(step - 1);
-      exposed_ += absl::ToDoubleSeconds(absl::Now() - w);
-      if (!st.ok()) return st;
-    }
-    absl::Status stage_status;
-    absl::StatusOr<float> loss = model_->ForwardBackward(batch, [&](int b) {
-      comm_->Enqueue(step, b);
-      // Stage the next batch while the device finishes this one.
-      if (b == 0 && step + 1 < total) stage_status = stage(step + 1);
-    });
-    if (!loss.ok()) return loss.status();
-    if (!stage_status.ok()) return stage_status;
-    if (!std::isfinite(*loss)) {
-      return absl::OutOfRangeError(absl::StrCat(
-          "loss became ", *loss, " at step ", step, " (learning rate too high?)"));
-    }
-    st = ApplyThrough(step - depth);
-    if (!st.ok()) return st;
-    st = reports_->StepDone(step, *loss, comm_->busy_seconds(), ComputeSeconds(),
-                            accuracy);
+    st = Compute(step);
+    // Stage the next batch once backward is enqueued (on a GPU it still runs).
+    if (st.ok() && step + 1 < total) st = Stage(step + 1);
+    // The previous step's loss: reading it waits for that step only, so the
+    // host stays a step ahead of the device.
+    if (st.ok() && step > 0) st = StepDone(step - 1);
+    if (st.ok()) st = ApplyThrough(step - depth);
     if (!st.ok()) return st;
   }
+  st = StepDone(total - 1);
+  if (!st.ok()) return st;
   return ApplyThrough(total - 1);
+}
+
+absl::Status TrainingRun::Stage(int64_t step) {
+  plan_->Gather(step);
+  return model_->StageBatch(plan_->x(), plan_->y(), plan_->batch());
+}
+
+absl::Status TrainingRun::Compute(int64_t step) {
+  absl::Status failed;
+  absl::Status st = model_->ForwardBackward(plan_->batch(), [&](int b) {
+    if (!failed.ok()) return;
+    // Start the bucket's copy off the device now, not when the network is
+    // free; the communication threads wait for it.
+    failed = b >= 0 && b < static_cast<int>(buckets_.size())
+                 ? model_->StartGradCopy(b, comm_->slot_index(step),
+                                         comm_->slot(step) + buckets_[b].begin)
+                 : absl::InternalError(absl::StrCat("model reported bucket ", b));
+    if (failed.ok()) comm_->Enqueue(step, b);
+  });
+  return st.ok() ? failed : st;
+}
+
+absl::Status TrainingRun::StepDone(int64_t step) {
+  absl::StatusOr<float> loss = model_->TakeLoss();
+  if (!loss.ok()) return loss.status();
+  if (!std::isfinite(*loss)) {
+    return absl::OutOfRangeError(absl::StrCat(
+        "loss became ", *loss, " at step ", step, " (learning rate too high?)"));
+  }
+  return reports_->StepDone(step, *loss, comm_->busy_seconds(),
+                            ComputeSeconds(), [this] { return TestAccuracy(); });
 }
 
 absl::Status TrainingRun::ApplyThrough(int64_t upto) {
@@ -212,6 +232,9 @@ absl::Status TrainingRun::Complete() {
   const double wall = absl::ToDoubleSeconds(absl::Now() - t0_);
   out_.done.set_comm_seconds(comm_busy);
   out_.done.set_exposed_comm_seconds(exposed_);
+  for (const Range& b : buckets_) {
+    out_.done.add_bucket_bytes(static_cast<int64_t>(b.size * sizeof(float)));
+  }
   out_.done.set_compute_seconds(ComputeSeconds());
   st = RecordSuccess(a_, *plan_, *reports_, params_, n, wall, options_,
                      [this] { return TestAccuracy(); }, &out_);

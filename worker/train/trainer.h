@@ -36,29 +36,32 @@ struct TrainingOptions {
 
 // Runs the job of `assignment` on this rank, on `model` (any device):
 //  1. buckets = MakeBuckets(model, spec.bucket_bytes), last layers first;
-//     the model gets them and the job's optimizer;
+//     the model gets them, the job's optimizer and depth + 2 gradient slots;
 //  2. params = the model's deterministic init from the job seed;
 //     sync->Initialize(buckets, params) makes them the job's common initial
 //     values, which go to the model; their checksum goes into the first
 //     Progress report;
 //  3. per step t (this rank's shard of the global batch, ShardedSampler):
-//     wait until step t-1's gradients are copied off the device, then
-//     forward/backward; each bucket_ready(b) queues (t, b) to the
-//     communication thread (CommPipeline), which copies the bucket to host
-//     memory and calls sync->SyncBucket while backward continues; then step
-//     u = t - depth is applied (depth = sync->pipeline_depth()): the device
-//     optimizer for averaged gradients, an upload for parameters;
-//  4. per epoch EpochDone (rank 0 with test accuracy), Progress every
-//     progress_interval;
+//     a. enqueue forward/backward; each bucket_ready(b) starts the bucket's
+//        copy into slot t % K (model->StartGradCopy) and queues (t, b) to the
+//        communication threads (CommPipeline), which wait for the copy and
+//        call sync->SyncBucket while backward continues;
+//     b. stage batch t+1 (the device may still be computing t);
+//     c. take step t-1's loss and report it (a step late, so the host does
+//        not wait for the step it just enqueued);
+//     d. apply step u = t - depth (depth = sync->pipeline_depth()): the
+//        device optimizer for averaged gradients, an upload for parameters;
+//  4. per epoch EpochDone (rank 0 with test accuracy, on the parameters the
+//     step's report sees), Progress every progress_interval;
 //  5. the remaining steps are applied, sync->Finish(params), final checksum
 //     and (rank 0) test accuracy.
 // `cancelled` is polled between steps; a cancelled or failed run aborts the
 // sync so that peers blocked on us are released.
 //
 // Times in done (and in Progress reports, cumulative):
-//  - comm_seconds: the communication thread's busy time (device-to-host
-//    copies plus synchronisation of every bucket), whether or not it
-//    overlapped computation;
+//  - comm_seconds: the communication threads' busy time (waiting for the
+//    device-to-host copies plus synchronising every bucket), whether or not
+//    it overlapped computation;
 //  - exposed_comm_seconds: the time the training thread waited for
 //    communication (the part that did not overlap);
 //  - compute_seconds: the loop's wall time less exposed_comm_seconds and

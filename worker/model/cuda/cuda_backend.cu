@@ -64,15 +64,53 @@ __global__ void ReluBackwardKernel(float* da, const float* a, size_t n) {
   }
 }
 
-// One thread per column; rows summed in order, as worker/mlp.cc does.
-__global__ void BiasGradientKernel(const float* dz, int rows, int cols,
-                                   float* gb) {
-  const int j = blockIdx.x * blockDim.x + threadIdx.x;
-  if (j >= cols) return;
-  float s = 0.0f;
-  const float* p = dz + j;
-  for (int r = 0; r < rows; ++r, p += cols) s = __fadd_rn(s, *p);
-  gb[j] = s;
+// Pass 1 of the bias gradient (see cuda_kernels.h): block (x, y) reduces
+// tiles y, y + gridDim.y, ... of columns [x * cw, (x + 1) * cw). Thread t
+// handles column t % cw (adjacent threads read adjacent columns) in row lane
+// t / cw. Writes out[tile * cols + col].
+__global__ void BiasGradientPartialKernel(const float* dz, int rows, int cols,
+                                          int cw_log2, int tiles, float* out) {
+  __shared__ float s[kBiasThreads];
+  const int cw = 1 << cw_log2;
+  const int lanes = kBiasThreads >> cw_log2;
+  const int c = threadIdx.x & (cw - 1);
+  const int lane = threadIdx.x >> cw_log2;
+  const int col = blockIdx.x * cw + c;
+  // The loop bounds are the same for every thread of the block, so the
+  // __syncthreads() inside are reached by all of them.
+  for (int tile = blockIdx.y; tile < tiles; tile += gridDim.y) {
+    const int r0 = tile * kBiasRowTile;
+    const int r1 = min(rows, r0 + kBiasRowTile);
+    float acc = 0.0f;
+    if (col < cols) {
+      const float* p = dz + col;
+      for (int r = r0 + lane; r < r1; r += lanes) {
+        acc = __fadd_rn(acc, p[static_cast<size_t>(r) * cols]);
+      }
+    }
+    s[threadIdx.x] = acc;
+    __syncthreads();
+    for (int half = lanes >> 1; half > 0; half >>= 1) {
+      if (lane < half) {
+        s[threadIdx.x] = __fadd_rn(s[threadIdx.x], s[threadIdx.x + half * cw]);
+      }
+      __syncthreads();
+    }
+    if (lane == 0 && col < cols) {
+      out[static_cast<size_t>(tile) * cols + col] = s[c];
+    }
+    __syncthreads();  // s is overwritten by the next tile
+  }
+}
+
+// Pass 2: gb[j] = partial[0][j] + partial[1][j] + ... in tile order.
+__global__ void BiasGradientFinalKernel(const float* partial, int tiles,
+                                        size_t cols, float* gb) {
+  for (size_t j = GlobalIndex(); j < cols; j += GlobalStride()) {
+    float s = 0.0f;
+    for (int t = 0; t < tiles; ++t) s = __fadd_rn(s, partial[t * cols + j]);
+    gb[j] = s;
+  }
 }
 
 // (value, index) of a running first-argmax; index -1 = nothing seen yet.
@@ -172,7 +210,8 @@ __global__ void AdamKernel(float* p, const float* g, float* m, float* v,
     // Same association as common/optimizer.cc:
     //   m = b1*m + (1-b1)*g;  v = b2*v + ((1-b2)*g)*g
     //   p -= (lr*mhat) / (sqrt(vhat) + eps)
-    const float mi = __fadd_rn(__fmul_rn(b1, m[i]), __fmul_rn(one_minus_b1, gi));
+    const float mi =
+        __fadd_rn(__fmul_rn(b1, m[i]), __fmul_rn(one_minus_b1, gi));
     const float vi = __fadd_rn(__fmul_rn(b2, v[i]),
                                __fmul_rn(__fmul_rn(one_minus_b2, gi), gi));
     m[i] = mi;
@@ -221,12 +260,30 @@ cudaError_t LaunchSoftmaxCrossEntropy(const float* logits, const uint8_t* y,
 }
 
 cudaError_t LaunchBiasGradient(const float* dz, int rows, int cols, float* gb,
-                               cudaStream_t stream) {
+                               float* scratch, cudaStream_t stream) {
   if (cols <= 0) return cudaSuccess;
-  // rows == 0 still runs: it writes zeros.
-  const unsigned blocks = static_cast<unsigned>((cols + kThreads - 1) / kThreads);
-  BiasGradientKernel<<<blocks, kThreads, 0, stream>>>(dz, rows < 0 ? 0 : rows,
-                                                      cols, gb);
+  if (rows <= 0) {
+    return cudaMemsetAsync(gb, 0, static_cast<size_t>(cols) * sizeof(float),
+                           stream);
+  }
+  int cw_log2 = 0;
+  while ((1 << cw_log2) < cols && (1 << cw_log2) < 32) ++cw_log2;
+  const int tiles = (rows + kBiasRowTile - 1) / kBiasRowTile;
+  if (tiles > 1 && scratch == nullptr) return cudaErrorInvalidValue;
+  const unsigned col_groups =
+      static_cast<unsigned>((cols + (1 << cw_log2) - 1) >> cw_log2);
+  // gridDim.y is limited to 65535; further tiles are grid-strided.
+  const dim3 grid(col_groups,
+                  static_cast<unsigned>(tiles < 65535 ? tiles : 65535));
+  BiasGradientPartialKernel<<<grid, kBiasThreads, 0, stream>>>(
+      dz, rows, cols, cw_log2, tiles, tiles == 1 ? gb : scratch);
+  if (tiles > 1) {
+    const cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) return e;
+    BiasGradientFinalKernel<<<GridFor(static_cast<size_t>(cols)), kThreads, 0,
+                              stream>>>(scratch, tiles,
+                                        static_cast<size_t>(cols), gb);
+  }
   return cudaGetLastError();
 }
 

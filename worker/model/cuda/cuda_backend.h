@@ -1,5 +1,5 @@
-// CUDA backend: the MLP of worker/model/mlp.h, the optimizers of common/optimizer.h
-// and the reduction kernels of common/kernels.h on one GPU.
+// CUDA backend: the MLP of worker/model/mlp.h, the optimizers of
+// common/optimizer.h and the reduction kernels of common/kernels.h on one GPU.
 //
 // This is a plain C++ header: it includes no CUDA header, so .cc files built
 // by the host compiler alone can use it. CUDA objects cross it as opaque
@@ -7,7 +7,8 @@
 // default stream), device buffers are `float*` device pointers.
 //
 // Errors: every CUDA / cuBLAS failure is returned as an INTERNAL status naming
-// the failed call and the CUDA error string; nothing here aborts. Errors of
+// what was being done (the failed call) and the error's name and text
+// (cudaGetErrorName + cudaGetErrorString); nothing here aborts. Errors of
 // asynchronous work may surface at a later call (that is how CUDA reports
 // them).
 //
@@ -24,6 +25,7 @@
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -42,8 +44,9 @@ int DeviceCount();
 // not exist or cannot be queried.
 std::string DeviceName(int device);
 
-// Makes `device` current on the calling thread. FAILED_PRECONDITION when it
-// does not exist.
+// Makes `device` current on the calling thread; the first use of a device in
+// the process switches it to blocking synchronisation (see CudaMlp::Create).
+// FAILED_PRECONDITION when it does not exist.
 absl::Status SetDevice(int device);
 
 // Blocks until all work enqueued on `stream` has finished.
@@ -54,7 +57,8 @@ struct DeviceDeleter {
   void operator()(void* p) const;
 };
 
-// Page-locked ("pinned") host memory of `size()` floats, so that
+// Page-locked ("pinned") host memory of `size()` floats, for callers outside
+// the backend (inside, cuda_handles.h has the wrappers), so that
 // cudaMemcpyAsync from / to it is truly asynchronous. Move-only; freed with
 // cudaFreeHost. The contents are uninitialised.
 class PinnedBuffer {
@@ -82,8 +86,8 @@ class PinnedBuffer {
 // ---------------------------------------------------------------------------
 // Element-wise kernels on flat device buffers, enqueued on `stream` (they
 // return once enqueued). Each element is rounded exactly as the CPU versions
-// in common/kernels.h (no fused multiply-add), so results are bit-identical.
-// n == 0 is a no-op.
+// in common/kernels.h (no fused multiply-add), so results are bit-identical
+// (tests compare them with memcmp). n == 0 is a no-op.
 
 // dst[i] += src[i] for i in [0, n).
 absl::Status AddInto(float* dst_dev, const float* src_dev, size_t n,
@@ -98,7 +102,7 @@ absl::Status Scale(float* x_dev, float a, size_t n, void* stream);
 // enqueued. Matrices are row-major [rows][cols].
 
 // z[r][j] += b[j]; then, when relu, z[r][j] = max(z[r][j], 0) (as
-// std::max(v, 0.0f): -0.0 and NaN pass through).
+// std::max(v, 0.0f): -0.0 and NaN pass through). Bit-identical to the CPU.
 absl::Status BiasActivation(float* z_dev, const float* b_dev, int rows,
                             int cols, bool relu, void* stream);
 
@@ -111,18 +115,29 @@ absl::Status BiasActivation(float* z_dev, const float* b_dev, int rows,
 // same). dlogits_dev may be nullptr (no gradient); row_pred_dev may be
 // nullptr, otherwise it gets the first argmax of each row. The mean loss is
 // sum(row_loss) / rows, summed by the caller (CudaMlp sums in row order on
-// the host, like the CPU). rows >= 0, classes >= 1.
+// the host, like the CPU). rows >= 0, classes >= 1. Not bit-identical to the
+// CPU: the device's exp/log (double) may differ from glibc's in the last
+// bit, and the row's sum of exponentials is added in a tree; tests allow a
+// relative error of 1e-5.
 absl::Status SoftmaxCrossEntropy(const float* logits_dev, const uint8_t* y_dev,
                                  int rows, int classes, float inv_batch,
                                  float* dlogits_dev, double* row_loss_dev,
                                  int32_t* row_pred_dev, void* stream);
 
-// gb[j] = sum_r dz[r][j], summed in row order from 0 in float (bit-identical
-// to worker/mlp.cc). Overwrites gb[0..cols).
+// gb[j] = sum_r dz[r][j] in float, overwriting gb[0..cols), in two passes
+// over tiles of rows (see cuda_kernels.h for the order). Deterministic: the
+// order of additions depends only on (rows, cols), so results are bitwise the
+// same from run to run and on every GPU. NOT bit-identical to worker/mlp.cc,
+// which adds rows one by one: both are within the usual summation error
+// bound (rows * 2^-24 * sum_r |dz[r][j]|), and identical whenever every
+// partial sum is exact. `scratch_dev` holds BiasGradientScratchFloats(rows,
+// cols) floats (nullptr when that is 0, i.e. rows <= 1024).
+size_t BiasGradientScratchFloats(int rows, int cols);
 absl::Status BiasGradient(const float* dz_dev, int rows, int cols,
-                          float* gb_dev, void* stream);
+                          float* gb_dev, float* scratch_dev, void* stream);
 
 // da[i] = 0 where a[i] <= 0 (ReLU backward through a = relu(z)).
+// Bit-identical to the CPU.
 absl::Status ReluBackward(float* da_dev, const float* a_dev, size_t n,
                           void* stream);
 
@@ -144,13 +159,16 @@ class CudaOptimizer {
  public:
   // INVALID_ARGUMENT for options the CPU Optimizer::Create rejects (checked
   // before any CUDA call); INTERNAL when the state cannot be allocated. The
-  // state is zero-initialised. n == 0 or plain SGD (momentum 0) allocate
-  // nothing.
+  // state is zeroed by cudaMemsetAsync on `stream`, the stream the caller
+  // then applies on (work on any other stream must be ordered after it).
+  // n == 0 or plain SGD (momentum 0) allocate nothing.
   static absl::StatusOr<CudaOptimizer> Create(const OptimizerOptions& options,
-                                              size_t n);
+                                              size_t n, void* stream);
 
   CudaOptimizer(CudaOptimizer&&) noexcept = default;
   CudaOptimizer& operator=(CudaOptimizer&&) noexcept = default;
+  CudaOptimizer(const CudaOptimizer&) = delete;
+  CudaOptimizer& operator=(const CudaOptimizer&) = delete;
 
   // Starts a new step: steps() += 1.
   void BeginStep() { ++t_; }
@@ -182,31 +200,43 @@ class CudaOptimizer {
 };
 
 // ---------------------------------------------------------------------------
-// The MLP of worker/model/mlp.h on one GPU: same flat parameter layout (layer l:
-// W_l [out][in] row-major, then b_l [out]), ReLU hidden layers, softmax
+// The MLP of worker/model/mlp.h on one GPU: same flat parameter layout (layer
+// l: W_l [out][in] row-major, then b_l [out]), ReLU hidden layers, softmax
 // cross-entropy, gradient of the mean loss over the batch.
 //
 // Streams: all math runs on compute_stream() (cuBLAS sgemm + custom
-// kernels); input batches are copied on a separate copy stream into one of
-// two device buffers, so staging batch t+1 overlaps the compute of batch t.
+// kernels); input batches are copied on a separate staging stream into one
+// of two device buffers, so staging batch t+1 overlaps the compute of batch
+// t. The host waits for the device only in TakeLoss, Evaluate, the
+// synchronous Upload/Download calls, and (briefly) in StageBatch.
 //
-// Not thread-safe; one per trainer. Work that the caller enqueues on other
-// streams and that touches params() or grad() must be ordered against the
-// compute stream by the caller (e.g. with cudaStreamWaitEvent) — in
-// particular grad() is overwritten by the next ForwardBackward.
+// Not thread-safe; one per trainer, used from one thread at a time. Work
+// that the caller enqueues on other streams and that touches params() or
+// grad() must be ordered against the compute stream by the caller (e.g. with
+// cudaStreamWaitEvent) — in particular grad() is overwritten by the next
+// ForwardBackward (BackwardHooks::before_layer_grad is the place to order
+// it). Not copyable.
 class CudaMlp {
  public:
+  // Losses of ForwardBackward calls not yet taken (TakeLoss) at most.
+  static constexpr int kMaxPendingLosses = 2;
+  // Rows per evaluation block (pinned staging, one forward pass each).
+  static constexpr int64_t kEvalBlockRows = 8192;
+
   // Allocates everything for batches of up to max_batch rows on `device`
-  // and makes it current. FAILED_PRECONDITION (naming the device and the
-  // device count) when the device does not exist, INVALID_ARGUMENT for a spec
-  // with fewer than 2 widths or a width < 1, or max_batch < 1; INTERNAL for
-  // CUDA / cuBLAS failures. TF32 tensor-core math is used in the GEMMs only
-  // when allow_tf32 (faster, ~1e-3 relative error); otherwise full FP32.
-  // Parameters and gradient start zeroed.
+  // and makes it current. The first model on a device switches the device to
+  // blocking synchronisation (cudaDeviceScheduleBlockingSync: a waiting host
+  // thread sleeps instead of spinning). FAILED_PRECONDITION (naming the
+  // device and the device count) when the device does not exist,
+  // INVALID_ARGUMENT for a spec with fewer than 2 widths or a width < 1, or
+  // max_batch < 1; INTERNAL for CUDA / cuBLAS failures. TF32 tensor-core
+  // math is used in the GEMMs only when allow_tf32 (faster, ~1e-3 relative
+  // error); otherwise full FP32. Parameters and gradient start zeroed.
   static absl::StatusOr<std::unique_ptr<CudaMlp>> Create(const MlpSpec& spec,
                                                          int device,
                                                          bool allow_tf32,
                                                          int max_batch);
+  // Waits for the device's work on this model's streams, then frees.
   ~CudaMlp();
   CudaMlp(const CudaMlp&) = delete;
   CudaMlp& operator=(const CudaMlp&) = delete;
@@ -232,42 +262,65 @@ class CudaMlp {
 
   // Copies x[batch][in] and y[batch] into pinned host staging memory (so the
   // caller's buffers may be reused at once) and enqueues their copy to the
-  // next of two device buffers on the copy stream. Returns once enqueued; it
-  // blocks only while the pinned buffer is still being copied from two
-  // stagings ago. The copy into a device buffer waits (on the GPU) for the
-  // ForwardBackward that last read that buffer. INVALID_ARGUMENT unless
-  // 1 <= batch <= max_batch.
+  // next of two device buffers on the staging stream; the next
+  // ForwardBackward reads that buffer. May be called while the previous
+  // ForwardBackward still runs on the device:
+  //  1. the pinned slot is the one of two stagings ago; the host waits
+  //     (event) until that staging's copy has left it (in the training loop
+  //     that copy has long been able to run: the host only waits for a
+  //     transfer, never for a step in progress);
+  //  2. the device slot is the one the ForwardBackward before last read;
+  //     the staging stream waits (on the GPU, not the host) for that
+  //     ForwardBackward to finish before overwriting it.
+  // INVALID_ARGUMENT unless 1 <= batch <= max_batch.
   absl::Status StageBatch(const float* x_host, const uint8_t* y_host,
                           int batch);
 
-  // Forward + backward of the most recently staged batch on the compute
-  // stream (which first waits for that batch's copy). `batch` must equal the
+  // Called on the calling thread during ForwardBackward, in the backward
+  // order l = L-1 down to 0. A hook returning an error stops enqueueing;
+  // ForwardBackward returns that error.
+  struct BackwardHooks {
+    // Before any work that writes layer l's gradient (W_l and b_l) is
+    // enqueued: e.g. make compute_stream() wait (cudaStreamWaitEvent) until
+    // a copy of the previous gradient has been read.
+    std::function<absl::Status(int layer)> before_layer_grad;
+    // After layer l's gradient has been enqueued on compute_stream(): e.g.
+    // record an event there and start copying the layer. Must not enqueue
+    // work on compute_stream() that modifies params() or grad().
+    std::function<absl::Status(int layer)> after_layer_grad;
+  };
+
+  // Enqueues forward + backward of the most recently staged batch on the
+  // compute stream (which first waits, on the GPU, for that batch's copy)
+  // and returns without waiting for the device. `batch` must equal the
   // staged batch size (INVALID_ARGUMENT otherwise, FAILED_PRECONDITION when
   // nothing was staged); the same staged batch may be used repeatedly.
+  // FAILED_PRECONDITION when kMaxPendingLosses losses have not been taken.
   //
   // Writes d(mean loss)/d(params) to grad() (overwritten, not accumulated).
-  // After the gradient of layer l (W_l and b_l) has been enqueued on the
-  // compute stream, calls on_layer_grad(l) (if non-empty) on the calling
-  // thread, for l = L-1 down to 0 — so the caller can record a CUDA event on
-  // compute_stream() and start reducing that layer's bucket. The callback
-  // must not enqueue work on compute_stream() that modifies params() or
-  // grad().
-  //
-  // Returns the mean softmax cross-entropy loss, waiting only for the forward
-  // pass: the backward pass may still be running when this returns
-  // (synchronise on compute_stream() or on an event recorded in the callback
-  // before reading grad() elsewhere; DownloadGrad does that itself).
-  absl::StatusOr<float> ForwardBackward(
-      int batch, const std::function<void(int layer)>& on_layer_grad);
+  // The batch's per-row losses are copied to a pinned slot of a two-slot
+  // ring behind the forward pass, with an event; TakeLoss reads them.
+  absl::Status ForwardBackward(int batch, const BackwardHooks& hooks = {});
+
+  // The mean loss of the oldest ForwardBackward not yet taken: waits for
+  // that step's forward pass only (event), then sums its row losses in row
+  // order in double, as the CPU does. FAILED_PRECONDITION when none is
+  // pending.
+  absl::StatusOr<float> TakeLoss();
+  int pending_losses() const;
 
   // The cudaStream_t of the compute stream.
   void* compute_stream();
 
   // (mean loss, number of correct first-argmax predictions) over n samples
-  // x[n][in], y[n] with the current params(), in blocks of max_batch rows on
-  // the compute stream; synchronous. Labels >= classes count in n but add no
-  // loss and are never correct (as Mlp::Evaluate). n <= 0 gives (0, 0). Does
-  // not disturb the staged training batch.
+  // x[n][in], y[n] with the current params(), ordered after all work on the
+  // compute stream; synchronous. The samples go through pinned staging
+  // buffers in blocks of up to kEvalBlockRows rows, double-buffered: the
+  // host fills block i+1 while the device computes block i. The block
+  // buffers (activations for kEvalBlockRows rows) are allocated on first
+  // use. Labels >= classes count in n but add no loss and are never correct
+  // (as Mlp::Evaluate). n <= 0 gives (0, 0). Does not disturb the staged
+  // training batch or the pending losses.
   absl::StatusOr<std::pair<double, int64_t>> Evaluate(const float* x_host,
                                                       const uint8_t* y_host,
                                                       int64_t n);
@@ -275,9 +328,16 @@ class CudaMlp {
  private:
   struct State;
   explicit CudaMlp(std::unique_ptr<State> state);
-  // Enqueues the forward pass of `rows` rows of x_dev; logits end up in the
-  // last activation buffer.
-  absl::Status Forward(const float* x_dev, int rows);
+  // Allocates the per-batch device and pinned buffers of `s` (for
+  // s->max_batch rows) and zeroes parameters and gradient.
+  static absl::Status AllocateBuffers(State* s);
+  // Enqueues the forward pass of `rows` rows of x_dev; layer l's output goes
+  // to acts[l + 1] (logits in acts[L]).
+  absl::Status Forward(const float* x_dev, int rows,
+                       const std::vector<float*>& acts);
+  absl::Status Backward(const float* x_dev, int batch,
+                        const BackwardHooks& hooks);
+  absl::Status EnsureEvalBuffers(int64_t rows);
 
   std::unique_ptr<State> s_;
 };

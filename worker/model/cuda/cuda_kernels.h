@@ -28,8 +28,33 @@ cudaError_t LaunchSoftmaxCrossEntropy(const float* logits, const uint8_t* y,
                                       int rows, int classes, float inv_batch,
                                       float* dlogits, double* row_loss,
                                       int32_t* row_pred, cudaStream_t stream);
+// Bias gradient gb[j] = sum_r dz[r][j] in two deterministic passes:
+//  1. the rows are cut into tiles of kBiasRowTile rows; one block of
+//     kBiasThreads threads reduces a tile for a group of `cw` adjacent columns
+//     (cw = the smallest power of two >= cols, at most 32; the other
+//     kBiasThreads / cw threads are row lanes): lane i sums rows i, i + lanes,
+//     ... of the tile in order, then the lanes are added in a fixed binary
+//     tree, giving one partial sum per (tile, column);
+//  2. with more than one tile, one thread per column adds the partials of
+//     tiles 0, 1, ... in order (with one tile, pass 1 writes gb directly).
+// The order of additions depends only on (rows, cols): bitwise the same from
+// run to run and on every GPU, but not the CPU's row-by-row order.
+inline constexpr int kBiasRowTile = 1024;
+inline constexpr int kBiasThreads = 256;
+
+// Floats of scratch space LaunchBiasGradient needs for [rows][cols]: 0 when
+// the rows fit in one tile.
+inline size_t BiasGradientScratchFloats(int rows, int cols) {
+  if (rows <= kBiasRowTile || cols <= 0) return 0;
+  const size_t tiles =
+      (static_cast<size_t>(rows) + kBiasRowTile - 1) / kBiasRowTile;
+  return tiles * static_cast<size_t>(cols);
+}
+
+// `scratch` holds BiasGradientScratchFloats(rows, cols) floats (may be null
+// when that is 0). rows == 0 writes zeros.
 cudaError_t LaunchBiasGradient(const float* dz, int rows, int cols, float* gb,
-                               cudaStream_t stream);
+                               float* scratch, cudaStream_t stream);
 cudaError_t LaunchReluBackward(float* da, const float* a, size_t n,
                                cudaStream_t stream);
 
