@@ -3,6 +3,7 @@
 // Decisions about jobs are the JobTable's; this file carries them out.
 #include "server/coordinator/coordinator.h"
 
+#include <random>
 #include <utility>
 
 #include <spdlog/spdlog.h>
@@ -23,18 +24,12 @@ constexpr absl::Duration kWatchPoll = absl::Milliseconds(500);
 constexpr absl::Duration kEndJobDeadline = absl::Seconds(5);
 
 // Job ids must not repeat across coordinator restarts: long-lived workers and
-// PS shards remember ended jobs by id. Ids are "j-<start, base 36>-<n>".
+// PS shards remember ended jobs by id. Ids are "j-<start ms + random>-<n>".
 JobTableOptions MakeJobTableOptions(const CoordinatorOptions& options,
                                     absl::Time start) {
-  uint64_t t = static_cast<uint64_t>(absl::ToUnixSeconds(start));
-  std::string b36;
-  while (t > 0) {
-    b36.insert(b36.begin(), "0123456789abcdefghijklmnopqrstuvwxyz"[t % 36]);
-    t /= 36;
-  }
   JobTableOptions table;
   table.ps_addresses = options.ps_addresses;
-  table.id_prefix = b36 + "-";
+  table.id_prefix = UniqueIdPrefix(start, std::random_device{}());
   return table;
 }
 

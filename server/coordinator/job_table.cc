@@ -81,6 +81,7 @@ absl::StatusOr<v1::Job> JobTable::Submit(const v1::JobSpec& request,
   *e.job.mutable_spec() = *std::move(spec);
   e.job.set_state(v1::QUEUED);
   e.job.set_submit_time_ms(NowMs());
+  e.queued = clock_->Now();
   job_order_.push_back(id);
   queue_.push_back(id);
   const v1::JobSpec& s = e.job.spec();
@@ -92,18 +93,52 @@ absl::StatusOr<v1::Job> JobTable::Submit(const v1::JobSpec& request,
   return e.job;
 }
 
+std::string UniqueIdPrefix(absl::Time start, uint32_t random) {
+  auto base36 = [](uint64_t v, size_t min_digits) {
+    std::string out;
+    do {
+      out.insert(out.begin(), "0123456789abcdefghijklmnopqrstuvwxyz"[v % 36]);
+      v /= 36;
+    } while (v > 0 || out.size() < min_digits);
+    return out;
+  };
+  return absl::StrCat(
+      base36(static_cast<uint64_t>(absl::ToUnixMillis(start)), 1),
+      base36(random % (36 * 36), 2), "-");
+}
+
+bool JobTable::Reserves(const JobEntry& e) const {
+  return e.backfill_passes >= kMaxBackfillPasses ||
+         clock_->Now() - e.queued >= kBackfillReserveAfter;
+}
+
+// 1. walk the queue oldest first, dropping entries that are no longer QUEUED;
+// 2. a job that fits the idle workers starts (and counts as a pass against
+//    the oldest waiting job that could run, the "head");
+// 3. the first job that does not fit but could run on the registered
+//    workers becomes the head; if it reserves, nothing behind it starts.
 void JobTable::Schedule(Decisions* out) {
-  while (!queue_.empty()) {
-    JobEntry* e = Entry(queue_.front());
+  const int registered = static_cast<int>(workers_->Live().size());
+  JobEntry* head = nullptr;
+  for (auto it = queue_.begin(); it != queue_.end();) {
+    JobEntry* e = Entry(*it);
     if (e == nullptr || e->job.state() != v1::QUEUED) {
-      queue_.pop_front();
+      it = queue_.erase(it);
       continue;
     }
     std::vector<const RegisteredWorker*> picked =
         workers_->PickIdle(e->job.spec().workers());
-    if (picked.empty()) return;  // FIFO: later jobs wait behind this one
-    queue_.pop_front();
-    Place(e, picked, out);
+    if (!picked.empty()) {
+      it = queue_.erase(it);
+      if (head != nullptr) ++head->backfill_passes;
+      Place(e, picked, out);
+      continue;
+    }
+    if (head == nullptr && e->job.spec().workers() <= registered) {
+      head = e;
+      if (Reserves(*e)) return;
+    }
+    ++it;
   }
 }
 
@@ -239,6 +274,7 @@ absl::StatusOr<v1::Job> JobTable::Cancel(const std::string& id,
         "job ", id, " already ", v1::JobState_Name(e->job.state())));
   }
   EndJob(e, v1::CANCELLED, absl::CancelledError("cancelled by user"), out);
+  Schedule(out);  // a cancelled head no longer holds the queue
   return e->job;
 }
 
@@ -382,6 +418,8 @@ void JobTable::WorkerLost(const std::string& worker_id, const std::string& why,
   const RegisteredWorker* w = workers_->MarkDead(worker_id);
   if (w == nullptr) return;
   spdlog::warn("worker {} ({}) lost: {}", w->id, w->peer_address, why);
+  // Fewer workers: a waiting head job may no longer be able to run at all.
+  Schedule(out);
   if (w->job_id.empty()) return;
   JobEntry* e = Entry(w->job_id);
   if (e == nullptr || e->job.state() != v1::RUNNING) return;

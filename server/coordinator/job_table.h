@@ -33,6 +33,19 @@ namespace gradsync {
 // lost worker, to be reported before it becomes the job's error.
 inline constexpr absl::Duration kSymptomGrace = absl::Milliseconds(1500);
 
+// Scheduling is FIFO with backfill: a queued job that does not fit the idle
+// workers lets later jobs that fit start ahead of it, until it has been
+// passed kMaxBackfillPasses times or has waited kBackfillReserveAfter; from
+// then on it reserves the cluster (nothing behind it starts, and workers that
+// become idle wait for it). A job that wants more workers than are registered
+// never reserves: it cannot run until more join, and must not block anyone.
+inline constexpr int kMaxBackfillPasses = 16;
+inline constexpr absl::Duration kBackfillReserveAfter = absl::Minutes(5);
+
+// "<unix ms, base 36><random, base 36>-": a job-id prefix that differs
+// between coordinator starts, even several within one second.
+std::string UniqueIdPrefix(absl::Time start, uint32_t random);
+
 // A message for one worker's session.
 struct WorkerSend {
   std::string worker_id;
@@ -89,9 +102,10 @@ class JobTable {
   // bad spec; nothing is queued then.
   absl::StatusOr<v1::Job> Submit(const v1::JobSpec& spec, Decisions* out);
 
-  // Places queued jobs, in FIFO order, while enough workers are idle. The
-  // caller runs it after a worker registers; the table runs it itself after
-  // every submission and JobDone.
+  // Places queued jobs that fit the idle workers, oldest first, with backfill
+  // (see kMaxBackfillPasses). The caller runs it after a worker registers;
+  // the table runs it itself after every submission, JobDone, cancellation
+  // and lost worker.
   void Schedule(Decisions* out);
 
   // Cancels a queued or running job (a running job's workers get Cancel and
@@ -148,6 +162,8 @@ class JobTable {
     std::vector<std::string> init_checksums;
     std::vector<double> rank_samples_per_second;
     absl::Time started;
+    absl::Time queued;                     // submission, by the clock
+    int backfill_passes = 0;               // later jobs started ahead of it
     // A rank's error that may be a symptom (a peer vanished): held for
     // kSymptomGrace so that a lost worker, the likely cause, is reported.
     absl::Status pending_error;
@@ -155,6 +171,8 @@ class JobTable {
   };
 
   int64_t NowMs() const;
+  // True once a waiting job may no longer be passed by later ones.
+  bool Reserves(const JobEntry& e) const;
   JobEntry* Entry(const std::string& id);
   const JobEntry* Entry(const std::string& id) const;
   // The running-or-ended job `id` if `worker_id` holds `rank` in it.

@@ -311,6 +311,23 @@ TEST(Integration, CancelRunningJobReturnsWorkersToIdle) {
   EXPECT_EQ(c.IdleWorkers(), 2);
 }
 
+TEST(Integration, AJobTooLargeForTheClusterDoesNotBlockASmallOne) {
+  Cluster c(2);
+  ASSERT_TRUE(c.ok());
+  v1::Job huge, small;
+  ASSERT_TRUE(c.Submit(Spec("ring", "sync", 50), &huge).ok());
+  v1::JobSpec s = Spec("ring", "sync", 2);
+  s.set_steps(5);
+  s.set_train_limit(2048);
+  ASSERT_TRUE(c.Submit(s, &small).ok());
+  v1::Job done = c.WaitFor(small.id(), absl::Seconds(30), Terminal);
+  EXPECT_EQ(done.state(), v1::SUCCEEDED) << done.error();
+  v1::Job still;
+  ASSERT_TRUE(c.Get(huge.id(), &still).ok());
+  EXPECT_EQ(still.state(), v1::QUEUED);  // waits for 48 more workers
+  ASSERT_TRUE(c.Cancel(huge.id(), &still).ok());
+}
+
 TEST(Integration, JoinStreamThatNeverRegistersIsClosed) {
   Cluster c(1);
   ASSERT_TRUE(c.ok());

@@ -146,21 +146,82 @@ TEST_F(JobTableTest, JobWaitsUntilEnoughWorkersAreIdle) {
   EXPECT_EQ(BusyWith("w1"), id);
 }
 
-TEST_F(JobTableTest, QueueIsFifoEvenWhenALaterJobWouldFit) {
+TEST_F(JobTableTest, AJobThatCannotRunYetDoesNotBlockSmallerOnes) {
   Join("w0");
-  const std::string big = Submit(Spec(v1::STRATEGY_RING, 2));
-  const std::string small = Submit(Spec(v1::STRATEGY_RING, 1));
-  EXPECT_EQ(Job(small).state(), v1::QUEUED);  // waits behind `big`
   Join("w1");
-  EXPECT_EQ(Job(big).state(), v1::RUNNING);
-  EXPECT_EQ(Job(small).state(), v1::QUEUED);
+  const std::string huge = Submit(Spec(v1::STRATEGY_RING, 50));
+  const std::string big = Submit(Spec(v1::STRATEGY_RING, 2));
+  EXPECT_EQ(Job(huge).state(), v1::QUEUED);  // 50 > 2 registered: waits
+  EXPECT_EQ(Job(big).state(), v1::RUNNING);  // ...without blocking
+  clock_.Advance(kBackfillReserveAfter * 2);  // it never reserves
   JobDone("w0", Done(big, 0));
-  EXPECT_EQ(Job(small).state(), v1::RUNNING);  // w0 freed
-  EXPECT_EQ(WorkersOf(small), (Ids{"w0"}));
-  Decisions d = JobDone("w1", Done(big, 1));
-  EXPECT_EQ(Job(big).state(), v1::SUCCEEDED);
-  EXPECT_EQ(Job(small).state(), v1::RUNNING);
-  EXPECT_TRUE(SentTo(d, kAssignment).empty());
+  JobDone("w1", Done(big, 1));
+  const std::string next = Submit(Spec(v1::STRATEGY_RING, 1));
+  EXPECT_EQ(Job(next).state(), v1::RUNNING);
+  EXPECT_EQ(Job(huge).state(), v1::QUEUED);
+}
+
+TEST_F(JobTableTest, SmallerJobsBackfillPastAWaitingJob) {
+  Join("w0");
+  Join("w1");
+  Join("w2");
+  const std::string pair = Submit(Spec(v1::STRATEGY_RING, 2));  // w0, w1
+  const std::string all = Submit(Spec(v1::STRATEGY_RING, 3));   // must wait
+  const std::string one = Submit(Spec(v1::STRATEGY_RING, 1));
+  EXPECT_EQ(Job(all).state(), v1::QUEUED);
+  EXPECT_EQ(Job(one).state(), v1::RUNNING);  // backfilled onto w2
+  EXPECT_EQ(WorkersOf(one), (Ids{"w2"}));
+  JobDone("w0", Done(pair, 0));
+  JobDone("w1", Done(pair, 1));
+  EXPECT_EQ(Job(all).state(), v1::QUEUED);  // w2 still busy
+  JobDone("w2", Done(one, 0));
+  EXPECT_EQ(Job(all).state(), v1::RUNNING);
+}
+
+TEST_F(JobTableTest, AWaitingJobReservesAfterBeingPassedTooOften) {
+  Join("w0");
+  Join("w1");
+  Join("w2");
+  const std::string pair = Submit(Spec(v1::STRATEGY_RING, 2));  // w0, w1
+  const std::string all = Submit(Spec(v1::STRATEGY_RING, 3));
+  for (int i = 0; i < kMaxBackfillPasses; ++i) {
+    const std::string one = Submit(Spec(v1::STRATEGY_RING, 1));
+    ASSERT_EQ(Job(one).state(), v1::RUNNING) << "pass " << i;
+    JobDone("w2", Done(one, 0));
+  }
+  const std::string late = Submit(Spec(v1::STRATEGY_RING, 1));
+  EXPECT_EQ(Job(late).state(), v1::QUEUED);  // w2 is idle, but reserved
+  JobDone("w0", Done(pair, 0));
+  JobDone("w1", Done(pair, 1));
+  EXPECT_EQ(Job(all).state(), v1::RUNNING);  // the head gets the cluster
+  EXPECT_EQ(Job(late).state(), v1::QUEUED);
+}
+
+TEST_F(JobTableTest, AWaitingJobReservesAfterWaitingTooLong) {
+  Join("w0");
+  Join("w1");
+  const std::string one = Submit(Spec(v1::STRATEGY_RING, 1));  // w0
+  const std::string pair = Submit(Spec(v1::STRATEGY_RING, 2));
+  const std::string early = Submit(Spec(v1::STRATEGY_RING, 1));
+  EXPECT_EQ(Job(early).state(), v1::RUNNING);  // backfilled onto w1
+  JobDone("w1", Done(early, 0));
+  clock_.Advance(kBackfillReserveAfter);
+  const std::string late = Submit(Spec(v1::STRATEGY_RING, 1));
+  EXPECT_EQ(Job(late).state(), v1::QUEUED);  // `pair` has waited too long
+  // Cancelling the head re-runs scheduling: `late` starts at once.
+  Decisions d;
+  ASSERT_TRUE(table_.Cancel(pair, &d).ok());
+  EXPECT_EQ(Job(late).state(), v1::RUNNING);
+  EXPECT_EQ(SentTo(d, kAssignment).size(), 1u);
+  EXPECT_EQ(Job(one).state(), v1::RUNNING);
+}
+
+TEST(UniqueIdPrefix, DiffersWithinOneSecondAndAcrossStarts) {
+  const absl::Time t = absl::FromUnixSeconds(1700000000);
+  EXPECT_NE(UniqueIdPrefix(t, 7), UniqueIdPrefix(t + absl::Milliseconds(1), 7));
+  EXPECT_NE(UniqueIdPrefix(t, 7), UniqueIdPrefix(t, 8));  // same ms
+  EXPECT_EQ(UniqueIdPrefix(t, 7), UniqueIdPrefix(t, 7 + 36 * 36));
+  EXPECT_EQ(UniqueIdPrefix(t, 7).back(), '-');
 }
 
 TEST_F(JobTableTest, BadSpecIsRefusedAndNeverQueued) {
