@@ -68,8 +68,17 @@ class Cursor {
     }
     return false;
   }
-  bool Bytes(size_t n, std::string* out) {
+  // Bytes left from the cursor on.
+  uint64_t Remaining() const {
+    uint64_t left = 0;
+    for (size_t i = slice_; i < slices_.size(); ++i) left += slices_[i].size();
+    return left - offset_;
+  }
+  // Fails (without allocating) when fewer than n bytes are left: a declared
+  // length is never trusted before it is checked against what arrived.
+  bool Bytes(uint64_t n, std::string* out) {
     out->clear();
+    if (n > Remaining()) return false;
     out->reserve(n);
     while (n > 0) {
       if (Done()) return false;
@@ -185,7 +194,9 @@ absl::StatusOr<DecodedFrame> DecodedFrame::Parse(
     data_bytes = f.fallback_.size();
     have_data = data_bytes > 0;
   }
-  if (data_bytes != f.header_.count() * sizeof(float)) {
+  // count * 4 must not wrap: a count of 2^62 would otherwise match 0 bytes.
+  if (f.header_.count() > data_bytes / sizeof(float) ||
+      data_bytes != f.header_.count() * sizeof(float)) {
     return absl::InvalidArgumentError(
         absl::StrCat("tensor frame carries ", data_bytes,
                      " bytes but its header says ", f.header_.count(),

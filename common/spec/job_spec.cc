@@ -171,6 +171,11 @@ absl::Status ValidateModel(v1::JobSpec* s) {
                                      " does not match fashion-mnist's ",
                                      kFashionMnistClasses, " classes"));
   }
+  if (NumParams(*model) > kMaxParams) {
+    return Bad("model", absl::StrCat(s->model(), " has ", NumParams(*model),
+                                     " parameters, over the cap of ",
+                                     kMaxParams));
+  }
   return absl::OkStatus();
 }
 
@@ -230,13 +235,58 @@ absl::Status ValidateSizes(v1::JobSpec* s, int available_ps_shards) {
 
 }  // namespace
 
+namespace {
+
+// The caps that bound what a spec can make a daemon allocate or wait for.
+absl::Status ValidateCaps(const v1::JobSpec& s) {
+  auto over = [](const std::string& field, auto value, auto cap) {
+    return Bad(field, absl::StrCat(value, " is over the cap of ", cap));
+  };
+  if (s.name().size() > kMaxNameBytes) {
+    return over("name", absl::StrCat(s.name().size(), " bytes"), kMaxNameBytes);
+  }
+  if (s.data_dir().size() > kMaxPathBytes) {
+    return over("data_dir", absl::StrCat(s.data_dir().size(), " bytes"),
+                kMaxPathBytes);
+  }
+  if (s.model().size() > kMaxModelBytes) {
+    return over("model", absl::StrCat(s.model().size(), " bytes"),
+                kMaxModelBytes);
+  }
+  if (s.workers() > kMaxWorkers) return over("workers", s.workers(), kMaxWorkers);
+  if (s.batch_size() > kMaxBatchSize) {
+    return over("batch_size", s.batch_size(), kMaxBatchSize);
+  }
+  if (s.ps_shards() > kMaxPsShards) {
+    return over("ps_shards", s.ps_shards(), kMaxPsShards);
+  }
+  if (s.epochs() > kMaxEpochs) return over("epochs", s.epochs(), kMaxEpochs);
+  if (s.steps() > kMaxSteps) return over("steps", s.steps(), kMaxSteps);
+  if (s.bucket_bytes() > kMaxBucketBytes) {
+    return over("bucket_bytes", s.bucket_bytes(), kMaxBucketBytes);
+  }
+  if (s.chunk_bytes() > kMaxChunkBytes) {
+    return over("chunk_bytes", s.chunk_bytes(), kMaxChunkBytes);
+  }
+  if (s.step_timeout_ms() > kMaxStepTimeoutMs) {
+    return over("step_timeout_ms", s.step_timeout_ms(), kMaxStepTimeoutMs);
+  }
+  if (s.has_staleness() && s.staleness() > kMaxSspStaleness) {
+    return over("staleness", s.staleness(), kMaxSspStaleness);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<v1::JobSpec> ValidateJobSpec(const v1::JobSpec& in,
                                             int available_ps_shards) {
   v1::JobSpec s = in;
   if (s.workers() <= 0) {
     return Bad("workers", absl::StrCat("must be >= 1, got ", s.workers()));
   }
-  absl::Status st = ValidateSwitches(&s);
+  absl::Status st = ValidateCaps(s);
+  if (st.ok()) st = ValidateSwitches(&s);
   if (st.ok()) st = ValidateModel(&s);
   if (st.ok()) st = ValidateOptimizer(&s);
   if (st.ok()) st = ValidateSizes(&s, available_ps_shards);

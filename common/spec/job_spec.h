@@ -27,6 +27,22 @@ inline constexpr int32_t kMaxRingAsyncStaleness = 64;
 inline constexpr float kDefaultSgdLr = 0.05f;
 inline constexpr float kDefaultAdamLr = 0.001f;
 
+// Caps: a spec beyond them is refused (INVALID_ARGUMENT naming the field)
+// before anything is allocated for it.
+inline constexpr size_t kMaxNameBytes = 256;
+inline constexpr size_t kMaxPathBytes = 4096;
+inline constexpr size_t kMaxModelBytes = 256;
+inline constexpr int32_t kMaxWorkers = 1024;
+inline constexpr int32_t kMaxBatchSize = 1 << 16;
+inline constexpr int32_t kMaxPsShards = 256;
+inline constexpr uint64_t kMaxParams = uint64_t{1} << 30;  // 4 GiB of float32
+inline constexpr int32_t kMaxEpochs = 100000;
+inline constexpr int64_t kMaxSteps = int64_t{1} << 40;
+inline constexpr int64_t kMaxBucketBytes = int64_t{1} << 32;
+inline constexpr int64_t kMaxChunkBytes = int64_t{256} << 20;
+inline constexpr int32_t kMaxStepTimeoutMs = 3600 * 1000;
+inline constexpr int32_t kMaxSspStaleness = 1 << 20;
+
 // Returns the spec with defaults filled in (strategy ring, mode sync, model
 // kDefaultModel, dataset "fashion-mnist", optimizer sgd, lr kDefaultSgdLr or
 // kDefaultAdamLr, epochs 1 when neither epochs nor steps is set, device cpu,
@@ -36,7 +52,7 @@ inline constexpr float kDefaultAdamLr = 0.001f;
 // model, dataset, optimizer or device, batch_size <= 0, a model whose input /
 // output widths do not match the dataset, staleness < 0, lr < 0 or not finite,
 // momentum outside [0, 1), epochs or steps < 0, ring-async staleness above
-// kMaxRingAsyncStaleness, ps_shards < 0 or more than
+// kMaxRingAsyncStaleness, or any value beyond the caps above, ps_shards < 0 or more than
 // `available_ps_shards`, negative sizes.
 absl::StatusOr<v1::JobSpec> ValidateJobSpec(const v1::JobSpec& spec,
                                             int available_ps_shards);

@@ -89,6 +89,40 @@ TEST(JobSpec, BadFieldsAreNamed) {
   ExpectBad(s, "momentum");
 }
 
+TEST(JobSpec, CapsRefuseSpecsThatWouldExhaustADaemon) {
+  v1::JobSpec s = Good();
+  s.set_model("mlp:784-1048576-1048576-10");  // 1.1e12 parameters
+  ExpectBad(s, "model");
+  s = Good();
+  s.set_name(std::string(64 << 20, 'x'));  // the 64 MiB name once accepted
+  ExpectBad(s, "name");
+  s = Good();
+  s.set_data_dir(std::string(kMaxPathBytes + 1, '/'));
+  ExpectBad(s, "data_dir");
+  s = Good();
+  s.set_workers(kMaxWorkers + 1);
+  ExpectBad(s, "workers");
+  s = Good();
+  s.set_batch_size(kMaxBatchSize + 1);
+  ExpectBad(s, "batch_size");
+  s = Good();
+  s.set_steps(kMaxSteps + 1);
+  ExpectBad(s, "steps");
+  s = Good();
+  s.set_chunk_bytes(kMaxChunkBytes + 1);
+  ExpectBad(s, "chunk_bytes");
+  s = Good();
+  s.set_strategy(v1::STRATEGY_PS);
+  s.set_mode(v1::SYNC_MODE_ASYNC);
+  s.set_staleness(2147483647);
+  ExpectBad(s, "staleness");
+  // At the caps, specs are fine.
+  s = Good();
+  s.set_name(std::string(kMaxNameBytes, 'x'));
+  s.set_workers(kMaxWorkers);
+  EXPECT_TRUE(ValidateJobSpec(s, 1).ok());
+}
+
 TEST(JobSpecNames, ParseAndNameRoundTrip) {
   for (const char* n : {"ps", "ring"}) {
     auto v = ParseStrategy(n);

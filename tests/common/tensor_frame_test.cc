@@ -57,6 +57,51 @@ TEST(TensorFrame, RoundTripsAcrossOddSliceBoundaries) {
   }
 }
 
+// Raw frame bytes: field 1 (header) with a declared length, then optionally
+// field 2 (data) with a declared length, and `actual` bytes of payload.
+grpc::ByteBuffer RawFrame(const std::string& header_bytes, uint64_t header_len,
+                          bool with_data, uint64_t data_len, size_t actual) {
+  auto varint = [](uint64_t v) {
+    std::string out;
+    while (v >= 0x80) {
+      out.push_back(static_cast<char>((v & 0x7F) | 0x80));
+      v >>= 7;
+    }
+    out.push_back(static_cast<char>(v));
+    return out;
+  };
+  std::string bytes = "\x0a" + varint(header_len) + header_bytes;
+  if (with_data) bytes += "\x12" + varint(data_len) + std::string(actual, '\0');
+  grpc::Slice slice(bytes);
+  return grpc::ByteBuffer(&slice, 1);
+}
+
+TEST(TensorFrame, HostileLengthsAreRefusedWithoutAllocating) {
+  TensorHeader h;
+  h.set_job_id("j-1");
+  const std::string hb = h.SerializeAsString();
+  // A header that claims 2^62 bytes.
+  auto f = DecodedFrame::Parse(RawFrame(hb, uint64_t{1} << 62, false, 0, 0));
+  EXPECT_FALSE(f.ok());
+  // A count of 2^62 floats with no data: count * 4 wraps to 0.
+  h.set_count(uint64_t{1} << 62);
+  f = DecodedFrame::Parse(RawFrame(h.SerializeAsString(),
+                                   h.SerializeAsString().size(), false, 0, 0));
+  ASSERT_FALSE(f.ok());
+  EXPECT_EQ(f.status().code(), absl::StatusCode::kInvalidArgument);
+  // ... or with a data field that declares more than arrived.
+  h.set_count(4);
+  f = DecodedFrame::Parse(RawFrame(h.SerializeAsString(),
+                                   h.SerializeAsString().size(), true,
+                                   uint64_t{1} << 62, 16));
+  EXPECT_FALSE(f.ok());
+  // The honest version of the last one parses.
+  f = DecodedFrame::Parse(RawFrame(h.SerializeAsString(),
+                                   h.SerializeAsString().size(), true, 16, 16));
+  ASSERT_TRUE(f.ok()) << f.status();
+  EXPECT_EQ(f->count(), 4u);
+}
+
 TEST(TensorFrame, ParsesAForeignEncodingAndRejectsBadLengths) {
   v1::TensorFrame pb;
   pb.mutable_header()->set_count(2);
