@@ -75,6 +75,12 @@ class CudaModel final : public DeviceModel {
   int num_layers() const override { return mlp_->num_layers(); }
   Range LayerRange(int l) const override { return mlp_->LayerRange(l); }
 
+  // Maps layers to buckets and checks that the buckets are whole layers,
+  // last layers first, covering every parameter (bucket_ready(b) is
+  // announced when bucket b's lowest layer is done, in backward order).
+  absl::Status MapLayers(const std::vector<Range>& buckets,
+                         std::vector<int>* bucket_of_layer,
+                         std::vector<int>* top, std::vector<int>* bottom) const;
   absl::Status Configure(const std::vector<Range>& buckets,
                          const OptimizerOptions& optimizer,
                          int grad_slots) override;
@@ -182,19 +188,20 @@ class CudaModel final : public DeviceModel {
   std::vector<int> last_copy_slot_;
 };
 
-absl::Status CudaModel::Configure(const std::vector<Range>& buckets,
-                                  const OptimizerOptions& optimizer,
-                                  int grad_slots) {
-  if (grad_slots < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("Configure: grad_slots must be >= 1, got ", grad_slots));
-  }
+absl::Status CudaModel::MapLayers(const std::vector<Range>& buckets,
+                                  std::vector<int>* bucket_of_layer_out,
+                                  std::vector<int>* top_out,
+                                  std::vector<int>* bottom_out) const {
   // Buckets must be whole layers, last layers first, covering every
   // parameter: bucket_ready(b) is announced when bucket b's lowest layer is
   // done, in the backward order.
   const int layers = num_layers();
-  std::vector<int> bucket_of_layer(layers, -1);
-  std::vector<int> top(buckets.size(), -1), bottom(buckets.size(), -1);
+  std::vector<int>& bucket_of_layer = *bucket_of_layer_out;
+  std::vector<int>& top = *top_out;
+  std::vector<int>& bottom = *bottom_out;
+  bucket_of_layer.assign(layers, -1);
+  top.assign(buckets.size(), -1);
+  bottom.assign(buckets.size(), -1);
   size_t end = num_params();
   for (size_t b = 0; b < buckets.size(); ++b) {
     const Range& r = buckets[b];
@@ -222,7 +229,20 @@ absl::Status CudaModel::Configure(const std::vector<Range>& buckets,
     return absl::InvalidArgumentError(absl::StrCat(
         "Configure: the buckets leave parameters [0, ", end, ") uncovered"));
   }
-  absl::Status st = MakeCurrent();
+  return absl::OkStatus();
+}
+
+absl::Status CudaModel::Configure(const std::vector<Range>& buckets,
+                                  const OptimizerOptions& optimizer,
+                                  int grad_slots) {
+  if (grad_slots < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Configure: grad_slots must be >= 1, got ", grad_slots));
+  }
+  std::vector<int> bucket_of_layer, top, bottom;
+  absl::Status st = MapLayers(buckets, &bucket_of_layer, &top, &bottom);
+  if (!st.ok()) return st;
+  st = MakeCurrent();
   // Copies of an earlier configuration must not outlive its events.
   if (st.ok()) {
     st = CudaStatus(cudaStreamSynchronize(compute()),
