@@ -10,6 +10,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "common/partition.h"
+#include "worker/collectives/allreduce.h"
 #include "worker/collectives/transport.h"
 
 namespace gradsync {
@@ -24,7 +25,7 @@ struct RingOptions {
 // segment is forwarded as soon as it is reduced). Every rank ends with
 // bit-identical sums: each chunk is reduced in one fixed order (starting at
 // its owner) and then copied around. Not thread-safe; one Run at a time.
-class RingAllreduce {
+class RingAllreduce final : public Allreduce {
  public:
   RingAllreduce(Transport* transport, size_t count, RingOptions options = {});
 
@@ -41,7 +42,8 @@ class RingAllreduce {
   //     (kAllgather, index k), copy it into data; if k < N-2 forward it as
   //     (kAllgather, index k+1).
   //  4. Wait until the transport released our memory.
-  absl::Status Run(float* data, int64_t step, int bucket);
+  absl::Status Run(float* data, int64_t step, int bucket) override;
+  v1::Algorithm algorithm() const override { return v1::ALGORITHM_RING; }
 
  private:
   size_t Chunk(int c) const;  // index into chunks_ for (c mod N)
