@@ -27,6 +27,12 @@ constexpr NameOf<v1::Device> kDevices[] = {{v1::DEVICE_CPU, "cpu"},
                                            {v1::DEVICE_CUDA, "cuda"}};
 constexpr NameOf<v1::Optimizer> kOptimizers[] = {{v1::OPTIMIZER_SGD, "sgd"},
                                                  {v1::OPTIMIZER_ADAM, "adam"}};
+constexpr NameOf<v1::Algorithm> kAlgorithms[] = {
+    {v1::ALGORITHM_AUTO, "auto"},
+    {v1::ALGORITHM_RING, "ring"},
+    {v1::ALGORITHM_HALVING_DOUBLING, "hd"},
+    {v1::ALGORITHM_TREE, "tree"},
+    {v1::ALGORITHM_HIERARCHICAL, "hier"}};
 
 template <typename E, size_t N>
 std::string NameIn(const NameOf<E> (&table)[N], E value) {
@@ -67,6 +73,7 @@ std::string StrategyName(v1::Strategy s) { return NameIn(kStrategies, s); }
 std::string SyncModeName(v1::SyncMode m) { return NameIn(kModes, m); }
 std::string DeviceName(v1::Device d) { return NameIn(kDevices, d); }
 std::string OptimizerName(v1::Optimizer o) { return NameIn(kOptimizers, o); }
+std::string AlgorithmName(v1::Algorithm a) { return NameIn(kAlgorithms, a); }
 
 absl::StatusOr<v1::Strategy> ParseStrategy(absl::string_view text) {
   return ParseIn(kStrategies, "strategy", text);
@@ -79,6 +86,9 @@ absl::StatusOr<v1::Device> ParseDevice(absl::string_view text) {
 }
 absl::StatusOr<v1::Optimizer> ParseOptimizer(absl::string_view text) {
   return ParseIn(kOptimizers, "optimizer", text);
+}
+absl::StatusOr<v1::Algorithm> ParseAlgorithm(absl::string_view text) {
+  return ParseIn(kAlgorithms, "algorithm", text);
 }
 
 std::string StrategyLabel(const v1::JobSpec& spec) {
@@ -148,6 +158,10 @@ absl::Status ValidateSwitches(v1::JobSpec* s) {
       Known(kDevices, "device", s->device(), v1::DEVICE_CPU);
   if (!device.ok()) return device.status();
   s->set_device(*device);
+  absl::StatusOr<v1::Algorithm> algorithm =
+      Known(kAlgorithms, "algorithm", s->algorithm(), v1::ALGORITHM_AUTO);
+  if (!algorithm.ok()) return algorithm.status();
+  s->set_algorithm(*algorithm);
   return absl::OkStatus();
 }
 

@@ -44,7 +44,7 @@ inline constexpr int32_t kMaxStepTimeoutMs = 3600 * 1000;
 inline constexpr int32_t kMaxSspStaleness = 1 << 20;
 
 // Returns the spec with defaults filled in (strategy ring, mode sync, model
-// kDefaultModel, dataset "fashion-mnist", optimizer sgd, lr kDefaultSgdLr or
+// kDefaultModel, dataset "fashion-mnist", optimizer sgd, algorithm auto, lr kDefaultSgdLr or
 // kDefaultAdamLr, epochs 1 when neither epochs nor steps is set, device cpu,
 // ps_shards 1, the k* defaults above; ring+async staleness
 // kDefaultRingAsyncStaleness).
@@ -73,6 +73,8 @@ std::string StrategyName(v1::Strategy s);
 std::string SyncModeName(v1::SyncMode m);
 std::string DeviceName(v1::Device d);
 std::string OptimizerName(v1::Optimizer o);
+// "auto", "ring", "hd" (halving-doubling), "tree", "hier" (hierarchical).
+std::string AlgorithmName(v1::Algorithm a);
 
 // Parses the text names above. INVALID_ARGUMENT starting with the field name
 // ("strategy: unknown strategy 'x' (want ps or ring)").
@@ -80,6 +82,7 @@ absl::StatusOr<v1::Strategy> ParseStrategy(absl::string_view text);
 absl::StatusOr<v1::SyncMode> ParseSyncMode(absl::string_view text);
 absl::StatusOr<v1::Device> ParseDevice(absl::string_view text);
 absl::StatusOr<v1::Optimizer> ParseOptimizer(absl::string_view text);
+absl::StatusOr<v1::Algorithm> ParseAlgorithm(absl::string_view text);
 
 // Short label of a job's strategy and mode: "ps-sync", "ring-async(s=1)".
 std::string StrategyLabel(const v1::JobSpec& spec);

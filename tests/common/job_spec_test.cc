@@ -144,6 +144,11 @@ TEST(JobSpecNames, ParseAndNameRoundTrip) {
     ASSERT_TRUE(v.ok()) << v.status();
     EXPECT_EQ(OptimizerName(*v), n);
   }
+  for (const char* n : {"auto", "ring", "hd", "tree", "hier"}) {
+    auto v = ParseAlgorithm(n);
+    ASSERT_TRUE(v.ok()) << v.status();
+    EXPECT_EQ(AlgorithmName(*v), n);
+  }
   EXPECT_EQ(StrategyName(static_cast<v1::Strategy>(42)), "unknown(42)");
   EXPECT_EQ(SyncModeName(v1::SYNC_MODE_UNSPECIFIED), "unspecified");
 }
@@ -158,7 +163,21 @@ TEST(JobSpecNames, UnknownTextNamesTheField) {
   EXPECT_EQ(ParseDevice("tpu").status().message().substr(0, 7), "device:");
   EXPECT_EQ(ParseOptimizer("lbfgs").status().message().substr(0, 10),
             "optimizer:");
+  EXPECT_EQ(ParseAlgorithm("bruck").status().message().substr(0, 10),
+            "algorithm:");
   EXPECT_FALSE(ParseStrategy("PS").ok());  // names are exact
+}
+
+TEST(JobSpecValidation, AlgorithmDefaultsToAutoAndRejectsUnknownValues) {
+  auto v = ValidateJobSpec(Good(), 1);
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_EQ(v->algorithm(), v1::ALGORITHM_AUTO);
+  v1::JobSpec s = Good();
+  s.set_algorithm(static_cast<v1::Algorithm>(99));
+  auto bad = ValidateJobSpec(s, 1);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(std::string(bad.status().message()).rfind("algorithm: ", 0), 0u)
+      << bad.status();
 }
 
 TEST(JobSpecNames, LabelShowsStaleness) {
