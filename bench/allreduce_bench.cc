@@ -13,6 +13,7 @@
 #include <benchmark/benchmark.h>
 
 #include "absl/strings/str_cat.h"
+#include "common/memory.h"
 #include "worker/collectives/ring.h"
 #include "worker/collectives/testing/transport_group.h"
 
@@ -92,4 +93,11 @@ BENCHMARK(BM_RingAllreduceGrpc)
 }  // namespace
 }  // namespace gradsync
 
-BENCHMARK_MAIN();
+int main(int argc, char** argv) {
+  gradsync::TuneAllocatorForLargeBuffers();  // as the daemons do
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

@@ -27,6 +27,27 @@ void AddIntoUnaligned(float* dst, const void* src_bytes, size_t n) {
   }
 }
 
+void SumIntoUnaligned(float* out, float* out2, const float* a,
+                      const void* b_bytes, size_t n) {
+  constexpr size_t kChunk = 1024;
+  float buf[kChunk];
+  const char* b = static_cast<const char*>(b_bytes);
+  size_t done = 0;
+  while (done < n) {
+    const size_t m = n - done < kChunk ? n - done : kChunk;
+    std::memcpy(buf, b + done * sizeof(float), m * sizeof(float));
+    const float* x = a + done;
+    float* o = out + done;
+    if (out2 == nullptr) {
+      for (size_t i = 0; i < m; ++i) o[i] = x[i] + buf[i];
+    } else {
+      float* o2 = out2 + done;
+      for (size_t i = 0; i < m; ++i) o[i] = o2[i] = x[i] + buf[i];
+    }
+    done += m;
+  }
+}
+
 void Scale(float* x, float a, size_t n) {
   for (size_t i = 0; i < n; ++i) x[i] *= a;
 }

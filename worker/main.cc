@@ -4,6 +4,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "common/memory.h"
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
@@ -41,6 +42,7 @@ int main(int argc, char** argv) {
       "its shard of the data and synchronises gradients by the job's strategy. "
       "Stops cleanly on SIGINT/SIGTERM.");
   absl::ParseCommandLine(argc, argv);
+  gradsync::TuneAllocatorForLargeBuffers();
   if (absl::Status st =
           gradsync::InitLogging("worker", absl::GetFlag(FLAGS_log_level));
       !st.ok()) {

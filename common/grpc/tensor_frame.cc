@@ -251,6 +251,33 @@ void DecodedFrame::CopyTo(float* dst) const {
   });
 }
 
+void DecodedFrame::SumTo(const float* a, float* out, float* out2) const {
+  ForEachPiece([a, out, out2](size_t at, const char* bytes, size_t n) {
+    SumIntoUnaligned(out + at, out2 == nullptr ? nullptr : out2 + at, a + at,
+                     bytes, n / sizeof(float));
+  });
+}
+
+grpc::ByteBuffer DecodedFrame::Reframe(TensorHeader header) const {
+  const size_t n = count();
+  header.set_count(n);
+  const size_t bytes = n * sizeof(float);
+  std::vector<grpc::Slice> out;
+  out.emplace_back(Prefix(header, bytes, n > 0));
+  if (use_fallback_) {
+    if (n > 0) out.emplace_back(fallback_.data(), bytes);  // copies
+  } else {
+    size_t left = bytes;
+    for (size_t i = first_slice_; i < slices_.size() && left > 0; ++i) {
+      const size_t skip = i == first_slice_ ? first_offset_ : 0;
+      const size_t take = std::min(left, slices_[i].size() - skip);
+      out.push_back(slices_[i].sub(skip, skip + take));  // a new reference
+      left -= take;
+    }
+  }
+  return grpc::ByteBuffer(out.data(), out.size());
+}
+
 void DecodedFrame::AddTo(float* dst) const {
   ForEachPiece([dst](size_t at, const char* bytes, size_t n) {
     AddIntoUnaligned(dst + at, bytes, n / sizeof(float));

@@ -54,6 +54,13 @@ class DecodedFrame {
   void CopyTo(float* dst) const;
   // dst[0..count) += data.
   void AddTo(float* dst) const;
+  // out[i] = a[i] + data[i], and out2[i] too when out2 is not null (out2 may
+  // alias a).
+  void SumTo(const float* a, float* out, float* out2) const;
+
+  // The same data under a new header (its count is set), without copying the
+  // data: the new buffer refers to this frame's received slices.
+  grpc::ByteBuffer Reframe(TensorHeader header) const;
 
  private:
   // Calls fn(dst_element_offset, bytes, nbytes) over the data, one call per

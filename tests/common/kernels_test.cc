@@ -44,6 +44,29 @@ TEST_P(KernelsTest, AddIntoUnalignedMatchesNaive) {
   }
 }
 
+TEST_P(KernelsTest, SumIntoUnalignedWritesOneOrTwoOutputs) {
+  const size_t n = GetParam();
+  const std::vector<float> b = RandomVec(n, 7);
+  const std::vector<float> a = RandomVec(n, 8);
+  std::vector<float> want(n);
+  for (size_t i = 0; i < n; ++i) want[i] = a[i] + b[i];
+  for (size_t offset = 0; offset <= 3; ++offset) {
+    std::vector<char> bytes(n * sizeof(float) + 8);
+    char* p = bytes.data() + offset;
+    std::memcpy(p, b.data(), n * sizeof(float));
+    std::vector<float> out(n, -1.0f);
+    SumIntoUnaligned(out.data(), nullptr, a.data(), p, n);
+    ASSERT_EQ(0, std::memcmp(want.data(), out.data(), n * sizeof(float)));
+    // Second output aliasing the input, as the ring's last reduce step does.
+    std::vector<float> inout = a;
+    std::fill(out.begin(), out.end(), -1.0f);
+    SumIntoUnaligned(out.data(), inout.data(), inout.data(), p, n);
+    ASSERT_EQ(0, std::memcmp(want.data(), out.data(), n * sizeof(float)));
+    ASSERT_EQ(0, std::memcmp(want.data(), inout.data(), n * sizeof(float)))
+        << "offset " << offset;
+  }
+}
+
 TEST_P(KernelsTest, ScaleMatchesNaive) {
   const size_t n = GetParam();
   std::vector<float> x = RandomVec(n, 5);

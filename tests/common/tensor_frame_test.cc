@@ -57,6 +57,43 @@ TEST(TensorFrame, RoundTripsAcrossOddSliceBoundaries) {
   }
 }
 
+TEST(TensorFrame, SumToAndReframeWorkAcrossOddSliceBoundaries) {
+  for (size_t n : {size_t{0}, size_t{1}, size_t{7}, size_t{1001}}) {
+    std::vector<float> data(n), local(n);
+    for (size_t i = 0; i < n; ++i) {
+      data[i] = 0.25f * i + 1;
+      local[i] = 3.0f - i;
+    }
+    TensorHeader h;
+    h.set_job_id("j-2");
+    h.set_step(7);
+    grpc::ByteBuffer buf = EncodeFrame(h, data.data(), n, nullptr);
+    for (size_t piece : {size_t{1}, size_t{3}, size_t{5}, size_t{4096}}) {
+      auto f = DecodedFrame::Parse(Recut(buf, piece));
+      ASSERT_TRUE(f.ok()) << f.status();
+      std::vector<float> out(n, -1), inout = local;
+      f->SumTo(inout.data(), out.data(), inout.data());
+      for (size_t i = 0; i < n; ++i) {
+        ASSERT_EQ(out[i], local[i] + data[i]);
+        ASSERT_EQ(inout[i], local[i] + data[i]);
+      }
+      // Forwarding under a new header keeps the data and changes the tag.
+      TensorHeader h2;
+      h2.set_job_id("j-2");
+      h2.set_step(8);
+      h2.set_segment(5);
+      auto g = DecodedFrame::Parse(Recut(f->Reframe(h2), piece));
+      ASSERT_TRUE(g.ok()) << g.status();
+      EXPECT_EQ(g->header().step(), 8);
+      EXPECT_EQ(g->header().segment(), 5);
+      ASSERT_EQ(g->count(), n);
+      std::vector<float> copy(n, -1);
+      g->CopyTo(copy.data());
+      ASSERT_EQ(copy, data);
+    }
+  }
+}
+
 // Raw frame bytes: field 1 (header) with a declared length, then optionally
 // field 2 (data) with a declared length, and `actual` bytes of payload.
 grpc::ByteBuffer RawFrame(const std::string& header_bytes, uint64_t header_len,

@@ -45,14 +45,12 @@ absl::Status RingAllreduce::Run(float* data, int64_t step, int bucket) {
     return t;
   };
   // 1.
-  {
-    const auto& segs = segments_[Chunk(r)];
-    for (size_t j = 0; j < segs.size(); ++j) {
-      absl::Status st =
-          transport_->Send(right, tag(RingPhase::kReduceScatter, 0, j),
-                           data + segs[j].begin, segs[j].size);
-      if (!st.ok()) return st;
-    }
+  absl::Status st;
+  const auto& own = segments_[Chunk(r)];
+  for (size_t j = 0; j < own.size(); ++j) {
+    st = transport_->Send(right, tag(RingPhase::kReduceScatter, 0, j),
+                          data + own[j].begin, own[j].size);
+    if (!st.ok()) return st;
   }
   // 2.
   for (int k = 0; k <= n - 2; ++k) {
@@ -62,11 +60,11 @@ absl::Status RingAllreduce::Run(float* data, int64_t step, int bucket) {
       auto chunk = transport_->Recv(left, tag(RingPhase::kReduceScatter, k, j),
                                     segs[j].size, deadline);
       if (!chunk.ok()) return chunk.status();
-      (*chunk)->AddTo(dst);
-      const ChunkTag next = k < n - 2
-                                ? tag(RingPhase::kReduceScatter, k + 1, j)
-                                : tag(RingPhase::kAllgather, 0, j);
-      absl::Status st = transport_->Send(right, next, dst, segs[j].size);
+      // Partial sums are only forwarded; the last one is also kept.
+      const bool last = k == n - 2;
+      const ChunkTag next = last ? tag(RingPhase::kAllgather, 0, j)
+                                 : tag(RingPhase::kReduceScatter, k + 1, j);
+      st = transport_->SendSum(right, next, dst, **chunk, last ? dst : nullptr);
       if (!st.ok()) return st;
     }
   }
@@ -80,8 +78,8 @@ absl::Status RingAllreduce::Run(float* data, int64_t step, int bucket) {
       if (!chunk.ok()) return chunk.status();
       (*chunk)->CopyTo(dst);
       if (k < n - 2) {
-        absl::Status st = transport_->Send(
-            right, tag(RingPhase::kAllgather, k + 1, j), dst, segs[j].size);
+        st = transport_->Forward(right, tag(RingPhase::kAllgather, k + 1, j),
+                                 **chunk);
         if (!st.ok()) return st;
       }
     }
@@ -106,15 +104,20 @@ absl::Status RingBroadcast(Transport* transport, float* data, size_t count,
     t.phase = RingPhase::kBroadcast;
     t.segment = static_cast<int32_t>(j);
     float* dst = data + segs[j].begin;
+    std::unique_ptr<RecvChunk> received;
     if (r != root) {
       auto chunk = transport->Recv(left, t, segs[j].size, deadline);
       if (!chunk.ok()) return chunk.status();
-      (*chunk)->CopyTo(dst);
-      if (j + 1 == segs.size()) root_sum = (*chunk)->checksum();
+      received = std::move(*chunk);
+      received->CopyTo(dst);
+      if (j + 1 == segs.size()) root_sum = received->checksum();
     }
     if (right != root) {
-      absl::Status st = transport->Send(right, t, dst, segs[j].size,
-                                        j + 1 == segs.size() ? (r == root ? sum : root_sum) : 0);
+      const uint64_t check =
+          j + 1 == segs.size() ? (r == root ? sum : root_sum) : 0;
+      absl::Status st = r == root
+                            ? transport->Send(right, t, dst, segs[j].size, check)
+                            : transport->Forward(right, t, *received, check);
       if (!st.ok()) return st;
     }
   }

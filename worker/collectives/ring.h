@@ -33,14 +33,16 @@ class RingAllreduce final : public Allreduce {
   // `data` are unspecified and the transport should be aborted.
   //
   // Protocol for rank r of N, chunks c = 0..N-1 (PartitionEven):
-  //  1. Send every segment of chunk r as (kReduceScatter, index 0).
+  //  1. Send every segment of chunk r as (kReduceScatter, index 0) (copied
+  //     into send blocks: K/N bytes in send queues at most).
   //  2. For k = 0..N-2: receive each segment of chunk (r-k-1) mod N, tagged
-  //     (kReduceScatter, index k), add it into data; if k < N-2 forward it
-  //     as (kReduceScatter, index k+1), else it is fully reduced: send it as
-  //     (kAllgather, index 0).
+  //     (kReduceScatter, index k), and send our data + it in one pass
+  //     (Transport::SendSum): as (kReduceScatter, index k+1) if k < N-2;
+  //     else the sum is final: it is also stored into data and sent as
+  //     (kAllgather, index 0). Partial sums are never written to data.
   //  3. For k = 0..N-2: receive each segment of chunk (r-k) mod N tagged
-  //     (kAllgather, index k), copy it into data; if k < N-2 forward it as
-  //     (kAllgather, index k+1).
+  //     (kAllgather, index k), copy it into data; if k < N-2 forward the
+  //     received bytes as (kAllgather, index k+1) (Transport::Forward).
   //  4. Wait until the transport released our memory.
   absl::Status Run(float* data, int64_t step, int bucket) override;
   v1::Algorithm algorithm() const override { return v1::ALGORITHM_RING; }

@@ -69,6 +69,9 @@ class RecvChunk {
   virtual uint64_t checksum() const = 0;  // sender-provided, 0 if none
   virtual void CopyTo(float* dst) const = 0;
   virtual void AddTo(float* dst) const = 0;
+  // out[i] = a[i] + data[i], and out2[i] too when out2 is not null (out2 may
+  // alias a). The per-element order is a + data, as AddTo's.
+  virtual void SumTo(const float* a, float* out, float* out2) const = 0;
 };
 
 // Thread-compatible for Send/Recv (one collective thread at a time);
@@ -81,12 +84,29 @@ class Transport {
   virtual int size() const = 0;
 
   // Queues data[0..n) for `peer`; returns without waiting for the network.
-  // The payload is copied before Send returns (the gRPC transport copies it
-  // once into frame-owned memory, see docs/design-notes.md "Sending copies
-  // once"; the in-process one into the receiver's queue), so the caller may
-  // reuse or free `data` at once. Messages to one peer arrive in order.
+  // The payload is copied before Send returns (the gRPC transport into a
+  // pooled send block, see docs/design-notes.md "Send blocks"; the
+  // in-process one into the receiver's queue), so the caller may reuse or
+  // free `data` at once. Messages to one peer arrive in order. Sends never
+  // block: what a sender queues is bounded by what its algorithm sends ahead
+  // of what it receives; receivers hold a bounded number of unconsumed
+  // messages per peer and stop reading beyond that (backpressure through
+  // HTTP/2 flow control).
   virtual absl::Status Send(int peer, const ChunkTag& tag, const float* data,
                             size_t n, uint64_t checksum = 0) = 0;
+
+  // Sends a[0..n) + chunk (n = chunk.count()) to `peer`, as Send would send
+  // that sum, and stores the sum into store[0..n) when store is not null
+  // (store may alias a). The gRPC transport computes the sum straight into
+  // the frame it sends: no pass over the data beyond the reduction.
+  virtual absl::Status SendSum(int peer, const ChunkTag& tag, const float* a,
+                               const RecvChunk& chunk, float* store);
+
+  // Sends the data of a received chunk on to `peer` under `tag`. The gRPC
+  // transport sends the received bytes themselves (no copy); the chunk may
+  // be dropped at once.
+  virtual absl::Status Forward(int peer, const ChunkTag& tag,
+                               const RecvChunk& chunk, uint64_t checksum = 0);
 
   // Next message from `peer`. FAILED_PRECONDITION if it does not carry
   // `expected` or has a count other than `n`; DEADLINE_EXCEEDED at the

@@ -1,5 +1,6 @@
 #include "worker/collectives/transport/grpc/grpc_transport.h"
 
+#include <cstring>
 #include <utility>
 
 #include <spdlog/spdlog.h>
@@ -11,77 +12,196 @@ namespace gradsync {
 
 // ---------------------------------------------------------------- mailboxes
 
-absl::Status JobMailbox::Push(DecodedFrame frame) {
+namespace {
+
+size_t FrameBytes(const DecodedFrame& f) { return f.count() * sizeof(float); }
+
+}  // namespace
+
+absl::StatusOr<Delivery> JobMailbox::Push(DecodedFrame frame, Resume resume) {
   absl::MutexLock lock(&mu_);
   if (!error_.ok()) return error_;
-  const int src = frame.header().rank();
-  frames_[src].push_back(std::move(frame));
-  return absl::OkStatus();
+  Source& s = sources_[frame.header().rank()];
+  s.bytes += FrameBytes(frame);
+  s.frames.push_back(std::move(frame));
+  if (s.frames.size() < kMailboxFrames && s.bytes < kMailboxBytes) {
+    return Delivery::kTaken;
+  }
+  s.parked = std::move(resume);
+  return Delivery::kParked;
 }
 
 absl::StatusOr<DecodedFrame> JobMailbox::Pop(int src, absl::Time deadline) {
-  absl::MutexLock lock(&mu_);
-  auto ready = [this, src]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-    if (!error_.ok()) return true;
-    auto it = frames_.find(src);
-    return it != frames_.end() && !it->second.empty();
-  };
-  if (!mu_.AwaitWithDeadline(absl::Condition(&ready), deadline)) {
-    return absl::DeadlineExceededError(
-        absl::StrCat("no data from rank ", src, " before the step timeout"));
+  Resume wake;
+  absl::StatusOr<DecodedFrame> out;
+  {
+    absl::MutexLock lock(&mu_);
+    auto ready = [this, src]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+      if (!error_.ok()) return true;
+      auto it = sources_.find(src);
+      return it != sources_.end() && !it->second.frames.empty();
+    };
+    if (!mu_.AwaitWithDeadline(absl::Condition(&ready), deadline)) {
+      return absl::DeadlineExceededError(
+          absl::StrCat("no data from rank ", src, " before the step timeout"));
+    }
+    if (!error_.ok()) return error_;
+    Source& s = sources_[src];
+    out = std::move(s.frames.front());
+    s.frames.pop_front();
+    s.bytes -= FrameBytes(*out);
+    if (s.parked && s.frames.size() < kMailboxFrames && s.bytes < kMailboxBytes) {
+      wake = std::move(s.parked);
+      s.parked = nullptr;
+    }
   }
-  if (!error_.ok()) return error_;
-  auto& q = frames_[src];
-  DecodedFrame f = std::move(q.front());
-  q.pop_front();
-  return f;
+  if (wake) wake(absl::OkStatus());  // outside the lock: it starts a read
+  return out;
 }
 
 void JobMailbox::Fail(const absl::Status& status) {
-  absl::MutexLock lock(&mu_);
-  if (error_.ok()) error_ = status;
-  frames_.clear();
+  std::vector<Resume> wake;
+  {
+    absl::MutexLock lock(&mu_);
+    if (error_.ok()) error_ = status;
+    for (auto& [src, s] : sources_) {
+      if (s.parked) wake.push_back(std::move(s.parked));
+    }
+    sources_.clear();
+  }
+  for (Resume& r : wake) r(status);
 }
 
-std::shared_ptr<JobMailbox> PeerMailboxes::Open(const std::string& job_id) {
-  absl::MutexLock lock(&mu_);
-  auto& box = open_[job_id];
-  if (!box) box = std::make_shared<JobMailbox>();
-  if (closed_.count(job_id)) {
-    box->Fail(absl::FailedPreconditionError(
-        absl::StrCat("job ", job_id, " already ended on this worker")));
+std::vector<Resume> PeerMailboxes::ExpireParked(absl::Time now) {
+  std::vector<Resume> expired;
+  for (auto it = parked_.begin(); it != parked_.end();) {
+    auto& list = it->second;
+    for (auto p = list.begin(); p != list.end();) {
+      if (now - p->since < kParkedGrace) {
+        ++p;
+        continue;
+      }
+      expired.push_back(std::move(p->resume));
+      p = list.erase(p);
+      --parked_count_;
+    }
+    it = list.empty() ? parked_.erase(it) : std::next(it);
   }
+  return expired;
+}
+
+namespace {
+
+void RefuseParked(std::vector<Resume>& expired) {
+  for (Resume& r : expired) {
+    r(absl::NotFoundError("no job with this id started on this worker within "
+                          "the grace period"));
+  }
+}
+
+}  // namespace
+
+std::shared_ptr<JobMailbox> PeerMailboxes::Open(const std::string& job_id) {
+  std::shared_ptr<JobMailbox> box;
+  std::vector<Parked> waiting;
+  std::vector<Resume> expired;
+  {
+    absl::MutexLock lock(&mu_);
+    auto& b = open_[job_id];
+    if (!b) b = std::make_shared<JobMailbox>();
+    box = b;
+    if (closed_.count(job_id)) {
+      box->Fail(absl::FailedPreconditionError(
+          absl::StrCat("job ", job_id, " already ended on this worker")));
+    }
+    auto it = parked_.find(job_id);
+    if (it != parked_.end()) {
+      waiting = std::move(it->second);
+      parked_count_ -= waiting.size();
+      parked_.erase(it);
+    }
+    expired = ExpireParked(absl::Now());
+  }
+  // In arrival order: each stream parked after its first frame, so the order
+  // per source is kept.
+  for (Parked& p : waiting) {
+    Resume resume = p.resume;
+    absl::StatusOr<Delivery> d = box->Push(std::move(p.frame), std::move(p.resume));
+    if (!d.ok()) {
+      resume(d.status());
+    } else if (*d == Delivery::kTaken) {
+      resume(absl::OkStatus());
+    }
+  }
+  RefuseParked(expired);
   return box;
 }
 
 void PeerMailboxes::Close(const std::string& job_id, const absl::Status& why) {
   std::shared_ptr<JobMailbox> box;
+  std::vector<Parked> waiting;
   {
     absl::MutexLock lock(&mu_);
-    closed_.insert(job_id);
+    if (closed_.insert(job_id).second) {
+      closed_order_.push_back(job_id);
+      if (closed_order_.size() > kMaxClosedJobs) {
+        closed_.erase(closed_order_.front());
+        closed_order_.pop_front();
+      }
+    }
     auto it = open_.find(job_id);
     if (it != open_.end()) {
       box = std::move(it->second);
       open_.erase(it);
     }
+    auto p = parked_.find(job_id);
+    if (p != parked_.end()) {
+      waiting = std::move(p->second);
+      parked_count_ -= waiting.size();
+      parked_.erase(p);
+    }
   }
   if (box) box->Fail(why);
+  for (Parked& p : waiting) p.resume(why);
 }
 
-absl::Status PeerMailboxes::Deliver(DecodedFrame frame) {
+absl::StatusOr<Delivery> PeerMailboxes::Deliver(DecodedFrame frame,
+                                                Resume resume) {
   std::shared_ptr<JobMailbox> box;
+  std::vector<Resume> expired;
+  absl::Status refused;
   {
     absl::MutexLock lock(&mu_);
-    const std::string& id = frame.header().job_id();
+    const std::string id = frame.header().job_id();
     if (closed_.count(id)) {
       return absl::FailedPreconditionError(
           absl::StrCat("job ", id, " has ended on this worker"));
     }
-    auto& b = open_[id];
-    if (!b) b = std::make_shared<JobMailbox>();  // arrived before Open
-    box = b;
+    auto it = open_.find(id);
+    if (it != open_.end()) {
+      box = it->second;
+    } else {
+      const absl::Time now = absl::Now();
+      expired = ExpireParked(now);
+      if (parked_count_ >= kMaxParkedStreams) {
+        refused = absl::ResourceExhaustedError(absl::StrCat(
+            "too many streams wait for jobs not started on this worker (",
+            kMaxParkedStreams, "); refusing job ", id));
+      } else {
+        parked_[id].push_back({std::move(frame), std::move(resume), now});
+        ++parked_count_;
+      }
+    }
   }
-  return box->Push(std::move(frame));
+  RefuseParked(expired);
+  if (!refused.ok()) return refused;
+  if (!box) return Delivery::kParked;
+  return box->Push(std::move(frame), std::move(resume));
+}
+
+size_t PeerMailboxes::parked() const {
+  absl::MutexLock lock(&mu_);
+  return parked_count_;
 }
 
 void PeerMailboxes::SourceBroken(const std::string& job_id, int src) {
@@ -100,37 +220,55 @@ void PeerMailboxes::SourceBroken(const std::string& job_id, int src) {
 
 namespace {
 
+class PeerReactor;
+
+// Lets a parked stream's Resume find its reactor, or find it gone: the
+// reactor clears `reactor` in OnDone, under `mu`.
+struct ReactorGate {
+  absl::Mutex mu;
+  PeerReactor* reactor ABSL_GUARDED_BY(mu) = nullptr;
+};
+
 class PeerReactor final
     : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
  public:
-  explicit PeerReactor(PeerMailboxes* mailboxes) : mailboxes_(mailboxes) {
+  explicit PeerReactor(PeerMailboxes* mailboxes)
+      : mailboxes_(mailboxes), gate_(std::make_shared<ReactorGate>()) {
+    {
+      absl::MutexLock lock(&gate_->mu);
+      gate_->reactor = this;
+    }
     StartRead(&buf_);
   }
 
   void OnReadDone(bool ok) override {
     if (!ok) {
-      Finish(grpc::Status::OK);  // client half-closed (or cancelled)
+      FinishOnce(grpc::Status::OK);  // client half-closed (or cancelled)
       return;
     }
     absl::StatusOr<DecodedFrame> frame = DecodedFrame::Parse(buf_);
-    absl::Status st = frame.status();
-    if (st.ok()) {
-      {
-        // OnCancel may run concurrently with this reaction.
-        absl::MutexLock lock(&mu_);
-        if (job_id_.empty()) {
-          job_id_ = frame->header().job_id();
-          src_ = frame->header().rank();
-        }
-      }
-      st = mailboxes_->Deliver(std::move(*frame));
-    }
-    buf_.Clear();
-    if (!st.ok()) {
-      Finish(ToGrpcStatus(st));
+    buf_.Clear();  // the frame holds its own references to the slices
+    if (!frame.ok()) {
+      FinishOnce(ToGrpcStatus(frame.status()));
       return;
     }
-    StartRead(&buf_);
+    {
+      // OnCancel may run concurrently with this reaction.
+      absl::MutexLock lock(&mu_);
+      if (job_id_.empty()) {
+        job_id_ = frame->header().job_id();
+        src_ = frame->header().rank();
+      }
+    }
+    absl::StatusOr<Delivery> d =
+        mailboxes_->Deliver(std::move(*frame), MakeResume());
+    // After kParked the resume may already have started the next read on
+    // another thread: touch nothing but locals from here.
+    if (!d.ok()) {
+      FinishOnce(ToGrpcStatus(d.status()));
+    } else if (*d == Delivery::kTaken) {
+      StartRead(&buf_);
+    }
   }
 
   void OnCancel() override {
@@ -142,16 +280,58 @@ class PeerReactor final
       src = src_;
     }
     if (!job.empty()) mailboxes_->SourceBroken(job, src);
+    // A parked stream has no read in flight to end it.
+    FinishOnce(grpc::Status(grpc::StatusCode::CANCELLED, "cancelled"));
   }
 
-  void OnDone() override { delete this; }
+  void OnDone() override {
+    {
+      absl::MutexLock lock(&gate_->mu);
+      gate_->reactor = nullptr;
+    }
+    delete this;
+  }
+
+  // From a Resume: read on, or end the stream with the error.
+  // (gRPC runs default reactors' reactions on its own threads, never inline
+  // in a Start* or Finish call from another thread, so holding the gate's
+  // lock here cannot deadlock with OnDone.)
+  void Continue(const absl::Status& st) {
+    if (!st.ok()) {
+      FinishOnce(ToGrpcStatus(st));
+      return;
+    }
+    {
+      absl::MutexLock lock(&mu_);
+      if (finished_) return;
+    }
+    StartRead(&buf_);  // after a racing Finish it just fails
+  }
 
  private:
+  Resume MakeResume() {
+    return [gate = gate_](const absl::Status& st) {
+      absl::MutexLock lock(&gate->mu);
+      if (gate->reactor != nullptr) gate->reactor->Continue(st);
+    };
+  }
+
+  void FinishOnce(const grpc::Status& status) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (finished_) return;
+      finished_ = true;
+    }
+    Finish(status);
+  }
+
   PeerMailboxes* const mailboxes_;
+  const std::shared_ptr<ReactorGate> gate_;
   grpc::ByteBuffer buf_;  // the one read in flight
   absl::Mutex mu_;
   std::string job_id_ ABSL_GUARDED_BY(mu_);  // of the first frame
   int src_ ABSL_GUARDED_BY(mu_) = -1;
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace
@@ -283,6 +463,10 @@ class FrameChunk final : public RecvChunk {
   uint64_t checksum() const override { return f_.header().checksum(); }
   void CopyTo(float* dst) const override { f_.CopyTo(dst); }
   void AddTo(float* dst) const override { f_.AddTo(dst); }
+  void SumTo(const float* a, float* out, float* out2) const override {
+    f_.SumTo(a, out, out2);
+  }
+  const DecodedFrame& frame() const { return f_; }
 
  private:
   DecodedFrame f_;
@@ -298,7 +482,8 @@ GrpcTransport::GrpcTransport(std::string job_id, int rank,
       rank_(rank),
       peers_(std::move(peer_addresses)),
       mailbox_(std::move(mailbox)),
-      options_(options) {}
+      options_(options),
+      pool_(BlockPool::Create(options.max_cached_send_bytes)) {}
 
 GrpcTransport::~GrpcTransport() {
   std::map<int, std::unique_ptr<PeerSender>> senders;
@@ -336,14 +521,8 @@ absl::StatusOr<PeerSender*> GrpcTransport::SenderFor(int peer) {
   return raw;
 }
 
-absl::Status GrpcTransport::Send(int peer, const ChunkTag& tag,
-                                 const float* data, size_t n,
-                                 uint64_t checksum) {
-  if (peer < 0 || peer >= size()) {
-    return absl::InvalidArgumentError(absl::StrCat("no rank ", peer));
-  }
-  absl::StatusOr<PeerSender*> sender = SenderFor(peer);
-  if (!sender.ok()) return sender.status();
+TensorHeader GrpcTransport::Header(const ChunkTag& tag,
+                                   uint64_t checksum) const {
   TensorHeader h;
   h.set_kind(TensorHeader::CHUNK);
   h.set_job_id(job_id_);
@@ -354,15 +533,49 @@ absl::Status GrpcTransport::Send(int peer, const ChunkTag& tag,
   h.set_index(tag.index);
   h.set_segment(tag.segment);
   h.set_checksum(checksum);
-  // The payload is copied once into memory owned by the frame. gRPC 1.51 keeps
-  // references to a stream's sent slices for an unpredictable while after
-  // they went out (seen here: the last frames of a collective stay referenced
-  // until later traffic), so lending it the caller's buffer would force
-  // either a wait that can deadlock the ring or a reuse hazard. The receive
-  // side stays zero-copy (reduced straight out of the received slices).
-  auto copy = std::make_shared<const std::vector<float>>(data, data + n);
-  grpc::ByteBuffer buf = EncodeFrameShared(h, std::move(copy), 0, n);
-  return (*sender)->Enqueue(std::move(buf));
+  return h;
+}
+
+absl::Status GrpcTransport::Enqueue(int peer, grpc::ByteBuffer frame) {
+  absl::StatusOr<PeerSender*> sender = SenderFor(peer);
+  if (!sender.ok()) return sender.status();
+  return (*sender)->Enqueue(std::move(frame));
+}
+
+// Payloads go out of pooled blocks, never out of the caller's memory: gRPC
+// 1.51 keeps references to a stream's sent slices for an unpredictable while
+// after they went out (seen here: the last frames of a collective stay
+// referenced until later traffic), so lending it the caller's buffer would
+// force either a wait that can deadlock the ring or a reuse hazard.
+absl::Status GrpcTransport::Send(int peer, const ChunkTag& tag,
+                                 const float* data, size_t n,
+                                 uint64_t checksum) {
+  if (peer < 0 || peer >= size()) {
+    return absl::InvalidArgumentError(absl::StrCat("no rank ", peer));
+  }
+  return Enqueue(peer, pool_->Encode(Header(tag, checksum), n, [&](float* b) {
+    std::memcpy(b, data, n * sizeof(float));
+  }));
+}
+
+absl::Status GrpcTransport::SendSum(int peer, const ChunkTag& tag,
+                                    const float* a, const RecvChunk& chunk,
+                                    float* store) {
+  if (peer < 0 || peer >= size()) {
+    return absl::InvalidArgumentError(absl::StrCat("no rank ", peer));
+  }
+  return Enqueue(peer, pool_->Encode(Header(tag, 0), chunk.count(),
+                                     [&](float* b) { chunk.SumTo(a, b, store); }));
+}
+
+absl::Status GrpcTransport::Forward(int peer, const ChunkTag& tag,
+                                    const RecvChunk& chunk, uint64_t checksum) {
+  if (peer < 0 || peer >= size()) {
+    return absl::InvalidArgumentError(absl::StrCat("no rank ", peer));
+  }
+  const auto* received = dynamic_cast<const FrameChunk*>(&chunk);
+  if (received == nullptr) return Transport::Forward(peer, tag, chunk, checksum);
+  return Enqueue(peer, received->frame().Reframe(Header(tag, checksum)));
 }
 
 absl::StatusOr<std::unique_ptr<RecvChunk>> GrpcTransport::Recv(
@@ -393,7 +606,7 @@ absl::StatusOr<std::unique_ptr<RecvChunk>> GrpcTransport::Recv(
 }
 
 absl::Status GrpcTransport::WaitSendsReleased(absl::Time) {
-  return absl::OkStatus();  // Send copies: the caller's memory is free at once.
+  return absl::OkStatus();  // sends never lend the caller's memory
 }
 
 void GrpcTransport::Abort(const absl::Status& status) {

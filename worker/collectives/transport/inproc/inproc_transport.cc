@@ -73,6 +73,9 @@ class InProcTransport final : public Transport {
     void AddTo(float* dst) const override {
       AddInto(dst, m_.data.data(), m_.data.size());
     }
+    void SumTo(const float* a, float* out, float* out2) const override {
+      SumIntoUnaligned(out, out2, a, m_.data.data(), m_.data.size());
+    }
 
    private:
     InProcGroup::Message m_;
