@@ -7,6 +7,7 @@
 #include <grpcpp/grpcpp.h>
 #include <spdlog/spdlog.h>
 
+#include "common/memory.h"
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
@@ -46,6 +47,7 @@ int main(int argc, char** argv) {
       "worker registry, rendezvous) and/or a parameter-server shard. "
       "Stops cleanly on SIGINT/SIGTERM.");
   absl::ParseCommandLine(argc, argv);
+  gradsync::TuneAllocatorForLargeBuffers();
   const std::string role = absl::GetFlag(FLAGS_role);
   if (role != "all" && role != "coordinator" && role != "ps") {
     std::cerr << "gradsync-server: --role must be all, coordinator or ps, got '"
