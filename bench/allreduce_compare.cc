@@ -49,6 +49,8 @@ ABSL_FLAG(std::string, impl, "both", "gloo, gradsync or both.");
 ABSL_FLAG(int, base_port, 47300,
           "gradsync ranks listen on base_port + rank on 127.0.0.1.");
 ABSL_FLAG(int64_t, segment_bytes, 1 << 20, "gradsync ring segment size.");
+ABSL_FLAG(int, connections, 1,
+          "gradsync: TCP connections per peer (segments striped over them).");
 ABSL_FLAG(std::string, json, "", "Write the rows as JSON to this file.");
 
 namespace gradsync {
@@ -150,7 +152,9 @@ RankTimes RunGradsync(const Config& c, int rank) {
   const std::string job = "compare";
   RankTimes out;
   {
-    GrpcTransport transport(job, rank, peers, mailboxes.Open(job));
+    GrpcTransportOptions topts;
+    topts.connections_per_peer = absl::GetFlag(FLAGS_connections);
+    GrpcTransport transport(job, rank, peers, mailboxes.Open(job), topts);
     RingOptions opts;
     opts.segment_bytes = static_cast<size_t>(absl::GetFlag(FLAGS_segment_bytes));
     opts.timeout = absl::Seconds(60);

@@ -15,6 +15,7 @@
 #include "common/grpc/block_pool.h"
 #include "common/grpc/grpc_util.h"
 #include "common/grpc/tensor_frame.h"
+#include "worker/collectives/ring.h"
 #include "worker/collectives/testing/transport_group.h"
 
 namespace gradsync {
@@ -62,12 +63,12 @@ TEST(JobMailbox, ParksTheSourceWhenFullAndResumesItOnPop) {
   EXPECT_EQ(*other, Delivery::kTaken);
   EXPECT_EQ(log.ok.load(), 0);
   const absl::Time deadline = absl::Now() + absl::Seconds(5);
-  auto first = box.Pop(2, deadline);
+  auto first = box.Pop(2, 0, deadline);
   ASSERT_TRUE(first.ok());
   EXPECT_EQ(first->header().segment(), 0);  // FIFO per source
   EXPECT_EQ(log.ok.load(), 1);              // room again: the stream reads on
   for (size_t i = 1; i < kMailboxFrames; ++i) {
-    auto f = box.Pop(2, deadline);
+    auto f = box.Pop(2, 0, deadline);
     ASSERT_TRUE(f.ok());
     EXPECT_EQ(f->header().segment(), static_cast<int>(i));
   }
@@ -93,7 +94,7 @@ TEST(JobMailbox, FailResumesParkedStreamsWithTheError) {
   }
   box.Fail(absl::CancelledError("job cancelled"));
   EXPECT_EQ(log.errors.load(), 1);
-  auto f = box.Pop(1, absl::Now() + absl::Seconds(1));
+  auto f = box.Pop(1, 0, absl::Now() + absl::Seconds(1));
   EXPECT_EQ(f.status().code(), absl::StatusCode::kCancelled);
   EXPECT_EQ(box.Push(Frame("j", 1, 0, 1), log.Make()).status().code(),
             absl::StatusCode::kCancelled);
@@ -110,7 +111,7 @@ TEST(PeerMailboxes, FramesForAJobNotOpenedYetWaitAndArriveInOrder) {
   std::shared_ptr<JobMailbox> box = boxes.Open("later");
   EXPECT_EQ(boxes.parked(), 0u);
   EXPECT_EQ(log.ok.load(), 2);  // both streams read on
-  auto f = box->Pop(1, absl::Now() + absl::Seconds(1));
+  auto f = box->Pop(1, 0, absl::Now() + absl::Seconds(1));
   ASSERT_TRUE(f.ok());
   std::vector<float> got(3);
   f->CopyTo(got.data());
@@ -228,6 +229,41 @@ TEST(GrpcTransport, SendSumAndForwardCarryTheRightData) {
     ASSERT_EQ(s[i], y[i] + x[i]);
     ASSERT_EQ(stored[i], y[i] + x[i]);
     ASSERT_EQ(f[i], x[i]);
+  }
+}
+
+// Several connections per peer: segments are striped over them (FIFO holds
+// per connection only) and the ring still gets exact, identical sums.
+TEST(GrpcTransport, RingOverSeveralConnectionsPerPeer) {
+  for (int connections : {2, 3}) {
+    for (int world : {2, 3}) {
+      auto group =
+          TransportGroup::Create(TransportKind::kGrpc, world, connections);
+      ASSERT_TRUE(group.ok()) << group.status();
+      const size_t n = (1 << 18) + 3;
+      RingOptions opts;
+      opts.segment_bytes = 64 << 10;  // many segments: every lane is used
+      std::vector<std::vector<float>> data(world, std::vector<float>(n));
+      std::vector<absl::Status> st(world);
+      std::vector<std::thread> threads;
+      for (int r = 0; r < world; ++r) {
+        for (size_t i = 0; i < n; ++i) data[r][i] = static_cast<float>((i % 13) * (r + 1));
+        threads.emplace_back([&, r] {
+          RingAllreduce ring((*group)->transport(r), n, opts);
+          st[r] = ring.Run(data[r].data(), 0, 0);
+        });
+      }
+      for (auto& t : threads) t.join();
+      const float scale = world * (world + 1) / 2.0f;
+      for (int r = 0; r < world; ++r) {
+        ASSERT_TRUE(st[r].ok()) << st[r];
+        for (size_t i = 0; i < n; i += 997) {
+          ASSERT_EQ(data[r][i], static_cast<float>(i % 13) * scale)
+              << "connections " << connections << " world " << world;
+        }
+        ASSERT_EQ(data[r], data[0]);
+      }
+    }
   }
 }
 

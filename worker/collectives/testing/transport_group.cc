@@ -41,7 +41,7 @@ TransportGroup::TransportGroup(TransportKind kind, int size)
     : kind_(kind), size_(size) {}
 
 absl::StatusOr<std::unique_ptr<TransportGroup>> TransportGroup::Create(
-    TransportKind kind, int size) {
+    TransportKind kind, int size, int connections_per_peer) {
   if (size < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("a transport group needs a rank, not ", size));
@@ -63,9 +63,12 @@ absl::StatusOr<std::unique_ptr<TransportGroup>> TransportGroup::Create(
     addresses.push_back(LocalAddress("127.0.0.1:0", started->port));
     group->peers_.push_back(std::move(peer));
   }
+  GrpcTransportOptions options;
+  options.connections_per_peer = connections_per_peer;
   for (int r = 0; r < size; ++r) {
     group->grpc_transports_.push_back(std::make_unique<GrpcTransport>(
-        kJobId, r, addresses, group->peers_[r]->mailboxes.Open(kJobId)));
+        kJobId, r, addresses, group->peers_[r]->mailboxes.Open(kJobId),
+        options));
   }
   return group;
 }

@@ -32,8 +32,9 @@ class TransportGroup {
   // Builds the group. For kGrpc, starts one Peer server per rank on
   // 127.0.0.1:0 and connects nothing yet (senders connect on first Send).
   // INVALID_ARGUMENT for size < 1; UNAVAILABLE if a server cannot listen.
+  // `connections_per_peer` is GrpcTransportOptions' (kGrpc only).
   static absl::StatusOr<std::unique_ptr<TransportGroup>> Create(
-      TransportKind kind, int size);
+      TransportKind kind, int size, int connections_per_peer = 1);
 
   TransportGroup(const TransportGroup&) = delete;
   TransportGroup& operator=(const TransportGroup&) = delete;

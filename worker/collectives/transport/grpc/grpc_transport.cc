@@ -21,7 +21,7 @@ size_t FrameBytes(const DecodedFrame& f) { return f.count() * sizeof(float); }
 absl::StatusOr<Delivery> JobMailbox::Push(DecodedFrame frame, Resume resume) {
   absl::MutexLock lock(&mu_);
   if (!error_.ok()) return error_;
-  Source& s = sources_[frame.header().rank()];
+  Source& s = sources_[{frame.header().rank(), frame.header().lane()}];
   s.bytes += FrameBytes(frame);
   s.frames.push_back(std::move(frame));
   if (s.frames.size() < kMailboxFrames && s.bytes < kMailboxBytes) {
@@ -31,14 +31,16 @@ absl::StatusOr<Delivery> JobMailbox::Push(DecodedFrame frame, Resume resume) {
   return Delivery::kParked;
 }
 
-absl::StatusOr<DecodedFrame> JobMailbox::Pop(int src, absl::Time deadline) {
+absl::StatusOr<DecodedFrame> JobMailbox::Pop(int src, int lane,
+                                             absl::Time deadline) {
   Resume wake;
   absl::StatusOr<DecodedFrame> out;
   {
     absl::MutexLock lock(&mu_);
-    auto ready = [this, src]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    const std::pair<int, int> key{src, lane};
+    auto ready = [this, &key]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
       if (!error_.ok()) return true;
-      auto it = sources_.find(src);
+      auto it = sources_.find(key);
       return it != sources_.end() && !it->second.frames.empty();
     };
     if (!mu_.AwaitWithDeadline(absl::Condition(&ready), deadline)) {
@@ -46,7 +48,7 @@ absl::StatusOr<DecodedFrame> JobMailbox::Pop(int src, absl::Time deadline) {
           absl::StrCat("no data from rank ", src, " before the step timeout"));
     }
     if (!error_.ok()) return error_;
-    Source& s = sources_[src];
+    Source& s = sources_[key];
     out = std::move(s.frames.front());
     s.frames.pop_front();
     s.bytes -= FrameBytes(*out);
@@ -486,20 +488,26 @@ GrpcTransport::GrpcTransport(std::string job_id, int rank,
       pool_(BlockPool::Create(options.max_cached_send_bytes)) {}
 
 GrpcTransport::~GrpcTransport() {
-  std::map<int, std::unique_ptr<PeerSender>> senders;
+  std::map<std::pair<int, int>, std::unique_ptr<PeerSender>> senders;
   {
     absl::MutexLock lock(&mu_);
     senders.swap(senders_);
   }
   const absl::Time deadline = absl::Now() + absl::Seconds(5);
-  for (auto& [peer, s] : senders) s->Close(deadline);
+  for (auto& [key, s] : senders) s->Close(deadline);
 }
 
-absl::StatusOr<PeerSender*> GrpcTransport::SenderFor(int peer) {
+int GrpcTransport::Lane(const ChunkTag& tag) const {
+  const int c = options_.connections_per_peer;
+  return c <= 1 ? 0 : ((tag.segment % c) + c) % c;
+}
+
+absl::StatusOr<PeerSender*> GrpcTransport::SenderFor(int peer, int lane) {
+  const std::pair<int, int> key{peer, lane};
   {
     absl::MutexLock lock(&mu_);
     if (!aborted_.ok()) return aborted_;
-    auto it = senders_.find(peer);
+    auto it = senders_.find(key);
     if (it != senders_.end()) return it->second.get();
   }
   // Connect without holding mu_ so that Abort is never stuck behind it.
@@ -513,7 +521,7 @@ absl::StatusOr<PeerSender*> GrpcTransport::SenderFor(int peer) {
   }
   absl::MutexLock lock(&mu_);
   PeerSender* raw = sender.get();
-  senders_[peer] = std::move(sender);
+  senders_[key] = std::move(sender);
   if (!aborted_.ok()) {
     raw->Cancel();
     return aborted_;
@@ -533,11 +541,13 @@ TensorHeader GrpcTransport::Header(const ChunkTag& tag,
   h.set_index(tag.index);
   h.set_segment(tag.segment);
   h.set_checksum(checksum);
+  h.set_lane(Lane(tag));
   return h;
 }
 
-absl::Status GrpcTransport::Enqueue(int peer, grpc::ByteBuffer frame) {
-  absl::StatusOr<PeerSender*> sender = SenderFor(peer);
+absl::Status GrpcTransport::Enqueue(int peer, const TensorHeader& h,
+                                    grpc::ByteBuffer frame) {
+  absl::StatusOr<PeerSender*> sender = SenderFor(peer, h.lane());
   if (!sender.ok()) return sender.status();
   return (*sender)->Enqueue(std::move(frame));
 }
@@ -553,7 +563,8 @@ absl::Status GrpcTransport::Send(int peer, const ChunkTag& tag,
   if (peer < 0 || peer >= size()) {
     return absl::InvalidArgumentError(absl::StrCat("no rank ", peer));
   }
-  return Enqueue(peer, pool_->Encode(Header(tag, checksum), n, [&](float* b) {
+  const TensorHeader h = Header(tag, checksum);
+  return Enqueue(peer, h, pool_->Encode(h, n, [&](float* b) {
     std::memcpy(b, data, n * sizeof(float));
   }));
 }
@@ -564,8 +575,10 @@ absl::Status GrpcTransport::SendSum(int peer, const ChunkTag& tag,
   if (peer < 0 || peer >= size()) {
     return absl::InvalidArgumentError(absl::StrCat("no rank ", peer));
   }
-  return Enqueue(peer, pool_->Encode(Header(tag, 0), chunk.count(),
-                                     [&](float* b) { chunk.SumTo(a, b, store); }));
+  const TensorHeader h = Header(tag, 0);
+  return Enqueue(peer, h, pool_->Encode(h, chunk.count(), [&](float* b) {
+    chunk.SumTo(a, b, store);
+  }));
 }
 
 absl::Status GrpcTransport::Forward(int peer, const ChunkTag& tag,
@@ -575,12 +588,13 @@ absl::Status GrpcTransport::Forward(int peer, const ChunkTag& tag,
   }
   const auto* received = dynamic_cast<const FrameChunk*>(&chunk);
   if (received == nullptr) return Transport::Forward(peer, tag, chunk, checksum);
-  return Enqueue(peer, received->frame().Reframe(Header(tag, checksum)));
+  const TensorHeader h = Header(tag, checksum);
+  return Enqueue(peer, h, received->frame().Reframe(h));
 }
 
 absl::StatusOr<std::unique_ptr<RecvChunk>> GrpcTransport::Recv(
     int peer, const ChunkTag& expected, size_t n, absl::Time deadline) {
-  absl::StatusOr<DecodedFrame> f = mailbox_->Pop(peer, deadline);
+  absl::StatusOr<DecodedFrame> f = mailbox_->Pop(peer, Lane(expected), deadline);
   if (!f.ok()) {
     if (absl::IsDeadlineExceeded(f.status())) {
       return absl::DeadlineExceededError(absl::StrCat(
@@ -613,7 +627,7 @@ void GrpcTransport::Abort(const absl::Status& status) {
   {
     absl::MutexLock lock(&mu_);
     if (aborted_.ok()) aborted_ = status;
-    for (auto& [peer, s] : senders_) s->Cancel();
+    for (auto& [key, s] : senders_) s->Cancel();
   }
   mailbox_->Fail(status);
 }

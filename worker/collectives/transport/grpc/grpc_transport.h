@@ -53,15 +53,17 @@ enum class Delivery {
   kParked,  // do not read until `resume` runs
 };
 
-// Received frames of one job, by sending rank. Thread-safe.
+// Received frames of one job, by sending rank and lane (the connection they
+// came on: FIFO order holds per connection only). Thread-safe.
 class JobMailbox {
  public:
   // Appends a frame. kParked when the source's queue is full: `resume` runs
   // once a Pop made room (or with the error when the mailbox fails). The
   // mailbox's error if it has failed.
   absl::StatusOr<Delivery> Push(DecodedFrame frame, Resume resume);
-  // Oldest frame from `src`; DEADLINE_EXCEEDED, or the failure status.
-  absl::StatusOr<DecodedFrame> Pop(int src, absl::Time deadline);
+  // Oldest frame from `src` on `lane`; DEADLINE_EXCEEDED, or the failure
+  // status.
+  absl::StatusOr<DecodedFrame> Pop(int src, int lane, absl::Time deadline);
   // Makes pending and future Pops fail with `status` (first failure wins);
   // parked streams are resumed with it.
   void Fail(const absl::Status& status);
@@ -73,7 +75,7 @@ class JobMailbox {
     Resume parked;  // set while the source's stream waits for room
   };
   absl::Mutex mu_;
-  std::map<int, Source> sources_ ABSL_GUARDED_BY(mu_);
+  std::map<std::pair<int, int>, Source> sources_ ABSL_GUARDED_BY(mu_);
   absl::Status error_ ABSL_GUARDED_BY(mu_);
 };
 
@@ -125,8 +127,13 @@ class PeerService final
 
 class PeerSender;
 
+inline constexpr int kMaxConnectionsPerPeer = 8;
+
 struct GrpcTransportOptions {
   absl::Duration connect_timeout = absl::Seconds(10);
+  // TCP connections (one HTTP/2 stream each) to every peer; a message goes
+  // on lane tag.segment % connections_per_peer. Equal on all ranks of a job.
+  int connections_per_peer = 1;
   // Returned send blocks kept for reuse.
   size_t max_cached_send_bytes = size_t{64} << 20;
 };
@@ -160,9 +167,10 @@ class GrpcTransport final : public Transport {
   int64_t send_block_allocations() const { return pool_->allocations(); }
 
  private:
-  absl::StatusOr<PeerSender*> SenderFor(int peer);
+  int Lane(const ChunkTag& tag) const;
+  absl::StatusOr<PeerSender*> SenderFor(int peer, int lane);
   TensorHeader Header(const ChunkTag& tag, uint64_t checksum) const;
-  absl::Status Enqueue(int peer, grpc::ByteBuffer frame);
+  absl::Status Enqueue(int peer, const TensorHeader& h, grpc::ByteBuffer frame);
 
   const std::string job_id_;
   const int rank_;
@@ -172,7 +180,9 @@ class GrpcTransport final : public Transport {
   const std::shared_ptr<BlockPool> pool_;
 
   absl::Mutex mu_;
-  std::map<int, std::unique_ptr<PeerSender>> senders_ ABSL_GUARDED_BY(mu_);
+  // By (peer, lane).
+  std::map<std::pair<int, int>, std::unique_ptr<PeerSender>> senders_
+      ABSL_GUARDED_BY(mu_);
   absl::Status aborted_ ABSL_GUARDED_BY(mu_);
 };
 
