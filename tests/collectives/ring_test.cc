@@ -199,8 +199,10 @@ TEST(RingPhase, ChunkTagPrintsThePhaseByName) {
   EXPECT_NE(tag.ToString().find("reduce-scatter"), std::string::npos);
   tag.phase = RingPhase::kBroadcast;
   EXPECT_NE(tag.ToString().find("broadcast"), std::string::npos);
-  tag.phase = static_cast<RingPhase>(7);  // as a corrupt frame may carry
-  EXPECT_NE(tag.ToString().find("phase 7"), std::string::npos);
+  tag.phase = RingPhase::kHalving;
+  EXPECT_NE(tag.ToString().find("halving"), std::string::npos);
+  tag.phase = static_cast<RingPhase>(77);  // as a corrupt frame may carry
+  EXPECT_NE(tag.ToString().find("phase 77"), std::string::npos);
 }
 
 // ---------------------------------------------------------------- broadcast

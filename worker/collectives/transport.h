@@ -18,13 +18,20 @@
 
 namespace gradsync {
 
-// Which part of a ring collective a message belongs to. The values are the
-// wire encoding (TensorHeader.phase); a received frame may carry any int32,
-// which ChunkTag comparison then rejects.
+// Which part of a collective a message belongs to (the name is historical:
+// every algorithm tags with it). The values are the wire encoding
+// (TensorHeader.phase); a received frame may carry any int32, which ChunkTag
+// comparison then rejects.
 enum class RingPhase : int32_t {
-  kReduceScatter = 0,
-  kAllgather = 1,
-  kBroadcast = 2,
+  kReduceScatter = 0,   // ring
+  kAllgather = 1,       // ring
+  kBroadcast = 2,       // ring broadcast
+  kFoldIn = 3,          // non-power-of-two pre-step: extra rank -> partner
+  kHalving = 4,         // recursive halving (reduce-scatter)
+  kDoubling = 5,        // recursive doubling (allgather, or small allreduce)
+  kFoldOut = 6,         // non-power-of-two post-step: partner -> extra rank
+  kGroupReduce = 7,     // hierarchical: members -> group leader
+  kGroupBroadcast = 8,  // hierarchical: group leader -> members
 };
 
 // "reduce-scatter", "allgather", "broadcast"; "phase N" for other values.
@@ -36,6 +43,18 @@ inline std::string RingPhaseName(RingPhase phase) {
       return "allgather";
     case RingPhase::kBroadcast:
       return "broadcast";
+    case RingPhase::kFoldIn:
+      return "fold-in";
+    case RingPhase::kHalving:
+      return "halving";
+    case RingPhase::kDoubling:
+      return "doubling";
+    case RingPhase::kFoldOut:
+      return "fold-out";
+    case RingPhase::kGroupReduce:
+      return "group-reduce";
+    case RingPhase::kGroupBroadcast:
+      return "group-broadcast";
   }
   return absl::StrFormat("phase %d", static_cast<int32_t>(phase));
 }
