@@ -61,6 +61,10 @@ ABSL_FLAG(int64_t, bucket_bytes, 25 << 20,
           "device=cuda: gradient bucket size; buckets (last layers first) are "
           "synchronised while backward still runs.");
 ABSL_FLAG(int64_t, chunk_bytes, 1 << 20, "Ring pipelining segment size in bytes.");
+ABSL_FLAG(int, connections_per_peer, 1,
+          "Ring: TCP connections to each neighbour, segments striped over "
+          "them (1..8; more helps where one connection's transport work "
+          "saturates a core).");
 ABSL_FLAG(int, step_timeout_ms, 30000,
           "Per-step communication timeout; a peer silent this long fails the job.");
 ABSL_FLAG(int64_t, train_limit, 0, "Use only the first N training samples (0 = all).");
@@ -156,6 +160,7 @@ v1::JobSpec SpecFromFlags() {
   s.set_data_dir(absl::GetFlag(FLAGS_data_dir));
   s.set_device(EnumFlag(ParseDevice(absl::GetFlag(FLAGS_device))));
   s.set_chunk_bytes(absl::GetFlag(FLAGS_chunk_bytes));
+  s.set_connections_per_peer(absl::GetFlag(FLAGS_connections_per_peer));
   s.set_bucket_bytes(absl::GetFlag(FLAGS_bucket_bytes));
   s.set_tf32(absl::GetFlag(FLAGS_tf32));
   s.set_step_timeout_ms(absl::GetFlag(FLAGS_step_timeout_ms));

@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+
 #include <spdlog/spdlog.h>
 
 #include "absl/strings/str_cat.h"
@@ -13,6 +15,16 @@
 #include "worker/model/device_factory.h"
 
 namespace gradsync {
+namespace {
+
+// The data-plane settings of a validated spec (equal on every rank).
+GrpcTransportOptions TransportOptions(const v1::JobSpec& spec) {
+  GrpcTransportOptions o;
+  o.connections_per_peer = std::max(1, spec.connections_per_peer());
+  return o;
+}
+
+}  // namespace
 
 class WorkerDaemon::Reporter final : public TrainingReporter {
  public:
@@ -297,7 +309,7 @@ absl::StatusOr<WorkerDaemon::JobParts> WorkerDaemon::PrepareJob(
         a.job_id(), a.rank(),
         std::vector<std::string>(a.peer_addresses().begin(),
                                  a.peer_addresses().end()),
-        mailboxes_.Open(a.job_id()));
+        mailboxes_.Open(a.job_id()), TransportOptions(a.spec()));
   }
   absl::StatusOr<std::unique_ptr<GradientSync>> sync =
       MakeGradientSync(&a, parts.transport.get());

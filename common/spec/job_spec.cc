@@ -237,6 +237,10 @@ absl::Status ValidateSizes(v1::JobSpec* s, int available_ps_shards) {
   if (s->chunk_bytes() < 0) return Bad("chunk_bytes", "must be >= 0");
   if (s->chunk_bytes() == 0) s->set_chunk_bytes(kDefaultChunkBytes);
   if (s->chunk_bytes() < 4) return Bad("chunk_bytes", "must be >= 4");
+  if (s->connections_per_peer() < 0) {
+    return Bad("connections_per_peer", "must be >= 0");
+  }
+  if (s->connections_per_peer() == 0) s->set_connections_per_peer(1);
   if (s->step_timeout_ms() < 0) return Bad("step_timeout_ms", "must be >= 0");
   if (s->step_timeout_ms() == 0) s->set_step_timeout_ms(kDefaultStepTimeoutMs);
   if (s->train_limit() < 0) return Bad("train_limit", "must be >= 0");
@@ -278,6 +282,10 @@ absl::Status ValidateCaps(const v1::JobSpec& s) {
   if (s.steps() > kMaxSteps) return over("steps", s.steps(), kMaxSteps);
   if (s.bucket_bytes() > kMaxBucketBytes) {
     return over("bucket_bytes", s.bucket_bytes(), kMaxBucketBytes);
+  }
+  if (s.connections_per_peer() > kMaxConnectionsPerPeer) {
+    return over("connections_per_peer", s.connections_per_peer(),
+                kMaxConnectionsPerPeer);
   }
   if (s.chunk_bytes() > kMaxChunkBytes) {
     return over("chunk_bytes", s.chunk_bytes(), kMaxChunkBytes);

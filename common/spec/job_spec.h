@@ -42,6 +42,7 @@ inline constexpr int64_t kMaxBucketBytes = int64_t{1} << 32;
 inline constexpr int64_t kMaxChunkBytes = int64_t{256} << 20;
 inline constexpr int32_t kMaxStepTimeoutMs = 3600 * 1000;
 inline constexpr int32_t kMaxSspStaleness = 1 << 20;
+inline constexpr int32_t kMaxConnectionsPerPeer = 8;
 
 // Returns the spec with defaults filled in (strategy ring, mode sync, model
 // kDefaultModel, dataset "fashion-mnist", optimizer sgd, algorithm auto, lr kDefaultSgdLr or

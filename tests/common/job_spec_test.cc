@@ -112,6 +112,12 @@ TEST(JobSpec, CapsRefuseSpecsThatWouldExhaustADaemon) {
   s.set_chunk_bytes(kMaxChunkBytes + 1);
   ExpectBad(s, "chunk_bytes");
   s = Good();
+  s.set_connections_per_peer(kMaxConnectionsPerPeer + 1);
+  ExpectBad(s, "connections_per_peer");
+  s = Good();
+  s.set_connections_per_peer(-1);
+  ExpectBad(s, "connections_per_peer");
+  s = Good();
   s.set_strategy(v1::STRATEGY_PS);
   s.set_mode(v1::SYNC_MODE_ASYNC);
   s.set_staleness(2147483647);

@@ -127,7 +127,6 @@ class PeerService final
 
 class PeerSender;
 
-inline constexpr int kMaxConnectionsPerPeer = 8;
 
 struct GrpcTransportOptions {
   absl::Duration connect_timeout = absl::Seconds(10);
