@@ -1,5 +1,7 @@
-// worker/collectives: collective algorithms (ring.h) over the Transport
-// interface below, and its implementations in transport/{grpc,inproc}.
+// worker/collectives: collective algorithms (ring.h, halving_doubling.h,
+// recursive_doubling.h, hierarchical.h; chosen through allreduce.h) over the
+// Transport interface below, and its implementations in
+// transport/{grpc,inproc}.
 //
 // What collectives see of the network: tagged, ordered chunk streams between
 // ranks. Knows nothing of algorithms; only its gRPC implementation includes

@@ -1,0 +1,334 @@
+// Hierarchical allreduce and its sub-transport over every transport, by host
+// grouping: one group, every rank alone, uneven and interleaved groups.
+// (allreduce_algorithms_test.cc runs it through the shared fixture with
+// groups of two; this file covers the groupings and the group failures.)
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <ostream>
+#include <random>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "worker/collectives/allreduce.h"
+#include "worker/collectives/hierarchical.h"
+#include "worker/collectives/sub_transport.h"
+#include "worker/collectives/testing/transport_group.h"
+
+namespace gradsync {
+// (PrintTo(TransportKind) is defined once per executable, in ring_test.cc.)
+namespace {
+
+constexpr TransportKind kTransports[] = {TransportKind::kInProc,
+                                         TransportKind::kGrpc};
+
+struct Grouping {
+  const char* name;
+  std::vector<int> groups;  // a group id per rank
+};
+
+void PrintTo(const Grouping& g, std::ostream* os) {
+  *os << g.name << " {" << absl::StrJoin(g.groups, ",") << "}";
+}
+
+// World size is groups.size().
+const Grouping kGroupings[] = {
+    {"single", {0}},
+    {"pair_split", {0, 1}},
+    {"one_group", {5, 5, 5, 5}},
+    {"every_rank_alone", {0, 1, 2}},
+    {"uneven", {0, 0, 0, 1, 1}},
+    {"interleaved", {0, 1, 0, 1}},
+    {"ids_out_of_order", {3, 3, 1, 0, 1, 3, 0, 0}},
+    {"pairs_and_single", {0, 0, 1, 1, 2, 2, 3}},
+};
+
+std::unique_ptr<TransportGroup> NewGroup(TransportKind kind, int world) {
+  absl::StatusOr<std::unique_ptr<TransportGroup>> group =
+      TransportGroup::Create(kind, world);
+  if (!group.ok()) {
+    ADD_FAILURE() << "cannot build a " << TransportKindName(kind)
+                  << " group of " << world << ": " << group.status();
+    return nullptr;
+  }
+  return std::move(*group);
+}
+
+std::vector<absl::Status> OnRanks(const std::vector<int>& ranks,
+                                  const std::function<absl::Status(int)>& fn) {
+  std::vector<absl::Status> st(ranks.size());
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    threads.emplace_back([&, i] { st[i] = fn(ranks[i]); });
+  }
+  for (auto& t : threads) t.join();
+  return st;
+}
+
+std::vector<int> AllRanks(int world) {
+  std::vector<int> ranks(world);
+  for (int r = 0; r < world; ++r) ranks[r] = r;
+  return ranks;
+}
+
+// Integer-valued floats: every partial sum is exact, so the result must be
+// the exact sum whatever the order.
+std::vector<float> IntegerData(int rank, size_t n) {
+  std::vector<float> v(n);
+  for (size_t i = 0; i < n; ++i) {
+    v[i] = static_cast<float>(static_cast<int>((i * 13 + rank * 97) % 53) - 26);
+  }
+  return v;
+}
+
+// Order-sensitive values: replicas agree bit for bit only if the sum of each
+// element is computed once and copied.
+std::vector<float> InexactData(int rank, size_t n) {
+  std::mt19937 rng(31 * rank + static_cast<int>(n % 4099));
+  std::uniform_real_distribution<float> u(-1, 1);
+  std::uniform_int_distribution<int> e(-10, 10);
+  std::vector<float> v(n);
+  for (float& x : v) x = std::ldexp(u(rng), e(rng));
+  return v;
+}
+
+// One Run on every rank; checks the sums (exact when `exact`, else within
+// 1e-5 of the magnitudes) and that every rank's bytes equal rank 0's.
+void RunAndCheck(std::vector<std::unique_ptr<Allreduce>>& algos, size_t n,
+                 int64_t step, bool exact,
+                 const std::function<std::vector<float>(int, size_t)>& make) {
+  const int world = static_cast<int>(algos.size());
+  std::vector<std::vector<float>> data(world);
+  std::vector<double> want(n, 0.0), magnitude(n, 0.0);
+  for (int r = 0; r < world; ++r) {
+    data[r] = make(r, n);
+    for (size_t i = 0; i < n; ++i) {
+      want[i] += data[r][i];
+      magnitude[i] += std::fabs(data[r][i]);
+    }
+  }
+  auto st = OnRanks(AllRanks(world), [&](int r) {
+    return algos[r]->Run(data[r].data(), step, /*bucket=*/1);
+  });
+  for (int r = 0; r < world; ++r) {
+    ASSERT_TRUE(st[r].ok()) << "rank " << r << " step " << step << ": " << st[r];
+  }
+  for (size_t i = 0; i < n; ++i) {
+    const double err = std::fabs(data[0][i] - want[i]);
+    ASSERT_LE(err, exact ? 0.0 : 1e-5 * magnitude[i])
+        << "step " << step << " element " << i << " got " << data[0][i]
+        << " want " << want[i];
+  }
+  for (int r = 1; r < world; ++r) {
+    ASSERT_EQ(std::memcmp(data[r].data(), data[0].data(), n * sizeof(float)), 0)
+        << "rank " << r << " differs from rank 0 at step " << step;
+  }
+}
+
+using Case = std::tuple<TransportKind, Grouping, size_t>;
+
+std::string CaseName(const ::testing::TestParamInfo<Case>& info) {
+  return absl::StrCat(TransportKindName(std::get<0>(info.param)), "_",
+                      std::get<1>(info.param).name, "_n",
+                      std::get<2>(info.param));
+}
+
+class HierarchicalTest : public ::testing::TestWithParam<Case> {};
+
+TEST_P(HierarchicalTest, SumsAndReplicasAreBitIdenticalEveryRun) {
+  const auto [kind, grouping, n] = GetParam();
+  const int world = static_cast<int>(grouping.groups.size());
+  std::unique_ptr<TransportGroup> group = NewGroup(kind, world);
+  ASSERT_NE(group, nullptr);
+  AllreduceOptions opts;
+  opts.groups = grouping.groups;
+  opts.segment_bytes = n < (1 << 16) ? 1000 : 64 << 10;  // several segments
+  opts.timeout = absl::Seconds(30);
+  std::vector<std::unique_ptr<Allreduce>> algos;
+  for (int r = 0; r < world; ++r) {
+    auto a = MakeAllreduce(v1::ALGORITHM_HIERARCHICAL, group->transport(r), n,
+                           opts);
+    ASSERT_TRUE(a.ok()) << a.status();
+    ASSERT_EQ((*a)->algorithm(), v1::ALGORITHM_HIERARCHICAL);
+    algos.push_back(std::move(*a));
+  }
+  // Built once, run twice on the same objects.
+  RunAndCheck(algos, n, /*step=*/0, /*exact=*/true, IntegerData);
+  RunAndCheck(algos, n, /*step=*/1, /*exact=*/false, InexactData);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Groupings, HierarchicalTest,
+    ::testing::Combine(::testing::ValuesIn(kTransports),
+                       ::testing::ValuesIn(kGroupings),
+                       ::testing::Values(size_t{1}, size_t{7}, size_t{1000})),
+    CaseName);
+
+// 2^20+3 floats on the groupings whose shapes differ most (one chain of
+// four; leaders with chains of different lengths).
+INSTANTIATE_TEST_SUITE_P(
+    Large, HierarchicalTest,
+    ::testing::Combine(::testing::ValuesIn(kTransports),
+                       ::testing::Values(kGroupings[2], kGroupings[6]),
+                       ::testing::Values(size_t{(1 << 20) + 3})),
+    CaseName);
+
+// ---------------------------------------------------------------- options
+
+TEST(HierarchicalOptions, BadGroupsAreInvalidArgumentNamingGroups) {
+  std::unique_ptr<TransportGroup> group = NewGroup(TransportKind::kInProc, 3);
+  ASSERT_NE(group, nullptr);
+  for (const std::vector<int>& bad :
+       {std::vector<int>{0, 0}, std::vector<int>{0, 1, 1, 2},
+        std::vector<int>{0, -1, 0}}) {
+    AllreduceOptions opts;
+    opts.groups = bad;
+    auto a = MakeAllreduce(v1::ALGORITHM_HIERARCHICAL, group->transport(0), 10,
+                           opts);
+    EXPECT_TRUE(absl::IsInvalidArgument(a.status()))
+        << absl::StrJoin(bad, ",") << ": " << a.status();
+    EXPECT_NE(a.status().message().find("groups"), absl::string_view::npos)
+        << a.status();
+  }
+}
+
+TEST(HierarchicalOptions, HostGroupsOrdersGroupsByLeader) {
+  auto h = HostGroups::Make({3, 3, 1, 0, 1, 3, 0, 0}, 8);
+  ASSERT_TRUE(h.ok()) << h.status();
+  ASSERT_EQ(h->members.size(), 3u);
+  EXPECT_EQ(h->members[0], (std::vector<int>{0, 1, 5}));
+  EXPECT_EQ(h->members[1], (std::vector<int>{2, 4}));
+  EXPECT_EQ(h->members[2], (std::vector<int>{3, 6, 7}));
+  EXPECT_EQ(h->Leaders(), (std::vector<int>{0, 2, 3}));
+  EXPECT_EQ(h->group_of[6], 2);
+  auto alone = HostGroups::Make({}, 3);
+  ASSERT_TRUE(alone.ok());
+  EXPECT_EQ(alone->Leaders(), (std::vector<int>{0, 1, 2}));
+}
+
+TEST(HierarchicalOptions, GroupsByHostUsesTheHostPartOfEachAddress) {
+  EXPECT_EQ(GroupsByHost({"10.0.0.2:7000", "10.0.0.1:7000", "10.0.0.2:7001",
+                          "[::1]:9", "10.0.0.1:80", "[::1]:10", "solo"}),
+            (std::vector<int>{0, 1, 0, 2, 1, 2, 3}));
+  EXPECT_EQ(GroupsByHost({"127.0.0.1:1", "127.0.0.1:2"}),
+            (std::vector<int>{0, 0}));
+  EXPECT_TRUE(GroupsByHost({}).empty());
+}
+
+// ---------------------------------------------------------------- failures
+
+class HierarchicalFailureTest : public ::testing::TestWithParam<TransportKind> {};
+
+// Groups {0,0,1,1}: a silent member (rank 3, the tail of group 1) and a
+// silent leader (rank 2): every other rank gives up at its deadline.
+TEST_P(HierarchicalFailureTest, EveryRankTimesOutWhenAPeerNeverShowsUp) {
+  for (int silent : {3, 2}) {
+    std::unique_ptr<TransportGroup> group = NewGroup(GetParam(), 4);
+    ASSERT_NE(group, nullptr);
+    AllreduceOptions opts;
+    opts.groups = {0, 0, 1, 1};
+    opts.timeout = absl::Milliseconds(300);
+    std::vector<std::unique_ptr<Allreduce>> algos;
+    for (int r = 0; r < 4; ++r) {
+      auto a = MakeAllreduce(v1::ALGORITHM_HIERARCHICAL, group->transport(r),
+                             100, opts);
+      ASSERT_TRUE(a.ok()) << a.status();
+      algos.push_back(std::move(*a));
+    }
+    std::vector<std::vector<float>> data(4, std::vector<float>(100, 1.0f));
+    std::vector<int> running;
+    for (int r = 0; r < 4; ++r) {
+      if (r != silent) running.push_back(r);
+    }
+    const absl::Time start = absl::Now();
+    auto st = OnRanks(running, [&](int r) {
+      return algos[r]->Run(data[r].data(), 0, 0);
+    });
+    for (size_t i = 0; i < st.size(); ++i) {
+      EXPECT_TRUE(absl::IsDeadlineExceeded(st[i]))
+          << "silent " << silent << " rank " << running[i] << ": " << st[i];
+    }
+    EXPECT_LT(absl::Now() - start, absl::Seconds(5)) << "silent " << silent;
+  }
+}
+
+TEST_P(HierarchicalFailureTest, AbortFromAnotherThreadUnblocksAWaitingLeader) {
+  std::unique_ptr<TransportGroup> group = NewGroup(GetParam(), 3);
+  ASSERT_NE(group, nullptr);
+  AllreduceOptions opts;  // default 30 s timeout
+  opts.groups = {0, 0, 0};
+  auto algo =
+      MakeAllreduce(v1::ALGORITHM_HIERARCHICAL, group->transport(0), 100, opts);
+  ASSERT_TRUE(algo.ok()) << algo.status();
+  std::vector<float> data(100, 1.0f);
+  std::thread aborter([&] {
+    absl::SleepFor(absl::Milliseconds(100));
+    group->transport(0)->Abort(absl::CancelledError("test abort"));
+  });
+  const absl::Time start = absl::Now();
+  absl::Status st = (*algo)->Run(data.data(), 0, 0);
+  aborter.join();
+  EXPECT_TRUE(absl::IsCancelled(st)) << st;
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, HierarchicalFailureTest,
+                         ::testing::ValuesIn(kTransports),
+                         [](const ::testing::TestParamInfo<TransportKind>& i) {
+                           return TransportKindName(i.param);
+                         });
+
+// ---------------------------------------------------------------- sub-transport
+
+TEST(SubTransport, RenumbersRanksAndForwardsToTheirGlobalPeers) {
+  std::unique_ptr<TransportGroup> group = NewGroup(TransportKind::kInProc, 4);
+  ASSERT_NE(group, nullptr);
+  auto a = SubTransport::Create(group->transport(1), {1, 3});
+  auto b = SubTransport::Create(group->transport(3), {1, 3});
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ((*a)->rank(), 0);
+  EXPECT_EQ((*b)->rank(), 1);
+  EXPECT_EQ((*a)->size(), 2);
+  EXPECT_EQ((*b)->GlobalRank(0), 1);
+  const std::vector<float> sent = {1, 2, 3};
+  const ChunkTag tag{5, 0, RingPhase::kAllgather, 1, 0};
+  ASSERT_TRUE((*a)->Send(1, tag, sent.data(), 3).ok());
+  // Global rank 3 sees it from global rank 1.
+  auto got = group->transport(3)->Recv(1, tag, 3, absl::Now() + absl::Seconds(5));
+  ASSERT_TRUE(got.ok()) << got.status();
+  std::vector<float> out(3);
+  (*got)->CopyTo(out.data());
+  EXPECT_EQ(out, sent);
+  // And back, received through the sub-transport from sub-rank 1.
+  ASSERT_TRUE(group->transport(3)->Send(1, tag, sent.data(), 3).ok());
+  auto back = (*a)->Recv(1, tag, 3, absl::Now() + absl::Seconds(5));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_TRUE(absl::IsInvalidArgument((*a)->Send(2, tag, sent.data(), 3)));
+  EXPECT_TRUE(absl::IsInvalidArgument(
+      (*a)->Recv(-1, tag, 3, absl::Now() + absl::Seconds(1)).status()));
+}
+
+TEST(SubTransport, RefusesBadRankLists) {
+  std::unique_ptr<TransportGroup> group = NewGroup(TransportKind::kInProc, 4);
+  ASSERT_NE(group, nullptr);
+  Transport* t = group->transport(1);
+  for (const std::vector<int>& bad :
+       {std::vector<int>{}, std::vector<int>{0, 2}, std::vector<int>{3, 1},
+        std::vector<int>{1, 1}, std::vector<int>{1, 4}}) {
+    EXPECT_TRUE(absl::IsInvalidArgument(SubTransport::Create(t, bad).status()))
+        << absl::StrJoin(bad, ",");
+  }
+}
+
+}  // namespace
+}  // namespace gradsync

@@ -1,0 +1,237 @@
+#include "worker/collectives/halving_doubling.h"
+
+#include <algorithm>
+#include <utility>
+
+namespace gradsync {
+namespace {
+
+void Append(std::vector<Range>* out, const std::vector<Range>& more) {
+  out->insert(out->end(), more.begin(), more.end());
+}
+
+}  // namespace
+
+HalvingDoublingAllreduce::HalvingDoublingAllreduce(Transport* transport,
+                                                   size_t count,
+                                                   AllreduceOptions options)
+    : transport_(transport),
+      count_(count),
+      options_(std::move(options)),
+      fold_(transport->size()),
+      rank_(transport->rank()),
+      vrank_(fold_.VirtualRank(rank_)),
+      fold_peer_(fold_.FoldPeer(rank_)) {
+  const int p = fold_.p();
+  const int levels = fold_.levels();
+  const size_t seg = SegmentElems(options_.segment_bytes);
+  for (const Range& block : PartitionEven(count_, p)) {
+    block_segs_.push_back(Segments(block, seg));
+  }
+  // The virtual rank of this rank, or of the partner an extra rank folds into.
+  const int v = vrank_ >= 0 ? vrank_ : fold_.VirtualRank(fold_peer_);
+  if (fold_peer_ >= 0) {
+    fold_in_ = FoldInOrder(v);
+    fold_out_ = DoublingOrder(v, levels);
+  }
+  if (vrank_ < 0 || levels == 0) return;
+  round0_send_ = HalvingOrder(0, v ^ (p / 2));
+  size_t offset = block_segs_[v].size();
+  for (int k = 0; k < levels; ++k) {
+    halving_recv_.push_back(HalvingOrder(k, v));
+    onward_.push_back(
+        k + 1 < levels ? HalvingOrder(k + 1, v ^ (p >> (k + 2))).size() : 0);
+    doubling_recv_.push_back(DoublingOrder(v ^ (1 << k), k));
+    forward_offset_.push_back(offset);
+    offset += doubling_recv_.back().size();
+  }
+}
+
+std::vector<Range> HalvingDoublingAllreduce::BlockSegs(int first,
+                                                       int n) const {
+  std::vector<Range> out;
+  for (int b = first; b < first + n; ++b) Append(&out, block_segs_[b]);
+  return out;
+}
+
+std::vector<Range> HalvingDoublingAllreduce::HalvingOrder(int k, int u) const {
+  // u keeps m blocks after round k; in round k+1 it gives half of them to
+  // u ^ (m/2), in the order that rank receives them, so they go first.
+  const int m = fold_.p() >> (k + 1);
+  if (m == 1) return block_segs_[u];
+  const int half = m / 2;
+  std::vector<Range> out = HalvingOrder(k + 1, u ^ half);
+  Append(&out, BlockSegs(u & ~(half - 1), half));
+  return out;
+}
+
+std::vector<Range> HalvingDoublingAllreduce::DoublingOrder(int w,
+                                                           int j) const {
+  std::vector<Range> out = block_segs_[w];
+  for (int i = 0; i < j; ++i) Append(&out, DoublingOrder(w ^ (1 << i), i));
+  return out;
+}
+
+std::vector<Range> HalvingDoublingAllreduce::FoldInOrder(int u) const {
+  const int half = fold_.p() / 2;
+  std::vector<Range> out = HalvingOrder(0, u ^ half);
+  Append(&out, BlockSegs(u & ~(half - 1), half));
+  return out;
+}
+
+int HalvingDoublingAllreduce::HalvingPartner(int k) const {
+  return fold_.RealRank(vrank_ ^ (fold_.p() >> (k + 1)));
+}
+
+int HalvingDoublingAllreduce::DoublingPartner(int j) const {
+  return fold_.RealRank(vrank_ ^ (1 << j));
+}
+
+absl::Status HalvingDoublingAllreduce::Run(float* data, int64_t step,
+                                           int bucket) {
+  if (transport_->size() == 1 || count_ == 0) return absl::OkStatus();
+  const absl::Time deadline = absl::Now() + options_.timeout;
+  if (vrank_ < 0) return RunExtra(data, step, bucket, deadline);
+  const bool folded = fold_peer_ >= 0;
+  absl::Status st;
+  // 1.
+  if (folded) st = FoldIn(data, step, bucket, deadline);
+  // 2.
+  for (int k = 0; k < fold_.levels() && st.ok(); ++k) {
+    st = HalvingRound(k, /*send_round0=*/k == 0 && !folded, data, step,
+                      bucket, deadline);
+  }
+  // 3.
+  if (st.ok()) st = SendOwnBlock(data, step, bucket);
+  // 4.
+  for (int j = 0; j < fold_.levels() && st.ok(); ++j) {
+    st = DoublingRound(j, data, step, bucket, deadline);
+  }
+  // 5.
+  if (!st.ok()) return st;
+  return transport_->WaitSendsReleased(deadline);
+}
+
+absl::Status HalvingDoublingAllreduce::FoldIn(float* data, int64_t step,
+                                              int bucket,
+                                              absl::Time deadline) {
+  const size_t given_away = round0_send_.size();
+  ChunkTag out = MakeTag(step, bucket, RingPhase::kHalving, 0, 0);
+  return ReceiveEach(
+      transport_, fold_peer_, MakeTag(step, bucket, RingPhase::kFoldIn, 0, 0),
+      fold_in_, deadline,
+      [&](size_t t, const Range& seg, const RecvChunk& chunk) {
+        float* d = data + seg.begin;
+        if (t >= given_away) {
+          chunk.AddTo(d);
+          return absl::OkStatus();
+        }
+        out.segment = static_cast<int32_t>(t);
+        return transport_->SendSum(HalvingPartner(0), out, d, chunk, nullptr);
+      });
+}
+
+absl::Status HalvingDoublingAllreduce::HalvingRound(int k, bool send_round0,
+                                                    float* data, int64_t step,
+                                                    int bucket,
+                                                    absl::Time deadline) {
+  const bool last = k + 1 == fold_.levels();
+  const int next = last ? DoublingPartner(0) : HalvingPartner(k + 1);
+  const ChunkTag next_tag =
+      last ? MakeTag(step, bucket, RingPhase::kDoubling, 0, 0)
+           : MakeTag(step, bucket, RingPhase::kHalving, k + 1, 0);
+  const size_t onward = onward_[k];
+  auto on_received = [&](size_t t, const Range& seg, const RecvChunk& chunk) {
+    float* d = data + seg.begin;
+    if (!last && t >= onward) {
+      chunk.AddTo(d);
+      return absl::OkStatus();
+    }
+    ChunkTag out = next_tag;
+    out.segment = static_cast<int32_t>(t);
+    return transport_->SendSum(next, out, d, chunk, last ? d : nullptr);
+  };
+  const ChunkTag tag = MakeTag(step, bucket, RingPhase::kHalving, k, 0);
+  if (!send_round0) {
+    return ReceiveEach(transport_, HalvingPartner(k), tag, halving_recv_[k],
+                       deadline, on_received);
+  }
+  // With L = 1 the partner of round 0 is also the doubling round-0 partner
+  // that on_received sends to: all halving segments must precede those.
+  const size_t ahead =
+      fold_.levels() == 1 ? round0_send_.size() : kSendAhead;
+  size_t sent = 0;
+  auto send_ahead = [&](size_t t) {
+    const size_t to = std::min(round0_send_.size(), t + ahead);
+    absl::Status st = SendSegments(transport_, HalvingPartner(0), tag, data,
+                                   round0_send_, sent, to);
+    sent = to;
+    return st;
+  };
+  absl::Status st = ReceiveEach(transport_, HalvingPartner(0), tag,
+                                halving_recv_[0], deadline, on_received,
+                                send_ahead);
+  if (!st.ok()) return st;
+  return SendSegments(transport_, HalvingPartner(0), tag, data, round0_send_,
+                      sent, round0_send_.size());
+}
+
+absl::Status HalvingDoublingAllreduce::SendOwnBlock(const float* data,
+                                                    int64_t step, int bucket) {
+  const std::vector<Range>& own = block_segs_[vrank_];
+  // Round 0's partner got it from the last halving round.
+  for (int j = 1; j < fold_.levels(); ++j) {
+    absl::Status st = SendSegments(
+        transport_, DoublingPartner(j),
+        MakeTag(step, bucket, RingPhase::kDoubling, j, 0), data, own, 0,
+        own.size());
+    if (!st.ok()) return st;
+  }
+  if (fold_peer_ < 0) return absl::OkStatus();
+  return SendSegments(transport_, fold_peer_,
+                      MakeTag(step, bucket, RingPhase::kFoldOut, 0, 0), data,
+                      own, 0, own.size());
+}
+
+absl::Status HalvingDoublingAllreduce::DoublingRound(int j, float* data,
+                                                     int64_t step, int bucket,
+                                                     absl::Time deadline) {
+  const size_t offset = forward_offset_[j];
+  return ReceiveEach(
+      transport_, DoublingPartner(j),
+      MakeTag(step, bucket, RingPhase::kDoubling, j, 0), doubling_recv_[j],
+      deadline, [&](size_t t, const Range& seg, const RecvChunk& chunk) {
+        chunk.CopyTo(data + seg.begin);
+        for (int i = j + 1; i < fold_.levels(); ++i) {
+          absl::Status st = transport_->Forward(
+              DoublingPartner(i),
+              MakeTag(step, bucket, RingPhase::kDoubling, i, offset + t),
+              chunk);
+          if (!st.ok()) return st;
+        }
+        if (fold_peer_ < 0) return absl::OkStatus();
+        return transport_->Forward(
+            fold_peer_,
+            MakeTag(step, bucket, RingPhase::kFoldOut, 0, offset + t), chunk);
+      });
+}
+
+absl::Status HalvingDoublingAllreduce::RunExtra(float* data, int64_t step,
+                                                int bucket,
+                                                absl::Time deadline) {
+  absl::Status st = SendSegments(
+      transport_, fold_peer_, MakeTag(step, bucket, RingPhase::kFoldIn, 0, 0),
+      data, fold_in_, 0, fold_in_.size());
+  if (!st.ok()) return st;
+  st = ReceiveEach(transport_, fold_peer_,
+                   MakeTag(step, bucket, RingPhase::kFoldOut, 0, 0), fold_out_,
+                   deadline,
+                   [&](size_t, const Range& seg, const RecvChunk& chunk) {
+                     chunk.CopyTo(data + seg.begin);
+                     return absl::OkStatus();
+                   });
+  if (!st.ok()) return st;
+  return transport_->WaitSendsReleased(deadline);
+}
+
+}  // namespace gradsync
