@@ -21,6 +21,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
+#include "client/bench_command.h"
 #include "client/local_cluster.h"
 #include "client/report.h"
 #include "common/grpc/grpc_util.h"
@@ -65,6 +66,15 @@ ABSL_FLAG(int, connections_per_peer, 1,
           "Ring: TCP connections to each neighbour, segments striped over "
           "them (1..8; more helps where one connection's transport work "
           "saturates a core).");
+ABSL_FLAG(std::string, algorithm, "auto",
+          "Ring strategy: allreduce algorithm per gradient bucket: ring, hd "
+          "(halving-doubling), tree (recursive doubling), hier (reduce in "
+          "host groups, ring among group leaders, broadcast), or auto (the "
+          "workers' tuning table chooses by world size and bucket bytes).");
+ABSL_FLAG(std::string, groups, "",
+          "--algorithm=hier: a host group id per rank, comma-separated (e.g. "
+          "0,0,1,1), to try groups on one machine. Default: ranks whose peer "
+          "addresses share a host form a group.");
 ABSL_FLAG(int, step_timeout_ms, 30000,
           "Per-step communication timeout; a peer silent this long fails the job.");
 ABSL_FLAG(int64_t, train_limit, 0, "Use only the first N training samples (0 = all).");
@@ -95,6 +105,12 @@ Commands:
             (or, with --compare, the job under several strategies), print
             results, shut everything down. Ctrl-C cancels and cleans up.
   submit    submit a job to --server; prints its id (--wait to watch it)
+  bench     submit a bench job to --server: --op (allreduce, broadcast,
+            pushpull) timed over --sizes on --workers workers, --iters timed
+            runs after --warmup, every result verified; prints one row per
+            size (time, algbw, busbw, the alpha-beta model, OK/FAILED);
+            --results=FILE.json, --tune=FILE (ring/hd/tree, fastest per size)
+  local bench   the same on a loopback cluster of its own
   watch ID  stream a job's progress until it ends
   status ID show one job
   list      show jobs and workers
@@ -161,6 +177,8 @@ v1::JobSpec SpecFromFlags() {
   s.set_device(EnumFlag(ParseDevice(absl::GetFlag(FLAGS_device))));
   s.set_chunk_bytes(absl::GetFlag(FLAGS_chunk_bytes));
   s.set_connections_per_peer(absl::GetFlag(FLAGS_connections_per_peer));
+  s.set_algorithm(EnumFlag(ParseAlgorithm(absl::GetFlag(FLAGS_algorithm))));
+  s.set_groups(absl::GetFlag(FLAGS_groups));
   s.set_bucket_bytes(absl::GetFlag(FLAGS_bucket_bytes));
   s.set_tf32(absl::GetFlag(FLAGS_tf32));
   s.set_step_timeout_ms(absl::GetFlag(FLAGS_step_timeout_ms));
@@ -373,6 +391,20 @@ std::string NeedId(const std::vector<char*>& args, const char* cmd) {
 
 int Run(const std::vector<char*>& args) {
   const std::string cmd = args[1];
+  if (cmd == "bench" || (cmd == "local" && args.size() >= 3 &&
+                          std::string(args[2]) == "bench")) {
+    absl::StatusOr<BenchCommandOptions> bench =
+        BenchOptionsFromFlags(cmd == "local");
+    if (!bench.ok()) Die(std::string(bench.status().message()), 2);
+    CommandHooks hooks;
+    hooks.interrupted = &g_interrupted;
+    hooks.set_watch_context = [](grpc::ClientContext* ctx) {
+      absl::MutexLock lock(&g_watch_mu);
+      g_watch_ctx = ctx;
+      if (ctx != nullptr && g_interrupted) ctx->TryCancel();
+    };
+    return RunBenchCommand(*bench, hooks);
+  }
   if (cmd == "local") return Local();
   const std::string server = absl::GetFlag(FLAGS_server);
   if (cmd == "submit") {
@@ -471,7 +503,8 @@ int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(gradsync::kUsage);
   absl::FlagsUsageConfig cfg;
   cfg.contains_help_flags = [](absl::string_view f) {
-    return f.find("client/main.cc") != absl::string_view::npos;
+    return f.find("client/main.cc") != absl::string_view::npos ||
+           f.find("client/bench_flags.cc") != absl::string_view::npos;
   };
   absl::SetFlagsUsageConfig(cfg);
   std::vector<char*> args = absl::ParseCommandLine(static_cast<int>(nargv.size()),

@@ -74,6 +74,8 @@ nlohmann::json JobToJson(const v1::Job& job) {
   j["exposed_comm_seconds"] = r.exposed_comm_seconds();
   j["bucket_bytes"] = std::vector<int64_t>(r.bucket_bytes().begin(),
                                            r.bucket_bytes().end());
+  j["bucket_algorithms"] = std::vector<std::string>(
+      r.bucket_algorithms().begin(), r.bucket_algorithms().end());
   j["device_name"] = r.device();
   j["compute_seconds"] = r.compute_seconds();
   j["comm_seconds_per_worker"] = std::vector<double>(

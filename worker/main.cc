@@ -1,5 +1,7 @@
 // gradsync-worker: a training daemon that joins a coordinator.
 #include <iostream>
+#include <memory>
+#include <string>
 #include <thread>
 
 #include <spdlog/spdlog.h>
@@ -10,6 +12,7 @@
 #include "absl/flags/usage.h"
 #include "common/logging.h"
 #include "common/signals.h"
+#include "worker/collectives/tuning.h"
 #include "worker/worker_daemon.h"
 #include "worker/model/device_factory.h"
 
@@ -33,6 +36,11 @@ ABSL_FLAG(int, gpu, -1,
           "visible, so workers on one machine spread over its GPUs; several "
           "workers may share one GPU).");
 ABSL_FLAG(std::string, log_level, "info", "trace, debug, info, warn, error or off.");
+ABSL_FLAG(std::string, tuning_file, "",
+          "Allreduce tuning table for ring jobs with --algorithm=auto: lines "
+          "'WORLD MAX_BYTES ALGORITHM' (worker/collectives/tuning.h), as "
+          "`gradsync bench --tune` writes them. Default: the built-in table. "
+          "A missing or malformed file stops the worker at start.");
 
 int main(int argc, char** argv) {
   gradsync::BlockTerminationSignals();
@@ -57,6 +65,17 @@ int main(int argc, char** argv) {
   o.data_dir = absl::GetFlag(FLAGS_data_dir);
   o.gpu = absl::GetFlag(FLAGS_gpu);
   o.num_gpus = gradsync::VisibleGpuCount();
+  if (const std::string path = absl::GetFlag(FLAGS_tuning_file); !path.empty()) {
+    absl::StatusOr<gradsync::TuningTable> table = gradsync::TuningTable::Load(path);
+    if (!table.ok()) {
+      std::cerr << "gradsync-worker: --tuning_file: " << table.status().message()
+                << "\n";
+      return 2;
+    }
+    spdlog::info("allreduce tuning table {} ({} rules)", path,
+                 table->rules().size());
+    o.tuning = std::make_shared<const gradsync::TuningTable>(*std::move(table));
+  }
   if (o.gpu >= 0 && o.gpu >= o.num_gpus) {
     std::cerr << "gradsync-worker: --gpu=" << o.gpu << " but " << o.num_gpus
               << " GPU(s) are visible\n";

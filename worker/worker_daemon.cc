@@ -10,6 +10,7 @@
 #include "common/grpc/grpc_util.h"
 #include "common/logging.h"
 #include "common/spec/job_spec.h"
+#include "worker/bench/bench_runner.h"
 #include "worker/train/trainer.h"
 #include "worker/train/training_steps.h"
 #include "worker/model/device_factory.h"
@@ -79,7 +80,12 @@ void WorkerDaemon::Stop() {
   stopping_ = true;
   if (session_ctx_ != nullptr) session_ctx_->TryCancel();
   cancelled_ = true;
-  if (sync_ != nullptr) sync_->Abort(absl::CancelledError("worker stopping"));
+  AbortJobLocked(absl::CancelledError("worker stopping"));
+}
+
+void WorkerDaemon::AbortJobLocked(const absl::Status& status) {
+  if (sync_ != nullptr) sync_->Abort(status);
+  if (bench_ != nullptr) bench_->Abort(status);
 }
 
 bool WorkerDaemon::Write(const v1::WorkerMessage& m) {
@@ -192,9 +198,7 @@ absl::Status WorkerDaemon::Session() {
     absl::MutexLock lock(&mu_);
     if (!job_id_.empty()) {
       cancelled_ = true;
-      if (sync_ != nullptr) {
-        sync_->Abort(absl::UnavailableError("lost the coordinator"));
-      }
+      AbortJobLocked(absl::UnavailableError("lost the coordinator"));
     }
   }
   JoinJobThread();
@@ -244,9 +248,7 @@ void WorkerDaemon::CancelJob(const std::string& job_id, const std::string& reaso
   if (job_id_ != job_id) return;
   spdlog::warn("{}cancelled: {}", JobTag(job_id, -1), reason);
   cancelled_ = true;
-  if (sync_ != nullptr) {
-    sync_->Abort(absl::CancelledError(absl::StrCat("job cancelled: ", reason)));
-  }
+  AbortJobLocked(absl::CancelledError(absl::StrCat("job cancelled: ", reason)));
 }
 
 absl::StatusOr<std::shared_ptr<const Dataset>> WorkerDaemon::LoadData(
@@ -312,13 +314,17 @@ absl::StatusOr<WorkerDaemon::JobParts> WorkerDaemon::PrepareJob(
         mailboxes_.Open(a.job_id()), TransportOptions(a.spec()));
   }
   absl::StatusOr<std::unique_ptr<GradientSync>> sync =
-      MakeGradientSync(&a, parts.transport.get());
+      MakeGradientSync(&a, parts.transport.get(), options_.tuning.get());
   if (!sync.ok()) return sync.status();
   parts.sync = std::move(*sync);
   return parts;
 }
 
 void WorkerDaemon::JobMain(v1::Assignment a) {
+  if (IsBench(a.spec())) {
+    ReportJobDone(RunBenchJob(a));
+    return;
+  }
   const std::string tag = JobTag(a.job_id(), a.rank());
   spdlog::info("{}assigned: {} world {} model {}", tag,
                StrategyLabel(a.spec()), a.world_size(), a.spec().model());
@@ -349,6 +355,10 @@ void WorkerDaemon::JobMain(v1::Assignment a) {
     parts->transport.reset();
     parts->model.reset();
   }
+  ReportJobDone(outcome.done);
+}
+
+void WorkerDaemon::ReportJobDone(const v1::WorkerMessage::JobDone& done) {
   // Idle before the coordinator hears of it: it may assign the next job at
   // once (StartJob then joins this thread, which is about to end).
   {
@@ -356,8 +366,56 @@ void WorkerDaemon::JobMain(v1::Assignment a) {
     job_id_.clear();
   }
   v1::WorkerMessage m;
-  *m.mutable_job_done() = outcome.done;
+  *m.mutable_job_done() = done;
   Write(m);
+}
+
+v1::WorkerMessage::JobDone WorkerDaemon::RunBenchJob(const v1::Assignment& a) {
+  const std::string tag = JobTag(a.job_id(), a.rank());
+  spdlog::info("{}bench: {} of {} sizes, world {}", tag,
+               BenchOpName(a.spec().bench().op()),
+               a.spec().bench().sizes_size(), a.world_size());
+  const absl::Time began = absl::Now();
+  v1::WorkerMessage::JobDone done;
+  done.set_job_id(a.job_id());
+  done.set_rank(a.rank());
+  absl::StatusOr<v1::BenchRankResult> result;
+  {
+    GrpcTransport transport(
+        a.job_id(), a.rank(),
+        std::vector<std::string>(a.peer_addresses().begin(),
+                                 a.peer_addresses().end()),
+        mailboxes_.Open(a.job_id()), TransportOptions(a.spec()));
+    BenchRunner runner(a, &transport, options_.tuning.get());
+    {
+      absl::MutexLock lock(&mu_);
+      bench_ = &runner;
+      if (cancelled_) runner.Abort(absl::CancelledError("job cancelled"));
+    }
+    result = runner.Run([this, &a](int sizes_done, int total) {
+      v1::WorkerMessage m;
+      v1::WorkerMessage::Progress* p = m.mutable_progress();
+      p->set_job_id(a.job_id());
+      p->set_rank(a.rank());
+      p->set_step(sizes_done);
+      p->set_total_steps(total);
+      Write(m);
+    });
+    {
+      absl::MutexLock lock(&mu_);
+      bench_ = nullptr;
+    }
+    mailboxes_.Close(a.job_id(), absl::AbortedError("job ended"));
+  }
+  done.set_wall_seconds(absl::ToDoubleSeconds(absl::Now() - began));
+  if (!result.ok()) {
+    spdlog::warn("{}failed: {}", tag, result.status().ToString());
+    done.set_code(static_cast<int>(result.status().code()));
+    done.set_error(std::string(result.status().message()));
+    return done;
+  }
+  *done.mutable_bench() = *std::move(result);
+  return done;
 }
 
 }  // namespace gradsync

@@ -27,8 +27,11 @@
 #include "worker/model/device_model.h"
 #include "worker/sync/gradient_sync.h"
 #include "worker/collectives/transport/grpc/grpc_transport.h"
+#include "worker/collectives/tuning.h"
 
 namespace gradsync {
+
+class BenchRunner;
 
 struct WorkerOptions {
   std::string coordinator;   // HOST:PORT
@@ -38,6 +41,9 @@ struct WorkerOptions {
   std::string data_dir;      // overrides the job's data_dir when set
   int num_gpus = 0;          // GPUs this worker offers (0 without CUDA)
   int gpu = -1;              // GPU to use; -1: rank % num_gpus
+  // What ring jobs with algorithm auto run per bucket (--tuning_file, loaded
+  // and checked in main); null: the built-in table.
+  std::shared_ptr<const TuningTable> tuning;
   absl::Duration heartbeat_interval = absl::Seconds(1);
 };
 
@@ -68,6 +74,15 @@ class WorkerDaemon {
   void StartJob(const v1::Assignment& a);
   void CancelJob(const std::string& job_id, const std::string& reason);
   void JobMain(v1::Assignment a);
+  // A bench job (kind = bench) on this rank: transport, BenchRunner, the
+  // JobDone that reports it. No model or dataset is loaded.
+  v1::WorkerMessage::JobDone RunBenchJob(const v1::Assignment& a);
+  // Marks this worker idle, then sends `done` to the coordinator.
+  void ReportJobDone(const v1::WorkerMessage::JobDone& done);
+  // Aborts the running job's communication with `status` (training sync or
+  // bench runner), if any.
+  void AbortJobLocked(const absl::Status& status)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void JoinJobThread();
   // What a job runs on; members are destroyed in reverse order (sync, then
   // transport, then model).
@@ -98,6 +113,7 @@ class WorkerDaemon {
   grpc::ClientContext* session_ctx_ ABSL_GUARDED_BY(mu_) = nullptr;
   std::string job_id_ ABSL_GUARDED_BY(mu_);        // running job, or empty
   GradientSync* sync_ ABSL_GUARDED_BY(mu_) = nullptr;
+  BenchRunner* bench_ ABSL_GUARDED_BY(mu_) = nullptr;  // bench jobs
   std::atomic<bool> cancelled_{false};
   std::thread job_thread_;
   std::map<std::string, std::shared_ptr<const Dataset>> data_cache_

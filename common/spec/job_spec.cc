@@ -2,7 +2,10 @@
 
 #include <cmath>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 
 namespace gradsync {
 namespace {
@@ -33,6 +36,10 @@ constexpr NameOf<v1::Algorithm> kAlgorithms[] = {
     {v1::ALGORITHM_HALVING_DOUBLING, "hd"},
     {v1::ALGORITHM_TREE, "tree"},
     {v1::ALGORITHM_HIERARCHICAL, "hier"}};
+constexpr NameOf<v1::BenchOp> kBenchOps[] = {
+    {v1::BENCH_OP_ALLREDUCE, "allreduce"},
+    {v1::BENCH_OP_BROADCAST, "broadcast"},
+    {v1::BENCH_OP_PUSHPULL, "pushpull"}};
 
 template <typename E, size_t N>
 std::string NameIn(const NameOf<E> (&table)[N], E value) {
@@ -74,6 +81,20 @@ std::string SyncModeName(v1::SyncMode m) { return NameIn(kModes, m); }
 std::string DeviceName(v1::Device d) { return NameIn(kDevices, d); }
 std::string OptimizerName(v1::Optimizer o) { return NameIn(kOptimizers, o); }
 std::string AlgorithmName(v1::Algorithm a) { return NameIn(kAlgorithms, a); }
+
+std::string BenchOpName(v1::BenchOp op) { return NameIn(kBenchOps, op); }
+absl::StatusOr<v1::BenchOp> ParseBenchOp(absl::string_view text) {
+  return ParseIn(kBenchOps, "op", text);
+}
+
+bool IsBench(const v1::JobSpec& spec) {
+  return spec.kind() == v1::JOB_KIND_BENCH;
+}
+
+bool UsesPs(const v1::JobSpec& spec) {
+  if (IsBench(spec)) return spec.bench().op() == v1::BENCH_OP_PUSHPULL;
+  return spec.strategy() == v1::STRATEGY_PS;
+}
 
 absl::StatusOr<v1::Strategy> ParseStrategy(absl::string_view text) {
   return ParseIn(kStrategies, "strategy", text);
@@ -216,15 +237,18 @@ absl::Status ValidateOptimizer(v1::JobSpec* s) {
 
 // Counts, sizes and timeouts.
 absl::Status ValidateSizes(v1::JobSpec* s, int available_ps_shards) {
-  if (s->batch_size() <= 0) {
-    return Bad("batch_size", absl::StrCat("must be >= 1, got ", s->batch_size()));
+  if (!IsBench(*s)) {
+    if (s->batch_size() <= 0) {
+      return Bad("batch_size",
+                 absl::StrCat("must be >= 1, got ", s->batch_size()));
+    }
+    if (s->epochs() < 0) return Bad("epochs", "must be >= 0");
+    if (s->steps() < 0) return Bad("steps", "must be >= 0");
+    if (s->epochs() == 0 && s->steps() == 0) s->set_epochs(1);
   }
-  if (s->epochs() < 0) return Bad("epochs", "must be >= 0");
-  if (s->steps() < 0) return Bad("steps", "must be >= 0");
-  if (s->epochs() == 0 && s->steps() == 0) s->set_epochs(1);
   if (s->ps_shards() < 0) return Bad("ps_shards", "must be >= 0");
   if (s->ps_shards() == 0) s->set_ps_shards(1);
-  if (s->strategy() == v1::STRATEGY_PS && s->ps_shards() > available_ps_shards) {
+  if (UsesPs(*s) && s->ps_shards() > available_ps_shards) {
     return Bad("ps_shards",
                absl::StrCat("job wants ", s->ps_shards(),
                             " parameter-server shards but the coordinator has ",
@@ -244,9 +268,46 @@ absl::Status ValidateSizes(v1::JobSpec* s, int available_ps_shards) {
   if (s->step_timeout_ms() < 0) return Bad("step_timeout_ms", "must be >= 0");
   if (s->step_timeout_ms() == 0) s->set_step_timeout_ms(kDefaultStepTimeoutMs);
   if (s->train_limit() < 0) return Bad("train_limit", "must be >= 0");
-  if (s->train_limit() > 0 &&
+  if (!IsBench(*s) && s->train_limit() > 0 &&
       s->train_limit() < static_cast<int64_t>(s->workers()) * s->batch_size()) {
     return Bad("train_limit", "smaller than one global batch");
+  }
+  return absl::OkStatus();
+}
+
+// Bench jobs: op, sizes, iterations.
+absl::Status ValidateBench(v1::JobSpec* s) {
+  v1::BenchSpec* b = s->mutable_bench();
+  if (b->op() == v1::BENCH_OP_UNSPECIFIED) {
+    return Bad("bench.op", "must be set (allreduce, broadcast or pushpull)");
+  }
+  absl::StatusOr<v1::BenchOp> op =
+      Known(kBenchOps, "bench.op", b->op(), v1::BENCH_OP_ALLREDUCE);
+  if (!op.ok()) return op.status();
+  if (b->sizes_size() == 0) return Bad("bench.sizes", "no sizes");
+  if (b->sizes_size() > kMaxBenchSizes) {
+    return Bad("bench.sizes", absl::StrCat(b->sizes_size(),
+                                           " sizes is over the cap of ",
+                                           kMaxBenchSizes));
+  }
+  for (int64_t bytes : b->sizes()) {
+    if (bytes < 4 || bytes % 4 != 0) {
+      return Bad("bench.sizes",
+                 absl::StrCat(bytes, " bytes is not a positive multiple of 4 "
+                                     "(float32 elements)"));
+    }
+    if (bytes > kMaxBenchBytes) {
+      return Bad("bench.sizes", absl::StrCat(bytes, " bytes is over the cap of ",
+                                             kMaxBenchBytes));
+    }
+  }
+  if (b->iters() < 1 || b->iters() > kMaxBenchIters) {
+    return Bad("bench.iters", absl::StrCat("must be in [1, ", kMaxBenchIters,
+                                           "], got ", b->iters()));
+  }
+  if (b->warmup() < 0 || b->warmup() > kMaxBenchWarmup) {
+    return Bad("bench.warmup", absl::StrCat("must be in [0, ", kMaxBenchWarmup,
+                                            "], got ", b->warmup()));
   }
   return absl::OkStatus();
 }
@@ -307,13 +368,46 @@ absl::StatusOr<v1::JobSpec> ValidateJobSpec(const v1::JobSpec& in,
   if (s.workers() <= 0) {
     return Bad("workers", absl::StrCat("must be >= 1, got ", s.workers()));
   }
+  // kind stays UNSPECIFIED for training jobs (it means train).
+  if (s.kind() != v1::JOB_KIND_UNSPECIFIED && s.kind() != v1::JOB_KIND_TRAIN &&
+      s.kind() != v1::JOB_KIND_BENCH) {
+    return Bad("kind", absl::StrCat("unknown value ", static_cast<int>(s.kind())));
+  }
+  if (!IsBench(s) && s.has_bench()) {
+    return Bad("bench", "set on a job whose kind is not bench");
+  }
   absl::Status st = ValidateCaps(s);
   if (st.ok()) st = ValidateSwitches(&s);
-  if (st.ok()) st = ValidateModel(&s);
+  if (st.ok()) st = IsBench(s) ? ValidateBench(&s) : ValidateModel(&s);
   if (st.ok()) st = ValidateOptimizer(&s);
   if (st.ok()) st = ValidateSizes(&s, available_ps_shards);
+  if (st.ok()) st = ParseGroups(s.groups(), s.workers()).status();
   if (!st.ok()) return st;
   return s;
+}
+
+absl::StatusOr<std::vector<int>> ParseGroups(absl::string_view text,
+                                             int workers) {
+  std::vector<int> groups;
+  if (absl::StripAsciiWhitespace(text).empty()) return groups;
+  if (text.size() > static_cast<size_t>(kMaxWorkers) * 8) {
+    return Bad("groups", absl::StrCat(text.size(), " bytes is over the cap of ",
+                                      kMaxWorkers * 8));
+  }
+  for (absl::string_view id : absl::StrSplit(text, ',')) {
+    int g = -1;
+    if (!absl::SimpleAtoi(id, &g) || g < 0 || g >= kMaxWorkers) {
+      return Bad("groups",
+                 absl::StrCat("'", id, "' (entry ", groups.size() + 1,
+                              ") is not a group id in [0, ", kMaxWorkers, ")"));
+    }
+    groups.push_back(g);
+  }
+  if (static_cast<int>(groups.size()) != workers) {
+    return Bad("groups", absl::StrCat(groups.size(), " group ids for ",
+                                      workers, " workers (want one per rank)"));
+  }
+  return groups;
 }
 
 }  // namespace gradsync

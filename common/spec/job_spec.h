@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -43,6 +44,12 @@ inline constexpr int64_t kMaxChunkBytes = int64_t{256} << 20;
 inline constexpr int32_t kMaxStepTimeoutMs = 3600 * 1000;
 inline constexpr int32_t kMaxSspStaleness = 1 << 20;
 inline constexpr int32_t kMaxConnectionsPerPeer = 8;
+// Bench jobs (kind = bench): sizes per job, bytes per size, timed and warm-up
+// iterations per size.
+inline constexpr int kMaxBenchSizes = 64;
+inline constexpr int64_t kMaxBenchBytes = int64_t{1} << 30;
+inline constexpr int32_t kMaxBenchIters = 10000;
+inline constexpr int32_t kMaxBenchWarmup = 10000;
 
 // Returns the spec with defaults filled in (strategy ring, mode sync, model
 // kDefaultModel, dataset "fashion-mnist", optimizer sgd, algorithm auto, lr kDefaultSgdLr or
@@ -54,9 +61,27 @@ inline constexpr int32_t kMaxConnectionsPerPeer = 8;
 // output widths do not match the dataset, staleness < 0, lr < 0 or not finite,
 // momentum outside [0, 1), epochs or steps < 0, ring-async staleness above
 // kMaxRingAsyncStaleness, or any value beyond the caps above, ps_shards < 0 or more than
-// `available_ps_shards`, negative sizes.
+// `available_ps_shards`, negative sizes, bad groups (ParseGroups).
+// Bench jobs (kind = bench) skip the model, dataset, batch and epoch checks
+// (no model is built) and instead need: bench.op allreduce, broadcast or
+// pushpull; 1..kMaxBenchSizes sizes, each a multiple of 4 in
+// [4, kMaxBenchBytes]; iters in [1, kMaxBenchIters]; warmup in
+// [0, kMaxBenchWarmup]; pushpull: ps_shards <= `available_ps_shards`.
+// Errors name the field ("bench.sizes: ...").
 absl::StatusOr<v1::JobSpec> ValidateJobSpec(const v1::JobSpec& spec,
                                             int available_ps_shards);
+
+// True for a bench job (kind = bench).
+bool IsBench(const v1::JobSpec& spec);
+
+// True when a validated job talks to parameter-server shards: ps-strategy
+// training jobs and pushpull bench jobs.
+bool UsesPs(const v1::JobSpec& spec);
+
+// "allreduce", "broadcast", "pushpull"; parsed back by ParseBenchOp
+// (INVALID_ARGUMENT "op: unknown op 'x' (want ...)").
+std::string BenchOpName(v1::BenchOp op);
+absl::StatusOr<v1::BenchOp> ParseBenchOp(absl::string_view text);
 
 // The per-step communication deadline of a validated spec.
 absl::Duration StepTimeout(const v1::JobSpec& spec);
@@ -87,6 +112,13 @@ absl::StatusOr<v1::Algorithm> ParseAlgorithm(absl::string_view text);
 
 // Short label of a job's strategy and mode: "ps-sync", "ring-async(s=1)".
 std::string StrategyLabel(const v1::JobSpec& spec);
+
+// The host group id of each rank from JobSpec.groups ("0,0,1,1"; spaces
+// allowed); empty for an empty text. INVALID_ARGUMENT starting "groups: "
+// unless there are exactly `workers` ids, each an integer in
+// [0, kMaxWorkers). ValidateJobSpec checks every spec with it.
+absl::StatusOr<std::vector<int>> ParseGroups(absl::string_view text,
+                                             int workers);
 
 }  // namespace gradsync
 

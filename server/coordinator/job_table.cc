@@ -9,7 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "common/partition.h"
+#include "common/ps_layout.h"
 #include "common/spec/job_spec.h"
 
 namespace gradsync {
@@ -72,7 +72,9 @@ absl::StatusOr<v1::Job> JobTable::Submit(const v1::JobSpec& request,
   if (!spec.ok()) return spec.status();
   // ValidateJobSpec accepted the model; the parse kept here is the only one
   // placement uses, so a model that does not parse is refused, never placed.
-  absl::StatusOr<MlpSpec> model = ParseModelSpec(spec->model());
+  // Bench jobs have no model.
+  absl::StatusOr<MlpSpec> model =
+      IsBench(*spec) ? MlpSpec{} : ParseModelSpec(spec->model());
   if (!model.ok()) return model.status();
   const std::string id = absl::StrCat("j-", id_prefix_, next_job_++);
   JobEntry& e = jobs_[id];
@@ -188,7 +190,7 @@ void JobTable::Place(JobEntry* e,
 v1::Assignment JobTable::MakeAssignment(
     const JobEntry& e, const std::vector<const RegisteredWorker*>& picked) const {
   const v1::JobSpec& spec = e.job.spec();
-  const size_t num_params = NumParams(e.model);
+  const size_t num_params = NumParamsOf(e);
   v1::Assignment a;
   a.set_job_id(e.job.id());
   *a.mutable_spec() = spec;
@@ -196,13 +198,13 @@ v1::Assignment JobTable::MakeAssignment(
   a.set_num_params(num_params);
   for (int width : e.model.widths) a.add_layer_widths(width);
   for (const RegisteredWorker* w : picked) a.add_peer_addresses(w->peer_address);
-  if (spec.strategy() == v1::STRATEGY_PS) {
-    const std::vector<Range> parts = PartitionEven(num_params, spec.ps_shards());
+  if (UsesPs(spec)) {
+    // Shards own no contiguous slice: workers cut their buckets into
+    // partitions of <= partition_bytes, partition p on shard p % S.
     for (int s = 0; s < spec.ps_shards(); ++s) {
       v1::PsShardInfo* info = a.add_ps_shards();
       info->set_address(ps_addresses_[s]);
-      info->set_offset(parts[s].begin);
-      info->set_count(parts[s].size);
+      info->set_partition_bytes(kPsPartitionBytes);
     }
   }
   return a;
@@ -249,7 +251,7 @@ void JobTable::EndJob(JobEntry* e, v1::JobState state,
       send.message.mutable_cancel()->set_reason(reason);
       out->sends.push_back(std::move(send));
     }
-    if (e->job.spec().strategy() == v1::STRATEGY_PS) {
+    if (UsesPs(e->job.spec())) {
       ShardEndJob end;
       end.job_id = id;
       end.shard_addresses.assign(
@@ -445,7 +447,82 @@ void JobTable::ExpireSymptoms(Decisions* out) {
   }
 }
 
+size_t JobTable::NumParamsOf(const JobEntry& e) {
+  if (!IsBench(e.job.spec())) return NumParams(e.model);
+  int64_t largest = 0;
+  for (int64_t bytes : e.job.spec().bench().sizes()) {
+    largest = std::max(largest, bytes);
+  }
+  return static_cast<size_t>(largest / 4);
+}
+
+absl::Status JobTable::MergeBench(JobEntry* e) {
+  const int n = e->job.workers_size();
+  const v1::BenchSpec& spec = e->job.spec().bench();
+  v1::BenchResult* res = e->job.mutable_result()->mutable_bench();
+  res->Clear();
+  const v1::BenchRankResult& first = e->results[0].bench();
+  res->set_alpha_seconds(first.alpha_seconds());
+  res->set_beta_bytes_per_second(first.beta_bytes_per_second());
+  res->set_iters(spec.iters());
+  for (int r = 0; r < n; ++r) {
+    const v1::BenchRankResult& b = e->results[r].bench();
+    if (b.rows_size() != spec.sizes_size()) {
+      return absl::InternalError(absl::StrCat(
+          "bench: rank ", r, " reported ", b.rows_size(), " rows, expected ",
+          spec.sizes_size()));
+    }
+    for (int i = 0; i < b.rows_size(); ++i) {
+      if (b.rows(i).bytes() != spec.sizes(i) ||
+          b.rows(i).iteration_seconds_size() != spec.iters()) {
+        return absl::InternalError(absl::StrCat(
+            "bench: rank ", r, " row ", i, " has ", b.rows(i).bytes(),
+            " bytes and ", b.rows(i).iteration_seconds_size(),
+            " iterations, expected ", spec.sizes(i), " and ", spec.iters()));
+      }
+    }
+  }
+  for (int i = 0; i < spec.sizes_size(); ++i) *res->add_rows() = MergeBenchRow(*e, i);
+  return absl::OkStatus();
+}
+
+// Row i over all ranks (MergeBench checked the shapes): per iteration the
+// slowest rank, then the median over iterations.
+v1::BenchRow JobTable::MergeBenchRow(const JobEntry& e, int i) {
+  const int n = e.job.workers_size();
+  const int iters = e.job.spec().bench().iters();
+  v1::BenchRow row;
+  row.set_bytes(e.results[0].bench().rows(i).bytes());
+  row.set_algorithm(e.results[0].bench().rows(i).algorithm());
+  row.set_ok(true);
+  std::vector<double> slowest(iters, 0.0);
+  for (int r = 0; r < n; ++r) {
+    const v1::BenchRankRow& rr = e.results[r].bench().rows(i);
+    for (int t = 0; t < iters; ++t) {
+      row.add_rank_iteration_seconds(rr.iteration_seconds(t));
+      slowest[t] = std::max(slowest[t], rr.iteration_seconds(t));
+    }
+    if (!rr.ok() && row.ok()) {
+      row.set_ok(false);
+      row.set_error(absl::StrCat("rank ", r, ": ", rr.error()));
+    }
+  }
+  for (double s : slowest) row.add_iteration_seconds(s);
+  std::sort(slowest.begin(), slowest.end());
+  const size_t m = slowest.size();
+  row.set_time_seconds(m % 2 == 1 ? slowest[m / 2]
+                                  : (slowest[m / 2 - 1] + slowest[m / 2]) / 2);
+  return row;
+}
+
 void JobTable::Finalize(JobEntry* e, Decisions* out) {
+  if (IsBench(e->job.spec())) {
+    absl::Status merged = MergeBench(e);
+    e->job.mutable_result()->set_wall_seconds(
+        absl::ToDoubleSeconds(clock_->Now() - e->started));
+    EndJob(e, merged.ok() ? v1::SUCCEEDED : v1::FAILED, merged, out);
+    return;
+  }
   const int n = e->job.workers_size();
   v1::JobResult* res = e->job.mutable_result();
   double comm = 0, compute = 0, last_loss = 0, max_wall = 0, exposed = 0;
@@ -468,6 +545,7 @@ void JobTable::Finalize(JobEntry* e, Decisions* out) {
   res->set_exposed_comm_seconds(exposed / n);
   res->set_device(e->results[0].device());
   res->mutable_bucket_bytes()->CopyFrom(e->results[0].bucket_bytes());
+  res->mutable_bucket_algorithms()->CopyFrom(e->results[0].bucket_algorithms());
   res->set_compute_seconds(compute / n);
   res->set_final_train_loss(last_loss / n);
   res->set_test_accuracy(e->results[0].test_accuracy());

@@ -102,10 +102,13 @@ grpc::ServerUnaryReactor* PsService::PushPull(grpc::CallbackServerContext* ctx,
   TensorHeader header;
   header.set_job_id(h.job_id());
   header.set_offset(h.offset());
-  const DecodedFrame& f = *frame;
-  store_->Push(h.job_id(), h.step(), h.rank(), f.count(),
-               [&f](float* dst) { f.AddTo(dst); },
-               MakeReply(reactor, response, header));
+  // Steps 2-3 off the callback thread; the frame keeps the slices alive.
+  pool_.Schedule([store = store_, f = *std::move(frame),
+                  reply = MakeReply(reactor, response, header)]() mutable {
+    const TensorHeader& fh = f.header();
+    store->Push(fh.job_id(), fh.step(), fh.rank(), f.count(),
+                [&f](float* dst) { f.AddTo(dst); }, std::move(reply));
+  });
   return reactor;
 }
 

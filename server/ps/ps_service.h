@@ -3,11 +3,22 @@
 // shared parameter snapshot without copies. A PushPull that must wait for the
 // other ranks (sync) or for the slowest rank (SSP) holds its reactor, not a
 // thread.
+//
+// PushPull, step by step:
+//  1. on the gRPC callback thread: parse the frame (references to the
+//     received slices, no copy) and hand it to the shard's ReducePool;
+//  2. on a pool thread: PsStore::Push reduces the slices straight into the
+//     partition's sum under the partition's lock; the N-th push of a sync
+//     step runs the optimizer there too;
+//  3. whichever thread completes a reply finishes its reactor with a frame
+//     over the shared parameter snapshot (zero-copy).
+// Init, Pull and EndJob run on the callback thread: none reduces or steps.
 #ifndef GRADSYNC_SERVER_PS_PS_SERVICE_H_
 #define GRADSYNC_SERVER_PS_PS_SERVICE_H_
 
 #include "gradsync/v1/gradsync.grpc.pb.h"
 #include "server/ps/ps_store.h"
+#include "server/ps/reduce_pool.h"
 
 namespace gradsync {
 
@@ -17,10 +28,16 @@ using PsServiceBase = v1::ParameterServer::WithRawCallbackMethod_Init<
             v1::ParameterServer::WithCallbackMethod_EndJob<
                 v1::ParameterServer::Service>>>>;
 
-// Thread-safe. `store` must outlive the service.
+// Threads that reduce and step (a shard's CPU work is memory-bound: a few
+// are enough to overlap partitions; more only contend for cores).
+inline constexpr int kPsReduceThreads = 2;
+
+// Thread-safe. `store` must outlive the service. Destruction runs the
+// reductions still queued (their replies then finish) and joins the pool.
 class PsService final : public PsServiceBase {
  public:
-  explicit PsService(PsStore* store) : store_(store) {}
+  explicit PsService(PsStore* store, int reduce_threads = kPsReduceThreads)
+      : store_(store), pool_(reduce_threads) {}
 
   grpc::ServerUnaryReactor* Init(grpc::CallbackServerContext* ctx,
                                  const grpc::ByteBuffer* request,
@@ -37,6 +54,7 @@ class PsService final : public PsServiceBase {
 
  private:
   PsStore* const store_;
+  ReducePool pool_;
 };
 
 }  // namespace gradsync

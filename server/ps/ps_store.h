@@ -1,26 +1,31 @@
-// server/ps: a parameter-server shard — its state (this file) and the gRPC
-// service in front of it (ps_service.h).
+// server/ps: a parameter-server shard — its state (this file and
+// ps_slice.h) and the gRPC service in front of it (ps_service.h).
 //
-// Parameter-server shard state: one slice of each job's flat parameter
-// vector, its optimizer, and the sync (BSP) / async (ASGD, SSP) rules.
+// Parameter-server shard state: the slices of each job that this shard holds,
+// each a PsSlice with its own lock, optimizer and sync/async/SSP rules.
 //
 // No gRPC in here: replies are delivered through `Reply` callbacks so that the
 // service can hold an RPC open without holding a thread, and tests can drive
 // the store directly.
 //
 // State is keyed by a "slice key": the job id, or "JOB/PIECE" when a job
-// splits its vector into independently synchronised pieces (gradient buckets
-// x shards). Every optimizer here is elementwise, so pieces updated
-// separately give the same result as one vector. EndJob(JOB) drops them all.
+// splits its vector into independently synchronised pieces (the partitions of
+// common/ps_layout.h, keyed "JOB/p<index>"; the bench keys its own). Every
+// optimizer here is elementwise, so pieces updated separately give the same
+// result as one vector. EndJob(JOB) drops them all.
+//
+// Locking: mu_ guards only the map of slices (held for a lookup, never while
+// reducing); each slice reduces and steps under its own lock, so pushes to
+// different slices run in parallel. Lock order: mu_ is never held while a
+// slice's lock is taken.
 //
 // Thread-safe: every public method may be called concurrently. Reply
 // callbacks run on the calling thread of whichever method completes them,
-// after the store's lock has been released, exactly once each.
+// after every lock has been released, exactly once each.
 #ifndef GRADSYNC_SERVER_PS_PS_STORE_H_
 #define GRADSYNC_SERVER_PS_PS_STORE_H_
 
 #include <cstdint>
-#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -30,26 +35,9 @@
 #include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
-#include "common/optimizer.h"
+#include "server/ps/ps_slice.h"
 
 namespace gradsync {
-
-struct ShardJobConfig {
-  int world_size = 1;
-  bool async = false;
-  int staleness = -1;  // async: SSP bound; < 0 = unbounded
-  OptimizerOptions optimizer;
-};
-
-// Parameters handed out: an immutable snapshot, shared with in-flight sends.
-using ParamSnapshot = std::shared_ptr<const std::vector<float>>;
-
-struct PsReply {
-  ParamSnapshot params;
-  int64_t step = 0;  // steps applied so far (sync) / pushes applied (async)
-};
-
-using Reply = std::function<void(absl::StatusOr<PsReply>)>;
 
 class PsStore {
  public:
@@ -57,79 +45,44 @@ class PsStore {
   PsStore(const PsStore&) = delete;
   PsStore& operator=(const PsStore&) = delete;
 
-  // Installs job `job_id`'s slice with its initial values. ALREADY_EXISTS if
-  // the job is installed, INVALID_ARGUMENT on a bad config, FAILED_PRECONDITION
-  // if the job was ended. Wakes pending Pulls.
-  absl::Status Init(const std::string& job_id, const ShardJobConfig& config,
+  // Installs slice `key` with its initial values. ALREADY_EXISTS if the slice
+  // is installed, INVALID_ARGUMENT on a bad config, FAILED_PRECONDITION if
+  // the job was ended. Wakes pending Pulls.
+  absl::Status Init(const std::string& key, const ShardJobConfig& config,
                     std::vector<float> initial);
 
   // Replies with the current parameters, or with the initial ones when
   // `initial` (so that every rank starts from the same values even if an async
-  // peer has already pushed). Waits for Init when the job is not installed
+  // peer has already pushed). Waits for Init when the slice is not installed
   // yet; EndJob or Shutdown ends the wait.
-  void Pull(const std::string& job_id, bool initial, Reply reply);
+  void Pull(const std::string& key, bool initial, Reply reply);
 
-  // Push of `rank`'s gradient for `step`; `accumulate(dst)` must add the
-  // `count` received floats into dst. Rules:
-  //  1. Unknown job -> FAILED_PRECONDITION; count != slice size ->
-  //     INVALID_ARGUMENT; rank out of range -> INVALID_ARGUMENT.
-  //  2. sync: step must be the step being reduced and the rank must not have
-  //     pushed it yet, else FAILED_PRECONDITION (nothing is summed). The N-th
-  //     push averages the sum, applies the optimizer once, and replies to all
-  //     N pushes with the new parameters.
-  //  3. async: step must equal the rank's count of earlier pushes, else
-  //     FAILED_PRECONDITION. The gradient is applied at once with learning
-  //     rate lr/N (a push moves 1/N of a sync step); the reply is
-  //     held while the rank would be more than `staleness` steps ahead of the
-  //     slowest rank (SSP), then carries the newest parameters.
-  void Push(const std::string& job_id, int64_t step, int rank, size_t count,
+  // Push of `rank`'s gradient for `step` into slice `key`: unknown slice ->
+  // FAILED_PRECONDITION, ended job -> ABORTED, shut down -> UNAVAILABLE;
+  // otherwise PsSlice::Push (reduced at once under the slice's lock; the
+  // N-th sync push runs the optimizer on this thread).
+  void Push(const std::string& key, int64_t step, int rank, size_t count,
             absl::FunctionRef<void(float*)> accumulate, Reply reply);
 
-  // Drops the job; pending replies get ABORTED with `reason`. Later calls for
-  // the job get FAILED_PRECONDITION. OK if the job is unknown.
+  // Drops the job's slices; pending replies get ABORTED with `reason`. Later
+  // calls for the job get ABORTED (Init: FAILED_PRECONDITION). OK if the job
+  // is unknown.
   void EndJob(const std::string& job_id, const std::string& reason);
 
   // Ends every job (server shutdown): pending replies get UNAVAILABLE.
   void Shutdown();
 
-  // For tests and metrics.
+  // Slices installed, for tests and metrics.
   size_t NumJobs() const;
 
  private:
-  struct Job {
-    ShardJobConfig config;
-    std::unique_ptr<Optimizer> optimizer;
-    std::vector<float> params;
-    std::vector<float> scratch;      // sync: sum of pushes; async: one push
-    int64_t version = 0;             // bumped on every update
-    ParamSnapshot snapshot;          // params at `snapshot_version`
-    int64_t snapshot_version = -1;
-    // sync
-    int64_t step = 0;
-    int pushes = 0;
-    std::vector<bool> pushed;
-    std::vector<Reply> waiting;
-    ParamSnapshot initial;
-    // async
-    std::vector<int64_t> clock;
-    struct Held {
-      int rank;
-      Reply reply;
-    };
-    std::vector<Held> held;
-  };
-  struct Completion {
-    Reply reply;
-    absl::StatusOr<PsReply> result;
-  };
-
-  static ParamSnapshot Snapshot(Job* job);
-  static void Run(std::vector<Completion>* done);
-  // async: moves held replies that may proceed into `done`.
-  static void ReleaseHeld(Job* job, std::vector<Completion>* done);
+  // The slice for `key`; NOT_FOUND when not installed (yet), or the error
+  // every call for it gets (shut down, job ended).
+  absl::StatusOr<std::shared_ptr<PsSlice>> Find(const std::string& key)
+      const ABSL_SHARED_LOCKS_REQUIRED(mu_);
 
   mutable absl::Mutex mu_;
-  std::map<std::string, std::unique_ptr<Job>> jobs_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::shared_ptr<PsSlice>> slices_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, std::vector<Reply>> pull_waiters_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, std::string> ended_ ABSL_GUARDED_BY(mu_);  // id->reason
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;

@@ -197,5 +197,105 @@ TEST(JobSpecNames, LabelShowsStaleness) {
   EXPECT_EQ(StrategyLabel(s), "ps-sync");
 }
 
+TEST(JobSpecValidation, GroupsNeedOneValidIdPerWorker) {
+  v1::JobSpec s = Good();  // 4 workers
+  s.set_groups("0, 0,1,1");
+  auto v = ValidateJobSpec(s, 1);
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_EQ(*ParseGroups(v->groups(), 4), (std::vector<int>{0, 0, 1, 1}));
+  EXPECT_TRUE(ParseGroups("", 4)->empty());
+  for (const char* bad : {"0,0,1", "0,0,1,1,2", "0,0,x,1", "0,-1,1,1",
+                          "0,,1,1", "0,0,1,99999"}) {
+    s.set_groups(bad);
+    ExpectBad(s, "groups");
+  }
+}
+
+v1::JobSpec GoodBench() {
+  v1::JobSpec s;
+  s.set_kind(v1::JOB_KIND_BENCH);
+  s.set_workers(3);
+  s.mutable_bench()->set_op(v1::BENCH_OP_ALLREDUCE);
+  s.mutable_bench()->add_sizes(4096);
+  s.mutable_bench()->add_sizes(1048580);
+  s.mutable_bench()->set_iters(3);
+  s.mutable_bench()->set_warmup(1);
+  return s;
+}
+
+TEST(JobSpecBench, ModelChecksDoNotApplyToBenchJobs) {
+  v1::JobSpec s = GoodBench();
+  s.set_model("mlp:100-10");  // would be refused for training
+  s.set_dataset("imagenet");
+  s.set_batch_size(0);
+  s.set_train_limit(1);
+  auto r = ValidateJobSpec(s, 1);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(IsBench(*r));
+  EXPECT_FALSE(UsesPs(*r));
+  EXPECT_EQ(r->algorithm(), v1::ALGORITHM_AUTO);
+  EXPECT_EQ(r->chunk_bytes(), kDefaultChunkBytes);
+  EXPECT_EQ(r->step_timeout_ms(), kDefaultStepTimeoutMs);
+}
+
+TEST(JobSpecBench, BadBenchFieldsAreNamed) {
+  v1::JobSpec s = GoodBench();
+  s.mutable_bench()->set_op(v1::BENCH_OP_UNSPECIFIED);
+  ExpectBad(s, "bench.op");
+  s = GoodBench();
+  s.mutable_bench()->set_op(static_cast<v1::BenchOp>(9));
+  ExpectBad(s, "bench.op");
+  s = GoodBench();
+  s.mutable_bench()->clear_sizes();
+  ExpectBad(s, "bench.sizes");
+  for (int64_t bad : {int64_t{0}, int64_t{6}, int64_t{-4}, kMaxBenchBytes + 4}) {
+    s = GoodBench();
+    s.mutable_bench()->add_sizes(bad);
+    ExpectBad(s, "bench.sizes");
+  }
+  s = GoodBench();
+  for (int i = 0; i < kMaxBenchSizes; ++i) s.mutable_bench()->add_sizes(4);
+  ExpectBad(s, "bench.sizes");
+  for (int iters : {0, -1, kMaxBenchIters + 1}) {
+    s = GoodBench();
+    s.mutable_bench()->set_iters(iters);
+    ExpectBad(s, "bench.iters");
+  }
+  s = GoodBench();
+  s.mutable_bench()->set_warmup(-1);
+  ExpectBad(s, "bench.warmup");
+  s = GoodBench();
+  s.set_kind(static_cast<v1::JobKind>(7));
+  ExpectBad(s, "kind");
+  s = Good();
+  s.mutable_bench()->set_iters(3);  // bench settings on a training job
+  ExpectBad(s, "bench");
+}
+
+TEST(JobSpecBench, PushPullNeedsParameterServerShards) {
+  v1::JobSpec s = GoodBench();
+  s.mutable_bench()->set_op(v1::BENCH_OP_PUSHPULL);
+  s.set_ps_shards(2);
+  auto r = ValidateJobSpec(s, 2);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(UsesPs(*r));
+  auto refused = ValidateJobSpec(s, 1);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(std::string(refused.status().message()).rfind("ps_shards:", 0), 0u);
+  // allreduce and broadcast need none.
+  s.mutable_bench()->set_op(v1::BENCH_OP_BROADCAST);
+  EXPECT_TRUE(ValidateJobSpec(s, 0).ok());
+}
+
+TEST(JobSpecBench, OpNamesRoundTrip) {
+  for (v1::BenchOp op : {v1::BENCH_OP_ALLREDUCE, v1::BENCH_OP_BROADCAST,
+                         v1::BENCH_OP_PUSHPULL}) {
+    auto parsed = ParseBenchOp(BenchOpName(op));
+    ASSERT_TRUE(parsed.ok());
+    EXPECT_EQ(*parsed, op);
+  }
+  EXPECT_FALSE(ParseBenchOp("reduce").ok());
+}
+
 }  // namespace
 }  // namespace gradsync

@@ -4,10 +4,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 #include <memory>
 #include <sstream>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -406,6 +409,105 @@ TEST(Integration, CliRejectsUnknownCommandAndBadPairs) {
                                "/gradsync local --compare --pairs=ps-lazy 2>/dev/null"),
                   30),
             2);
+}
+
+// Checks one `gradsync bench` results file: every row OK and sane.
+void ExpectBenchJsonSane(const nlohmann::json& j, const std::string& op,
+                         int workers, const std::vector<int64_t>& sizes,
+                         int iters) {
+  EXPECT_EQ(j["state"], "SUCCEEDED") << j.dump(2);
+  EXPECT_EQ(j["op"], op);
+  EXPECT_EQ(j["workers"], workers);
+  EXPECT_GT(j["alpha_seconds"].get<double>(), 0);
+  EXPECT_GT(j["beta_bytes_per_second"].get<double>(), 0);
+  ASSERT_EQ(j["rows"].size(), sizes.size()) << j.dump(2);
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    const nlohmann::json& r = j["rows"][i];
+    EXPECT_EQ(r["bytes"], sizes[i]);
+    EXPECT_TRUE(r["ok"].get<bool>()) << r.dump();
+    EXPECT_FALSE(r["algorithm"].get<std::string>().empty());
+    EXPECT_NE(r["algorithm"], "auto");
+    EXPECT_GT(r["time_seconds"].get<double>(), 0);
+    EXPECT_GT(r["algbw"].get<double>(), 0);
+    EXPECT_GT(r["busbw"].get<double>(), 0);
+    EXPECT_GT(r["model_seconds"].get<double>(), 0);
+    EXPECT_GT(r["ratio"].get<double>(), 0);
+    ASSERT_EQ(r["iteration_seconds"].size(), static_cast<size_t>(iters));
+    ASSERT_EQ(r["rank_iteration_seconds"].size(), static_cast<size_t>(workers));
+    for (int t = 0; t < iters; ++t) {
+      double slowest = 0;
+      for (int rank = 0; rank < workers; ++rank) {
+        slowest = std::max(slowest, r["rank_iteration_seconds"][rank][t].get<double>());
+      }
+      EXPECT_DOUBLE_EQ(r["iteration_seconds"][t].get<double>(), slowest);
+    }
+  }
+}
+
+TEST(Integration, BenchAllreduceAndBroadcastOnThreeWorkersVerifyEveryRow) {
+  Cluster c(3);
+  ASSERT_TRUE(c.ok());
+  const std::string dir = TempDir();
+  const std::string server = absl::StrCat("--server=", c->coordinator());
+  // 1 MiB + 4 bytes: not a power of two, not a multiple of the segment.
+  const std::vector<int64_t> sizes = {4096, 1048580};
+  const std::vector<std::pair<std::string, std::string>> runs = {
+      {"allreduce", "ring"}, {"allreduce", "auto"}, {"broadcast", "ring"}};
+  for (const auto& [op, algorithm] : runs) {
+    SCOPED_TRACE(op + " " + algorithm);
+    const std::string out = absl::StrCat(dir, "/", op, "-", algorithm);
+    const int rc = Shell(
+        absl::StrCat(GRADSYNC_BIN_DIR, "/gradsync bench ", server,
+                     " --workers=3 --op=", op, " --algorithm=", algorithm,
+                     " --sizes=4K,1048580 --iters=3 --warmup=1 --results=", out,
+                     ".json > ", out, ".txt 2>&1"),
+        60);
+    ASSERT_EQ(rc, 0) << Slurp(out + ".txt");
+    const std::string table = Slurp(out + ".txt");
+    EXPECT_NE(table.find("busbw"), std::string::npos) << table;
+    EXPECT_EQ(table.find("FAILED"), std::string::npos) << table;
+    ExpectBenchJsonSane(nlohmann::json::parse(Slurp(out + ".json")), op, 3,
+                        sizes, 3);
+  }
+  EXPECT_EQ(c.IdleWorkers(), 3);
+}
+
+TEST(Integration, BenchRefusesSizesThatAreNotWholeFloats) {
+  const std::string dir = TempDir();
+  EXPECT_EQ(Shell(absl::StrCat(GRADSYNC_BIN_DIR,
+                               "/gradsync bench --server=127.0.0.1:1 --sizes=4K,6 2> ",
+                               dir, "/err"),
+                  30),
+            2);
+  EXPECT_NE(Slurp(dir + "/err").find("sizes: 6 bytes is not a positive multiple of 4"),
+            std::string::npos)
+      << Slurp(dir + "/err");
+}
+
+TEST(Integration, BenchFailsWithinTheStepTimeoutWhenARankDies) {
+  Cluster c(3);
+  ASSERT_TRUE(c.ok());
+  v1::JobSpec spec;
+  spec.set_kind(v1::JOB_KIND_BENCH);
+  spec.set_workers(3);
+  spec.set_step_timeout_ms(3000);
+  spec.mutable_bench()->set_op(v1::BENCH_OP_ALLREDUCE);
+  spec.mutable_bench()->add_sizes(4 << 20);
+  spec.mutable_bench()->set_iters(10000);
+  v1::Job job;
+  ASSERT_TRUE(c.Submit(spec, &job).ok());
+  job = c.WaitFor(job.id(), absl::Seconds(20),
+                  [](const v1::Job& j) { return j.state() == v1::RUNNING; });
+  ASSERT_EQ(job.state(), v1::RUNNING) << job.DebugString();
+  absl::SleepFor(absl::Seconds(1));
+  ASSERT_TRUE(c.Get(job.id(), &job).ok());
+  ASSERT_EQ(job.state(), v1::RUNNING) << "the bench ended before the kill";
+  c->KillWorker(1);
+  const absl::Time killed = absl::Now();
+  job = c.WaitFor(job.id(), absl::Seconds(20), Terminal);
+  EXPECT_EQ(job.state(), v1::FAILED) << job.DebugString();
+  EXPECT_NE(job.error().find("rank"), std::string::npos) << job.error();
+  EXPECT_LT(absl::Now() - killed, absl::Seconds(12));
 }
 
 }  // namespace

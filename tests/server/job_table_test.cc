@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include "common/ps_layout.h"
 #include "common/spec/model_spec.h"
 #include "server/coordinator/clock.h"
 #include "server/coordinator/worker_registry.h"
@@ -268,7 +269,7 @@ TEST_F(JobTableTest, RanksFollowRegistrationOrderAndAssignmentCarriesTheModel) {
   EXPECT_EQ(WorkersOf(id), (Ids{"w2", "w0", "w1"}));
 }
 
-TEST_F(JobTableTest, PsJobGetsEvenSlicesOfItsShards) {
+TEST_F(JobTableTest, PsJobGetsItsShardsAndThePartitionBound) {
   Join("w0");
   Join("w1");
   v1::JobSpec spec = Spec(v1::STRATEGY_PS, 2);
@@ -279,14 +280,13 @@ TEST_F(JobTableTest, PsJobGetsEvenSlicesOfItsShards) {
   ASSERT_EQ(d.sends.size(), 2u);
   const v1::Assignment& a = d.sends[1].message.assignment();
   ASSERT_EQ(a.ps_shards_size(), 3);
-  // 7850 = 2617 + 2617 + 2616: the first 7850 % 3 shards get one more.
+  // Shards in order (partition p lives on shard p % 3, common/ps_layout.h);
+  // no contiguous slices any more.
   const std::vector<std::string> addr = {"self:5", "ps1:1", "ps2:1"};
-  const std::vector<uint64_t> offset = {0, 2617, 5234};
-  const std::vector<uint64_t> count = {2617, 2617, 2616};
   for (int s = 0; s < 3; ++s) {
     EXPECT_EQ(a.ps_shards(s).address(), addr[s]);
-    EXPECT_EQ(a.ps_shards(s).offset(), offset[s]);
-    EXPECT_EQ(a.ps_shards(s).count(), count[s]);
+    EXPECT_EQ(a.ps_shards(s).partition_bytes(), kPsPartitionBytes);
+    EXPECT_EQ(a.ps_shards(s).count(), 0u);
   }
 }
 
@@ -498,6 +498,9 @@ TEST_F(JobTableTest, FinalizeAveragesOverRanks) {
   d0.set_device("cpu");
   d0.add_bucket_bytes(544);
   d0.add_bucket_bytes(3216);
+  d0.add_bucket_algorithms("tree");
+  d0.add_bucket_algorithms("ring");
+  d1.add_bucket_algorithms("other");  // only rank 0's are reported
   JobDone("w1", d1);
   EXPECT_EQ(Job(id).state(), v1::RUNNING);
   Decisions d = JobDone("w0", d0);
@@ -520,6 +523,9 @@ TEST_F(JobTableTest, FinalizeAveragesOverRanks) {
   ASSERT_EQ(r.bucket_bytes_size(), 2);  // rank 0's layout
   EXPECT_EQ(r.bucket_bytes(0), 544);
   EXPECT_EQ(r.bucket_bytes(1), 3216);
+  ASSERT_EQ(r.bucket_algorithms_size(), 2);  // rank 0's, bucket order
+  EXPECT_EQ(r.bucket_algorithms(0), "tree");
+  EXPECT_EQ(r.bucket_algorithms(1), "ring");
   EXPECT_EQ(r.param_checksums_size(), 2);
   EXPECT_EQ(r.comm_seconds_per_worker_size(), 2);
   EXPECT_TRUE(d.sends.empty());  // every rank is done: nothing to cancel
@@ -554,6 +560,96 @@ TEST_F(JobTableTest, FinishedPsJobIsEndedOnItsShards) {
 }
 
 // ------------------------------------------------------------- events
+
+// ------------------------------------------------------------- bench jobs
+
+v1::JobSpec BenchSpec(v1::BenchOp op, int workers) {
+  v1::JobSpec s;
+  s.set_kind(v1::JOB_KIND_BENCH);
+  s.set_workers(workers);
+  s.mutable_bench()->set_op(op);
+  s.mutable_bench()->add_sizes(4096);
+  s.mutable_bench()->add_sizes(1048580);
+  s.mutable_bench()->set_iters(3);
+  return s;
+}
+
+// Rank `rank`'s JobDone: row i's iteration t took seconds[i][t].
+v1::WorkerMessage::JobDone BenchDone(
+    const std::string& job, int rank,
+    const std::vector<std::vector<double>>& seconds) {
+  v1::WorkerMessage::JobDone d = Done(job, rank);
+  d.mutable_bench()->set_alpha_seconds(1e-5);
+  d.mutable_bench()->set_beta_bytes_per_second(1e9);
+  const int64_t sizes[] = {4096, 1048580};
+  for (size_t i = 0; i < seconds.size(); ++i) {
+    v1::BenchRankRow* row = d.mutable_bench()->add_rows();
+    row->set_bytes(sizes[i]);
+    row->set_algorithm("ring");
+    row->set_ok(true);
+    for (double t : seconds[i]) row->add_iteration_seconds(t);
+  }
+  return d;
+}
+
+TEST_F(JobTableTest, BenchJobNeedsNoModelAndMergesSlowestRankMedians) {
+  Join("w0");
+  Join("w1");
+  Decisions placed;
+  const std::string id = Submit(BenchSpec(v1::BENCH_OP_ALLREDUCE, 2), &placed);
+  ASSERT_EQ(SentTo(placed, kAssignment), (Ids{"w0", "w1"}));
+  const v1::Assignment& a = placed.sends[0].message.assignment();
+  EXPECT_EQ(a.num_params(), 1048580u / 4);  // the largest size
+  EXPECT_EQ(a.layer_widths_size(), 0);
+  EXPECT_EQ(a.ps_shards_size(), 0);  // allreduce needs no PS
+  JobDone("w0", BenchDone(id, 0, {{1, 5, 3}, {2, 2, 2}}));
+  v1::WorkerMessage::JobDone d1 = BenchDone(id, 1, {{2, 1, 9}, {1, 4, 1}});
+  d1.mutable_bench()->mutable_rows(1)->set_ok(false);
+  d1.mutable_bench()->mutable_rows(1)->set_error("element 7: got 1, want 3");
+  Decisions d = JobDone("w1", d1);
+  const v1::Job& job = Job(id);
+  ASSERT_EQ(job.state(), v1::SUCCEEDED) << job.error();
+  const v1::BenchResult& b = job.result().bench();
+  EXPECT_DOUBLE_EQ(b.alpha_seconds(), 1e-5);
+  EXPECT_EQ(b.iters(), 3);
+  ASSERT_EQ(b.rows_size(), 2);
+  // Slowest per iteration: {2, 5, 9} -> median 5; {2, 4, 2} -> median 2.
+  EXPECT_EQ(std::vector<double>(b.rows(0).iteration_seconds().begin(),
+                                b.rows(0).iteration_seconds().end()),
+            (std::vector<double>{2, 5, 9}));
+  EXPECT_DOUBLE_EQ(b.rows(0).time_seconds(), 5);
+  EXPECT_DOUBLE_EQ(b.rows(1).time_seconds(), 2);
+  EXPECT_EQ(b.rows(0).rank_iteration_seconds_size(), 6);  // rank-major
+  EXPECT_DOUBLE_EQ(b.rows(0).rank_iteration_seconds(3), 2);
+  EXPECT_TRUE(b.rows(0).ok());
+  EXPECT_FALSE(b.rows(1).ok());
+  EXPECT_EQ(b.rows(1).error(), "rank 1: element 7: got 1, want 3");
+  EXPECT_TRUE(d.shard_end_jobs.empty());
+}
+
+TEST_F(JobTableTest, BenchRanksThatDisagreeOnTheRowsFailTheJob) {
+  Join("w0");
+  Join("w1");
+  const std::string id = Submit(BenchSpec(v1::BENCH_OP_BROADCAST, 2));
+  JobDone("w0", BenchDone(id, 0, {{1, 1, 1}, {1, 1, 1}}));
+  JobDone("w1", BenchDone(id, 1, {{1, 1, 1}}));
+  EXPECT_EQ(Job(id).state(), v1::FAILED);
+  EXPECT_EQ(Job(id).error_code(), static_cast<int>(absl::StatusCode::kInternal));
+}
+
+TEST_F(JobTableTest, PushPullBenchGetsShardsAndEndsOnThem) {
+  Join("w0");
+  v1::JobSpec spec = BenchSpec(v1::BENCH_OP_PUSHPULL, 1);
+  spec.set_ps_shards(2);
+  Decisions placed;
+  const std::string id = Submit(spec, &placed);
+  ASSERT_EQ(placed.sends.size(), 1u);
+  EXPECT_EQ(placed.sends[0].message.assignment().ps_shards_size(), 2);
+  Decisions d = JobDone("w0", BenchDone(id, 0, {{1, 1, 1}, {1, 1, 1}}));
+  EXPECT_EQ(Job(id).state(), v1::SUCCEEDED) << Job(id).error();
+  ASSERT_EQ(d.shard_end_jobs.size(), 1u);
+  EXPECT_EQ(d.shard_end_jobs[0].shard_addresses, (Ids{"ps0:1", "ps1:1"}));
+}
 
 TEST_F(JobTableTest, WatchersSeeStateProgressAndEpochEventsInOrder) {
   Join("w0");

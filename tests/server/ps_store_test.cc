@@ -1,11 +1,16 @@
 // Parameter-server shard aggregation against a simple reference.
+#include <atomic>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
 
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "common/optimizer.h"
 #include "server/ps/ps_store.h"
+#include "server/ps/reduce_pool.h"
 
 namespace gradsync {
 namespace {
@@ -177,6 +182,129 @@ TEST(PsStore, SspHoldsTheFastWorkerUntilTheSlowOneCatchesUp) {
   EXPECT_TRUE(slow0.called);
   EXPECT_TRUE(s1.called);  // released once rank 1 advanced
   ASSERT_TRUE(s1.result.ok());
+}
+
+// Partitions of one job ("j/p<i>") are independent slices with a lock each:
+// ranks push to all of them from their own threads at once, in different
+// orders; every partition must end exactly where the serial reference does,
+// and EndJob("j") must drop them all.
+TEST(PsStore, ConcurrentPushesToManyPartitionsMatchTheReference) {
+  constexpr int kWorld = 4, kParts = 6, kSteps = 5;
+  constexpr size_t kN = 257;
+  PsStore store;
+  std::vector<std::vector<float>> want(kParts);
+  for (int p = 0; p < kParts; ++p) {
+    want[p].assign(kN, 0.01f * p);
+    ASSERT_TRUE(store.Init(absl::StrCat("j/p", p), Config(kWorld, false),
+                           want[p]).ok());
+  }
+  EXPECT_EQ(store.NumJobs(), static_cast<size_t>(kParts));
+  std::vector<Optimizer> ref;
+  for (int p = 0; p < kParts; ++p) {
+    ref.push_back(*Optimizer::Create(Config(kWorld, false).optimizer, kN));
+  }
+  std::atomic<int> errors{0};
+  std::vector<std::vector<PsReply>> last(kWorld, std::vector<PsReply>(kParts));
+  struct Answers {
+    absl::Mutex mu;
+    int answered = 0;  // guarded by mu
+  };
+  std::vector<Answers> answers(kWorld);  // outlive every reply
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < kWorld; ++r) {
+    ranks.emplace_back([&, r] {
+      absl::Mutex& mu = answers[r].mu;
+      int& answered = answers[r].answered;
+      for (int step = 0; step < kSteps; ++step) {
+        // Every rank pushes all partitions, each in its own order, then
+        // waits for them (as a worker with all partitions in flight does).
+        for (int k = 0; k < kParts; ++k) {
+          const int p = (k + r) % kParts;
+          const std::vector<float> g = Grad(r * 100 + p, step, kN);
+          store.Push(absl::StrCat("j/p", p), step, r, kN,
+                     [&g](float* dst) {
+                       for (size_t i = 0; i < g.size(); ++i) dst[i] += g[i];
+                     },
+                     [&, p](absl::StatusOr<PsReply> res) {
+                       if (!res.ok()) {
+                         ++errors;
+                       } else {
+                         last[r][p] = *res;
+                       }
+                       absl::MutexLock l(&mu);
+                       ++answered;
+                     });
+        }
+        absl::MutexLock l(&mu);
+        const int want = (step + 1) * kParts;
+        auto all = [&answered, want]() { return answered == want; };
+        ASSERT_TRUE(mu.AwaitWithTimeout(absl::Condition(&all), absl::Seconds(10)));
+      }
+    });
+  }
+  for (auto& t : ranks) t.join();
+  EXPECT_EQ(errors.load(), 0);
+  for (int p = 0; p < kParts; ++p) {
+    for (int step = 0; step < kSteps; ++step) {
+      std::vector<double> sum(kN, 0.0);
+      for (int r = 0; r < kWorld; ++r) {
+        const std::vector<float> g = Grad(r * 100 + p, step, kN);
+        for (size_t i = 0; i < kN; ++i) sum[i] += g[i];
+      }
+      std::vector<float> mean(kN);
+      for (size_t i = 0; i < kN; ++i) mean[i] = static_cast<float>(sum[i] / kWorld);
+      ref[p].Apply(want[p].data(), mean.data());
+    }
+    for (int r = 0; r < kWorld; ++r) {
+      ASSERT_NE(last[r][p].params, nullptr);
+      EXPECT_EQ(last[r][p].step, kSteps);
+      for (size_t i = 0; i < kN; ++i) {
+        ASSERT_NEAR((*last[r][p].params)[i], want[p][i], 1e-5) << p << " " << i;
+      }
+    }
+  }
+  store.EndJob("j", "done");
+  EXPECT_EQ(store.NumJobs(), 0u);
+  Captured late;
+  PushVec(&store, "j/p0", kSteps, 0, std::vector<float>(kN, 1), &late);
+  EXPECT_EQ(late.result.status().code(), absl::StatusCode::kAborted);
+}
+
+TEST(PsStore, SnapshotsAlreadyHandedOutAreNeverOverwritten) {
+  PsStore store;
+  ASSERT_TRUE(store.Init("j", Config(1, false), std::vector<float>(5, 1)).ok());
+  Captured a, b;
+  PushVec(&store, "j", 0, 0, std::vector<float>(5, 1), &a);
+  ASSERT_TRUE(a.result.ok());
+  const std::vector<float> first = *a.result->params;  // a still holds it
+  PushVec(&store, "j", 1, 0, std::vector<float>(5, 1), &b);
+  ASSERT_TRUE(b.result.ok());
+  EXPECT_EQ(*a.result->params, first);
+  EXPECT_NE(*b.result->params, first);
+}
+
+TEST(PsStore, ShutdownFailsPendingAndLaterCallsWithUnavailable) {
+  PsStore store;
+  ASSERT_TRUE(store.Init("j/p0", Config(2, false), std::vector<float>(3, 0)).ok());
+  Captured pending, pull, later;
+  PushVec(&store, "j/p0", 0, 0, std::vector<float>(3, 1), &pending);
+  store.Pull("j/p1", true, Capture(&pull));  // waits for an Init
+  EXPECT_FALSE(pending.called);
+  EXPECT_FALSE(pull.called);
+  store.Shutdown();
+  EXPECT_EQ(pending.result.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(pull.result.status().code(), absl::StatusCode::kUnavailable);
+  PushVec(&store, "j/p0", 0, 1, std::vector<float>(3, 1), &later);
+  EXPECT_EQ(later.result.status().code(), absl::StatusCode::kUnavailable);
+}
+
+TEST(ReducePool, RunsEveryTaskAndDrainsTheQueueOnDestruction) {
+  std::atomic<int> ran{0};
+  {
+    ReducePool pool(2);
+    for (int i = 0; i < 1000; ++i) pool.Schedule([&ran] { ++ran; });
+  }
+  EXPECT_EQ(ran.load(), 1000);
 }
 
 }  // namespace

@@ -18,7 +18,9 @@
 #include "server/ps/ps_service.h"
 #include "server/ps/ps_store.h"
 #include "worker/collectives/transport/grpc/grpc_transport.h"
+#include "worker/collectives/tuning.h"
 #include "worker/model/device_model.h"
+#include "worker/sync/ps_client.h"
 #include "worker/train/trainer.h"
 #include "worker/train/training_steps.h"
 
@@ -84,7 +86,9 @@ class SyncEquivalence : public ::testing::Test {
                                       int batch, int steps, int shards = 1,
                                       const std::string& optimizer = "sgd",
                                       int64_t bucket_bytes = 0,
-                                      int staleness = -1) {
+                                      int staleness = -1,
+                                      const std::string& algorithm = "auto",
+                                      const std::string& groups = "") {
     static int job_counter = 0;
     const std::string job_id = absl::StrCat("t-", ++job_counter);
     v1::JobSpec spec;
@@ -103,6 +107,8 @@ class SyncEquivalence : public ::testing::Test {
     // 0: the default (one bucket for this model).
     spec.set_bucket_bytes(bucket_bytes);
     if (staleness >= 0) spec.set_staleness(staleness);
+    spec.set_algorithm(*ParseAlgorithm(algorithm));
+    spec.set_groups(groups);
     auto valid = ValidateJobSpec(spec, shards);
     EXPECT_TRUE(valid.ok()) << valid.status();
     const MlpSpec model = *ParseModelSpec(valid->model());
@@ -112,14 +118,12 @@ class SyncEquivalence : public ::testing::Test {
     std::vector<std::unique_ptr<PeerServer>> peers;
     std::vector<v1::Assignment> as(world);
     if (strategy == "ps") {
-      auto parts = PartitionEven(n, shards);
       for (int s = 0; s < shards; ++s) ps.push_back(StartPs());
       for (auto& a : as) {
         for (int s = 0; s < shards; ++s) {
           auto* info = a.add_ps_shards();
           info->set_address(ps[s]->address);
-          info->set_offset(parts[s].begin);
-          info->set_count(parts[s].size);
+          info->set_partition_bytes(ps_partition_bytes_);
         }
       }
     } else {
@@ -136,6 +140,7 @@ class SyncEquivalence : public ::testing::Test {
     }
     std::vector<std::vector<float>> params(world);
     std::vector<absl::Status> status(world);
+    done_.assign(world, v1::WorkerMessage::JobDone());
     std::vector<std::thread> threads;
     for (int r = 0; r < world; ++r) {
       threads.emplace_back([&, r] {
@@ -159,6 +164,7 @@ class SyncEquivalence : public ::testing::Test {
         TrainingOutcome out = RunTraining(as[r], *train_, *test_, cpu->get(),
                                           sync->get(), &rep, nullptr, opts);
         status[r] = out.status;
+        done_[r] = out.done;
         params[r] = std::move(out.params);
       });
     }
@@ -221,6 +227,10 @@ class SyncEquivalence : public ::testing::Test {
 
   static Dataset* train_;
   static Dataset* test_;
+  // Each rank's JobDone report of the last Run.
+  std::vector<v1::WorkerMessage::JobDone> done_;
+  // PS partition bound for the next Runs (0: the default, 4 MiB).
+  uint64_t ps_partition_bytes_ = 0;
 };
 
 Dataset* SyncEquivalence::train_ = nullptr;
@@ -290,6 +300,49 @@ TEST_F(SyncEquivalence, BucketedRingSyncMatchesOneWorker) {
   EXPECT_LE(RelativeError(four[0], one[0]), 1e-4);
 }
 
+// Hierarchical allreduce with two host groups of two ranks (spec.groups, as
+// on one machine): replicas stay bit-identical, follow the ring's trajectory
+// up to summation order, and every rank reports what each bucket ran.
+TEST_F(SyncEquivalence, HierarchicalRingSyncKeepsReplicasIdentical) {
+  auto ring = Run("ring", "sync", 4, 16, 25, 1, "sgd", kSmallBuckets, -1,
+                  "ring");
+  auto hier = Run("ring", "sync", 4, 16, 25, 1, "sgd", kSmallBuckets, -1,
+                  "hier", "0,1,0,1");
+  ASSERT_EQ(hier.size(), 4u);
+  ASSERT_FALSE(hier[0].empty());
+  for (int r = 1; r < 4; ++r) {
+    EXPECT_EQ(Checksum(hier[r].data(), hier[r].size()),
+              Checksum(hier[0].data(), hier[0].size()))
+        << "hierarchical replicas differ at rank " << r;
+  }
+  EXPECT_LE(RelativeError(hier[0], ring[0]), 1e-4);
+  for (int r = 0; r < 4; ++r) {
+    ASSERT_EQ(done_[r].bucket_algorithms_size(), 2) << "rank " << r;
+    EXPECT_EQ(done_[r].bucket_algorithms(0), "hier");
+    EXPECT_EQ(done_[r].bucket_algorithms(1), "hier");
+  }
+}
+
+// Algorithm auto: each bucket runs what the built-in table chooses for its
+// bytes, and says so.
+TEST_F(SyncEquivalence, AutoReportsTheTablesChoicePerBucket) {
+  auto four = Run("ring", "sync", 4, 16, 5, 1, "sgd", kSmallBuckets);
+  ASSERT_EQ(four.size(), 4u);
+  for (int r = 1; r < 4; ++r) {
+    EXPECT_EQ(Checksum(four[r].data(), four[r].size()),
+              Checksum(four[0].data(), four[0].size()));
+  }
+  const v1::WorkerMessage::JobDone& d = done_[0];
+  ASSERT_EQ(d.bucket_algorithms_size(), d.bucket_bytes_size());
+  ASSERT_GT(d.bucket_bytes_size(), 0);
+  for (int b = 0; b < d.bucket_bytes_size(); ++b) {
+    EXPECT_EQ(d.bucket_algorithms(b),
+              AlgorithmName(TuningTable::Default().Choose(
+                  4, static_cast<uint64_t>(d.bucket_bytes(b)))))
+        << "bucket " << b << " of " << d.bucket_bytes(b) << " bytes";
+  }
+}
+
 TEST_F(SyncEquivalence, BucketedPsSyncAcrossShardsMatchesOneWorker) {
   auto one = Run("ps", "sync", 1, 64, 25);
   auto four = Run("ps", "sync", 4, 16, 25, 3, "sgd", kSmallBuckets);
@@ -298,6 +351,61 @@ TEST_F(SyncEquivalence, BucketedPsSyncAcrossShardsMatchesOneWorker) {
     ASSERT_FALSE(four[r].empty());
     EXPECT_LE(RelativeError(four[r], one[0]), 1e-4) << "rank " << r;
   }
+}
+
+TEST_F(SyncEquivalence, ManySmallPsPartitionsInFlightMatchOneWorker) {
+  auto one = Run("ps", "sync", 1, 64, 25);
+  // 64 KiB partitions: ~15 partitions over 3 shards, all of a bucket in
+  // flight at once, each reduced as it arrives on its shard.
+  ps_partition_bytes_ = 64 << 10;
+  auto four = Run("ps", "sync", 4, 16, 25, 3, "sgd", kSmallBuckets);
+  auto async = Run("ps", "async", 3, 16, 20, 2, "adam", kSmallBuckets);
+  ps_partition_bytes_ = 0;
+  ASSERT_EQ(four.size(), 4u);
+  for (int r = 0; r < 4; ++r) {
+    ASSERT_FALSE(four[r].empty());
+    EXPECT_LE(RelativeError(four[r], one[0]), 1e-4) << "rank " << r;
+  }
+  ASSERT_EQ(async.size(), 3u);
+  for (const auto& v : async) {
+    ASSERT_FALSE(v.empty());
+    for (float x : v) ASSERT_TRUE(std::isfinite(x));
+  }
+}
+
+TEST_F(SyncEquivalence, PsPushPullEndsAtItsDeadlineWhenAPeerNeverPushes) {
+  auto ps = StartPs();
+  const std::vector<float> init(1000, 0.5f);
+  std::vector<float> grad(1000, 1.0f), params(1000, 0.0f);
+  std::vector<PsPiece> pieces;
+  for (int p = 0; p < 3; ++p) {
+    PsPiece piece;
+    piece.key = absl::StrCat("deadline-job/p", p);
+    piece.address = ps->address;
+    piece.offset = 300 * p;
+    piece.count = p < 2 ? 300 : 400;
+    pieces.push_back(piece);
+  }
+  PsClient client(/*rank=*/0, pieces);
+  v1::ShardConfig config;
+  config.set_world_size(2);  // rank 1 never comes
+  config.set_mode(v1::SYNC_MODE_SYNC);
+  config.set_optimizer(v1::OPTIMIZER_SGD);
+  config.set_lr(0.1f);
+  ASSERT_TRUE(client.Init(init.data(), config, absl::Now() + absl::Seconds(10)).ok());
+  const absl::Time t0 = absl::Now();
+  absl::Status st = client.PushPull(0, grad.data(), params.data(), {0, 1, 2},
+                                    t0 + absl::Milliseconds(300));
+  const absl::Duration took = absl::Now() - t0;
+  EXPECT_EQ(st.code(), absl::StatusCode::kDeadlineExceeded) << st;
+  EXPECT_LT(took, absl::Seconds(3));
+  // The shard still holds rank 0's push of step 0: a retry is refused, not
+  // summed twice.
+  st = client.PushPull(0, grad.data(), params.data(), {0},
+                       absl::Now() + absl::Seconds(5));
+  EXPECT_EQ(st.code(), absl::StatusCode::kFailedPrecondition) << st;
+  ps->store.EndJob("deadline-job", "test over");
+  ps->server->Shutdown(std::chrono::system_clock::now());
 }
 
 TEST_F(SyncEquivalence, RingAsyncFollowsTheSerialStaleReference) {

@@ -8,7 +8,7 @@
 namespace gradsync {
 
 absl::StatusOr<std::unique_ptr<GradientSync>> MakeGradientSync(
-    const v1::Assignment* a, Transport* transport) {
+    const v1::Assignment* a, Transport* transport, const TuningTable* tuning) {
   switch (a->spec().strategy()) {
     case v1::STRATEGY_PS:
       if (a->ps_shards_size() == 0) {
@@ -19,7 +19,7 @@ absl::StatusOr<std::unique_ptr<GradientSync>> MakeGradientSync(
       if (transport == nullptr) {
         return absl::InvalidArgumentError("ring job without a transport");
       }
-      return MakeRingSync(a, transport);
+      return MakeRingSync(a, transport, tuning);
     default:
       return absl::InvalidArgumentError(absl::StrCat(
           "strategy: unknown ", StrategyName(a->spec().strategy())));

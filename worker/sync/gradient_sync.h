@@ -16,6 +16,7 @@
 
 namespace gradsync {
 
+class TuningTable;
 class Transport;
 
 // One contract: Initialize once, SyncBucket for every bucket of every step,
@@ -63,13 +64,20 @@ class GradientSync {
   // results must be applied before step t + depth + 1 computes (ring async:
   // the staleness bound; 0 elsewhere).
   virtual int pipeline_depth() const = 0;
+
+  // The collective algorithm each bucket runs, in bucket order, once
+  // Initialize has succeeded (never ALGORITHM_AUTO: what auto chose).
+  // Empty for strategies without collectives (ps).
+  virtual std::vector<v1::Algorithm> bucket_algorithms() const { return {}; }
 };
 
 // Builds the implementation for the assignment's strategy and mode.
 // `assignment` and `transport` (ring strategies; may be null for ps) must
-// outlive the result.
+// outlive the result, and so must `tuning` (ring strategies with algorithm
+// auto: the table that chooses per bucket; nullptr = the built-in table).
 absl::StatusOr<std::unique_ptr<GradientSync>> MakeGradientSync(
-    const v1::Assignment* assignment, Transport* transport);
+    const v1::Assignment* assignment, Transport* transport,
+    const TuningTable* tuning = nullptr);
 
 }  // namespace gradsync
 

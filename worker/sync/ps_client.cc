@@ -7,27 +7,26 @@
 #include "common/grpc/tensor_frame.h"
 
 namespace gradsync {
+namespace {
 
-std::vector<PsPiece> MakePsPieces(
-    const std::string& job_id, const std::vector<v1::PsShardInfo>& shards,
-    const std::vector<std::pair<uint64_t, uint64_t>>& buckets,
-    std::vector<std::vector<int>>* pieces_of_bucket) {
+// How long past its deadline a call may take to report before it is
+// cancelled (gRPC ends calls at their deadline; this only bounds our wait).
+constexpr absl::Duration kCallGrace = absl::Seconds(5);
+
+}  // namespace
+
+std::vector<PsPiece> MakePsPieces(const std::string& job_id,
+                                  const std::vector<v1::PsShardInfo>& shards,
+                                  const PsLayout& layout) {
   std::vector<PsPiece> pieces;
-  pieces_of_bucket->assign(buckets.size(), {});
-  for (size_t b = 0; b < buckets.size(); ++b) {
-    const uint64_t bb = buckets[b].first, be = bb + buckets[b].second;
-    for (size_t s = 0; s < shards.size(); ++s) {
-      const uint64_t sb = shards[s].offset(), se = sb + shards[s].count();
-      const uint64_t lo = std::max(bb, sb), hi = std::min(be, se);
-      if (lo >= hi) continue;
-      PsPiece p;
-      p.key = absl::StrCat(job_id, "/b", b, "s", s);
-      p.address = shards[s].address();
-      p.offset = lo;
-      p.count = hi - lo;
-      (*pieces_of_bucket)[b].push_back(static_cast<int>(pieces.size()));
-      pieces.push_back(std::move(p));
-    }
+  pieces.reserve(layout.partitions.size());
+  for (const PsPartition& part : layout.partitions) {
+    PsPiece p;
+    p.key = absl::StrCat(job_id, "/p", part.index);
+    p.address = shards[part.shard].address();
+    p.offset = part.range.begin;
+    p.count = part.range.size;
+    pieces.push_back(std::move(p));
   }
   return pieces;
 }
@@ -50,57 +49,79 @@ absl::Status PsClient::CallAll(
   std::vector<grpc::ByteBuffer> req(n), resp(n);
   std::vector<grpc::Status> status(n);
   absl::Mutex done_mu;
-  size_t done = 0;
+  std::vector<size_t> finished;  // guarded by done_mu: calls not taken yet
   {
     absl::MutexLock lock(&mu_);
     if (!aborted_.ok()) return aborted_;
     for (size_t i = 0; i < n; ++i) active_.insert(&ctx[i]);
   }
+  // 1-2.
   for (size_t i = 0; i < n; ++i) {
     ctx[i].set_deadline(ToChrono(deadline));
     const PsPiece& piece = pieces_[which[i]];
     req[i] = request(piece);
-    stubs_[piece.address]->UnaryCall(&ctx[i], method, grpc::StubOptions(), &req[i],
-                               &resp[i], [&, i](grpc::Status s) {
-                                 status[i] = std::move(s);
-                                 absl::MutexLock l(&done_mu);
-                                 ++done;
-                               });
+    stubs_[piece.address]->UnaryCall(
+        &ctx[i], method, grpc::StubOptions(), &req[i], &resp[i],
+        [&, i](grpc::Status s) {
+          status[i] = std::move(s);
+          absl::MutexLock l(&done_mu);
+          finished.push_back(i);
+        });
   }
-  {
-    // Every call ends by its deadline, so this wait is bounded.
-    absl::MutexLock l(&done_mu);
-    auto all_done = [&done, n]() { return done == n; };
-    done_mu.Await(absl::Condition(&all_done));
+  // 3-4.
+  absl::Status first;
+  bool cancelled = false;
+  std::vector<size_t> batch;
+  for (size_t taken = 0; taken < n; taken += batch.size()) {
+    {
+      absl::MutexLock l(&done_mu);
+      auto any = [&finished]() { return !finished.empty(); };
+      // Once cancelled, every call reports promptly; keep each wait bounded.
+      const absl::Time until =
+          (cancelled ? absl::Now() : deadline) + kCallGrace;
+      if (!done_mu.AwaitWithDeadline(absl::Condition(&any), until) &&
+          !cancelled) {
+        for (auto& c : ctx) c.TryCancel();  // each call then ends promptly
+        cancelled = true;
+      }
+      batch.swap(finished);
+      finished.clear();
+    }
+    for (size_t i : batch) {
+      absl::Status st = TakeReply(pieces_[which[i]], status[i], resp[i], out);
+      if (st.ok() || !first.ok()) continue;
+      first = std::move(st);
+      // The step cannot succeed any more: do not wait for the others.
+      for (auto& c : ctx) c.TryCancel();
+      cancelled = true;
+    }
   }
   {
     absl::MutexLock lock(&mu_);
     for (size_t i = 0; i < n; ++i) active_.erase(&ctx[i]);
   }
-  absl::Status first;
-  for (size_t i = 0; i < n && first.ok(); ++i) {
-    if (!status[i].ok()) {
-      absl::Status st = FromGrpcStatus(status[i]);
-      const PsPiece& piece = pieces_[which[i]];
-      first = absl::Status(
-          st.code(), absl::StrCat("PS shard ", piece.address, " (", piece.key,
-                                  "): ", st.message()));
-      continue;
-    }
-    if (out == nullptr) continue;
-    const PsPiece& piece = pieces_[which[i]];
-    absl::StatusOr<DecodedFrame> f = DecodedFrame::Parse(resp[i]);
-    if (!f.ok()) {
-      first = f.status();
-    } else if (f->count() != piece.count) {
-      first = absl::DataLossError(absl::StrCat(
-          "PS shard ", piece.address, " answered ", f->count(),
-          " floats for ", piece.key, ", expected ", piece.count));
-    } else {
-      f->CopyTo(out + piece.offset);
-    }
-  }
   return first;
+}
+
+absl::Status PsClient::TakeReply(const PsPiece& piece,
+                                 const grpc::Status& status,
+                                 const grpc::ByteBuffer& response,
+                                 float* out) const {
+  if (!status.ok()) {
+    absl::Status st = FromGrpcStatus(status);
+    return absl::Status(st.code(), absl::StrCat("PS shard ", piece.address, " (",
+                                                piece.key, "): ", st.message()));
+  }
+  if (out == nullptr) return absl::OkStatus();
+  absl::StatusOr<DecodedFrame> f = DecodedFrame::Parse(response);
+  if (!f.ok()) return f.status();
+  if (f->count() != piece.count) {
+    return absl::DataLossError(absl::StrCat(
+        "PS shard ", piece.address, " answered ", f->count(), " floats for ",
+        piece.key, ", expected ", piece.count));
+  }
+  f->CopyTo(out + piece.offset);
+  return absl::OkStatus();
 }
 
 absl::Status PsClient::Init(const float* params, const v1::ShardConfig& config,

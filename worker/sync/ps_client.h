@@ -1,5 +1,8 @@
 // Client of a job's parameter-server shards: pushes gradient slices and pulls
-// parameter slices, all shards in parallel, tensor data zero-copy both ways.
+// parameter slices, every listed piece in flight at once (one async unary
+// call each), tensor data zero-copy both ways: requests carry a slice over the
+// caller's gradient memory, replies are copied straight out of the received
+// slices into the caller's parameters, each as soon as it arrives.
 #ifndef GRADSYNC_WORKER_SYNC_PS_CLIENT_H_
 #define GRADSYNC_WORKER_SYNC_PS_CLIENT_H_
 
@@ -16,24 +19,25 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/ps_layout.h"
 #include "gradsync/v1/gradsync.pb.h"
 
 namespace gradsync {
 
 // One independently synchronised slice of the flat vector on one shard.
 struct PsPiece {
-  std::string key;      // PS slice key: "JOB/b<bucket>s<shard>"
+  std::string key;      // PS slice key, "JOB/<piece>" (e.g. "JOB/p<index>")
   std::string address;  // shard
   uint64_t offset = 0;
   uint64_t count = 0;
 };
 
-// Cuts every bucket at the shard boundaries: piece = bucket ∩ shard (empty
-// intersections dropped). `pieces_of_bucket[b]` lists bucket b's pieces.
+// One piece per partition of `layout` (common/ps_layout.h): piece i is
+// partition i, keyed "JOB/p<i>", on shards[partition.shard]. Requires every
+// partition's shard to index `shards`.
 std::vector<PsPiece> MakePsPieces(const std::string& job_id,
                                   const std::vector<v1::PsShardInfo>& shards,
-                                  const std::vector<std::pair<uint64_t, uint64_t>>& buckets,
-                                  std::vector<std::vector<int>>* pieces_of_bucket);
+                                  const PsLayout& layout);
 
 // Calls may come from one thread at a time; Abort from any thread.
 class PsClient {
@@ -46,20 +50,30 @@ class PsClient {
   // params[...] = every piece's current values, or its initial ones when
   // `initial` (waits for Init).
   absl::Status Pull(float* params, bool initial, absl::Time deadline);
-  // Pushes grad's slices of `pieces` for `step`, in parallel; writes the
-  // answered parameters into params.
+  // Pushes grad's slices of `pieces` for `step`, all in flight at once;
+  // writes each answered piece's parameters into params as it arrives.
+  // grad[piece] is sent without a copy: it must not change until this
+  // returns (it is not read after).
   absl::Status PushPull(int64_t step, const float* grad, float* params,
                         const std::vector<int>& pieces, absl::Time deadline);
   // Cancels calls in flight; later calls fail with `status`.
   void Abort(const absl::Status& status);
 
  private:
-  // Runs one call per listed piece in parallel: request(p) builds the frame
-  // for piece p; on success the reply's data is copied to out + offset (if
-  // out).
+  // Runs one call per listed piece, all in flight at once, each with
+  // `deadline`:
+  //  1. request(p) builds piece p's frame; the call starts at once;
+  //  2. gRPC's callback only queues the finished call (never blocks);
+  //  3. this thread takes finished calls as they come and copies each reply's
+  //     data to out + offset (if out); the first error cancels the rest;
+  //  4. returns when every call has finished (all have by deadline + a grace
+  //     period: then the stragglers are cancelled), with the first error.
   absl::Status CallAll(const std::string& method, const std::vector<int>& which,
                        const std::function<grpc::ByteBuffer(const PsPiece&)>& request,
                        float* out, absl::Time deadline);
+  // Step 3 for one finished call.
+  absl::Status TakeReply(const PsPiece& piece, const grpc::Status& status,
+                         const grpc::ByteBuffer& response, float* out) const;
 
   const int rank_;
   std::vector<PsPiece> pieces_;

@@ -23,17 +23,20 @@ class PsSync final : public GradientSync {
   explicit PsSync(const v1::Assignment* a)
       : a_(*a), timeout_(StepTimeout(a->spec())) {}
 
-  // 1. cut every bucket at shard boundaries into pieces (one PS slice each);
-  // 2. rank 0 installs its parameters and the shard config on every shard;
+  // 1. cut every bucket into partitions of <= partition_bytes, round-robin
+  //    over the shards (common/ps_layout.h; one PS slice each);
+  // 2. rank 0 installs its parameters and the shard config on every slice;
   // 3. every rank pulls the initial parameters.
   absl::Status Initialize(const std::vector<Range>& buckets,
                           float* params) override {
-    std::vector<std::pair<uint64_t, uint64_t>> b;
-    for (const Range& r : buckets) b.emplace_back(r.begin, r.size);
     std::vector<v1::PsShardInfo> shards(a_.ps_shards().begin(),
                                         a_.ps_shards().end());
-    std::vector<PsPiece> pieces =
-        MakePsPieces(a_.job_id(), shards, b, &pieces_of_bucket_);
+    if (shards.empty()) return absl::InvalidArgumentError("no PS shards");
+    const PsLayout layout =
+        MakePsLayout(buckets, static_cast<int>(shards.size()),
+                     shards[0].partition_bytes());
+    pieces_of_bucket_ = layout.partitions_of_bucket;
+    std::vector<PsPiece> pieces = MakePsPieces(a_.job_id(), shards, layout);
     PsClient* client;
     {
       absl::MutexLock lock(&mu_);
@@ -98,7 +101,7 @@ class PsSync final : public GradientSync {
   const v1::Assignment& a_;
   const absl::Duration timeout_;
   // Set in Initialize, then constant (read by the communication thread only
-  // after Initialize returned).
+  // after Initialize returned): bucket -> its partitions (= piece indices).
   std::vector<std::vector<int>> pieces_of_bucket_;
 
   absl::Mutex mu_;

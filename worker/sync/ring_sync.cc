@@ -1,11 +1,16 @@
 #include "worker/sync/ring_sync.h"
 
+#include <algorithm>
+#include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/kernels.h"
 #include "common/spec/job_spec.h"
+#include "worker/collectives/allreduce.h"
+#include "worker/collectives/hierarchical.h"
 #include "worker/collectives/ring.h"
 #include "worker/collectives/transport.h"
 
@@ -20,25 +25,30 @@ constexpr absl::Duration kBroadcastSlack = absl::Seconds(10);
 // Initialize and used by the communication thread afterwards.
 class RingSync final : public GradientSync {
  public:
-  RingSync(const v1::Assignment* a, Transport* t)
+  RingSync(const v1::Assignment* a, Transport* t, const TuningTable* tuning)
       : a_(*a),
         transport_(t),
+        tuning_(tuning),
         depth_(a->spec().mode() == v1::SYNC_MODE_ASYNC
                    ? (a->spec().has_staleness() ? a->spec().staleness()
                                                 : kDefaultRingAsyncStaleness)
                    : 0) {}
 
-  // 1. one RingAllreduce per bucket, built once with its buffers' sizes;
+  // 1. one Allreduce per bucket (MakeAllreduce(spec.algorithm): auto
+  //    chooses by the bucket's size), built once with its buffer's size;
   // 2. rank 0's parameters are broadcast around the ring.
   absl::Status Initialize(const std::vector<Range>& buckets,
                           float* params) override {
     buckets_ = buckets;
-    rings_.clear();
+    allreduces_.clear();
     size_t n = 0;
-    const RingOptions options{static_cast<size_t>(a_.spec().chunk_bytes()),
-                              StepTimeout(a_.spec())};
+    absl::StatusOr<AllreduceOptions> options = AllreduceOptionsFor(a_, tuning_);
+    if (!options.ok()) return options.status();
     for (const Range& r : buckets) {
-      rings_.push_back(std::make_unique<RingAllreduce>(transport_, r.size, options));
+      absl::StatusOr<std::unique_ptr<Allreduce>> algo =
+          MakeAllreduce(a_.spec().algorithm(), transport_, r.size, *options);
+      if (!algo.ok()) return algo.status();
+      allreduces_.push_back(std::move(*algo));
       n = std::max<size_t>(n, r.begin + r.size);
     }
     return RingBroadcast(transport_, params, n, /*root=*/0,
@@ -48,11 +58,11 @@ class RingSync final : public GradientSync {
 
   absl::Status SyncBucket(int64_t step, int bucket, float* grad,
                           float*) override {
-    if (bucket < 0 || bucket >= static_cast<int>(rings_.size())) {
+    if (bucket < 0 || bucket >= static_cast<int>(allreduces_.size())) {
       return absl::InvalidArgumentError(absl::StrCat("no bucket ", bucket));
     }
     const Range& r = buckets_[bucket];
-    absl::Status st = rings_[bucket]->Run(grad + r.begin, step, bucket);
+    absl::Status st = allreduces_[bucket]->Run(grad + r.begin, step, bucket);
     if (!st.ok()) return st;
     Scale(grad + r.begin, 1.0f / transport_->size(), r.size);
     return absl::OkStatus();
@@ -62,22 +72,45 @@ class RingSync final : public GradientSync {
   void Abort(const absl::Status& status) override { transport_->Abort(status); }
   Output output() const override { return Output::kAveragedGradient; }
   int pipeline_depth() const override { return depth_; }
+  std::vector<v1::Algorithm> bucket_algorithms() const override {
+    std::vector<v1::Algorithm> out;
+    for (const auto& algo : allreduces_) out.push_back(algo->algorithm());
+    return out;
+  }
 
  private:
   // Constant after construction.
   const v1::Assignment& a_;
   Transport* const transport_;
+  const TuningTable* const tuning_;  // may be null: the built-in table
   const int depth_;
   // Set in Initialize, then used by the communication thread only.
   std::vector<Range> buckets_;
-  std::vector<std::unique_ptr<RingAllreduce>> rings_;
+  std::vector<std::unique_ptr<Allreduce>> allreduces_;  // one per bucket
 };
 
 }  // namespace
 
+absl::StatusOr<AllreduceOptions> AllreduceOptionsFor(const v1::Assignment& a,
+                                                     const TuningTable* tuning) {
+  AllreduceOptions o;
+  o.segment_bytes = static_cast<size_t>(a.spec().chunk_bytes());
+  o.timeout = StepTimeout(a.spec());
+  o.tuning = tuning;
+  absl::StatusOr<std::vector<int>> groups =
+      ParseGroups(a.spec().groups(), a.world_size());
+  if (!groups.ok()) return groups.status();
+  o.groups = groups->empty()
+                 ? GroupsByHost(std::vector<std::string>(
+                       a.peer_addresses().begin(), a.peer_addresses().end()))
+                 : *std::move(groups);
+  return o;
+}
+
 std::unique_ptr<GradientSync> MakeRingSync(const v1::Assignment* assignment,
-                                           Transport* transport) {
-  return std::make_unique<RingSync>(assignment, transport);
+                                           Transport* transport,
+                                           const TuningTable* tuning) {
+  return std::make_unique<RingSync>(assignment, transport, tuning);
 }
 
 }  // namespace gradsync

@@ -5,6 +5,8 @@
 
 #include <memory>
 
+#include "absl/status/statusor.h"
+#include "worker/collectives/allreduce.h"
 #include "worker/sync/gradient_sync.h"
 
 namespace gradsync {
@@ -13,8 +15,21 @@ namespace gradsync {
 // training loop applies step t's average before step t + s + 1 computes, so
 // every rank applies the same averages in the same order and replicas stay
 // bit-identical).
+//
+// Each bucket runs MakeAllreduce(spec.algorithm) (auto: `tuning`'s choice
+// for the bucket's bytes, nullptr = the built-in table). Hierarchical host
+// groups: spec.groups when set, else ranks whose peer addresses share a host
+// (GroupsByHost). `tuning` must outlive the result.
 std::unique_ptr<GradientSync> MakeRingSync(const v1::Assignment* assignment,
-                                           Transport* transport);
+                                           Transport* transport,
+                                           const TuningTable* tuning = nullptr);
+
+// The allreduce options of a validated assignment, as MakeRingSync uses them
+// (and bench jobs may): segment size chunk_bytes, the step timeout, `tuning`,
+// and host groups: spec.groups when set, else GroupsByHost(peer_addresses).
+// INVALID_ARGUMENT naming "groups" for bad spec.groups.
+absl::StatusOr<AllreduceOptions> AllreduceOptionsFor(
+    const v1::Assignment& assignment, const TuningTable* tuning);
 
 }  // namespace gradsync
 

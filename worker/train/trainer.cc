@@ -235,6 +235,9 @@ absl::Status TrainingRun::Complete() {
   for (const Range& b : buckets_) {
     out_.done.add_bucket_bytes(static_cast<int64_t>(b.size * sizeof(float)));
   }
+  for (v1::Algorithm algorithm : sync_->bucket_algorithms()) {
+    out_.done.add_bucket_algorithms(AlgorithmName(algorithm));
+  }
   out_.done.set_compute_seconds(ComputeSeconds());
   st = RecordSuccess(a_, *plan_, *reports_, params_, n, wall, options_,
                      [this] { return TestAccuracy(); }, &out_);

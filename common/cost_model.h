@@ -1,0 +1,47 @@
+// The α-β cost model of DESIGN.md ("Cost model"): predicted seconds of one
+// collective for a world size, a message size and a link measured as latency
+// α (seconds per message) and bandwidth β (bytes per second). Benchmarks
+// print measured time next to it (`gradsync bench`).
+//
+// Plain arithmetic: no I/O, no threads; thread-safe.
+#ifndef GRADSYNC_COMMON_COST_MODEL_H_
+#define GRADSYNC_COMMON_COST_MODEL_H_
+
+#include <cstdint>
+
+#include "absl/status/statusor.h"
+#include "gradsync/v1/gradsync.pb.h"
+
+namespace gradsync {
+
+struct CostInputs {
+  int world = 1;                  // N, ranks taking part
+  int64_t bytes = 0;              // K, message size per rank
+  double alpha = 0;               // seconds per message
+  double beta = 0;                // bytes per second per link
+  int ps_shards = 1;              // pushpull: S
+  int64_t segment_bytes = 1 << 20;  // broadcast pipelining unit
+  int group_size = 1;             // hierarchical: ranks per host group
+};
+
+// Predicted seconds, with P = the largest power of two <= N and
+// fold = (N != P ? 2·(α + K/β) : 0) (the extra ranks' fold-in / fold-out):
+//  allreduce ring:  2(N−1)·α + 2(N−1)/N·K/β
+//            hd:    2·log2(P)·α + 2(P−1)/P·K/β + fold
+//            tree:  log2(P)·(α + K/β) + fold   (recursive doubling)
+//            hier:  groups of L = group_size: 2·⌈log2 L⌉·(α + K/β) (reduce to
+//                   and broadcast from the leader) + ring over the N/L
+//                   leaders; with L = 1 this is the ring.
+//            auto / unspecified: as ring (callers pass the algorithm that
+//                   actually ran).
+//  broadcast (ring, pipelined, root 0): segments s = ⌈K/seg⌉ of
+//                   seg = min(K, segment_bytes): (N−2+s)·(α + seg/β).
+//  pushpull (S shards): max(2·N·K/(S·β), 2·K/β) + 2α.
+// 0 for N = 1 (nothing crosses a link). INVALID_ARGUMENT for N < 1, K < 0,
+// α < 0, β <= 0, S < 1, segment_bytes < 1, group_size < 1, or an unknown op.
+absl::StatusOr<double> PredictSeconds(v1::BenchOp op, v1::Algorithm algorithm,
+                                      const CostInputs& in);
+
+}  // namespace gradsync
+
+#endif  // GRADSYNC_COMMON_COST_MODEL_H_

@@ -1,0 +1,49 @@
+// How a job's flat vector is laid out over parameter-server shards: every
+// gradient bucket is cut into byte-balanced partitions of at most
+// `max_partition_bytes` (4 MiB by default), and partition p of the whole job
+// (numbered in bucket order) lives on shard p % S, as in BytePS. Small
+// partitions let a shard reduce one while the next is on the wire, and
+// round-robin placement spreads every large bucket over all shards.
+//
+// Pure functions, no state: every rank computes the same layout from the same
+// buckets, and the shards need not know it (each partition is an independent
+// slice to them).
+#ifndef GRADSYNC_COMMON_PS_LAYOUT_H_
+#define GRADSYNC_COMMON_PS_LAYOUT_H_
+
+#include <cstddef>
+#include <vector>
+
+#include "common/partition.h"
+
+namespace gradsync {
+
+// Default upper bound on one partition: 4 MiB.
+inline constexpr size_t kPsPartitionBytes = size_t{4} << 20;
+
+struct PsPartition {
+  int index = 0;   // partition number in the job, 0.. in bucket order
+  int bucket = 0;  // bucket it belongs to
+  int shard = 0;   // index % num_shards
+  Range range;     // elements of the flat vector
+};
+
+struct PsLayout {
+  std::vector<PsPartition> partitions;
+  // partitions_of_bucket[b]: indices into `partitions` of bucket b's
+  // partitions, in order (empty for an empty bucket).
+  std::vector<std::vector<int>> partitions_of_bucket;
+};
+
+// Cuts every bucket [begin, begin + size) into ceil(4 * size /
+// max_partition_bytes) partitions whose sizes differ by at most one element
+// (PartitionEven) and assigns them round-robin over `num_shards` shards.
+// An empty bucket gets no partitions. Requires num_shards >= 1 and
+// max_partition_bytes >= 4 (smaller values are treated as 4; 0 means
+// kPsPartitionBytes).
+PsLayout MakePsLayout(const std::vector<Range>& buckets, int num_shards,
+                      size_t max_partition_bytes = kPsPartitionBytes);
+
+}  // namespace gradsync
+
+#endif  // GRADSYNC_COMMON_PS_LAYOUT_H_

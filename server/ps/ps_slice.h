@@ -1,0 +1,139 @@
+// One independently synchronised slice of a job's parameters on a PS shard
+// (a partition of common/ps_layout.h, or any slice a client keys on its own):
+// its parameters, its optimizer, and the sync (BSP) / async (ASGD, SSP) rules,
+// behind a lock of its own so that slices of one job reduce in parallel.
+//
+// No gRPC and no threads in here. Methods never wait and never run a Reply:
+// replies they complete are appended to a PsCompletions list that the caller
+// runs (RunCompletions) after the method returned, i.e. with no lock held.
+//
+// Thread-safe: every method may be called concurrently.
+#ifndef GRADSYNC_SERVER_PS_PS_SLICE_H_
+#define GRADSYNC_SERVER_PS_PS_SLICE_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/functional/function_ref.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "common/optimizer.h"
+
+namespace gradsync {
+
+struct ShardJobConfig {
+  int world_size = 1;
+  bool async = false;
+  int staleness = -1;  // async: SSP bound; < 0 = unbounded
+  OptimizerOptions optimizer;
+};
+
+// Parameters handed out: an immutable snapshot, shared with in-flight sends.
+using ParamSnapshot = std::shared_ptr<const std::vector<float>>;
+
+struct PsReply {
+  ParamSnapshot params;
+  int64_t step = 0;  // steps applied so far (sync) / pushes applied (async)
+};
+
+using Reply = std::function<void(absl::StatusOr<PsReply>)>;
+
+struct PsCompletion {
+  Reply reply;
+  absl::StatusOr<PsReply> result;
+};
+using PsCompletions = std::vector<PsCompletion>;
+
+// Runs and clears `done`. Call with no lock held.
+void RunCompletions(PsCompletions* done);
+
+class PsSlice {
+ public:
+  // INVALID_ARGUMENT on a bad config or optimizer. Async jobs scale the
+  // learning rate by 1/world_size (see the .cc).
+  static absl::StatusOr<std::unique_ptr<PsSlice>> Create(
+      const ShardJobConfig& config, std::vector<float> initial);
+
+  PsSlice(const PsSlice&) = delete;
+  PsSlice& operator=(const PsSlice&) = delete;
+
+  // The current parameters (with the step: sync steps applied / async pushes
+  // applied), or the initial ones (step 0) when `initial`; the End status
+  // once ended.
+  absl::StatusOr<PsReply> Pull(bool initial);
+
+  // Push of `rank`'s gradient for `step`; `accumulate(dst)` must add the
+  // `count` received floats into dst. It runs under this slice's lock
+  // only, at once: a sync push is reduced as it arrives, not kept for later.
+  //  1. Ended -> the End status; count != size() or rank out of range ->
+  //     INVALID_ARGUMENT.
+  //  2. sync: step must be the step being reduced and the rank must not have
+  //     pushed it yet, else FAILED_PRECONDITION (nothing is summed). The push
+  //     is added into the step's sum (in arrival order); the N-th push
+  //     averages the sum, applies the optimizer once, and completes all N
+  //     replies with the new parameters.
+  //  3. async: step must equal the rank's count of earlier pushes, else
+  //     FAILED_PRECONDITION. The gradient is applied at once (learning rate
+  //     lr/N); the reply is held while the rank would be more than
+  //     `staleness` steps ahead of the slowest rank (SSP), then carries the
+  //     newest parameters.
+  // Errors complete `reply` through `done` as well.
+  void Push(int64_t step, int rank, size_t count,
+            absl::FunctionRef<void(float*)> accumulate, Reply reply,
+            PsCompletions* done);
+
+  // Fails every pending reply with `why` and every later call too. The first
+  // End wins; later ones only fail what is pending.
+  void End(const absl::Status& why, PsCompletions* done);
+
+  size_t size() const { return size_; }
+
+ private:
+  PsSlice(const ShardJobConfig& config, Optimizer optimizer,
+              std::vector<float> initial);
+
+  ParamSnapshot SnapshotLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status CheckPush(int64_t step, int rank, size_t count) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  void ApplySyncStepLocked(PsCompletions* done)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // async: moves held replies that may proceed into `done`.
+  void ReleaseHeldLocked(PsCompletions* done) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  struct Held {
+    int rank;
+    Reply reply;
+  };
+
+  // Constant after construction.
+  const ShardJobConfig config_;
+  const size_t size_;
+  const ParamSnapshot initial_;
+
+  mutable absl::Mutex mu_;
+  absl::Status ended_ ABSL_GUARDED_BY(mu_);  // not OK once ended
+  Optimizer optimizer_ ABSL_GUARDED_BY(mu_);
+  std::vector<float> params_ ABSL_GUARDED_BY(mu_);
+  std::vector<float> scratch_ ABSL_GUARDED_BY(mu_);  // sync: sum; async: push
+  int64_t version_ ABSL_GUARDED_BY(mu_) = 0;         // bumped on every update
+  // params_ at snapshot_version_; its buffer is reused when nobody else
+  // holds it any more (no fresh 4 MB allocation per step).
+  std::shared_ptr<std::vector<float>> snapshot_ ABSL_GUARDED_BY(mu_);
+  int64_t snapshot_version_ ABSL_GUARDED_BY(mu_) = -1;
+  // sync
+  int64_t step_ ABSL_GUARDED_BY(mu_) = 0;
+  int pushes_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<bool> pushed_ ABSL_GUARDED_BY(mu_);
+  std::vector<Reply> waiting_ ABSL_GUARDED_BY(mu_);
+  // async
+  std::vector<int64_t> clock_ ABSL_GUARDED_BY(mu_);
+  std::vector<Held> held_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace gradsync
+
+#endif  // GRADSYNC_SERVER_PS_PS_SLICE_H_

@@ -1,0 +1,136 @@
+// The bench command's pure parts: --sizes parsing, rows from a finished job
+// (time, algbw, busbw, model), and the tuning table it writes, read back
+// with the workers' parser (worker/collectives/tuning.h).
+#include "client/bench_command.h"
+
+#include <gtest/gtest.h>
+
+#include "worker/collectives/tuning.h"
+
+namespace gradsync {
+namespace {
+
+std::vector<int64_t> Sizes(const std::string& text) {
+  absl::StatusOr<std::vector<int64_t>> s = ParseBenchSizes(text);
+  EXPECT_TRUE(s.ok()) << text << ": " << s.status();
+  return s.ok() ? *s : std::vector<int64_t>{};
+}
+
+TEST(BenchSizes, RangesArePowersOfTwoFromLowToHigh) {
+  EXPECT_EQ(Sizes("4K:64K"),
+            (std::vector<int64_t>{4096, 8192, 16384, 32768, 65536}));
+  EXPECT_EQ(Sizes("4K:256M").size(), 17u);
+  EXPECT_EQ(Sizes("4K:256M").back(), int64_t{256} << 20);
+  // HI need not be on the sequence: it stops at the last one below.
+  EXPECT_EQ(Sizes("12:100"), (std::vector<int64_t>{12, 24, 48, 96}));
+  EXPECT_EQ(Sizes("1M:1M"), (std::vector<int64_t>{1 << 20}));
+}
+
+TEST(BenchSizes, ListsSuffixesAndPlainBytes) {
+  EXPECT_EQ(Sizes("4K,1M,64M"),
+            (std::vector<int64_t>{4096, 1 << 20, 64 << 20}));
+  EXPECT_EQ(Sizes("1048580"), (std::vector<int64_t>{1048580}));
+  EXPECT_EQ(Sizes(" 4kib , 2MiB,1g "),
+            (std::vector<int64_t>{4096, 2 << 20, 1 << 30}));
+  EXPECT_EQ(Sizes("4K:16K,100"), (std::vector<int64_t>{4096, 8192, 16384, 100}));
+}
+
+TEST(BenchSizes, BadInputIsRefusedNamingSizes) {
+  for (const char* bad : {"", "4K,", "abc", "4X", "-4", "4K:", ":4K", "1M:4K",
+                          "0:4K", "6", "4K,10", "2G", "4K:1M:4M", "1.5M",
+                          "4:1G,4:1G,4:1G", "99999999999999999"}) {
+    absl::StatusOr<std::vector<int64_t>> s = ParseBenchSizes(bad);
+    EXPECT_FALSE(s.ok()) << "'" << bad << "' was accepted";
+    if (!s.ok()) {
+      EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
+      EXPECT_EQ(s.status().message().substr(0, 7), "sizes: ") << s.status();
+    }
+  }
+}
+
+v1::Job FinishedBench(v1::BenchOp op, int workers) {
+  v1::Job job;
+  job.set_id("j-1");
+  job.set_state(v1::SUCCEEDED);
+  v1::JobSpec* spec = job.mutable_spec();
+  spec->set_kind(v1::JOB_KIND_BENCH);
+  spec->set_workers(workers);
+  spec->set_ps_shards(1);
+  spec->set_chunk_bytes(1 << 20);
+  spec->mutable_bench()->set_op(op);
+  spec->mutable_bench()->set_iters(2);
+  v1::BenchResult* b = job.mutable_result()->mutable_bench();
+  b->set_alpha_seconds(1e-5);
+  b->set_beta_bytes_per_second(1e9);
+  b->set_iters(2);
+  v1::BenchRow* row = b->add_rows();
+  row->set_bytes(1 << 20);
+  row->set_algorithm("ring");
+  row->set_time_seconds(0.002);
+  row->set_ok(true);
+  for (double t : {0.002, 0.003}) row->add_iteration_seconds(t);
+  for (int r = 0; r < workers; ++r) {
+    for (double t : {0.001, 0.002}) row->add_rank_iteration_seconds(t);
+  }
+  return job;
+}
+
+TEST(BenchRows, BandwidthsModelAndRatio) {
+  const v1::Job job = FinishedBench(v1::BENCH_OP_ALLREDUCE, 4);
+  const std::vector<BenchRowReport> rows = BenchRows(job);
+  ASSERT_EQ(rows.size(), 1u);
+  const BenchRowReport& r = rows[0];
+  EXPECT_DOUBLE_EQ(r.algbw, (1 << 20) / 0.002);
+  EXPECT_DOUBLE_EQ(r.busbw, r.algbw * 2 * 3 / 4);
+  const double model = 2 * 3 * 1e-5 + 2.0 * 3 / 4 * (1 << 20) / 1e9;
+  EXPECT_DOUBLE_EQ(r.model_seconds, model);
+  EXPECT_DOUBLE_EQ(r.ratio, model / 0.002);
+  EXPECT_TRUE(r.ok);
+  const nlohmann::json j = BenchToJson(job, rows);
+  EXPECT_EQ(j["op"], "allreduce");
+  EXPECT_EQ(j["rows"][0]["rank_iteration_seconds"].size(), 4u);
+  EXPECT_EQ(j["rows"][0]["rank_iteration_seconds"][3].size(), 2u);
+  EXPECT_NE(FormatBenchTable(job, rows).find("OK"), std::string::npos);
+}
+
+TEST(BenchRows, BusBandwidthConventions) {
+  EXPECT_DOUBLE_EQ(BusBandwidthFactor(v1::BENCH_OP_ALLREDUCE, 1, 1), 0);
+  EXPECT_DOUBLE_EQ(BusBandwidthFactor(v1::BENCH_OP_ALLREDUCE, 2, 1), 1);
+  EXPECT_DOUBLE_EQ(BusBandwidthFactor(v1::BENCH_OP_BROADCAST, 8, 1), 1);
+  EXPECT_DOUBLE_EQ(BusBandwidthFactor(v1::BENCH_OP_PUSHPULL, 8, 2), 8);
+  EXPECT_DOUBLE_EQ(BusBandwidthFactor(v1::BENCH_OP_PUSHPULL, 2, 4), 2);
+}
+
+BenchRowReport Row(int64_t bytes, const std::string& algorithm, double t,
+                   bool ok = true) {
+  BenchRowReport r;
+  r.bytes = bytes;
+  r.algorithm = algorithm;
+  r.time_seconds = t;
+  r.ok = ok;
+  return r;
+}
+
+TEST(BenchTune, FastestPerSizeParsesAsATuningTable) {
+  const std::vector<std::vector<BenchRowReport>> runs = {
+      {Row(4096, "ring", 3e-4), Row(65536, "ring", 4e-4), Row(1 << 20, "ring", 1e-3),
+       Row(16 << 20, "ring", 1e-2)},
+      {Row(4096, "hd", 2e-4), Row(65536, "hd", 3e-4), Row(1 << 20, "hd", 2e-3),
+       Row(16 << 20, "hd", 2e-2, /*ok=*/false)},
+      {Row(4096, "tree", 1e-4), Row(65536, "tree", 5e-4), Row(1 << 20, "tree", 5e-3),
+       Row(16 << 20, "tree", 1e-3, /*ok=*/false)}};
+  const std::string text = TuningLines(4, runs);
+  absl::StatusOr<TuningTable> table = TuningTable::Parse(text, "tune");
+  ASSERT_TRUE(table.ok()) << table.status() << "\n" << text;
+  EXPECT_EQ(table->Choose(4, 4096), v1::ALGORITHM_TREE) << text;
+  EXPECT_EQ(table->Choose(4, 65536), v1::ALGORITHM_HALVING_DOUBLING) << text;
+  // A FAILED row never wins: ring for 16 MiB although tree's time is lower.
+  EXPECT_EQ(table->Choose(4, 1 << 20), v1::ALGORITHM_RING) << text;
+  EXPECT_EQ(table->Choose(4, 16 << 20), v1::ALGORITHM_RING) << text;
+  EXPECT_EQ(table->Choose(4, int64_t{1} << 40), v1::ALGORITHM_RING) << text;
+  // Consecutive sizes with one winner are one rule: tree, hd, ring(inf).
+  EXPECT_EQ(table->rules().size(), 3u) << text;
+}
+
+}  // namespace
+}  // namespace gradsync

@@ -1,0 +1,108 @@
+// The α-β cost model (common/cost_model.h) against the formulas of
+// DESIGN.md "Cost model", worked by hand.
+#include "common/cost_model.h"
+
+#include <gtest/gtest.h>
+
+namespace gradsync {
+namespace {
+
+constexpr double kAlpha = 1e-5;  // 10 us
+constexpr double kBeta = 1e9;    // 1 GB/s
+
+CostInputs In(int world, int64_t bytes) {
+  CostInputs in;
+  in.world = world;
+  in.bytes = bytes;
+  in.alpha = kAlpha;
+  in.beta = kBeta;
+  return in;
+}
+
+double Predict(v1::BenchOp op, v1::Algorithm a, const CostInputs& in) {
+  absl::StatusOr<double> t = PredictSeconds(op, a, in);
+  EXPECT_TRUE(t.ok()) << t.status();
+  return t.ok() ? *t : -1;
+}
+
+TEST(CostModel, RingAllreduceIsFlatInWorldSize) {
+  const double k = 1e8;
+  for (int n : {2, 3, 4, 5, 8}) {
+    const double want = 2.0 * (n - 1) * kAlpha + 2.0 * (n - 1) / n * k / kBeta;
+    EXPECT_DOUBLE_EQ(Predict(v1::BENCH_OP_ALLREDUCE, v1::ALGORITHM_RING, In(n, k)),
+                     want)
+        << n;
+  }
+  // auto is modelled as ring (callers pass the algorithm that ran).
+  EXPECT_DOUBLE_EQ(Predict(v1::BENCH_OP_ALLREDUCE, v1::ALGORITHM_AUTO, In(4, k)),
+                   Predict(v1::BENCH_OP_ALLREDUCE, v1::ALGORITHM_RING, In(4, k)));
+}
+
+TEST(CostModel, HalvingDoublingAddsTwoFoldStepsForNonPowersOfTwo) {
+  const double k = 1 << 20;
+  EXPECT_DOUBLE_EQ(
+      Predict(v1::BENCH_OP_ALLREDUCE, v1::ALGORITHM_HALVING_DOUBLING, In(8, k)),
+      2 * 3 * kAlpha + 2.0 * 7 / 8 * k / kBeta);
+  // 5 ranks: a power-of-two core of 4, plus fold-in and fold-out.
+  EXPECT_DOUBLE_EQ(
+      Predict(v1::BENCH_OP_ALLREDUCE, v1::ALGORITHM_HALVING_DOUBLING, In(5, k)),
+      2 * 2 * kAlpha + 2.0 * 3 / 4 * k / kBeta + 2 * (kAlpha + k / kBeta));
+}
+
+TEST(CostModel, TreeIsLogarithmicInWholeMessages) {
+  const double k = 4096;
+  EXPECT_DOUBLE_EQ(Predict(v1::BENCH_OP_ALLREDUCE, v1::ALGORITHM_TREE, In(4, k)),
+                   2 * (kAlpha + k / kBeta));
+  EXPECT_DOUBLE_EQ(Predict(v1::BENCH_OP_ALLREDUCE, v1::ALGORITHM_TREE, In(3, k)),
+                   1 * (kAlpha + k / kBeta) + 2 * (kAlpha + k / kBeta));
+}
+
+TEST(CostModel, HierarchicalWithGroupsOfOneIsTheRing) {
+  const double k = 1 << 24;
+  EXPECT_DOUBLE_EQ(
+      Predict(v1::BENCH_OP_ALLREDUCE, v1::ALGORITHM_HIERARCHICAL, In(6, k)),
+      Predict(v1::BENCH_OP_ALLREDUCE, v1::ALGORITHM_RING, In(6, k)));
+  CostInputs in = In(8, k);
+  in.group_size = 4;  // 2 leaders
+  EXPECT_DOUBLE_EQ(
+      Predict(v1::BENCH_OP_ALLREDUCE, v1::ALGORITHM_HIERARCHICAL, in),
+      2 * 2 * (kAlpha + k / kBeta) + 2 * kAlpha + k / kBeta);
+}
+
+TEST(CostModel, BroadcastIsPipelinedOverSegments) {
+  CostInputs in = In(4, 8 << 20);
+  in.segment_bytes = 1 << 20;  // 8 segments
+  EXPECT_DOUBLE_EQ(Predict(v1::BENCH_OP_BROADCAST, v1::ALGORITHM_RING, in),
+                   (4 - 2 + 8) * (kAlpha + (1 << 20) / kBeta));
+  // One segment smaller than segment_bytes: one hop per rank after the first.
+  in.bytes = 4096;
+  EXPECT_DOUBLE_EQ(Predict(v1::BENCH_OP_BROADCAST, v1::ALGORITHM_RING, in),
+                   3 * (kAlpha + 4096 / kBeta));
+}
+
+TEST(CostModel, PushPullIsBoundByTheShardsOrTheWorkerLink) {
+  const double k = 1e6;
+  CostInputs in = In(8, k);
+  in.ps_shards = 2;  // servers: 2·8·K/2 > worker: 2·K
+  EXPECT_DOUBLE_EQ(Predict(v1::BENCH_OP_PUSHPULL, v1::ALGORITHM_AUTO, in),
+                   2.0 * 8 * k / (2 * kBeta) + 2 * kAlpha);
+  in.ps_shards = 16;  // more shards than workers: the worker link bounds it
+  EXPECT_DOUBLE_EQ(Predict(v1::BENCH_OP_PUSHPULL, v1::ALGORITHM_AUTO, in),
+                   2.0 * k / kBeta + 2 * kAlpha);
+}
+
+TEST(CostModel, OneRankCostsNothingAndBadInputsAreRefused) {
+  EXPECT_EQ(Predict(v1::BENCH_OP_ALLREDUCE, v1::ALGORITHM_RING, In(1, 1 << 20)), 0);
+  EXPECT_EQ(Predict(v1::BENCH_OP_BROADCAST, v1::ALGORITHM_RING, In(1, 1 << 20)), 0);
+  CostInputs bad = In(4, 1024);
+  bad.beta = 0;
+  EXPECT_FALSE(PredictSeconds(v1::BENCH_OP_ALLREDUCE, v1::ALGORITHM_RING, bad).ok());
+  bad = In(0, 1024);
+  EXPECT_FALSE(PredictSeconds(v1::BENCH_OP_ALLREDUCE, v1::ALGORITHM_RING, bad).ok());
+  EXPECT_FALSE(PredictSeconds(v1::BENCH_OP_UNSPECIFIED, v1::ALGORITHM_RING,
+                              In(4, 1024))
+                   .ok());
+}
+
+}  // namespace
+}  // namespace gradsync

@@ -1,0 +1,447 @@
+#include "worker/bench/bench_runner.h"
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cstring>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/partition.h"
+#include "common/spec/job_spec.h"
+#include "worker/collectives/ring.h"
+#include "worker/sync/ps_client.h"
+#include "worker/sync/ring_sync.h"
+
+namespace gradsync {
+namespace {
+
+// Buffers hold a pattern of period kPeriod: element i of rank r is
+// (r + 1) * (i % kPeriod + 1). Sums over ranks are small integers, exact in
+// float32 whatever the summation order, so results are checked bit for bit.
+constexpr int kPeriod = 7;
+// Elements of one pattern block (a multiple of kPeriod), copied and compared
+// block by block.
+constexpr size_t kBlock = kPeriod * 4096;
+using Pattern = std::array<float, kPeriod>;
+
+// Tags outside every size's bucket (a size's bucket is its index).
+constexpr int32_t kBarrierBucket = 1 << 20;
+constexpr int32_t kPingBucket = (1 << 20) + 1;
+// Ping-pong: 1-float round trips for α, kBigBytes round trips for β.
+constexpr int kSmallTries = 20;
+constexpr int kBigTries = 5;
+constexpr size_t kBigBytes = size_t{4} << 20;
+
+Pattern RankPattern(int rank) {
+  Pattern p;
+  for (int c = 0; c < kPeriod; ++c) p[c] = static_cast<float>((rank + 1) * (c + 1));
+  return p;
+}
+
+// The sum of RankPattern(r) over r = 0..world-1.
+Pattern SumPattern(int world) {
+  Pattern p;
+  const int64_t ranks = static_cast<int64_t>(world) * (world + 1) / 2;
+  for (int c = 0; c < kPeriod; ++c) p[c] = static_cast<float>(ranks * (c + 1));
+  return p;
+}
+
+std::vector<float> Block(const Pattern& p) {
+  std::vector<float> block(kBlock);
+  for (size_t i = 0; i < kBlock; ++i) block[i] = p[i % kPeriod];
+  return block;
+}
+
+void FillPeriodic(const std::vector<float>& block, float* dst, size_t n) {
+  for (size_t at = 0; at < n; at += kBlock) {
+    std::memcpy(dst + at, block.data(), std::min(kBlock, n - at) * sizeof(float));
+  }
+}
+
+// "" when got[0..n) equals the periodic `block` bit for bit; else the first
+// differing element.
+std::string CheckPeriodic(const std::vector<float>& block, const float* got,
+                          size_t n) {
+  for (size_t at = 0; at < n; at += kBlock) {
+    const size_t len = std::min(kBlock, n - at);
+    if (std::memcmp(got + at, block.data(), len * sizeof(float)) == 0) continue;
+    size_t i = 0;
+    while (i < len && std::memcmp(&got[at + i], &block[i], sizeof(float)) == 0) ++i;
+    return absl::StrCat("element ", at + i, ": got ", got[at + i], ", want ",
+                        block[i]);
+  }
+  return "";
+}
+
+double Median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t m = v.size() / 2;
+  return v.size() % 2 == 1 ? v[m] : (v[m - 1] + v[m]) / 2;
+}
+
+double SecondsSince(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+      .count();
+}
+
+}  // namespace
+
+// One operation at one size, built once and run every iteration.
+class BenchRunner::Case {
+ public:
+  virtual ~Case() = default;
+  // The algorithm that runs ("ring", "hd", ...).
+  virtual std::string algorithm() const = 0;
+  // Once, before the first run (untimed).
+  virtual absl::Status Prepare(absl::Time deadline) { return absl::OkStatus(); }
+  // Before every run (untimed): the inputs of the next run.
+  virtual void Fill() = 0;
+  // The timed operation.
+  virtual absl::Status Run(int64_t step) = 0;
+  // After a run (untimed): "" when the result is exactly the expected one,
+  // else the first difference.
+  virtual std::string Verify() const = 0;
+};
+
+namespace {
+
+// Sum-allreduce of this rank's pattern: every rank ends with SumPattern.
+class AllreduceCase final : public BenchRunner::Case {
+ public:
+  AllreduceCase(std::unique_ptr<Allreduce> algo, size_t count, int rank,
+                int world, int bucket)
+      : algo_(std::move(algo)),
+        bucket_(bucket),
+        data_(count),
+        fill_(Block(RankPattern(rank))),
+        want_(Block(SumPattern(world))) {}
+  std::string algorithm() const override {
+    return AlgorithmName(algo_->algorithm());
+  }
+  void Fill() override { FillPeriodic(fill_, data_.data(), data_.size()); }
+  absl::Status Run(int64_t step) override {
+    return algo_->Run(data_.data(), step, bucket_);
+  }
+  std::string Verify() const override {
+    return CheckPeriodic(want_, data_.data(), data_.size());
+  }
+
+ private:
+  const std::unique_ptr<Allreduce> algo_;
+  const int bucket_;
+  std::vector<float> data_;
+  const std::vector<float> fill_, want_;
+};
+
+// Ring broadcast of rank 0's pattern; the other ranks start from zeros.
+class BroadcastCase final : public BenchRunner::Case {
+ public:
+  BroadcastCase(Transport* transport, size_t count, size_t segment_bytes,
+                absl::Duration timeout)
+      : transport_(transport),
+        segment_bytes_(segment_bytes),
+        timeout_(timeout),
+        data_(count),
+        fill_(Block(transport->rank() == 0 ? RankPattern(0) : Pattern{})),
+        want_(Block(RankPattern(0))) {}
+  std::string algorithm() const override { return "ring"; }
+  void Fill() override { FillPeriodic(fill_, data_.data(), data_.size()); }
+  absl::Status Run(int64_t) override {
+    return RingBroadcast(transport_, data_.data(), data_.size(), 0,
+                         segment_bytes_, absl::Now() + timeout_);
+  }
+  std::string Verify() const override {
+    return CheckPeriodic(want_, data_.data(), data_.size());
+  }
+
+ private:
+  Transport* const transport_;
+  const size_t segment_bytes_;
+  const absl::Duration timeout_;
+  std::vector<float> data_;
+  const std::vector<float> fill_, want_;
+};
+
+// Push this rank's pattern as the gradient of PS step t, pull the
+// parameters after it. The shards run sync SGD with lr 1 and no momentum
+// from zeros, so after step t the parameters are p(t) = p(t-1) - m with
+// m = float(sum) * (1.0f / N) (the shard's mean, computed here the same way
+// in float32): known exactly on every rank.
+class PushPullCase final : public BenchRunner::Case {
+ public:
+  // `client` has `pieces` pieces covering [0, count).
+  PushPullCase(std::unique_ptr<PsClient> client, int pieces, size_t count,
+               int rank, int world, absl::Duration timeout)
+      : client_(std::move(client)),
+        rank_(rank),
+        world_(world),
+        timeout_(timeout),
+        grad_(count),
+        params_(count) {
+    FillPeriodic(Block(RankPattern(rank)), grad_.data(), count);
+    const Pattern sum = SumPattern(world);
+    for (int c = 0; c < kPeriod; ++c) mean_[c] = sum[c] * (1.0f / world);
+    for (int i = 0; i < pieces; ++i) all_.push_back(i);
+  }
+  PsClient* client() const { return client_.get(); }
+  std::string algorithm() const override { return "ps"; }
+  // 1. rank 0 installs zeros and the SGD config; 2. the others wait for it.
+  absl::Status Prepare(absl::Time deadline) override {
+    if (rank_ != 0) return client_->Pull(params_.data(), true, deadline);
+    v1::ShardConfig config;
+    config.set_world_size(world_);
+    config.set_mode(v1::SYNC_MODE_SYNC);
+    config.set_staleness(-1);
+    config.set_optimizer(v1::OPTIMIZER_SGD);
+    config.set_lr(1.0f);
+    config.set_momentum(0.0f);
+    return client_->Init(params_.data(), config, deadline);
+  }
+  void Fill() override {
+    std::fill(params_.begin(), params_.end(), 0.0f);
+    for (int c = 0; c < kPeriod; ++c) want_[c] = want_[c] - mean_[c];
+  }
+  absl::Status Run(int64_t) override {
+    return client_->PushPull(ps_step_++, grad_.data(), params_.data(), all_,
+                             absl::Now() + timeout_);
+  }
+  std::string Verify() const override {
+    return CheckPeriodic(Block(want_), params_.data(), params_.size());
+  }
+
+ private:
+  const std::unique_ptr<PsClient> client_;
+  const int rank_, world_;
+  const absl::Duration timeout_;
+  std::vector<float> grad_, params_;
+  std::vector<int> all_;
+  Pattern mean_{}, want_{};  // want_: the parameters after the next run
+  int64_t ps_step_ = 0;
+};
+
+}  // namespace
+
+BenchRunner::BenchRunner(v1::Assignment a, Transport* transport,
+                         const TuningTable* tuning)
+    : a_(std::move(a)),
+      transport_(transport),
+      timeout_(StepTimeout(a_.spec())),
+      tuning_(tuning) {}
+
+BenchRunner::~BenchRunner() = default;
+
+void BenchRunner::Abort(const absl::Status& status) {
+  absl::MutexLock lock(&mu_);
+  if (aborted_.ok()) aborted_ = status;
+  transport_->Abort(status);
+  if (ps_ != nullptr) ps_->Abort(status);
+}
+
+absl::Status BenchRunner::CheckAborted() {
+  absl::MutexLock lock(&mu_);
+  return aborted_;
+}
+
+absl::StatusOr<v1::BenchRankResult> BenchRunner::Run(
+    const BenchProgressFn& progress) {
+  if (absl::Status st = CheckAborted(); !st.ok()) return st;
+  absl::StatusOr<AllreduceOptions> options = AllreduceOptionsFor(a_, tuning_);
+  if (!options.ok()) return options.status();
+  allreduce_options_ = *std::move(options);
+  absl::StatusOr<std::unique_ptr<Allreduce>> barrier =
+      MakeAllreduce(v1::ALGORITHM_RING, transport_, 1, allreduce_options_);
+  if (!barrier.ok()) return barrier.status();
+  barrier_ = std::move(*barrier);
+  absl::StatusOr<LinkEstimate> link = MeasureLink();
+  if (!link.ok()) return link.status();
+  v1::BenchRankResult result;
+  result.set_alpha_seconds(link->alpha_seconds);
+  result.set_beta_bytes_per_second(link->beta_bytes_per_second);
+  const v1::BenchSpec& bench = a_.spec().bench();
+  for (int i = 0; i < bench.sizes_size(); ++i) {
+    absl::StatusOr<v1::BenchRankRow> row = RunSize(i, bench.sizes(i));
+    if (!row.ok()) {
+      return absl::Status(row.status().code(),
+                          absl::StrCat(BenchOpName(bench.op()), " of ",
+                                       bench.sizes(i), " bytes: ",
+                                       row.status().message()));
+    }
+    *result.add_rows() = *std::move(row);
+    if (transport_->rank() == 0 && progress) progress(i + 1, bench.sizes_size());
+  }
+  return result;
+}
+
+// 1. Ranks 0 and 1: kSmallTries round trips of 1 float, α = median / 2;
+//    kBigTries round trips of kBigBytes, β = kBigBytes / (median / 2 − α).
+// 2. Rank 0 broadcasts (α, β) to every rank (ring broadcast of 2 floats).
+absl::StatusOr<LinkEstimate> BenchRunner::MeasureLink() {
+  LinkEstimate link;
+  if (transport_->size() < 2) return link;
+  float values[2] = {0, 0};
+  if (transport_->rank() <= 1) {
+    absl::StatusOr<double> small = PingPong(1, kSmallTries);
+    if (!small.ok()) return small.status();
+    absl::StatusOr<double> big = PingPong(kBigBytes / sizeof(float), kBigTries);
+    if (!big.ok()) return big.status();
+    const double alpha = *small / 2;
+    // Noise can make the big one-way time not exceed α; then all of it is
+    // counted as transfer time.
+    const double transfer = *big / 2 > alpha ? *big / 2 - alpha : *big / 2;
+    values[0] = static_cast<float>(alpha);
+    values[1] = static_cast<float>(kBigBytes / std::max(transfer, 1e-12));
+  }
+  absl::Status st = RingBroadcast(transport_, values, 2, 0,
+                                  allreduce_options_.segment_bytes, Deadline());
+  if (!st.ok()) return st;
+  link.alpha_seconds = values[0];
+  link.beta_bytes_per_second = values[1];
+  return link;
+}
+
+absl::StatusOr<double> BenchRunner::PingPong(size_t count, int tries) {
+  const int me = transport_->rank();
+  const int peer = 1 - me;
+  const std::vector<float> buf(count, 1.0f);
+  std::vector<double> round_trips;
+  // Try 0 warms the connection and is not counted.
+  for (int i = 0; i <= tries; ++i) {
+    ChunkTag tag;
+    tag.step = static_cast<int64_t>(count);
+    tag.bucket = kPingBucket;
+    tag.phase = RingPhase::kBroadcast;
+    tag.index = i;
+    const auto t0 = std::chrono::steady_clock::now();
+    if (me == 0) {
+      absl::Status st = transport_->Send(peer, tag, buf.data(), count);
+      if (!st.ok()) return st;
+      absl::StatusOr<std::unique_ptr<RecvChunk>> back =
+          transport_->Recv(peer, tag, count, Deadline());
+      if (!back.ok()) return back.status();
+    } else {
+      absl::StatusOr<std::unique_ptr<RecvChunk>> ping =
+          transport_->Recv(peer, tag, count, Deadline());
+      if (!ping.ok()) return ping.status();
+      absl::Status st = transport_->Forward(peer, tag, **ping);
+      if (!st.ok()) return st;
+    }
+    if (i > 0) round_trips.push_back(SecondsSince(t0));
+  }
+  absl::Status st = transport_->WaitSendsReleased(Deadline());
+  if (!st.ok()) return st;
+  return Median(std::move(round_trips));
+}
+
+absl::Status BenchRunner::Barrier() {
+  float one = 1.0f;
+  return barrier_->Run(&one, NextStep(), kBarrierBucket);
+}
+
+absl::StatusOr<std::unique_ptr<BenchRunner::Case>> BenchRunner::MakeCase(
+    int index, int64_t bytes) {
+  const size_t count = static_cast<size_t>(bytes) / sizeof(float);
+  const int rank = transport_->rank(), world = transport_->size();
+  switch (a_.spec().bench().op()) {
+    case v1::BENCH_OP_ALLREDUCE: {
+      absl::StatusOr<std::unique_ptr<Allreduce>> algo = MakeAllreduce(
+          a_.spec().algorithm(), transport_, count, allreduce_options_);
+      if (!algo.ok()) return algo.status();
+      return std::unique_ptr<Case>(std::make_unique<AllreduceCase>(
+          *std::move(algo), count, rank, world, index));
+    }
+    case v1::BENCH_OP_BROADCAST:
+      return std::unique_ptr<Case>(std::make_unique<BroadcastCase>(
+          transport_, count, allreduce_options_.segment_bytes, timeout_));
+    case v1::BENCH_OP_PUSHPULL:
+      return MakePushPullCase(index, count);
+    default:
+      break;
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "bench.op: unknown op ", static_cast<int>(a_.spec().bench().op())));
+}
+
+// The vector of `count` floats split evenly over the job's shards; piece s
+// is keyed "JOB/b<index>s<s>" (the PsPiece key format), so that the shards
+// drop it with the job.
+absl::StatusOr<std::unique_ptr<BenchRunner::Case>> BenchRunner::MakePushPullCase(
+    int index, size_t count) {
+  const int shards = a_.ps_shards_size();
+  if (shards < 1) {
+    return absl::FailedPreconditionError(
+        "pushpull bench without parameter-server shards in the assignment");
+  }
+  const std::vector<Range> parts = PartitionEven(count, shards);
+  std::vector<PsPiece> pieces;
+  for (int s = 0; s < shards; ++s) {
+    if (parts[s].size == 0) continue;
+    PsPiece p;
+    p.key = absl::StrCat(a_.job_id(), "/b", index, "s", s);
+    p.address = a_.ps_shards(s).address();
+    p.offset = parts[s].begin;
+    p.count = parts[s].size;
+    pieces.push_back(std::move(p));
+  }
+  const int n = static_cast<int>(pieces.size());
+  auto client = std::make_unique<PsClient>(transport_->rank(), std::move(pieces));
+  return std::unique_ptr<Case>(std::make_unique<PushPullCase>(
+      std::move(client), n, count, transport_->rank(), transport_->size(),
+      timeout_));
+}
+
+// Steps 2a-2c of Run for one size.
+absl::StatusOr<v1::BenchRankRow> BenchRunner::RunSize(int index, int64_t bytes) {
+  absl::StatusOr<std::unique_ptr<Case>> made = MakeCase(index, bytes);
+  if (!made.ok()) return made.status();
+  const std::unique_ptr<Case> c = *std::move(made);
+  absl::Status st = WatchPs(c.get());
+  if (st.ok()) st = c->Prepare(Deadline());
+  v1::BenchRankRow row;
+  row.set_bytes(bytes);
+  row.set_algorithm(c->algorithm());
+  row.set_ok(true);
+  const v1::BenchSpec& bench = a_.spec().bench();
+  for (int w = 0; st.ok() && w < bench.warmup(); ++w) {
+    c->Fill();
+    st = c->Run(NextStep());
+  }
+  for (int t = 0; st.ok() && t < bench.iters(); ++t) {
+    c->Fill();
+    st = Barrier();
+    if (!st.ok()) break;
+    const auto t0 = std::chrono::steady_clock::now();
+    st = c->Run(NextStep());
+    const double seconds = SecondsSince(t0);
+    if (!st.ok()) break;
+    row.add_iteration_seconds(seconds);
+    const std::string bad = c->Verify();
+    if (!bad.empty() && row.ok()) {
+      row.set_ok(false);
+      row.set_error(absl::StrCat("iteration ", t, ": ", bad));
+    }
+  }
+  ForgetPs();
+  if (!st.ok()) return st;
+  return row;
+}
+
+// Makes Abort reach the PS client of `c` (none for other ops). The abort
+// status when Abort already ran.
+absl::Status BenchRunner::WatchPs(Case* c) {
+  auto* pushpull = dynamic_cast<PushPullCase*>(c);
+  absl::MutexLock lock(&mu_);
+  ps_ = pushpull != nullptr ? pushpull->client() : nullptr;
+  if (!aborted_.ok() && ps_ != nullptr) ps_->Abort(aborted_);
+  return aborted_;
+}
+
+void BenchRunner::ForgetPs() {
+  absl::MutexLock lock(&mu_);
+  ps_ = nullptr;
+}
+
+}  // namespace gradsync
