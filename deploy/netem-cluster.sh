@@ -13,6 +13,7 @@ readonly PROG="netem-cluster"
 readonly MARK="gradsync-netem"          # loopback alias prefix marking our namespaces
 readonly SERVER_PORT=50051
 readonly WORKER_PORT=7000
+readonly PS_PORT=7100
 
 # Flags (defaults).
 HOSTS=""
@@ -22,6 +23,7 @@ LOSS="0%"
 PREFIX="gsnet"
 SUBNET="10.77.0"
 START_DAEMONS=0
+PS_ON_WORKERS=0
 BUILD_DIR="build"
 STATE_DIR="/run/gradsync-netem"
 BURST=""
@@ -77,6 +79,10 @@ Flags (--flag=VALUE or --flag VALUE):
   --start-daemons    up: start gradsync-server on h0 (\${subnet}.10:$SERVER_PORT) and
                      gradsync-worker on h1.. (listen and advertise \${subnet}.(10+i):$WORKER_PORT),
                      then wait until the server lists H-1 idle workers.
+  --ps-on-workers    up, with --start-daemons: also a PS shard (gradsync-server
+                     --role=ps, \${subnet}.(10+i):$PS_PORT) on every worker host, and
+                     h0 runs the coordinator only, so a job's --ps_shards=S uses
+                     the shards of h1..hS (one per host, colocated as in BytePS).
   --build-dir=DIR    up: where bin/gradsync* are (default build).
   --wait=SECONDS     up: deadline for the workers to register (default 60).
   --state-dir=DIR    state files and daemon logs (default /run/gradsync-netem):
@@ -114,6 +120,7 @@ parse_flags() {
     case $arg in
       -h|--help) usage; exit 0 ;;
       --start-daemons) START_DAEMONS=1; continue ;;
+      --ps-on-workers) PS_ON_WORKERS=1; continue ;;
       --no-downlink) DOWNLINK=0; continue ;;
       --keep-logs) KEEP_LOGS=1; continue ;;
       --*=*) key=${arg%%=*}; val=${arg#*=} ;;
@@ -394,8 +401,19 @@ find_binaries() {  # sets BIN_DIR (absolute) or fails before anything exists
 start_daemons() {
   local bindir=$BIN_DIR i ip0
   ip0=$(host_ip 0)
+  local server_flags=(--listen="$ip0:$SERVER_PORT" --advertise="$ip0:$SERVER_PORT")
+  if ((PS_ON_WORKERS)); then
+    local shards=() ip
+    for ((i = 1; i < HOSTS; i++)); do
+      ip=$(host_ip "$i")
+      start_daemon "$i" ps "$LOG_DIR/h$i-ps.log" "$bindir/gradsync-server" \
+        --role=ps --listen="$ip:$PS_PORT" --advertise="$ip:$PS_PORT"
+      shards+=("$ip:$PS_PORT")
+    done
+    server_flags+=(--role=coordinator --ps_shards="$(IFS=,; echo "${shards[*]}")")
+  fi
   start_daemon 0 server "$LOG_DIR/h0-server.log" "$bindir/gradsync-server" \
-    --listen="$ip0:$SERVER_PORT" --advertise="$ip0:$SERVER_PORT"
+    "${server_flags[@]}"
   for ((i = 1; i < HOSTS; i++)); do
     start_daemon "$i" worker "$LOG_DIR/h$i-worker.log" "$bindir/gradsync-worker" \
       --coordinator="$ip0:$SERVER_PORT" --id="h$i" \
