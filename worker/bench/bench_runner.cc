@@ -257,8 +257,10 @@ absl::StatusOr<v1::BenchRankResult> BenchRunner::Run(
   absl::StatusOr<AllreduceOptions> options = AllreduceOptionsFor(a_, tuning_);
   if (!options.ok()) return options.status();
   allreduce_options_ = *std::move(options);
+  // Recursive doubling: every rank leaves after the same log2(N) exchanges,
+  // where a ring barrier lets ranks go 2(N-1) hops apart.
   absl::StatusOr<std::unique_ptr<Allreduce>> barrier =
-      MakeAllreduce(v1::ALGORITHM_RING, transport_, 1, allreduce_options_);
+      MakeAllreduce(v1::ALGORITHM_TREE, transport_, 1, allreduce_options_);
   if (!barrier.ok()) return barrier.status();
   barrier_ = std::move(*barrier);
   absl::StatusOr<LinkEstimate> link = MeasureLink();

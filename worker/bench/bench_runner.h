@@ -56,8 +56,8 @@ class BenchRunner {
   //        PsClient over the PS shards, the vector split evenly over them);
   //     b. `warmup` untimed runs (each preceded by the refill);
   //     c. `iters` timed runs: refill the buffer (untimed), a barrier (a
-  //        1-float ring allreduce, untimed), the operation timed on this
-  //        rank, then an exact check of the result (untimed).
+  //        1-float recursive-doubling allreduce, untimed), the operation
+  //        timed on this rank, then an exact check of the result (untimed).
   //     d. rank 0 calls `progress`.
   // Returns this rank's rows; a row whose result differed is ok = false
   // with the first difference in `error`. Errors (the job fails): a
