@@ -21,6 +21,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/clock.h"
 #include "worker/collectives/allreduce.h"
+#include "tests/collectives/collective_test_util.h"
 #include "worker/collectives/testing/transport_group.h"
 
 namespace gradsync {
@@ -33,47 +34,12 @@ constexpr v1::Algorithm kAlgorithms[] = {
     v1::ALGORITHM_HIERARCHICAL,  // with groups of two ranks, see Build
 };
 
-constexpr TransportKind kTransports[] = {TransportKind::kInProc,
-                                         TransportKind::kGrpc};
-
 // "halving_doubling" for ALGORITHM_HALVING_DOUBLING.
 std::string AlgoName(v1::Algorithm a) {
   std::string name = v1::Algorithm_Name(a);
   absl::string_view prefix = "ALGORITHM_";
   if (absl::StartsWith(name, prefix)) name = name.substr(prefix.size());
   return absl::AsciiStrToLower(name);
-}
-
-// Runs `fn(rank)` for every rank in `ranks` on its own thread; returns their
-// statuses in the same order.
-std::vector<absl::Status> OnRanks(const std::vector<int>& ranks,
-                                  const std::function<absl::Status(int)>& fn) {
-  std::vector<absl::Status> st(ranks.size());
-  std::vector<std::thread> threads;
-  for (size_t i = 0; i < ranks.size(); ++i) {
-    threads.emplace_back([&, i] { st[i] = fn(ranks[i]); });
-  }
-  for (auto& t : threads) t.join();
-  return st;
-}
-
-std::vector<int> AllRanks(int world) {
-  std::vector<int> ranks(world);
-  for (int r = 0; r < world; ++r) ranks[r] = r;
-  return ranks;
-}
-
-// The group, or nullptr after recording the failure.
-std::unique_ptr<TransportGroup> NewGroup(TransportKind kind, int world,
-                                         int connections_per_peer = 1) {
-  absl::StatusOr<std::unique_ptr<TransportGroup>> group =
-      TransportGroup::Create(kind, world, connections_per_peer);
-  if (!group.ok()) {
-    ADD_FAILURE() << "cannot build a " << TransportKindName(kind)
-                  << " group of " << world << ": " << group.status();
-    return nullptr;
-  }
-  return std::move(*group);
 }
 
 // One algorithm object per rank, or an empty vector after recording the
@@ -99,66 +65,6 @@ std::vector<std::unique_ptr<Allreduce>> Build(v1::Algorithm algorithm,
     algos.push_back(std::move(*a));
   }
   return algos;
-}
-
-// Small integers as floats: every partial sum is exact whatever the order,
-// so the result must equal the integer sum exactly.
-std::vector<float> IntegerData(int rank, size_t n) {
-  std::vector<float> v(n);
-  for (size_t i = 0; i < n; ++i) {
-    v[i] = static_cast<float>(static_cast<int>((i * 7 + rank * 131) % 41) - 20);
-  }
-  return v;
-}
-
-// Values over many binades: sums depend on the order of the additions, so
-// replicas agree bit for bit only if they all add in the same order.
-std::vector<float> InexactData(int rank, size_t n) {
-  std::mt19937 rng(977 * rank + static_cast<int>(n % 8191));
-  std::uniform_real_distribution<float> u(-1, 1);
-  std::uniform_int_distribution<int> e(-12, 12);
-  std::vector<float> v(n);
-  for (float& x : v) x = std::ldexp(u(rng), e(rng));
-  return v;
-}
-
-// Runs all ranks once on data made by `make` and checks every rank: the sum
-// within `tolerance` (relative to the sum of magnitudes; 0 = exact), and
-// every rank's bytes equal rank 0's.
-void RunAndCheck(std::vector<std::unique_ptr<Allreduce>>& algos, size_t n,
-                 int64_t step, double tolerance,
-                 const std::function<std::vector<float>(int, size_t)>& make) {
-  const int world = static_cast<int>(algos.size());
-  std::vector<std::vector<float>> data(world);
-  std::vector<double> want(n, 0.0), magnitude(n, 0.0);
-  for (int r = 0; r < world; ++r) {
-    data[r] = make(r, n);
-    for (size_t i = 0; i < n; ++i) {
-      want[i] += data[r][i];
-      magnitude[i] += std::fabs(data[r][i]);
-    }
-  }
-  auto st = OnRanks(AllRanks(world), [&](int r) {
-    return algos[r]->Run(data[r].data(), step, /*bucket=*/2);
-  });
-  for (int r = 0; r < world; ++r) {
-    ASSERT_TRUE(st[r].ok()) << "rank " << r << " step " << step << ": "
-                            << st[r];
-  }
-  for (int r = 0; r < world; ++r) {
-    size_t wrong = 0, first = n;
-    for (size_t i = 0; i < n; ++i) {
-      if (std::fabs(data[r][i] - want[i]) > tolerance * magnitude[i]) {
-        if (wrong++ == 0) first = i;
-      }
-    }
-    ASSERT_EQ(wrong, 0u) << "rank " << r << " step " << step << ": first at "
-                         << first << " got " << data[r][first] << " want "
-                         << want[first];
-    EXPECT_EQ(std::memcmp(data[r].data(), data[0].data(), n * sizeof(float)),
-              0)
-        << "rank " << r << " differs from rank 0 at step " << step;
-  }
 }
 
 using Case = std::tuple<v1::Algorithm, TransportKind, int, size_t>;
@@ -190,8 +96,10 @@ TEST_P(AllreduceAlgorithmTest, SumsAndReplicasAreBitIdenticalEveryRun) {
   std::vector<std::unique_ptr<Allreduce>> algos =
       Build(algorithm, group.get(), n, opts);
   ASSERT_EQ(algos.size(), static_cast<size_t>(world));
-  RunAndCheck(algos, n, /*step=*/3, /*tolerance=*/0, IntegerData);
-  RunAndCheck(algos, n, /*step=*/4, /*tolerance=*/1e-6 * world, InexactData);
+  RunAndCheck(algos, n, /*step=*/3, /*bucket=*/2, /*tolerance=*/0,
+              IntegerData);
+  RunAndCheck(algos, n, /*step=*/4, /*bucket=*/2, /*tolerance=*/1e-6 * world,
+              InexactData);
 }
 
 // 2^20+3 only for worlds 1-5 and 8 (6 and 7 fold like 5 and 3, which the
@@ -230,8 +138,9 @@ TEST_P(AllreduceLanesTest, TwoConnectionsPerPeer) {
     std::vector<std::unique_ptr<Allreduce>> algos =
         Build(GetParam(), group.get(), n, opts);
     ASSERT_EQ(algos.size(), static_cast<size_t>(world));
-    RunAndCheck(algos, n, /*step=*/0, 0, IntegerData);
-    RunAndCheck(algos, n, /*step=*/1, 1e-6 * world, InexactData);
+    RunAndCheck(algos, n, /*step=*/0, /*bucket=*/2, 0, IntegerData);
+    RunAndCheck(algos, n, /*step=*/1, /*bucket=*/2, 1e-6 * world,
+                InexactData);
   }
 }
 

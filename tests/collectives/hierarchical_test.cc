@@ -22,14 +22,11 @@
 #include "worker/collectives/allreduce.h"
 #include "worker/collectives/hierarchical.h"
 #include "worker/collectives/sub_transport.h"
+#include "tests/collectives/collective_test_util.h"
 #include "worker/collectives/testing/transport_group.h"
 
 namespace gradsync {
-// (PrintTo(TransportKind) is defined once per executable, in ring_test.cc.)
 namespace {
-
-constexpr TransportKind kTransports[] = {TransportKind::kInProc,
-                                         TransportKind::kGrpc};
 
 struct Grouping {
   const char* name;
@@ -51,88 +48,6 @@ const Grouping kGroupings[] = {
     {"ids_out_of_order", {3, 3, 1, 0, 1, 3, 0, 0}},
     {"pairs_and_single", {0, 0, 1, 1, 2, 2, 3}},
 };
-
-std::unique_ptr<TransportGroup> NewGroup(TransportKind kind, int world) {
-  absl::StatusOr<std::unique_ptr<TransportGroup>> group =
-      TransportGroup::Create(kind, world);
-  if (!group.ok()) {
-    ADD_FAILURE() << "cannot build a " << TransportKindName(kind)
-                  << " group of " << world << ": " << group.status();
-    return nullptr;
-  }
-  return std::move(*group);
-}
-
-std::vector<absl::Status> OnRanks(const std::vector<int>& ranks,
-                                  const std::function<absl::Status(int)>& fn) {
-  std::vector<absl::Status> st(ranks.size());
-  std::vector<std::thread> threads;
-  for (size_t i = 0; i < ranks.size(); ++i) {
-    threads.emplace_back([&, i] { st[i] = fn(ranks[i]); });
-  }
-  for (auto& t : threads) t.join();
-  return st;
-}
-
-std::vector<int> AllRanks(int world) {
-  std::vector<int> ranks(world);
-  for (int r = 0; r < world; ++r) ranks[r] = r;
-  return ranks;
-}
-
-// Integer-valued floats: every partial sum is exact, so the result must be
-// the exact sum whatever the order.
-std::vector<float> IntegerData(int rank, size_t n) {
-  std::vector<float> v(n);
-  for (size_t i = 0; i < n; ++i) {
-    v[i] = static_cast<float>(static_cast<int>((i * 13 + rank * 97) % 53) - 26);
-  }
-  return v;
-}
-
-// Order-sensitive values: replicas agree bit for bit only if the sum of each
-// element is computed once and copied.
-std::vector<float> InexactData(int rank, size_t n) {
-  std::mt19937 rng(31 * rank + static_cast<int>(n % 4099));
-  std::uniform_real_distribution<float> u(-1, 1);
-  std::uniform_int_distribution<int> e(-10, 10);
-  std::vector<float> v(n);
-  for (float& x : v) x = std::ldexp(u(rng), e(rng));
-  return v;
-}
-
-// One Run on every rank; checks the sums (exact when `exact`, else within
-// 1e-5 of the magnitudes) and that every rank's bytes equal rank 0's.
-void RunAndCheck(std::vector<std::unique_ptr<Allreduce>>& algos, size_t n,
-                 int64_t step, bool exact,
-                 const std::function<std::vector<float>(int, size_t)>& make) {
-  const int world = static_cast<int>(algos.size());
-  std::vector<std::vector<float>> data(world);
-  std::vector<double> want(n, 0.0), magnitude(n, 0.0);
-  for (int r = 0; r < world; ++r) {
-    data[r] = make(r, n);
-    for (size_t i = 0; i < n; ++i) {
-      want[i] += data[r][i];
-      magnitude[i] += std::fabs(data[r][i]);
-    }
-  }
-  auto st = OnRanks(AllRanks(world), [&](int r) {
-    return algos[r]->Run(data[r].data(), step, /*bucket=*/1);
-  });
-  for (int r = 0; r < world; ++r) {
-    ASSERT_TRUE(st[r].ok()) << "rank " << r << " step " << step << ": " << st[r];
-  }
-  for (size_t i = 0; i < n; ++i) {
-    const double err = std::fabs(data[0][i] - want[i]);
-    ASSERT_LE(err, exact ? 0.0 : 1e-5 * magnitude[i])
-        << "step " << step << " element " << i << " got " << data[0][i]
-        << " want " << want[i];
-  }
-  for (int r = 1; r < world; ++r) {
-    ASSERT_EQ(std::memcmp(data[r].data(), data[0].data(), n * sizeof(float)), 0)
-        << "rank " << r << " differs from rank 0 at step " << step;
-  }
-}
 
 using Case = std::tuple<TransportKind, Grouping, size_t>;
 
@@ -162,8 +77,10 @@ TEST_P(HierarchicalTest, SumsAndReplicasAreBitIdenticalEveryRun) {
     algos.push_back(std::move(*a));
   }
   // Built once, run twice on the same objects.
-  RunAndCheck(algos, n, /*step=*/0, /*exact=*/true, IntegerData);
-  RunAndCheck(algos, n, /*step=*/1, /*exact=*/false, InexactData);
+  RunAndCheck(algos, n, /*step=*/0, /*bucket=*/1, /*tolerance=*/0,
+              IntegerData);
+  RunAndCheck(algos, n, /*step=*/1, /*bucket=*/1, /*tolerance=*/1e-5,
+              InexactData);
 }
 
 INSTANTIATE_TEST_SUITE_P(

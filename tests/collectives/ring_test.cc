@@ -16,20 +16,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/kernels.h"
+#include "tests/collectives/collective_test_util.h"
 #include "worker/collectives/ring.h"
 #include "worker/collectives/testing/transport_group.h"
 
 namespace gradsync {
-
-// Readable parameters in gtest's failure messages.
-void PrintTo(TransportKind kind, std::ostream* os) {
-  *os << TransportKindName(kind);
-}
-
 namespace {
-
-constexpr TransportKind kTransports[] = {TransportKind::kInProc,
-                                         TransportKind::kGrpc};
 
 std::vector<float> RankData(int rank, size_t n, int run) {
   std::mt19937 rng(1000 * rank + 17 * run + static_cast<int>(n % 9973));
@@ -37,30 +29,6 @@ std::vector<float> RankData(int rank, size_t n, int run) {
   std::vector<float> v(n);
   for (float& x : v) x = u(rng);
   return v;
-}
-
-// Runs `fn(rank)` on `world` threads and returns their statuses.
-std::vector<absl::Status> OnAllRanks(
-    int world, const std::function<absl::Status(int)>& fn) {
-  std::vector<absl::Status> st(world);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < world; ++r) {
-    threads.emplace_back([&, r] { st[r] = fn(r); });
-  }
-  for (auto& t : threads) t.join();
-  return st;
-}
-
-// The group, or nullptr after recording the failure.
-std::unique_ptr<TransportGroup> NewGroup(TransportKind kind, int world) {
-  absl::StatusOr<std::unique_ptr<TransportGroup>> group =
-      TransportGroup::Create(kind, world);
-  if (!group.ok()) {
-    ADD_FAILURE() << "cannot build a " << TransportKindName(kind)
-                  << " group of " << world << ": " << group.status();
-    return nullptr;
-  }
-  return std::move(*group);
 }
 
 using WorldCase = std::tuple<TransportKind, int, size_t>;
@@ -103,7 +71,7 @@ TEST_P(RingAllreduceTest, MatchesReferenceEveryRunAndReplicasAreIdentical) {
       data[r] = RankData(r, n, run);
       for (size_t i = 0; i < n; ++i) want[i] += data[r][i];
     }
-    auto st = OnAllRanks(world, [&](int r) {
+    auto st = OnRanks(AllRanks(world), [&](int r) {
       return algos[r]->Run(data[r].data(), /*step=*/run, /*bucket=*/0);
     });
     for (int r = 0; r < world; ++r) {
@@ -221,7 +189,7 @@ TEST_P(RingBroadcastTest, EveryRankGetsTheRootsData) {
     std::vector<std::vector<float>> data(world);
     for (int r = 0; r < world; ++r) data[r] = RankData(r, n, 0);
     const std::vector<float> want = data[root];
-    auto st = OnAllRanks(world, [&](int r) {
+    auto st = OnRanks(AllRanks(world), [&](int r) {
       return RingBroadcast(group->transport(r), data[r].data(), n, root,
                            /*segment_bytes=*/4000,
                            absl::Now() + absl::Seconds(10));
