@@ -219,19 +219,8 @@ absl::Status HalvingDoublingAllreduce::DoublingRound(int j, float* data,
 absl::Status HalvingDoublingAllreduce::RunExtra(float* data, int64_t step,
                                                 int bucket,
                                                 absl::Time deadline) {
-  absl::Status st = SendSegments(
-      transport_, fold_peer_, MakeTag(step, bucket, RingPhase::kFoldIn, 0, 0),
-      data, fold_in_, 0, fold_in_.size());
-  if (!st.ok()) return st;
-  st = ReceiveEach(transport_, fold_peer_,
-                   MakeTag(step, bucket, RingPhase::kFoldOut, 0, 0), fold_out_,
-                   deadline,
-                   [&](size_t, const Range& seg, const RecvChunk& chunk) {
-                     chunk.CopyTo(data + seg.begin);
-                     return absl::OkStatus();
-                   });
-  if (!st.ok()) return st;
-  return transport_->WaitSendsReleased(deadline);
+  return RunExtraRank(transport_, fold_peer_, data, step, bucket, fold_in_,
+                      fold_out_, deadline);
 }
 
 }  // namespace gradsync

@@ -100,19 +100,8 @@ absl::Status RecursiveDoublingAllreduce::Round(int j, bool send_round0,
 absl::Status RecursiveDoublingAllreduce::RunExtra(float* data, int64_t step,
                                                   int bucket,
                                                   absl::Time deadline) {
-  absl::Status st = SendSegments(
-      transport_, fold_peer_, MakeTag(step, bucket, RingPhase::kFoldIn, 0, 0),
-      data, segs_, 0, segs_.size());
-  if (!st.ok()) return st;
-  st = ReceiveEach(transport_, fold_peer_,
-                   MakeTag(step, bucket, RingPhase::kFoldOut, 0, 0), segs_,
-                   deadline,
-                   [&](size_t, const Range& seg, const RecvChunk& chunk) {
-                     chunk.CopyTo(data + seg.begin);
-                     return absl::OkStatus();
-                   });
-  if (!st.ok()) return st;
-  return transport_->WaitSendsReleased(deadline);
+  return RunExtraRank(transport_, fold_peer_, data, step, bucket, segs_, segs_,
+                      deadline);
 }
 
 }  // namespace gradsync
