@@ -8,24 +8,6 @@
 #include "absl/time/clock.h"
 
 namespace gradsync {
-namespace {
-
-size_t ElemsPerSegment(size_t bytes) {
-  return std::max<size_t>(1, bytes / sizeof(float));
-}
-
-ChunkTag Tag(int64_t step, int bucket, RingPhase phase, int index,
-             size_t segment) {
-  ChunkTag t;
-  t.step = step;
-  t.bucket = bucket;
-  t.phase = phase;
-  t.index = index;
-  t.segment = static_cast<int32_t>(segment);
-  return t;
-}
-
-}  // namespace
 
 absl::StatusOr<HostGroups> HostGroups::Make(const std::vector<int>& groups,
                                             int world) {
@@ -105,7 +87,7 @@ HierarchicalAllreduce::HierarchicalAllreduce(Transport* transport, size_t count,
       members_(std::move(members)),
       position_(position),
       segments_(Segments(Range{0, count},
-                         ElemsPerSegment(options.segment_bytes))) {}
+                         SegmentElems(options.segment_bytes))) {}
 
 absl::Status HierarchicalAllreduce::Run(float* data, int64_t step, int bucket) {
   if (transport_->size() == 1 || count_ == 0) return absl::OkStatus();
@@ -136,14 +118,14 @@ absl::Status HierarchicalAllreduce::ReduceToLeader(float* data, int64_t step,
   for (size_t s = 0; s < segments_.size(); ++s) {
     float* own = data + segments_[s].begin;
     const size_t n = segments_[s].size;
-    const ChunkTag out = Tag(step, bucket, RingPhase::kGroupReduce, p, s);
+    const ChunkTag out = MakeTag(step, bucket, RingPhase::kGroupReduce, p, s);
     if (down < 0) {  // the tail: nothing to add
       absl::Status st = transport_->Send(up, out, own, n);
       if (!st.ok()) return st;
       continue;
     }
     auto chunk = transport_->Recv(
-        down, Tag(step, bucket, RingPhase::kGroupReduce, p + 1, s), n,
+        down, MakeTag(step, bucket, RingPhase::kGroupReduce, p + 1, s), n,
         deadline);
     if (!chunk.ok()) return chunk.status();
     // own + received, in that order, on every hop (see the class comment).
@@ -170,14 +152,15 @@ absl::Status HierarchicalAllreduce::BroadcastFromLeader(float* data,
   for (size_t s = 0; s < segments_.size(); ++s) {
     float* dst = data + segments_[s].begin;
     const size_t n = segments_[s].size;
-    const ChunkTag out = Tag(step, bucket, RingPhase::kGroupBroadcast, p, s);
+    const ChunkTag out =
+        MakeTag(step, bucket, RingPhase::kGroupBroadcast, p, s);
     if (up < 0) {  // the leader
       absl::Status st = transport_->Send(down, out, dst, n);
       if (!st.ok()) return st;
       continue;
     }
     auto chunk = transport_->Recv(
-        up, Tag(step, bucket, RingPhase::kGroupBroadcast, p - 1, s), n,
+        up, MakeTag(step, bucket, RingPhase::kGroupBroadcast, p - 1, s), n,
         deadline);
     if (!chunk.ok()) return chunk.status();
     (*chunk)->CopyTo(dst);

@@ -27,21 +27,6 @@ int PowerOfTwoFold::FoldPeer(int rank) const {
   return rank % 2 == 0 ? rank + 1 : rank - 1;
 }
 
-size_t SegmentElems(size_t segment_bytes) {
-  return std::max<size_t>(1, segment_bytes / sizeof(float));
-}
-
-ChunkTag MakeTag(int64_t step, int bucket, RingPhase phase, int index,
-                 size_t segment) {
-  ChunkTag t;
-  t.step = step;
-  t.bucket = bucket;
-  t.phase = phase;
-  t.index = index;
-  t.segment = static_cast<int32_t>(segment);
-  return t;
-}
-
 absl::Status ReceiveEach(Transport* transport, int peer, ChunkTag tag,
                          const std::vector<Range>& segs, absl::Time deadline,
                          const OnReceived& on_received,

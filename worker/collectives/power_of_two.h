@@ -40,12 +40,6 @@ class PowerOfTwoFold {
   int extra_ = 0;
 };
 
-// Elements per segment for `segment_bytes` (at least 1).
-size_t SegmentElems(size_t segment_bytes);
-
-ChunkTag MakeTag(int64_t step, int bucket, RingPhase phase, int index,
-                 size_t segment);
-
 // Called for the t-th received piece, whose elements are `seg` of the vector.
 using OnReceived =
     std::function<absl::Status(size_t t, const Range& seg, const RecvChunk&)>;

@@ -6,13 +6,6 @@
 #include "common/kernels.h"
 
 namespace gradsync {
-namespace {
-
-size_t SegmentElems(size_t bytes) {
-  return std::max<size_t>(1, bytes / sizeof(float));
-}
-
-}  // namespace
 
 RingAllreduce::RingAllreduce(Transport* transport, size_t count,
                              RingOptions options)

@@ -82,6 +82,23 @@ struct ChunkTag {
   }
 };
 
+// The tag of segment `segment` of message `index` of `phase`.
+inline ChunkTag MakeTag(int64_t step, int bucket, RingPhase phase, int index,
+                        size_t segment) {
+  ChunkTag t;
+  t.step = step;
+  t.bucket = bucket;
+  t.phase = phase;
+  t.index = index;
+  t.segment = static_cast<int32_t>(segment);
+  return t;
+}
+
+// Floats per pipelining segment of `segment_bytes` (at least 1).
+inline size_t SegmentElems(size_t segment_bytes) {
+  return segment_bytes / sizeof(float) > 0 ? segment_bytes / sizeof(float) : 1;
+}
+
 // A received chunk; owns (references to) the received bytes.
 class RecvChunk {
  public:
