@@ -389,97 +389,117 @@ std::string NeedId(const std::vector<char*>& args, const char* cmd) {
   return args[2];
 }
 
-int Run(const std::vector<char*>& args) {
+bool IsBench(const std::vector<char*>& args) {
   const std::string cmd = args[1];
-  if (cmd == "bench" || (cmd == "local" && args.size() >= 3 &&
-                          std::string(args[2]) == "bench")) {
-    absl::StatusOr<BenchCommandOptions> bench =
-        BenchOptionsFromFlags(cmd == "local");
-    if (!bench.ok()) Die(std::string(bench.status().message()), 2);
-    CommandHooks hooks;
-    hooks.interrupted = &g_interrupted;
-    hooks.set_watch_context = [](grpc::ClientContext* ctx) {
-      absl::MutexLock lock(&g_watch_mu);
-      g_watch_ctx = ctx;
-      if (ctx != nullptr && g_interrupted) ctx->TryCancel();
-    };
-    return RunBenchCommand(*bench, hooks);
-  }
-  if (cmd == "local") return Local();
-  const std::string server = absl::GetFlag(FLAGS_server);
-  if (cmd == "submit") {
-    auto stub = Connect(server);
-    v1::Job job;
-    const bool wait = absl::GetFlag(FLAGS_wait);
-    int rc = SubmitAndWatch(stub.get(), SpecFromFlags(), wait, &job);
-    if (wait) {
-      PrintJob(job);
-      WriteResults({job}, false);
-    }
-    return rc;
-  }
-  if (cmd == "watch") {
-    const std::string id = NeedId(args, "watch");
-    auto stub = Connect(server);
-    v1::Job job = Watch(stub.get(), id, id);
+  return cmd == "bench" ||
+         (cmd == "local" && args.size() >= 3 && std::string(args[2]) == "bench");
+}
+
+int Bench(bool local) {
+  absl::StatusOr<BenchCommandOptions> bench = BenchOptionsFromFlags(local);
+  if (!bench.ok()) Die(std::string(bench.status().message()), 2);
+  CommandHooks hooks;
+  hooks.interrupted = &g_interrupted;
+  hooks.set_watch_context = [](grpc::ClientContext* ctx) {
+    absl::MutexLock lock(&g_watch_mu);
+    g_watch_ctx = ctx;
+    if (ctx != nullptr && g_interrupted) ctx->TryCancel();
+  };
+  return RunBenchCommand(*bench, hooks);
+}
+
+int Submit(const std::string& server) {
+  auto stub = Connect(server);
+  v1::Job job;
+  const bool wait = absl::GetFlag(FLAGS_wait);
+  int rc = SubmitAndWatch(stub.get(), SpecFromFlags(), wait, &job);
+  if (wait) {
     PrintJob(job);
     WriteResults({job}, false);
-    return job.state() == v1::SUCCEEDED ? 0 : 1;
   }
+  return rc;
+}
+
+int WatchCommand(const std::string& server, const std::string& id) {
+  auto stub = Connect(server);
+  v1::Job job = Watch(stub.get(), id, id);
+  PrintJob(job);
+  WriteResults({job}, false);
+  return job.state() == v1::SUCCEEDED ? 0 : 1;
+}
+
+// `status ID` or `cancel ID`.
+int StatusOrCancel(const std::string& server, const std::string& cmd,
+                   const std::string& id) {
+  auto stub = Connect(server);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(ToChrono(absl::Now() + absl::Seconds(5)));
+  v1::Job job;
+  grpc::Status st;
+  if (cmd == "status") {
+    v1::GetJobRequest req;
+    req.set_id(id);
+    st = stub->GetJob(&ctx, req, &job);
+  } else {
+    v1::CancelJobRequest req;
+    req.set_id(id);
+    st = stub->CancelJob(&ctx, req, &job);
+  }
+  if (!st.ok()) Die(absl::StrCat(cmd, " ", id, ": ", RpcError(st)));
+  if (absl::GetFlag(FLAGS_json)) {
+    std::printf("%s\n", JobToJson(job).dump(2).c_str());
+  } else {
+    PrintJob(job);
+  }
+  return 0;
+}
+
+void PrintListJson(const v1::ListJobsResponse& resp) {
+  nlohmann::json j;
+  j["jobs"] = nlohmann::json::array();
+  for (const v1::Job& job : resp.jobs()) j["jobs"].push_back(JobToJson(job));
+  j["workers"] = nlohmann::json::array();
+  for (const v1::WorkerInfo& w : resp.workers()) {
+    j["workers"].push_back({{"id", w.id()}, {"peer_address", w.peer_address()},
+                            {"state", w.state()}, {"job_id", w.job_id()},
+                            {"num_gpus", w.num_gpus()}});
+  }
+  std::printf("%s\n", j.dump(2).c_str());
+}
+
+int List(const std::string& server) {
+  auto stub = Connect(server);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(ToChrono(absl::Now() + absl::Seconds(5)));
+  v1::ListJobsResponse resp;
+  grpc::Status st = stub->ListJobs(&ctx, v1::ListJobsRequest(), &resp);
+  if (!st.ok()) Die(absl::StrCat("list: ", RpcError(st)));
+  if (absl::GetFlag(FLAGS_json)) {
+    PrintListJson(resp);
+    return 0;
+  }
+  std::printf("workers (%d), PS shards available: %d\n", resp.workers_size(),
+              resp.ps_shards());
+  for (const v1::WorkerInfo& w : resp.workers()) {
+    std::printf("  %-12s %-22s %-5s %s\n", w.id().c_str(), w.peer_address().c_str(),
+                w.state().c_str(), w.job_id().c_str());
+  }
+  std::printf("jobs (%d)\n", resp.jobs_size());
+  for (const v1::Job& job : resp.jobs()) PrintJob(job);
+  return 0;
+}
+
+int Run(const std::vector<char*>& args) {
+  const std::string cmd = args[1];
+  if (IsBench(args)) return Bench(cmd == "local");
+  if (cmd == "local") return Local();
+  const std::string server = absl::GetFlag(FLAGS_server);
+  if (cmd == "submit") return Submit(server);
+  if (cmd == "watch") return WatchCommand(server, NeedId(args, "watch"));
   if (cmd == "status" || cmd == "cancel") {
-    const std::string id = NeedId(args, cmd.c_str());
-    auto stub = Connect(server);
-    grpc::ClientContext ctx;
-    ctx.set_deadline(ToChrono(absl::Now() + absl::Seconds(5)));
-    v1::Job job;
-    grpc::Status st;
-    if (cmd == "status") {
-      v1::GetJobRequest req;
-      req.set_id(id);
-      st = stub->GetJob(&ctx, req, &job);
-    } else {
-      v1::CancelJobRequest req;
-      req.set_id(id);
-      st = stub->CancelJob(&ctx, req, &job);
-    }
-    if (!st.ok()) Die(absl::StrCat(cmd, " ", id, ": ", RpcError(st)));
-    if (absl::GetFlag(FLAGS_json)) {
-      std::printf("%s\n", JobToJson(job).dump(2).c_str());
-    } else {
-      PrintJob(job);
-    }
-    return 0;
+    return StatusOrCancel(server, cmd, NeedId(args, cmd.c_str()));
   }
-  if (cmd == "list") {
-    auto stub = Connect(server);
-    grpc::ClientContext ctx;
-    ctx.set_deadline(ToChrono(absl::Now() + absl::Seconds(5)));
-    v1::ListJobsResponse resp;
-    grpc::Status st = stub->ListJobs(&ctx, v1::ListJobsRequest(), &resp);
-    if (!st.ok()) Die(absl::StrCat("list: ", RpcError(st)));
-    if (absl::GetFlag(FLAGS_json)) {
-      nlohmann::json j;
-      j["jobs"] = nlohmann::json::array();
-      for (const v1::Job& job : resp.jobs()) j["jobs"].push_back(JobToJson(job));
-      j["workers"] = nlohmann::json::array();
-      for (const v1::WorkerInfo& w : resp.workers()) {
-        j["workers"].push_back({{"id", w.id()}, {"peer_address", w.peer_address()},
-                                {"state", w.state()}, {"job_id", w.job_id()},
-                                {"num_gpus", w.num_gpus()}});
-      }
-      std::printf("%s\n", j.dump(2).c_str());
-      return 0;
-    }
-    std::printf("workers (%d), PS shards available: %d\n", resp.workers_size(),
-                resp.ps_shards());
-    for (const v1::WorkerInfo& w : resp.workers()) {
-      std::printf("  %-12s %-22s %-5s %s\n", w.id().c_str(), w.peer_address().c_str(),
-                  w.state().c_str(), w.job_id().c_str());
-    }
-    std::printf("jobs (%d)\n", resp.jobs_size());
-    for (const v1::Job& job : resp.jobs()) PrintJob(job);
-    return 0;
-  }
+  if (cmd == "list") return List(server);
   Die(absl::StrCat("unknown command '", cmd, "'; run gradsync --help"), 2);
   return 2;
 }
