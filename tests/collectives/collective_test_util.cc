@@ -5,6 +5,8 @@
 #include <random>
 #include <thread>
 
+#include "absl/time/clock.h"
+
 #include <gtest/gtest.h>
 
 namespace gradsync {
@@ -93,6 +95,19 @@ void RunAndCheck(std::vector<std::unique_ptr<Allreduce>>& algos, size_t n,
               0)
         << "rank " << r << " differs from rank 0 at step " << step;
   }
+}
+
+void ExpectAbortUnblocksRun(Allreduce* algo, Transport* transport, size_t n) {
+  std::vector<float> data(n, 1.0f);
+  std::thread aborter([&] {
+    absl::SleepFor(absl::Milliseconds(100));
+    transport->Abort(absl::CancelledError("test abort"));
+  });
+  const absl::Time start = absl::Now();
+  absl::Status st = algo->Run(data.data(), 0, 0);
+  aborter.join();
+  EXPECT_TRUE(absl::IsCancelled(st)) << st;
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
 }
 
 }  // namespace gradsync

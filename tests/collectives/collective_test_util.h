@@ -48,6 +48,10 @@ void RunAndCheck(std::vector<std::unique_ptr<Allreduce>>& algos, size_t n,
                  int64_t step, int bucket, double tolerance,
                  const std::function<std::vector<float>(int, size_t)>& make);
 
+// Runs `algo` (n floats) alone while another thread aborts `transport` after
+// 100 ms: Run must return the abort's CANCELLED well before its own timeout.
+void ExpectAbortUnblocksRun(Allreduce* algo, Transport* transport, size_t n);
+
 }  // namespace gradsync
 
 #endif  // GRADSYNC_TESTS_COLLECTIVES_COLLECTIVE_TEST_UTIL_H_

@@ -28,14 +28,8 @@ absl::Status RingAllreduce::Run(float* data, int64_t step, int bucket) {
   const int right = (r + 1) % n;
   const int left = (r + n - 1) % n;
   const absl::Time deadline = absl::Now() + options_.timeout;
-  auto tag = [&](RingPhase phase, int index, int segment) {
-    ChunkTag t;
-    t.step = step;
-    t.bucket = bucket;
-    t.phase = phase;
-    t.index = index;
-    t.segment = segment;
-    return t;
+  auto tag = [&](RingPhase phase, int index, size_t segment) {
+    return MakeTag(step, bucket, phase, index, segment);
   };
   // 1.
   absl::Status st;
