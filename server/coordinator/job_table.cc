@@ -11,6 +11,7 @@
 #include "absl/strings/str_join.h"
 #include "common/ps_layout.h"
 #include "common/spec/job_spec.h"
+#include "server/coordinator/bench_merge.h"
 
 namespace gradsync {
 namespace {
@@ -456,71 +457,14 @@ size_t JobTable::NumParamsOf(const JobEntry& e) {
   return static_cast<size_t>(largest / 4);
 }
 
-absl::Status JobTable::MergeBench(JobEntry* e) {
-  const int n = e->job.workers_size();
-  const v1::BenchSpec& spec = e->job.spec().bench();
-  v1::BenchResult* res = e->job.mutable_result()->mutable_bench();
-  res->Clear();
-  const v1::BenchRankResult& first = e->results[0].bench();
-  res->set_alpha_seconds(first.alpha_seconds());
-  res->set_beta_bytes_per_second(first.beta_bytes_per_second());
-  res->set_iters(spec.iters());
-  for (int r = 0; r < n; ++r) {
-    const v1::BenchRankResult& b = e->results[r].bench();
-    if (b.rows_size() != spec.sizes_size()) {
-      return absl::InternalError(absl::StrCat(
-          "bench: rank ", r, " reported ", b.rows_size(), " rows, expected ",
-          spec.sizes_size()));
-    }
-    for (int i = 0; i < b.rows_size(); ++i) {
-      if (b.rows(i).bytes() != spec.sizes(i) ||
-          b.rows(i).iteration_seconds_size() != spec.iters()) {
-        return absl::InternalError(absl::StrCat(
-            "bench: rank ", r, " row ", i, " has ", b.rows(i).bytes(),
-            " bytes and ", b.rows(i).iteration_seconds_size(),
-            " iterations, expected ", spec.sizes(i), " and ", spec.iters()));
-      }
-    }
-  }
-  for (int i = 0; i < spec.sizes_size(); ++i) *res->add_rows() = MergeBenchRow(*e, i);
-  return absl::OkStatus();
-}
-
-// Row i over all ranks (MergeBench checked the shapes): per iteration the
-// slowest rank, then the median over iterations.
-v1::BenchRow JobTable::MergeBenchRow(const JobEntry& e, int i) {
-  const int n = e.job.workers_size();
-  const int iters = e.job.spec().bench().iters();
-  v1::BenchRow row;
-  row.set_bytes(e.results[0].bench().rows(i).bytes());
-  row.set_algorithm(e.results[0].bench().rows(i).algorithm());
-  row.set_ok(true);
-  std::vector<double> slowest(iters, 0.0);
-  for (int r = 0; r < n; ++r) {
-    const v1::BenchRankRow& rr = e.results[r].bench().rows(i);
-    for (int t = 0; t < iters; ++t) {
-      row.add_rank_iteration_seconds(rr.iteration_seconds(t));
-      slowest[t] = std::max(slowest[t], rr.iteration_seconds(t));
-    }
-    if (!rr.ok() && row.ok()) {
-      row.set_ok(false);
-      row.set_error(absl::StrCat("rank ", r, ": ", rr.error()));
-    }
-  }
-  for (double s : slowest) row.add_iteration_seconds(s);
-  std::sort(slowest.begin(), slowest.end());
-  const size_t m = slowest.size();
-  row.set_time_seconds(m % 2 == 1 ? slowest[m / 2]
-                                  : (slowest[m / 2 - 1] + slowest[m / 2]) / 2);
-  return row;
-}
-
 void JobTable::Finalize(JobEntry* e, Decisions* out) {
   if (IsBench(e->job.spec())) {
-    absl::Status merged = MergeBench(e);
+    absl::StatusOr<v1::BenchResult> merged =
+        MergeBenchResults(e->job.spec().bench(), e->results);
+    if (merged.ok()) *e->job.mutable_result()->mutable_bench() = *merged;
     e->job.mutable_result()->set_wall_seconds(
         absl::ToDoubleSeconds(clock_->Now() - e->started));
-    EndJob(e, merged.ok() ? v1::SUCCEEDED : v1::FAILED, merged, out);
+    EndJob(e, merged.ok() ? v1::SUCCEEDED : v1::FAILED, merged.status(), out);
     return;
   }
   const int n = e->job.workers_size();

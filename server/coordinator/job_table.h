@@ -197,17 +197,11 @@ class JobTable {
                   const v1::WorkerMessage::JobDone& d, Decisions* out);
   // Builds the result once every rank reported success: means over ranks,
   // then the ring replicas' checksums (DATA_LOSS when they differ); bench
-  // jobs: MergeBench.
+  // jobs: MergeBenchResults (bench_merge.h).
   void Finalize(JobEntry* e, Decisions* out);
   // Floats per rank of the job's assignment: the model's parameters, or for
   // a bench job the largest size / 4.
   static size_t NumParamsOf(const JobEntry& e);
-  // result.bench from every rank's JobDone.bench: per size, per iteration
-  // the slowest rank, time = the median of those; a row is ok when every
-  // rank verified every iteration. INTERNAL when a rank's rows do not match
-  // the spec's sizes and iters.
-  absl::Status MergeBench(JobEntry* e);
-  static v1::BenchRow MergeBenchRow(const JobEntry& e, int i);
 
   const std::string id_prefix_;
   WorkerRegistry* const workers_;
