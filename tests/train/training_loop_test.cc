@@ -263,6 +263,17 @@ double TimedRun(DeviceModel* model, GradientSync* sync) {
   return out.done.wall_seconds() / kSteps;
 }
 
+// The least of three measurements: sleeps overshoot on a loaded machine
+// (a parallel build, other tests), never undershoot, so the minimum is the
+// closest to what the loop's structure allows. A loop that really does not
+// overlap is slow in all three.
+template <typename Fn>
+double BestOfThree(Fn measure) {
+  double best = measure();
+  for (int i = 0; i < 2; ++i) best = std::min(best, measure());
+  return best;
+}
+
 // Seconds per step of a run where backward takes C and synchronising a
 // step's buckets takes M in all.
 double SecondsPerStep(int depth, absl::Duration c, absl::Duration m) {
@@ -277,13 +288,14 @@ TEST(TrainingLoop, CommunicationOverlapsComputation) {
   const double ms = absl::ToDoubleSeconds(m);
   // Baseline from the same run: the step with (almost) no communication, so
   // that sleep overshoot on a loaded machine is not counted as exposure.
-  const double compute = SecondsPerStep(1, c, absl::ZeroDuration());
+  const double compute =
+      BestOfThree([&] { return SecondsPerStep(1, c, absl::ZeroDuration()); });
   // Pipelined steps (ring async): a step costs max(C, M), not C + M.
-  const double async_step = SecondsPerStep(1, c, m);
+  const double async_step = BestOfThree([&] { return SecondsPerStep(1, c, m); });
   EXPECT_LE(async_step, 1.1 * std::max(compute, ms));
   // One step at a time (sync): buckets are synchronised while backward
   // still runs, so only the last bucket's share of M is exposed.
-  const double sync_step = SecondsPerStep(0, c, m);
+  const double sync_step = BestOfThree([&] { return SecondsPerStep(0, c, m); });
   EXPECT_LE(sync_step, 1.1 * (compute + ms / 4));
   EXPECT_GE(sync_step, compute + ms / 4 * 0.9);  // it cannot hide more: can fail
   std::printf("C = M = 40 ms: compute alone %.1f ms per step, pipelined %.1f, "
@@ -441,8 +453,10 @@ TEST(TrainingLoop, HostWorkOverlapsTheDeviceWithoutLockStep) {
   // device computes, and never waits for a step's copies before enqueueing
   // the next: host work of 20 ms per step hides behind 30 ms of device work.
   // In lock-step (wait for step t, then stage t+1) a step would take 50 ms.
-  const double device_only = StreamSecondsPerStep(absl::ZeroDuration());
-  const double with_host = StreamSecondsPerStep(absl::Milliseconds(20));
+  const double device_only =
+      BestOfThree([] { return StreamSecondsPerStep(absl::ZeroDuration()); });
+  const double with_host =
+      BestOfThree([] { return StreamSecondsPerStep(absl::Milliseconds(20)); });
   std::printf("device 30 ms/step: %.1f ms per step alone, %.1f with 20 ms of "
               "host work\n", 1e3 * device_only, 1e3 * with_host);
   EXPECT_LE(with_host, 1.15 * device_only);
