@@ -24,17 +24,27 @@ std::shared_ptr<BlockPool> BlockPool::Create(size_t max_cached_bytes) {
 
 grpc::ByteBuffer BlockPool::Encode(TensorHeader header, size_t n,
                                    absl::FunctionRef<void(float*)> fill) {
+  return EncodeAs(std::move(header), WireDtype::kFp32, n,
+                  [&fill](void* b) { fill(static_cast<float*>(b)); });
+}
+
+grpc::ByteBuffer BlockPool::EncodeAs(TensorHeader header, WireDtype dtype,
+                                     size_t n,
+                                     absl::FunctionRef<void(void*)> fill) {
   if (n == 0) return EncodeHeaderOnly(std::move(header));
-  const size_t capacity = RoundCapacity(n);
+  // Blocks are counted in floats; a 16-bit frame uses half as many.
+  const size_t floats =
+      (n * WireBytes(dtype) + sizeof(float) - 1) / sizeof(float);
+  const size_t capacity = RoundCapacity(floats);
   std::unique_ptr<float[]> block = Take(capacity);
   fill(block.get());
   // The release callback owns the block (as a raw pointer: std::function
   // must be copyable) and a reference to the pool; gRPC runs it exactly once.
   float* raw = block.release();
-  return EncodeFrame(std::move(header), raw, n,
-                     [pool = shared_from_this(), raw, capacity] {
-                       pool->Give(std::unique_ptr<float[]>(raw), capacity);
-                     });
+  return EncodeFrameBytes(std::move(header), dtype, raw, n,
+                          [pool = shared_from_this(), raw, capacity] {
+                            pool->Give(std::unique_ptr<float[]>(raw), capacity);
+                          });
 }
 
 std::unique_ptr<float[]> BlockPool::Take(size_t capacity) {

@@ -37,6 +37,11 @@ class BlockPool : public std::enable_shared_from_this<BlockPool> {
   grpc::ByteBuffer Encode(TensorHeader header, size_t n,
                           absl::FunctionRef<void(float*)> fill);
 
+  // A frame of n elements of `dtype`, whose n * WireBytes(dtype) bytes
+  // `fill` writes into a pooled block.
+  grpc::ByteBuffer EncodeAs(TensorHeader header, WireDtype dtype, size_t n,
+                            absl::FunctionRef<void(void*)> fill);
+
   // Blocks allocated so far (not taken from the cache), and bytes cached now.
   int64_t allocations() const;
   size_t cached_bytes() const;

@@ -112,20 +112,65 @@ class Cursor {
 
 }  // namespace
 
-grpc::ByteBuffer EncodeFrame(TensorHeader header, const float* data, size_t n,
-                             std::function<void()> on_release) {
+absl::StatusOr<WireDtype> WireDtypeOf(v1::WireDtype d) {
+  switch (d) {
+    case v1::WIRE_DTYPE_UNSPECIFIED:
+    case v1::WIRE_DTYPE_FP32:
+      return WireDtype::kFp32;
+    case v1::WIRE_DTYPE_BF16:
+      return WireDtype::kBf16;
+    case v1::WIRE_DTYPE_FP16:
+      return WireDtype::kFp16;
+    default:
+      break;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown wire dtype ", static_cast<int>(d)));
+}
+
+v1::WireDtype WireDtypeToProto(WireDtype d) {
+  switch (d) {
+    case WireDtype::kFp32:
+      return v1::WIRE_DTYPE_UNSPECIFIED;
+    case WireDtype::kBf16:
+      return v1::WIRE_DTYPE_BF16;
+    case WireDtype::kFp16:
+      return v1::WIRE_DTYPE_FP16;
+  }
+  return v1::WIRE_DTYPE_UNSPECIFIED;
+}
+
+grpc::ByteBuffer EncodeFrameBytes(TensorHeader header, WireDtype dtype,
+                                  const void* bytes, size_t n,
+                                  std::function<void()> on_release) {
   header.set_count(n);
-  const size_t bytes = n * sizeof(float);
-  std::string prefix = Prefix(header, bytes, n > 0);
+  header.set_dtype(WireDtypeToProto(dtype));
+  const size_t nbytes = n * WireBytes(dtype);
+  std::string prefix = Prefix(header, nbytes, n > 0);
   std::vector<grpc::Slice> slices;
   slices.emplace_back(prefix);
   if (n > 0) {
     auto* box = new ReleaseBox{std::move(on_release)};
-    slices.emplace_back(const_cast<float*>(data), bytes, &RunRelease, box);
+    slices.emplace_back(const_cast<void*>(bytes), nbytes, &RunRelease, box);
   } else if (on_release) {
     on_release();
   }
   return grpc::ByteBuffer(slices.data(), slices.size());
+}
+
+grpc::ByteBuffer EncodeFrame(TensorHeader header, const float* data, size_t n,
+                             std::function<void()> on_release) {
+  return EncodeFrameBytes(std::move(header), WireDtype::kFp32, data, n,
+                          std::move(on_release));
+}
+
+grpc::ByteBuffer EncodeFrameAs(TensorHeader header, WireDtype dtype,
+                               const float* data, size_t n) {
+  auto owned = std::make_shared<std::vector<char>>(n * WireBytes(dtype));
+  EncodeWire(dtype, data, owned->data(), n);
+  const char* bytes = owned->data();
+  return EncodeFrameBytes(std::move(header), dtype, bytes, n,
+                          [owned = std::move(owned)]() mutable { owned.reset(); });
 }
 
 grpc::ByteBuffer EncodeFrameShared(
@@ -194,13 +239,16 @@ absl::StatusOr<DecodedFrame> DecodedFrame::Parse(
     data_bytes = f.fallback_.size();
     have_data = data_bytes > 0;
   }
-  // count * 4 must not wrap: a count of 2^62 would otherwise match 0 bytes.
-  if (f.header_.count() > data_bytes / sizeof(float) ||
-      data_bytes != f.header_.count() * sizeof(float)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("tensor frame carries ", data_bytes,
-                     " bytes but its header says ", f.header_.count(),
-                     " floats"));
+  absl::StatusOr<WireDtype> dtype = WireDtypeOf(f.header_.dtype());
+  if (!dtype.ok()) return dtype.status();
+  f.dtype_ = *dtype;
+  // count * b must not wrap: a count of 2^62 would otherwise match 0 bytes.
+  const size_t elem = WireBytes(f.dtype_);
+  if (f.header_.count() > data_bytes / elem ||
+      data_bytes != f.header_.count() * elem) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "tensor frame carries ", data_bytes, " bytes but its header says ",
+        f.header_.count(), " ", WireDtypeName(f.dtype_), " elements"));
   }
   (void)have_data;
   return f;
@@ -208,7 +256,8 @@ absl::StatusOr<DecodedFrame> DecodedFrame::Parse(
 
 void DecodedFrame::ForEachPiece(
     const std::function<void(size_t, const char*, size_t)>& fn) const {
-  const size_t total = count() * sizeof(float);
+  const size_t elem = WireBytes(dtype_);
+  const size_t total = data_bytes();
   if (total == 0) return;
   if (use_fallback_) {
     fn(0, fallback_.data(), total);
@@ -225,19 +274,19 @@ void DecodedFrame::ForEachPiece(
       len -= first_offset_;
     }
     if (carry_len > 0) {
-      const size_t take = std::min(len, sizeof(float) - carry_len);
+      const size_t take = std::min(len, elem - carry_len);
       std::memcpy(carry + carry_len, p, take);
       carry_len += take;
       p += take;
       len -= take;
-      if (carry_len < sizeof(float)) continue;
-      fn(done / sizeof(float), carry, sizeof(float));
-      done += sizeof(float);
+      if (carry_len < elem) continue;
+      fn(done / elem, carry, elem);
+      done += elem;
       carry_len = 0;
     }
-    const size_t whole = len - len % sizeof(float);
+    const size_t whole = len - len % elem;
     if (whole > 0) {
-      fn(done / sizeof(float), p, whole);
+      fn(done / elem, p, whole);
       done += whole;
     }
     carry_len = len - whole;
@@ -246,22 +295,27 @@ void DecodedFrame::ForEachPiece(
 }
 
 void DecodedFrame::CopyTo(float* dst) const {
-  ForEachPiece([dst](size_t at, const char* bytes, size_t n) {
-    std::memcpy(dst + at, bytes, n);
+  const WireDtype d = dtype_;
+  const size_t elem = WireBytes(d);
+  ForEachPiece([dst, d, elem](size_t at, const char* bytes, size_t n) {
+    DecodeWire(d, bytes, dst + at, n / elem);
   });
 }
 
 void DecodedFrame::SumTo(const float* a, float* out, float* out2) const {
-  ForEachPiece([a, out, out2](size_t at, const char* bytes, size_t n) {
-    SumIntoUnaligned(out + at, out2 == nullptr ? nullptr : out2 + at, a + at,
-                     bytes, n / sizeof(float));
+  const WireDtype d = dtype_;
+  const size_t elem = WireBytes(d);
+  ForEachPiece([=](size_t at, const char* bytes, size_t n) {
+    DecodeSumWire(d, out + at, out2 == nullptr ? nullptr : out2 + at, a + at,
+                  bytes, n / elem);
   });
 }
 
 grpc::ByteBuffer DecodedFrame::Reframe(TensorHeader header) const {
   const size_t n = count();
   header.set_count(n);
-  const size_t bytes = n * sizeof(float);
+  header.set_dtype(WireDtypeToProto(dtype_));
+  const size_t bytes = data_bytes();
   std::vector<grpc::Slice> out;
   out.emplace_back(Prefix(header, bytes, n > 0));
   if (use_fallback_) {
@@ -279,8 +333,10 @@ grpc::ByteBuffer DecodedFrame::Reframe(TensorHeader header) const {
 }
 
 void DecodedFrame::AddTo(float* dst) const {
-  ForEachPiece([dst](size_t at, const char* bytes, size_t n) {
-    AddIntoUnaligned(dst + at, bytes, n / sizeof(float));
+  const WireDtype d = dtype_;
+  const size_t elem = WireBytes(d);
+  ForEachPiece([dst, d, elem](size_t at, const char* bytes, size_t n) {
+    DecodeAddWire(d, dst + at, bytes, n / elem);
   });
 }
 
