@@ -147,13 +147,17 @@ std::string FormatBenchTable(const v1::Job& job,
   const v1::JobSpec& spec = job.spec();
   const v1::BenchResult& b = job.result().bench();
   std::string out = absl::StrFormat(
-      "# %s, algorithm %s, %d workers%s, %d iters (+%d warmup), job %s\n"
+      "# %s, algorithm %s, %d workers%s%s, %d iters (+%d warmup), job %s\n"
       "# alpha %.2f us, beta %.3f GB/s (ranks 0-1 ping-pong); time = median "
       "over iterations of the slowest rank; %%model = model time / time\n",
       BenchOpName(spec.bench().op()), AlgorithmName(spec.algorithm()),
       spec.workers(),
       spec.bench().op() == v1::BENCH_OP_PUSHPULL
           ? absl::StrCat(", ", spec.ps_shards(), " PS shards")
+          : "",
+      spec.wire_dtype() == v1::WIRE_DTYPE_BF16 ||
+              spec.wire_dtype() == v1::WIRE_DTYPE_FP16
+          ? absl::StrCat(", ", WireDtypeName(spec.wire_dtype()), " on the wire")
           : "",
       spec.bench().iters(), spec.bench().warmup(), job.id(),
       b.alpha_seconds() * 1e6, b.beta_bytes_per_second() / 1e9);
@@ -180,6 +184,9 @@ nlohmann::json BenchToJson(const v1::Job& job,
   j["error"] = JobErrorText(job);
   j["op"] = BenchOpName(spec.bench().op());
   j["algorithm_requested"] = AlgorithmName(spec.algorithm());
+  j["wire_dtype"] = spec.wire_dtype() == v1::WIRE_DTYPE_UNSPECIFIED
+                        ? "fp32"
+                        : WireDtypeName(spec.wire_dtype());
   j["workers"] = spec.workers();
   j["ps_shards"] = spec.bench().op() == v1::BENCH_OP_PUSHPULL ? spec.ps_shards() : 0;
   j["iters"] = spec.bench().iters();
@@ -248,6 +255,7 @@ v1::JobSpec BenchSpecOf(const BenchCommandOptions& o, v1::Algorithm algorithm) {
   s.set_chunk_bytes(o.chunk_bytes);
   s.set_step_timeout_ms(o.step_timeout_ms);
   s.set_connections_per_peer(o.connections_per_peer);
+  s.set_wire_dtype(o.wire_dtype);
   s.set_groups(o.groups);
   v1::BenchSpec* b = s.mutable_bench();
   b->set_op(o.op);

@@ -36,6 +36,7 @@ ABSL_DECLARE_FLAG(std::string, algorithm);
 ABSL_DECLARE_FLAG(int64_t, chunk_bytes);
 ABSL_DECLARE_FLAG(int, step_timeout_ms);
 ABSL_DECLARE_FLAG(int, connections_per_peer);
+ABSL_DECLARE_FLAG(std::string, wire_dtype);
 ABSL_DECLARE_FLAG(std::string, groups);
 ABSL_DECLARE_FLAG(std::string, results);
 ABSL_DECLARE_FLAG(bool, quiet);
@@ -67,6 +68,10 @@ absl::StatusOr<BenchCommandOptions> BenchOptionsFromFlags(bool local) {
   o.chunk_bytes = absl::GetFlag(FLAGS_chunk_bytes);
   o.step_timeout_ms = absl::GetFlag(FLAGS_step_timeout_ms);
   o.connections_per_peer = absl::GetFlag(FLAGS_connections_per_peer);
+  absl::StatusOr<v1::WireDtype> wire =
+      ParseWireDtype(absl::GetFlag(FLAGS_wire_dtype));
+  if (!wire.ok()) return wire.status();
+  o.wire_dtype = *wire;
   o.groups = absl::GetFlag(FLAGS_groups);
   o.results = absl::GetFlag(FLAGS_results);
   o.tune = absl::GetFlag(FLAGS_tune);

@@ -66,6 +66,11 @@ ABSL_FLAG(int, connections_per_peer, 1,
           "Ring: TCP connections to each neighbour, segments striped over "
           "them (1..8; more helps where one connection's transport work "
           "saturates a core).");
+ABSL_FLAG(std::string, wire_dtype, "fp32",
+          "Element format of gradients and parameters on the wire, both "
+          "strategies: fp32, bf16 or fp16 (16-bit halves the bytes; values "
+          "are rounded to nearest even when sent, sums and optimizer state "
+          "stay float32; see the README for the accuracy cost).");
 ABSL_FLAG(std::string, algorithm, "auto",
           "Ring strategy: allreduce algorithm per gradient bucket: ring, hd "
           "(halving-doubling), tree (recursive doubling), hier (reduce in "
@@ -179,6 +184,7 @@ v1::JobSpec SpecFromFlags() {
   s.set_connections_per_peer(absl::GetFlag(FLAGS_connections_per_peer));
   s.set_algorithm(EnumFlag(ParseAlgorithm(absl::GetFlag(FLAGS_algorithm))));
   s.set_groups(absl::GetFlag(FLAGS_groups));
+  s.set_wire_dtype(EnumFlag(ParseWireDtype(absl::GetFlag(FLAGS_wire_dtype))));
   s.set_bucket_bytes(absl::GetFlag(FLAGS_bucket_bytes));
   s.set_tf32(absl::GetFlag(FLAGS_tf32));
   s.set_step_timeout_ms(absl::GetFlag(FLAGS_step_timeout_ms));

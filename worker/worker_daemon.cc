@@ -22,6 +22,8 @@ namespace {
 GrpcTransportOptions TransportOptions(const v1::JobSpec& spec) {
   GrpcTransportOptions o;
   o.connections_per_peer = std::max(1, spec.connections_per_peer());
+  // Validated by the coordinator; an unknown value cannot reach here.
+  o.wire_dtype = WireDtypeOf(spec.wire_dtype()).value_or(WireDtype::kFp32);
   return o;
 }
 

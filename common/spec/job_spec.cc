@@ -36,6 +36,10 @@ constexpr NameOf<v1::Algorithm> kAlgorithms[] = {
     {v1::ALGORITHM_HALVING_DOUBLING, "hd"},
     {v1::ALGORITHM_TREE, "tree"},
     {v1::ALGORITHM_HIERARCHICAL, "hier"}};
+constexpr NameOf<v1::WireDtype> kWireDtypes[] = {
+    {v1::WIRE_DTYPE_FP32, "fp32"},
+    {v1::WIRE_DTYPE_BF16, "bf16"},
+    {v1::WIRE_DTYPE_FP16, "fp16"}};
 constexpr NameOf<v1::BenchOp> kBenchOps[] = {
     {v1::BENCH_OP_ALLREDUCE, "allreduce"},
     {v1::BENCH_OP_BROADCAST, "broadcast"},
@@ -81,6 +85,11 @@ std::string SyncModeName(v1::SyncMode m) { return NameIn(kModes, m); }
 std::string DeviceName(v1::Device d) { return NameIn(kDevices, d); }
 std::string OptimizerName(v1::Optimizer o) { return NameIn(kOptimizers, o); }
 std::string AlgorithmName(v1::Algorithm a) { return NameIn(kAlgorithms, a); }
+
+std::string WireDtypeName(v1::WireDtype d) { return NameIn(kWireDtypes, d); }
+absl::StatusOr<v1::WireDtype> ParseWireDtype(absl::string_view text) {
+  return ParseIn(kWireDtypes, "wire_dtype", text);
+}
 
 std::string BenchOpName(v1::BenchOp op) { return NameIn(kBenchOps, op); }
 absl::StatusOr<v1::BenchOp> ParseBenchOp(absl::string_view text) {
@@ -183,6 +192,10 @@ absl::Status ValidateSwitches(v1::JobSpec* s) {
       Known(kAlgorithms, "algorithm", s->algorithm(), v1::ALGORITHM_AUTO);
   if (!algorithm.ok()) return algorithm.status();
   s->set_algorithm(*algorithm);
+  absl::StatusOr<v1::WireDtype> wire =
+      Known(kWireDtypes, "wire_dtype", s->wire_dtype(), v1::WIRE_DTYPE_FP32);
+  if (!wire.ok()) return wire.status();
+  s->set_wire_dtype(*wire);
   return absl::OkStatus();
 }
 
@@ -284,6 +297,10 @@ absl::Status ValidateBench(v1::JobSpec* s) {
   absl::StatusOr<v1::BenchOp> op =
       Known(kBenchOps, "bench.op", b->op(), v1::BENCH_OP_ALLREDUCE);
   if (!op.ok()) return op.status();
+  if (*op == v1::BENCH_OP_PUSHPULL && s->wire_dtype() != v1::WIRE_DTYPE_FP32) {
+    return Bad("wire_dtype",
+               "pushpull benches check exact float32 parameters; use fp32");
+  }
   if (b->sizes_size() == 0) return Bad("bench.sizes", "no sizes");
   if (b->sizes_size() > kMaxBenchSizes) {
     return Bad("bench.sizes", absl::StrCat(b->sizes_size(),

@@ -101,6 +101,8 @@ std::string DeviceName(v1::Device d);
 std::string OptimizerName(v1::Optimizer o);
 // "auto", "ring", "hd" (halving-doubling), "tree", "hier" (hierarchical).
 std::string AlgorithmName(v1::Algorithm a);
+// "fp32", "bf16", "fp16".
+std::string WireDtypeName(v1::WireDtype d);
 
 // Parses the text names above. INVALID_ARGUMENT starting with the field name
 // ("strategy: unknown strategy 'x' (want ps or ring)").
@@ -109,6 +111,7 @@ absl::StatusOr<v1::SyncMode> ParseSyncMode(absl::string_view text);
 absl::StatusOr<v1::Device> ParseDevice(absl::string_view text);
 absl::StatusOr<v1::Optimizer> ParseOptimizer(absl::string_view text);
 absl::StatusOr<v1::Algorithm> ParseAlgorithm(absl::string_view text);
+absl::StatusOr<v1::WireDtype> ParseWireDtype(absl::string_view text);
 
 // Short label of a job's strategy and mode: "ps-sync", "ring-async(s=1)".
 std::string StrategyLabel(const v1::JobSpec& spec);

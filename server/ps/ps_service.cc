@@ -10,10 +10,12 @@
 namespace gradsync {
 namespace {
 
-// Completes `reactor` with the parameters of `result` (or its error).
+// Completes `reactor` with the parameters of `result` (or its error), in
+// the wire format the request came in.
 Reply MakeReply(grpc::ServerUnaryReactor* reactor, grpc::ByteBuffer* response,
-                TensorHeader header) {
-  return [reactor, response, header](absl::StatusOr<PsReply> result) mutable {
+                TensorHeader header, WireDtype dtype) {
+  return [reactor, response, header,
+          dtype](absl::StatusOr<PsReply> result) mutable {
     if (!result.ok()) {
       reactor->Finish(ToGrpcStatus(result.status()));
       return;
@@ -21,7 +23,9 @@ Reply MakeReply(grpc::ServerUnaryReactor* reactor, grpc::ByteBuffer* response,
     header.set_kind(TensorHeader::PARAMS);
     header.set_step(result->step);
     const size_t n = result->params->size();
-    *response = EncodeFrameShared(header, std::move(result->params), 0, n);
+    *response = IsLossy(dtype)
+                    ? EncodeFrameAs(header, dtype, result->params->data(), n)
+                    : EncodeFrameShared(header, std::move(result->params), 0, n);
     reactor->Finish(grpc::Status::OK);
   };
 }
@@ -80,7 +84,7 @@ grpc::ServerUnaryReactor* PsService::Pull(grpc::CallbackServerContext* ctx,
   header.set_offset(frame->header().offset());
   // step < 0 asks for the job's initial parameters.
   store_->Pull(frame->header().job_id(), frame->header().step() < 0,
-               MakeReply(reactor, response, header));
+               MakeReply(reactor, response, header, frame->dtype()));
   return reactor;
 }
 
@@ -102,9 +106,11 @@ grpc::ServerUnaryReactor* PsService::PushPull(grpc::CallbackServerContext* ctx,
   TensorHeader header;
   header.set_job_id(h.job_id());
   header.set_offset(h.offset());
+  const WireDtype dtype = frame->dtype();
   // Steps 2-3 off the callback thread; the frame keeps the slices alive.
   pool_.Schedule([store = store_, f = *std::move(frame),
-                  reply = MakeReply(reactor, response, header)]() mutable {
+                  reply = MakeReply(reactor, response, header,
+                                    dtype)]() mutable {
     const TensorHeader& fh = f.header();
     store->Push(fh.job_id(), fh.step(), fh.rank(), f.count(),
                 [&f](float* dst) { f.AddTo(dst); }, std::move(reply));

@@ -144,6 +144,96 @@ TEST_P(AllreduceLanesTest, TwoConnectionsPerPeer) {
   }
 }
 
+// ---------------------------------------------------------------- wire dtype
+
+using WireCase = std::tuple<v1::Algorithm, TransportKind, WireDtype>;
+
+std::string WireName(const ::testing::TestParamInfo<WireCase>& info) {
+  return absl::StrCat(AlgoName(std::get<0>(info.param)), "_",
+                      TransportKindName(std::get<1>(info.param)), "_",
+                      WireDtypeName(std::get<2>(info.param)));
+}
+
+// Values of either sign with magnitudes in [2^-6, 2^6): inexact sums, and
+// inside fp16's normal range, so rounding errors stay relative.
+std::vector<float> WideData(int rank, size_t n) {
+  std::mt19937 rng(131 * rank + static_cast<int>(n % 4093));
+  std::uniform_real_distribution<float> u(0.5f, 1.0f);
+  std::uniform_int_distribution<int> e(-5, 6);
+  std::vector<float> v(n);
+  for (size_t i = 0; i < n; ++i) {
+    v[i] = std::ldexp(i % 2 == 0 ? u(rng) : -u(rng), e(rng));
+  }
+  return v;
+}
+
+class AllreduceWireDtypeTest : public ::testing::TestWithParam<WireCase> {};
+
+// With 16-bit messages every rank still ends bit-identical (each value a
+// rank keeps is the value it sent), integer sums stay exact (|sums| < 256
+// fit in bf16), and other sums are within the rounding of one hop per rank.
+TEST_P(AllreduceWireDtypeTest, ReplicasStayBitIdenticalAndSumsClose) {
+  const auto [algorithm, kind, dtype] = GetParam();
+  // Relative rounding per hop: 2^-8 (bf16) or 2^-11 (fp16), at most one hop
+  // per rank plus the final one.
+  const double ulp = dtype == WireDtype::kBf16 ? 0x1p-8 : 0x1p-11;
+  for (int world : {1, 2, 3, 5, 8}) {
+    for (size_t n : {size_t{1}, size_t{7}, size_t{4099}, size_t{(1 << 17) + 3}}) {
+      SCOPED_TRACE(absl::StrCat("world ", world, " n ", n));
+      std::unique_ptr<TransportGroup> group = NewGroup(kind, world, 1, dtype);
+      ASSERT_NE(group, nullptr);
+      AllreduceOptions opts;
+      opts.segment_bytes = n < 10000 ? 1000 : 32 << 10;
+      std::vector<std::unique_ptr<Allreduce>> algos =
+          Build(algorithm, group.get(), n, opts);
+      ASSERT_EQ(algos.size(), static_cast<size_t>(world));
+      RunAndCheck(algos, n, /*step=*/0, /*bucket=*/1, 0, IntegerData);
+      RunAndCheck(algos, n, /*step=*/1, /*bucket=*/1, (world + 1) * ulp,
+                  WideData);
+    }
+  }
+}
+
+// The negative control: the 16-bit transport really rounds (results differ
+// from the float32 sums), so the test above can fail.
+TEST_P(AllreduceWireDtypeTest, ResultsDifferFromFloat32Sums) {
+  const auto [algorithm, kind, dtype] = GetParam();
+  const int world = 4;
+  const size_t n = 5000;
+  std::unique_ptr<TransportGroup> group = NewGroup(kind, world, 1, dtype);
+  ASSERT_NE(group, nullptr);
+  std::vector<std::unique_ptr<Allreduce>> algos =
+      Build(algorithm, group.get(), n, AllreduceOptions{});
+  ASSERT_EQ(algos.size(), static_cast<size_t>(world));
+  std::vector<std::vector<float>> data(world);
+  std::vector<double> exact(n, 0.0), magnitude(n, 0.0);
+  for (int r = 0; r < world; ++r) {
+    data[r] = WideData(r, n);
+    for (size_t i = 0; i < n; ++i) {
+      exact[i] += data[r][i];
+      magnitude[i] += std::fabs(data[r][i]);
+    }
+  }
+  auto st = OnRanks(AllRanks(world), [&](int r) {
+    return algos[r]->Run(data[r].data(), 0, 0);
+  });
+  for (const absl::Status& s : st) ASSERT_TRUE(s.ok()) << s;
+  size_t differ = 0;
+  // Float32 sums in any order are within ~4 * 2^-24 of exact; 16-bit hops
+  // are off by up to 2^-9 (bf16) or 2^-12 (fp16) relative.
+  for (size_t i = 0; i < n; ++i) {
+    differ += std::fabs(data[0][i] - exact[i]) > 1e-6 * magnitude[i];
+  }
+  EXPECT_GT(differ, n / 4);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    All, AllreduceWireDtypeTest,
+    ::testing::Combine(::testing::ValuesIn(kAlgorithms),
+                       ::testing::ValuesIn(kTransports),
+                       ::testing::Values(WireDtype::kBf16, WireDtype::kFp16)),
+    WireName);
+
 // ---------------------------------------------------------------- failures
 
 using FailureCase = std::tuple<v1::Algorithm, TransportKind>;

@@ -16,9 +16,10 @@ void PrintTo(TransportKind kind, std::ostream* os) {
 }
 
 std::unique_ptr<TransportGroup> NewGroup(TransportKind kind, int world,
-                                         int connections_per_peer) {
+                                         int connections_per_peer,
+                                         WireDtype dtype) {
   absl::StatusOr<std::unique_ptr<TransportGroup>> group =
-      TransportGroup::Create(kind, world, connections_per_peer);
+      TransportGroup::Create(kind, world, connections_per_peer, dtype);
   if (!group.ok()) {
     ADD_FAILURE() << "cannot build a " << TransportKindName(kind)
                   << " group of " << world << ": " << group.status();

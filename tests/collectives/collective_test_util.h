@@ -24,7 +24,8 @@ inline constexpr TransportKind kTransports[] = {TransportKind::kInProc,
 
 // The group, or nullptr after recording the failure (ADD_FAILURE).
 std::unique_ptr<TransportGroup> NewGroup(TransportKind kind, int world,
-                                         int connections_per_peer = 1);
+                                         int connections_per_peer = 1,
+                                         WireDtype dtype = WireDtype::kFp32);
 
 // Runs `fn(rank)` for every rank in `ranks` on its own thread; returns their
 // statuses in the same order.

@@ -208,7 +208,7 @@ TEST(SubTransport, RenumbersRanksAndForwardsToTheirGlobalPeers) {
   EXPECT_EQ((*b)->rank(), 1);
   EXPECT_EQ((*a)->size(), 2);
   EXPECT_EQ((*b)->GlobalRank(0), 1);
-  const std::vector<float> sent = {1, 2, 3};
+  std::vector<float> sent = {1, 2, 3};
   const ChunkTag tag{5, 0, RingPhase::kAllgather, 1, 0};
   ASSERT_TRUE((*a)->Send(1, tag, sent.data(), 3).ok());
   // Global rank 3 sees it from global rank 1.

@@ -186,6 +186,28 @@ TEST(JobSpecValidation, AlgorithmDefaultsToAutoAndRejectsUnknownValues) {
       << bad.status();
 }
 
+TEST(JobSpecValidation, WireDtypeDefaultsToFp32AndRejectsUnknownValues) {
+  auto v = ValidateJobSpec(Good(), 1);
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_EQ(v->wire_dtype(), v1::WIRE_DTYPE_FP32);
+  for (const char* name : {"fp32", "bf16", "fp16"}) {
+    auto parsed = ParseWireDtype(name);
+    ASSERT_TRUE(parsed.ok()) << parsed.status();
+    EXPECT_EQ(WireDtypeName(*parsed), name);
+    v1::JobSpec s = Good();
+    s.set_wire_dtype(*parsed);
+    EXPECT_TRUE(ValidateJobSpec(s, 1).ok()) << name;
+  }
+  EXPECT_EQ(ParseWireDtype("fp8").status().message().substr(0, 11),
+            "wire_dtype:");
+  v1::JobSpec s = Good();
+  s.set_wire_dtype(static_cast<v1::WireDtype>(9));
+  auto bad = ValidateJobSpec(s, 1);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(std::string(bad.status().message()).rfind("wire_dtype: ", 0), 0u)
+      << bad.status();
+}
+
 TEST(JobSpecNames, LabelShowsStaleness) {
   v1::JobSpec s = Good();
   s.set_strategy(v1::STRATEGY_RING);
@@ -285,6 +307,18 @@ TEST(JobSpecBench, PushPullNeedsParameterServerShards) {
   // allreduce and broadcast need none.
   s.mutable_bench()->set_op(v1::BENCH_OP_BROADCAST);
   EXPECT_TRUE(ValidateJobSpec(s, 0).ok());
+}
+
+TEST(JobSpecBench, PushPullBenchesRefuseSixteenBitWires) {
+  v1::JobSpec s = GoodBench();
+  s.mutable_bench()->set_op(v1::BENCH_OP_PUSHPULL);
+  s.set_wire_dtype(v1::WIRE_DTYPE_BF16);
+  auto r = ValidateJobSpec(s, 1);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(std::string(r.status().message()).rfind("wire_dtype: ", 0), 0u)
+      << r.status();
+  s.mutable_bench()->set_op(v1::BENCH_OP_ALLREDUCE);
+  EXPECT_TRUE(ValidateJobSpec(s, 1).ok());
 }
 
 TEST(JobSpecBench, OpNamesRoundTrip) {

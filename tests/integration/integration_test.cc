@@ -6,7 +6,9 @@
 
 #include <algorithm>
 #include <fstream>
+#include <map>
 #include <memory>
+#include <set>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -167,6 +169,47 @@ TEST(Integration, LocalCompareFourPairsOneEpochReach80PercentAccuracy) {
   }
   EXPECT_EQ(pairs, (std::set<std::string>{"ps-sync", "ps-async", "ring-sync",
                                           "ring-async"}));
+}
+
+// 16-bit wire formats through the real daemons: each strategy trains to
+// within 2 points of the same float32 job, ring replicas stay bit-identical,
+// and the parameters differ from the float32 run's (the format was used).
+TEST(Integration, SixteenBitWireTrainsLikeFloat32OnBothStrategies) {
+  Cluster c(3, 2);
+  ASSERT_TRUE(c.ok());
+  for (const std::string strategy : {"ring", "ps"}) {
+    std::map<v1::WireDtype, v1::Job> done;
+    for (v1::WireDtype wire :
+         {v1::WIRE_DTYPE_FP32, v1::WIRE_DTYPE_BF16, v1::WIRE_DTYPE_FP16}) {
+      SCOPED_TRACE(strategy + " " + WireDtypeName(wire));
+      v1::JobSpec spec = Spec(strategy, "sync", 3);
+      spec.set_ps_shards(2);
+      spec.set_steps(400);
+      spec.set_wire_dtype(wire);
+      v1::Job job;
+      ASSERT_TRUE(c.Submit(spec, &job).ok());
+      done[wire] = c.WaitFor(job.id(), absl::Seconds(120), Terminal);
+      ASSERT_EQ(done[wire].state(), v1::SUCCEEDED) << done[wire].error();
+      const v1::JobResult& r = done[wire].result();
+      ASSERT_EQ(r.param_checksums_size(), 3);
+      if (strategy == "ring") {
+        EXPECT_EQ(r.param_checksums(1), r.param_checksums(0));
+        EXPECT_EQ(r.param_checksums(2), r.param_checksums(0));
+      }
+    }
+    const double fp32 = done[v1::WIRE_DTYPE_FP32].result().test_accuracy();
+    EXPECT_GT(fp32, 0.70) << strategy;
+    for (v1::WireDtype wire : {v1::WIRE_DTYPE_BF16, v1::WIRE_DTYPE_FP16}) {
+      const v1::JobResult& r = done[wire].result();
+      EXPECT_NEAR(r.test_accuracy(), fp32, 0.02)
+          << strategy << " " << WireDtypeName(wire);
+      EXPECT_NE(r.param_checksums(0),
+                done[v1::WIRE_DTYPE_FP32].result().param_checksums(0))
+          << strategy << " " << WireDtypeName(wire);
+      std::cout << strategy << " " << WireDtypeName(wire) << ": accuracy "
+                << r.test_accuracy() << " (fp32 " << fp32 << ")\n";
+    }
+  }
 }
 
 void KillWorkerMidJob(const std::string& strategy) {

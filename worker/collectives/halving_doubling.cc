@@ -176,7 +176,7 @@ absl::Status HalvingDoublingAllreduce::HalvingRound(int k, bool send_round0,
                       sent, round0_send_.size());
 }
 
-absl::Status HalvingDoublingAllreduce::SendOwnBlock(const float* data,
+absl::Status HalvingDoublingAllreduce::SendOwnBlock(float* data,
                                                     int64_t step, int bucket) {
   const std::vector<Range>& own = block_segs_[vrank_];
   // Round 0's partner got it from the last halving round.

@@ -93,7 +93,7 @@ class HalvingDoublingAllreduce final : public Allreduce {
                       absl::Time deadline);
   absl::Status HalvingRound(int k, bool send_round0, float* data, int64_t step,
                             int bucket, absl::Time deadline);
-  absl::Status SendOwnBlock(const float* data, int64_t step, int bucket);
+  absl::Status SendOwnBlock(float* data, int64_t step, int bucket);
   absl::Status DoublingRound(int j, float* data, int64_t step, int bucket,
                              absl::Time deadline);
   absl::Status RunExtra(float* data, int64_t step, int bucket,

@@ -46,7 +46,7 @@ absl::Status ReceiveEach(Transport* transport, int peer, ChunkTag tag,
 }
 
 absl::Status SendSegments(Transport* transport, int peer, ChunkTag tag,
-                          const float* data, const std::vector<Range>& segs,
+                          float* data, const std::vector<Range>& segs,
                           size_t from, size_t to) {
   to = std::min(to, segs.size());
   for (size_t t = from; t < to; ++t) {

@@ -59,7 +59,7 @@ absl::Status ReceiveEach(Transport* transport, int peer, ChunkTag tag,
 // Sends data[segs[t]] to `peer` under `tag` with segment t, for t in
 // [from, to) (to clamped to segs.size()). Send copies; never blocks.
 absl::Status SendSegments(Transport* transport, int peer, ChunkTag tag,
-                          const float* data, const std::vector<Range>& segs,
+                          float* data, const std::vector<Range>& segs,
                           size_t from, size_t to);
 
 // The whole part of an extra rank (PowerOfTwoFold::IsExtra) in either

@@ -83,6 +83,9 @@ absl::Status RecursiveDoublingAllreduce::Round(int j, bool send_round0,
     float* d = data + seg.begin;
     if (next < 0) {
       chunk.AddTo(d);
+      // A rank with a folded extra rank keeps the sum as sent to it
+      // (SendSum below); with a 16-bit wire the others must round alike.
+      RoundToWire(transport_->wire_dtype(), d, seg.size);
       return absl::OkStatus();
     }
     ChunkTag out = next_tag;

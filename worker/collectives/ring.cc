@@ -82,6 +82,8 @@ absl::Status RingBroadcast(Transport* transport, float* data, size_t count,
   if (n == 1 || count == 0) return absl::OkStatus();
   const int right = (r + 1) % n;
   const int left = (r + n - 1) % n;
+  // The root checks what receivers get: its values as the wire carries them.
+  if (r == root) RoundToWire(transport->wire_dtype(), data, count);
   const uint64_t sum = r == root ? Checksum(data, count) : 0;
   std::vector<Range> segs =
       Segments(Range{0, count}, SegmentElems(segment_bytes));

@@ -41,8 +41,8 @@ absl::StatusOr<int> SubTransport::Global(int peer) const {
   return ranks_[peer];
 }
 
-absl::Status SubTransport::Send(int peer, const ChunkTag& tag,
-                                const float* data, size_t n,
+absl::Status SubTransport::Send(int peer, const ChunkTag& tag, float* data,
+                                size_t n,
                                 uint64_t checksum) {
   absl::StatusOr<int> g = Global(peer);
   if (!g.ok()) return g.status();

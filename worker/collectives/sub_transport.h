@@ -35,7 +35,8 @@ class SubTransport final : public Transport {
   int GlobalRank(int sub) const { return ranks_[sub]; }
 
   // As Transport; INVALID_ARGUMENT for a peer outside [0, size()).
-  absl::Status Send(int peer, const ChunkTag& tag, const float* data, size_t n,
+  WireDtype wire_dtype() const override { return base_->wire_dtype(); }
+  absl::Status Send(int peer, const ChunkTag& tag, float* data, size_t n,
                     uint64_t checksum = 0) override;
   absl::Status SendSum(int peer, const ChunkTag& tag, const float* a,
                        const RecvChunk& chunk, float* store) override;

@@ -1,5 +1,6 @@
 #include "worker/collectives/transport.h"
 
+#include <cstring>
 #include <vector>
 
 namespace gradsync {
@@ -7,8 +8,12 @@ namespace gradsync {
 absl::Status Transport::SendSum(int peer, const ChunkTag& tag, const float* a,
                                 const RecvChunk& chunk, float* store) {
   std::vector<float> sum(chunk.count());
-  chunk.SumTo(a, sum.data(), store);
-  return Send(peer, tag, sum.data(), sum.size());
+  chunk.SumTo(a, sum.data(), nullptr);
+  absl::Status st = Send(peer, tag, sum.data(), sum.size());  // rounds `sum`
+  if (st.ok() && store != nullptr && !sum.empty()) {
+    std::memcpy(store, sum.data(), sum.size() * sizeof(float));
+  }
+  return st;
 }
 
 absl::Status Transport::Forward(int peer, const ChunkTag& tag,

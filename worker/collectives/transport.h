@@ -17,6 +17,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/time.h"
+#include "common/wire_dtype.h"
 
 namespace gradsync {
 
@@ -120,6 +121,8 @@ class Transport {
 
   virtual int rank() const = 0;
   virtual int size() const = 0;
+  // The element format messages travel in; equal on every rank of a job.
+  virtual WireDtype wire_dtype() const { return WireDtype::kFp32; }
 
   // Queues data[0..n) for `peer`; returns without waiting for the network.
   // The payload is copied before Send returns (the gRPC transport into a
@@ -130,13 +133,19 @@ class Transport {
   // of what it receives; receivers hold a bounded number of unconsumed
   // messages per peer and stop reading beyond that (backpressure through
   // HTTP/2 flow control).
-  virtual absl::Status Send(int peer, const ChunkTag& tag, const float* data,
+  //
+  // With a 16-bit wire_dtype(), data[0..n) is rounded in place to the values
+  // the peer receives (RoundToWire): a rank never goes on from a value its
+  // peers do not have, so every algorithm's replicas stay bit-identical.
+  virtual absl::Status Send(int peer, const ChunkTag& tag, float* data,
                             size_t n, uint64_t checksum = 0) = 0;
 
   // Sends a[0..n) + chunk (n = chunk.count()) to `peer`, as Send would send
-  // that sum, and stores the sum into store[0..n) when store is not null
-  // (store may alias a). The gRPC transport computes the sum straight into
-  // the frame it sends: no pass over the data beyond the reduction.
+  // that sum, and stores the sum as sent (rounded to the wire dtype) into
+  // store[0..n) when store is not null (store may alias a). The gRPC
+  // transport computes the sum straight into the frame it sends: no pass
+  // over the data beyond the reduction (and, for 16-bit formats, the
+  // conversion).
   virtual absl::Status SendSum(int peer, const ChunkTag& tag, const float* a,
                                const RecvChunk& chunk, float* store);
 

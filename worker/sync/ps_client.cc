@@ -31,8 +31,8 @@ std::vector<PsPiece> MakePsPieces(const std::string& job_id,
   return pieces;
 }
 
-PsClient::PsClient(int rank, std::vector<PsPiece> pieces)
-    : rank_(rank), pieces_(std::move(pieces)) {
+PsClient::PsClient(int rank, std::vector<PsPiece> pieces, WireDtype wire)
+    : rank_(rank), wire_(wire), pieces_(std::move(pieces)) {
   for (size_t i = 0; i < pieces_.size(); ++i) {
     all_.push_back(static_cast<int>(i));
     auto& stub = stubs_[pieces_[i].address];
@@ -171,6 +171,9 @@ absl::Status PsClient::PushPull(int64_t step, const float* grad, float* params,
         // The answer arrives only after the server read the whole request,
         // so `grad` is not needed after CallAll returns; the request buffers
         // (and their slice references) are destroyed before that.
+        if (IsLossy(wire_)) {
+          return EncodeFrameAs(h, wire_, grad + p.offset, p.count);
+        }
         return EncodeFrame(h, grad + p.offset, p.count, nullptr);
       },
       params, deadline);

@@ -20,6 +20,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/ps_layout.h"
+#include "common/wire_dtype.h"
 #include "gradsync/v1/gradsync.pb.h"
 
 namespace gradsync {
@@ -42,7 +43,10 @@ std::vector<PsPiece> MakePsPieces(const std::string& job_id,
 // Calls may come from one thread at a time; Abort from any thread.
 class PsClient {
  public:
-  PsClient(int rank, std::vector<PsPiece> pieces);
+  // PushPull sends gradients and asks for parameters in `wire` (Init and
+  // Pull always move float32: the starting and final parameters are exact).
+  PsClient(int rank, std::vector<PsPiece> pieces,
+           WireDtype wire = WireDtype::kFp32);
 
   // Installs params[offset..offset+count) of every piece (rank 0, once).
   absl::Status Init(const float* params, const v1::ShardConfig& config,
@@ -52,8 +56,9 @@ class PsClient {
   absl::Status Pull(float* params, bool initial, absl::Time deadline);
   // Pushes grad's slices of `pieces` for `step`, all in flight at once;
   // writes each answered piece's parameters into params as it arrives.
-  // grad[piece] is sent without a copy: it must not change until this
-  // returns (it is not read after).
+  // With a float32 wire, grad[piece] is sent without a copy: it must not
+  // change until this returns (it is not read after); a 16-bit wire
+  // converts it into the request.
   absl::Status PushPull(int64_t step, const float* grad, float* params,
                         const std::vector<int>& pieces, absl::Time deadline);
   // Cancels calls in flight; later calls fail with `status`.
@@ -76,6 +81,7 @@ class PsClient {
                          const grpc::ByteBuffer& response, float* out) const;
 
   const int rank_;
+  const WireDtype wire_;
   std::vector<PsPiece> pieces_;
   std::vector<int> all_;
   std::map<std::string, std::unique_ptr<grpc::GenericStub>> stubs_;  // by address

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "common/grpc/tensor_frame.h"
 #include "common/spec/job_spec.h"
 #include "worker/sync/ps_client.h"
 
@@ -40,7 +41,9 @@ class PsSync final : public GradientSync {
     PsClient* client;
     {
       absl::MutexLock lock(&mu_);
-      client_ = std::make_unique<PsClient>(a_.rank(), std::move(pieces));
+      client_ = std::make_unique<PsClient>(
+          a_.rank(), std::move(pieces),
+          WireDtypeOf(a_.spec().wire_dtype()).value_or(WireDtype::kFp32));
       if (!aborted_.ok()) client_->Abort(aborted_);
       client = client_.get();
     }

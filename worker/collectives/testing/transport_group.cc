@@ -41,14 +41,14 @@ TransportGroup::TransportGroup(TransportKind kind, int size)
     : kind_(kind), size_(size) {}
 
 absl::StatusOr<std::unique_ptr<TransportGroup>> TransportGroup::Create(
-    TransportKind kind, int size, int connections_per_peer) {
+    TransportKind kind, int size, int connections_per_peer, WireDtype dtype) {
   if (size < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("a transport group needs a rank, not ", size));
   }
   auto group = absl::WrapUnique(new TransportGroup(kind, size));
   if (kind == TransportKind::kInProc) {
-    group->inproc_ = std::make_unique<InProcGroup>(size);
+    group->inproc_ = std::make_unique<InProcGroup>(size, dtype);
     return group;
   }
   std::vector<std::string> addresses;
@@ -65,6 +65,7 @@ absl::StatusOr<std::unique_ptr<TransportGroup>> TransportGroup::Create(
   }
   GrpcTransportOptions options;
   options.connections_per_peer = connections_per_peer;
+  options.wire_dtype = dtype;
   for (int r = 0; r < size; ++r) {
     group->grpc_transports_.push_back(std::make_unique<GrpcTransport>(
         kJobId, r, addresses, group->peers_[r]->mailboxes.Open(kJobId),

@@ -32,9 +32,11 @@ class TransportGroup {
   // Builds the group. For kGrpc, starts one Peer server per rank on
   // 127.0.0.1:0 and connects nothing yet (senders connect on first Send).
   // INVALID_ARGUMENT for size < 1; UNAVAILABLE if a server cannot listen.
-  // `connections_per_peer` is GrpcTransportOptions' (kGrpc only).
+  // `connections_per_peer` is GrpcTransportOptions' (kGrpc only); messages
+  // travel as `dtype` on either kind.
   static absl::StatusOr<std::unique_ptr<TransportGroup>> Create(
-      TransportKind kind, int size, int connections_per_peer = 1);
+      TransportKind kind, int size, int connections_per_peer = 1,
+      WireDtype dtype = WireDtype::kFp32);
 
   TransportGroup(const TransportGroup&) = delete;
   TransportGroup& operator=(const TransportGroup&) = delete;

@@ -557,15 +557,16 @@ absl::Status GrpcTransport::Enqueue(int peer, const TensorHeader& h,
 // after they went out (seen here: the last frames of a collective stay
 // referenced until later traffic), so lending it the caller's buffer would
 // force either a wait that can deadlock the ring or a reuse hazard.
-absl::Status GrpcTransport::Send(int peer, const ChunkTag& tag,
-                                 const float* data, size_t n,
-                                 uint64_t checksum) {
+absl::Status GrpcTransport::Send(int peer, const ChunkTag& tag, float* data,
+                                 size_t n, uint64_t checksum) {
   if (peer < 0 || peer >= size()) {
     return absl::InvalidArgumentError(absl::StrCat("no rank ", peer));
   }
   const TensorHeader h = Header(tag, checksum);
-  return Enqueue(peer, h, pool_->Encode(h, n, [&](float* b) {
-    std::memcpy(b, data, n * sizeof(float));
+  const WireDtype d = options_.wire_dtype;
+  return Enqueue(peer, h, pool_->EncodeAs(h, d, n, [&](void* b) {
+    EncodeWire(d, data, b, n);
+    if (IsLossy(d)) DecodeWire(d, b, data, n);  // keep what was sent
   }));
 }
 
@@ -576,8 +577,19 @@ absl::Status GrpcTransport::SendSum(int peer, const ChunkTag& tag,
     return absl::InvalidArgumentError(absl::StrCat("no rank ", peer));
   }
   const TensorHeader h = Header(tag, 0);
-  return Enqueue(peer, h, pool_->Encode(h, chunk.count(), [&](float* b) {
-    chunk.SumTo(a, b, store);
+  const WireDtype d = options_.wire_dtype;
+  const size_t n = chunk.count();
+  if (!IsLossy(d)) {
+    return Enqueue(peer, h, pool_->Encode(h, n, [&](float* b) {
+      chunk.SumTo(a, b, store);
+    }));
+  }
+  // Sum in float32, then narrow; `store` gets the narrowed values back.
+  scratch_.resize(n);
+  chunk.SumTo(a, scratch_.data(), nullptr);
+  return Enqueue(peer, h, pool_->EncodeAs(h, d, n, [&](void* b) {
+    EncodeWire(d, scratch_.data(), b, n);
+    if (store != nullptr) DecodeWire(d, b, store, n);
   }));
 }
 

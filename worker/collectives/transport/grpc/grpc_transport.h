@@ -135,6 +135,8 @@ struct GrpcTransportOptions {
   int connections_per_peer = 1;
   // Returned send blocks kept for reuse.
   size_t max_cached_send_bytes = size_t{64} << 20;
+  // Element format of sent frames. Equal on all ranks of a job.
+  WireDtype wire_dtype = WireDtype::kFp32;
 };
 
 // Transport of one rank in one job. Send/Recv from one thread at a time;
@@ -149,7 +151,8 @@ class GrpcTransport final : public Transport {
 
   int rank() const override { return rank_; }
   int size() const override { return static_cast<int>(peers_.size()); }
-  absl::Status Send(int peer, const ChunkTag& tag, const float* data, size_t n,
+  WireDtype wire_dtype() const override { return options_.wire_dtype; }
+  absl::Status Send(int peer, const ChunkTag& tag, float* data, size_t n,
                     uint64_t checksum) override;
   absl::Status SendSum(int peer, const ChunkTag& tag, const float* a,
                        const RecvChunk& chunk, float* store) override;
@@ -183,6 +186,8 @@ class GrpcTransport final : public Transport {
   std::map<std::pair<int, int>, std::unique_ptr<PeerSender>> senders_
       ABSL_GUARDED_BY(mu_);
   absl::Status aborted_ ABSL_GUARDED_BY(mu_);
+  // SendSum's float32 sums before a 16-bit encoding (collective thread only).
+  std::vector<float> scratch_;
 };
 
 }  // namespace gradsync

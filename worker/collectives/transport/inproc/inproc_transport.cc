@@ -12,9 +12,11 @@ class InProcTransport final : public Transport {
   InProcTransport(InProcGroup* group, int rank) : group_(group), rank_(rank) {}
   int rank() const override { return rank_; }
   int size() const override { return group_->size(); }
+  WireDtype wire_dtype() const override { return group_->dtype(); }
 
-  absl::Status Send(int peer, const ChunkTag& tag, const float* data, size_t n,
+  absl::Status Send(int peer, const ChunkTag& tag, float* data, size_t n,
                     uint64_t checksum) override {
+    RoundToWire(group_->dtype(), data, n);
     absl::MutexLock lock(&group_->mu_);
     if (!group_->aborted_.ok()) return group_->aborted_;
     group_->boxes_[peer][rank_].queue.push_back(
@@ -85,7 +87,8 @@ class InProcTransport final : public Transport {
   const int rank_;
 };
 
-InProcGroup::InProcGroup(int size) : size_(size) {
+InProcGroup::InProcGroup(int size, WireDtype dtype)
+    : size_(size), dtype_(dtype) {
   {
     absl::MutexLock lock(&mu_);
     boxes_.assign(size, std::vector<Mailbox>(size));

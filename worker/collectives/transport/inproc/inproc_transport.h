@@ -16,8 +16,11 @@ namespace gradsync {
 // Shared mailboxes of a group of `size` in-process ranks. Thread-safe.
 class InProcGroup {
  public:
-  explicit InProcGroup(int size);
+  // Messages travel as `dtype` would on a network: Send rounds the values
+  // to it (the in-process queue itself keeps float32).
+  explicit InProcGroup(int size, WireDtype dtype = WireDtype::kFp32);
   int size() const { return size_; }
+  WireDtype dtype() const { return dtype_; }
   // The transport of `rank`; owned by the group.
   Transport* transport(int rank);
 
@@ -32,6 +35,7 @@ class InProcGroup {
     std::deque<Message> queue;
   };
   const int size_;
+  const WireDtype dtype_;
   absl::Mutex mu_;
   std::vector<std::vector<Mailbox>> boxes_ ABSL_GUARDED_BY(mu_);  // [dst][src]
   absl::Status aborted_ ABSL_GUARDED_BY(mu_);
