@@ -2,14 +2,18 @@
 
 #include <cstring>
 
+#include "common/vector_clones.h"
+
 namespace gradsync {
 
+GRADSYNC_VECTOR_CLONES
 void AddInto(float* dst, const float* src, size_t n) {
   // Plain loop: the compiler vectorizes it; the order of additions per element
   // is fixed, so results are bit-identical across runs and replicas.
   for (size_t i = 0; i < n; ++i) dst[i] += src[i];
 }
 
+GRADSYNC_VECTOR_CLONES
 void AddIntoUnaligned(float* dst, const void* src_bytes, size_t n) {
   // memcpy in fixed-size chunks into an aligned stack buffer avoids undefined
   // behaviour from misaligned float loads while keeping the inner loop
@@ -27,6 +31,7 @@ void AddIntoUnaligned(float* dst, const void* src_bytes, size_t n) {
   }
 }
 
+GRADSYNC_VECTOR_CLONES
 void SumIntoUnaligned(float* out, float* out2, const float* a,
                       const void* b_bytes, size_t n) {
   constexpr size_t kChunk = 1024;
@@ -48,6 +53,7 @@ void SumIntoUnaligned(float* out, float* out2, const float* a,
   }
 }
 
+GRADSYNC_VECTOR_CLONES
 void Scale(float* x, float a, size_t n) {
   for (size_t i = 0; i < n; ++i) x[i] *= a;
 }

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "common/kernels.h"
+#include "common/vector_clones.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -21,6 +22,21 @@ float FromBits(uint32_t u) {
   float f;
   std::memcpy(&f, &u, sizeof(f));
   return f;
+}
+
+inline uint16_t ToBf16(float f) {
+  const uint32_t u = Bits(f);
+  if ((u & 0x7FFFFFFFu) > 0x7F800000u) {
+    return static_cast<uint16_t>((u >> 16) | 0x0040u);  // NaN stays quiet NaN
+  }
+  // Round to nearest, ties to even: add just under half an ulp, plus one
+  // when the kept part is odd. A carry into the exponent is the right result
+  // (up to inf).
+  return static_cast<uint16_t>((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
+}
+
+inline float FromBf16(uint16_t h) {
+  return FromBits(static_cast<uint32_t>(h) << 16);
 }
 
 // Conversions run over blocks of this many elements through aligned stack
@@ -61,12 +77,19 @@ bool HaveF16c() {
 }
 #endif
 
+GRADSYNC_VECTOR_CLONES
+void EncodeBf16Block(const float* src, uint16_t* dst, size_t n) {
+  for (size_t i = 0; i < n; ++i) dst[i] = ToBf16(src[i]);
+}
+
+GRADSYNC_VECTOR_CLONES
+void DecodeBf16Block(const uint16_t* src, float* dst, size_t n) {
+  for (size_t i = 0; i < n; ++i) dst[i] = FromBf16(src[i]);
+}
+
 // dst[0..n) = 16-bit encodings of src (aligned, n <= kBlock).
 void Encode16(WireDtype d, const float* src, uint16_t* dst, size_t n) {
-  if (d == WireDtype::kBf16) {
-    for (size_t i = 0; i < n; ++i) dst[i] = FloatToBf16(src[i]);
-    return;
-  }
+  if (d == WireDtype::kBf16) return EncodeBf16Block(src, dst, n);
 #if defined(__x86_64__)
   if (HaveF16c()) return EncodeFp16F16c(src, dst, n);
 #endif
@@ -74,10 +97,7 @@ void Encode16(WireDtype d, const float* src, uint16_t* dst, size_t n) {
 }
 
 void Decode16(WireDtype d, const uint16_t* src, float* dst, size_t n) {
-  if (d == WireDtype::kBf16) {
-    for (size_t i = 0; i < n; ++i) dst[i] = Bf16ToFloat(src[i]);
-    return;
-  }
+  if (d == WireDtype::kBf16) return DecodeBf16Block(src, dst, n);
 #if defined(__x86_64__)
   if (HaveF16c()) return DecodeFp16F16c(src, dst, n);
 #endif
@@ -101,18 +121,9 @@ void ForEachDecodedBlock(WireDtype d, const void* src_bytes, size_t n, Fn fn) {
 
 }  // namespace
 
-uint16_t FloatToBf16(float f) {
-  const uint32_t u = Bits(f);
-  if ((u & 0x7FFFFFFFu) > 0x7F800000u) {
-    return static_cast<uint16_t>((u >> 16) | 0x0040u);  // NaN stays quiet NaN
-  }
-  // Round to nearest, ties to even: add just under half an ulp, plus one
-  // when the kept part is odd. A carry into the exponent is the right result
-  // (up to inf).
-  return static_cast<uint16_t>((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
-}
+uint16_t FloatToBf16(float f) { return ToBf16(f); }
 
-float Bf16ToFloat(uint16_t h) { return FromBits(static_cast<uint32_t>(h) << 16); }
+float Bf16ToFloat(uint16_t h) { return FromBf16(h); }
 
 uint16_t FloatToFp16(float f) {
   uint32_t x = Bits(f);
