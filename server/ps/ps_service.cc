@@ -12,8 +12,9 @@ namespace {
 
 // Completes `reactor` with the parameters of `result` (or its error).
 Reply MakeReply(grpc::ServerUnaryReactor* reactor, grpc::ByteBuffer* response,
-                TensorHeader header) {
-  return [reactor, response, header](absl::StatusOr<PsReply> result) mutable {
+                TensorHeader header, const PsMethodTraffic* traffic) {
+  return [reactor, response, header,
+          traffic](absl::StatusOr<PsReply> result) mutable {
     if (!result.ok()) {
       reactor->Finish(ToGrpcStatus(result.status()));
       return;
@@ -22,6 +23,7 @@ Reply MakeReply(grpc::ServerUnaryReactor* reactor, grpc::ByteBuffer* response,
     header.set_step(result->step);
     const size_t n = result->params->size();
     *response = EncodeFrameShared(header, std::move(result->params), 0, n);
+    traffic->Sent(response->Length());
     reactor->Finish(grpc::Status::OK);
   };
 }
@@ -32,6 +34,7 @@ grpc::ServerUnaryReactor* PsService::Init(grpc::CallbackServerContext* ctx,
                                           const grpc::ByteBuffer* request,
                                           grpc::ByteBuffer* response) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  traffic_.init.Received(request->Length());
   absl::StatusOr<DecodedFrame> frame = DecodedFrame::Parse(*request);
   if (!frame.ok()) {
     reactor->Finish(ToGrpcStatus(frame.status()));
@@ -70,6 +73,7 @@ grpc::ServerUnaryReactor* PsService::Pull(grpc::CallbackServerContext* ctx,
                                           const grpc::ByteBuffer* request,
                                           grpc::ByteBuffer* response) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  traffic_.pull.Received(request->Length());
   absl::StatusOr<DecodedFrame> frame = DecodedFrame::Parse(*request);
   if (!frame.ok()) {
     reactor->Finish(ToGrpcStatus(frame.status()));
@@ -80,7 +84,7 @@ grpc::ServerUnaryReactor* PsService::Pull(grpc::CallbackServerContext* ctx,
   header.set_offset(frame->header().offset());
   // step < 0 asks for the job's initial parameters.
   store_->Pull(frame->header().job_id(), frame->header().step() < 0,
-               MakeReply(reactor, response, header));
+               MakeReply(reactor, response, header, &traffic_.pull));
   return reactor;
 }
 
@@ -88,6 +92,7 @@ grpc::ServerUnaryReactor* PsService::PushPull(grpc::CallbackServerContext* ctx,
                                               const grpc::ByteBuffer* request,
                                               grpc::ByteBuffer* response) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  traffic_.push_pull.Received(request->Length());
   absl::StatusOr<DecodedFrame> frame = DecodedFrame::Parse(*request);
   if (!frame.ok()) {
     reactor->Finish(ToGrpcStatus(frame.status()));
@@ -104,7 +109,8 @@ grpc::ServerUnaryReactor* PsService::PushPull(grpc::CallbackServerContext* ctx,
   header.set_offset(h.offset());
   // Steps 2-3 off the callback thread; the frame keeps the slices alive.
   pool_.Schedule([store = store_, f = *std::move(frame),
-                  reply = MakeReply(reactor, response, header)]() mutable {
+                  reply = MakeReply(reactor, response, header,
+                                    &traffic_.push_pull)]() mutable {
     const TensorHeader& fh = f.header();
     store->Push(fh.job_id(), fh.step(), fh.rank(), f.count(),
                 [&f](float* dst) { f.AddTo(dst); }, std::move(reply));
