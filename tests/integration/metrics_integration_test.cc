@@ -1,9 +1,11 @@
 // /metrics of real daemons: a server and two workers with --metrics_listen
-// on free ports run a ring job and then a PS job; the test scrapes every
-// daemon (with cpp-httplib's client) during and after each job and checks
-// that the counters moved and agree with each other.
+// on free ports run a ring job and then a PS job, or a long job that is
+// cancelled; the tests scrape every daemon (with cpp-httplib's client) during
+// and after the jobs and check that the counters move and agree with each
+// other.
 #include <httplib.h>
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -132,6 +134,54 @@ TEST(MetricsIntegration, CountersOfServerAndWorkersMoveWithRingAndPsJobs) {
   EXPECT_LT(shard_received, worker_pushed * 1.01);
   EXPECT_GE(shard_sent, worker_pulled);
   EXPECT_LT(shard_sent, worker_pulled * 1.01);
+}
+
+// Polls `address` until pred(scrape) or 60 s; returns the last scrape.
+std::string ScrapeUntil(const std::string& address,
+                        const std::function<bool(const std::string&)>& pred) {
+  const absl::Time deadline = absl::Now() + absl::Seconds(60);
+  std::string text = Scrape(address);
+  while (!pred(text) && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(100));
+    text = Scrape(address);
+  }
+  return text;
+}
+
+TEST(MetricsIntegration, CountersMoveWhileAJobRunsAndACancelIsCounted) {
+  Cluster c(2, /*shards=*/1, /*metrics=*/true);
+  ASSERT_TRUE(c.ok());
+  v1::JobSpec spec = Spec("ring", "sync", 2);
+  spec.set_epochs(50);  // far longer than the test
+  v1::Job job;
+  ASSERT_TRUE(c.Submit(spec, &job).ok());
+  const std::string worker = c->workers()[0].metrics;
+  const std::string steps = "gradsync_worker_steps_total";
+  std::string first = ScrapeUntil(worker, [&](const std::string& t) {
+    return Value(t, steps) > 0;
+  });
+  ASSERT_GT(Value(first, steps), 0) << first;
+  EXPECT_GT(Sum(first, "gradsync_worker_peer_sent_bytes_total"), 0) << first;
+  std::string later = ScrapeUntil(worker, [&](const std::string& t) {
+    return Value(t, steps) > Value(first, steps);
+  });
+  EXPECT_GT(Value(later, steps), Value(first, steps)) << "steps did not move";
+  std::string s = Scrape(c->server().metrics);
+  EXPECT_EQ(Value(s, "gradsync_server_jobs{state=\"RUNNING\"}"), 1) << s;
+  EXPECT_EQ(Value(s, "gradsync_server_busy_workers"), 2) << s;
+
+  ASSERT_TRUE(c.Cancel(job.id(), &job).ok());
+  EXPECT_EQ(c.WaitFor(job.id(), absl::Seconds(30), Terminal).state(),
+            v1::CANCELLED);
+  s = ScrapeUntil(c->server().metrics, [](const std::string& t) {
+    return Value(t, "gradsync_server_busy_workers") == 0;
+  });
+  EXPECT_EQ(Value(s, "gradsync_server_jobs_finished_total{state=\"CANCELLED\"}"), 1)
+      << s;
+  const std::string w = ScrapeUntil(worker, [](const std::string& t) {
+    return Value(t, "gradsync_worker_jobs_total{outcome=\"cancelled\"}") == 1;
+  });
+  EXPECT_EQ(Value(w, "gradsync_worker_jobs_total{outcome=\"cancelled\"}"), 1) << w;
 }
 
 TEST(MetricsIntegration, ABusyMetricsPortStopsTheDaemonWithAClearError) {

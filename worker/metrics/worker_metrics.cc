@@ -62,8 +62,11 @@ void WorkerMetrics::OnProgress(const v1::WorkerMessage::Progress& p) {
 void WorkerMetrics::OnJobDone(const v1::WorkerMessage::JobDone& done) {
   comm_seconds->Add(done.comm_seconds());
   exposed_comm_seconds->Add(done.exposed_comm_seconds());
-  const bool ok = done.code() == static_cast<int>(absl::StatusCode::kOk);
-  jobs->WithLabels({ok ? "succeeded" : "failed"})->Increment();
+  const auto code = static_cast<absl::StatusCode>(done.code());
+  jobs->WithLabels({code == absl::StatusCode::kOk          ? "succeeded"
+                    : code == absl::StatusCode::kCancelled ? "cancelled"
+                                                           : "failed"})
+      ->Increment();
   samples_per_second->Set(0);
   last_step_ = 0;
 }

@@ -26,7 +26,7 @@ struct WorkerMetrics {
   Gauge* samples_per_second;
   Counter* comm_seconds;          // communication threads busy, per job
   Counter* exposed_comm_seconds;  // training thread waiting, per job
-  CounterFamily* jobs;            // {outcome}: succeeded | failed
+  CounterFamily* jobs;            // {outcome}: succeeded | cancelled | failed
   // Ring traffic, label peer = the other rank (MeteredTransport).
   CounterFamily* peer_sent_bytes;
   CounterFamily* peer_received_bytes;
