@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "absl/strings/match.h"
+#include "absl/strings/strip.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/grpc/grpc_util.h"
@@ -24,6 +25,25 @@ std::string ReadFile(const std::string& path) {
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
+}
+
+// The rest of the first complete line of `out` that starts with `prefix`,
+// cut at `end` when given, with 0.0.0.0 replaced by 127.0.0.1; empty when
+// there is no such line yet.
+std::string Announced(const std::string& out, absl::string_view prefix,
+                      absl::string_view end = "") {
+  for (size_t pos = 0, nl; (nl = out.find('\n', pos)) != std::string::npos;
+       pos = nl + 1) {
+    absl::string_view line(out.data() + pos, nl - pos);
+    if (!absl::ConsumePrefix(&line, prefix)) continue;
+    if (!end.empty()) line = line.substr(0, line.find(end));
+    std::string address(line);
+    if (absl::StartsWith(address, "0.0.0.0:")) {
+      address = absl::StrCat("127.0.0.1", address.substr(7));
+    }
+    return address;
+  }
+  return "";
 }
 
 std::string LastLines(const std::string& path, int n) {
@@ -79,16 +99,13 @@ absl::StatusOr<LocalCluster::Process> LocalCluster::Spawn(
     _exit(127);
   }
   p.pid = pid;
-  // Wait for "listening on HOST:PORT" on its stdout.
+  // Wait for "listening on HOST:PORT" on its stdout (the daemons print
+  // "metrics at http://HOST:PORT/metrics" before it).
   while (true) {
     std::string out = ReadFile(p.out);
-    size_t at = out.find("listening on ");
-    if (at != std::string::npos && out.find('\n', at) != std::string::npos) {
-      size_t b = at + strlen("listening on ");
-      p.address = out.substr(b, out.find('\n', at) - b);
-      if (absl::StartsWith(p.address, "0.0.0.0:")) {
-        p.address = absl::StrCat("127.0.0.1", p.address.substr(7));
-      }
+    p.address = Announced(out, "listening on ");
+    if (!p.address.empty()) {
+      p.metrics = Announced(out, "metrics at http://", "/metrics");
       return p;
     }
     int status;
@@ -119,10 +136,14 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(
   const std::string server_bin = absl::StrCat(options.bin_dir, "/gradsync-server");
   const std::string worker_bin = absl::StrCat(options.bin_dir, "/gradsync-worker");
   const std::string level = absl::StrCat("--log_level=", options.log_level);
+  // An empty --metrics_listen is the default: off.
+  const std::string metrics = absl::StrCat(
+      "--metrics_listen=", options.metrics ? "127.0.0.1:0" : "");
   std::vector<std::string> extra;
   for (int s = 1; s < options.ps_shards; ++s) {
     auto p = c->Spawn(absl::StrCat("ps", s), server_bin,
-                      {"--listen=127.0.0.1:0", "--role=ps", level}, deadline);
+                      {"--listen=127.0.0.1:0", "--role=ps", level, metrics},
+                      deadline);
     if (!p.ok()) return p.status();
     c->shards_.push_back(*p);
     extra.push_back(p->address);
@@ -131,14 +152,15 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(
       "server", server_bin,
       {"--listen=127.0.0.1:0", "--role=all",
        absl::StrCat("--ps_shards=", absl::StrJoin(extra, ",")),
-       absl::StrCat("--heartbeat_timeout=", options.heartbeat_timeout), level},
+       absl::StrCat("--heartbeat_timeout=", options.heartbeat_timeout), level,
+       metrics},
       deadline);
   if (!server.ok()) return server.status();
   c->server_ = *server;
   for (int w = 0; w < options.workers; ++w) {
     std::vector<std::string> args = {
         absl::StrCat("--coordinator=", c->server_.address),
-        "--listen=127.0.0.1:0", absl::StrCat("--id=w", w), level};
+        "--listen=127.0.0.1:0", absl::StrCat("--id=w", w), level, metrics};
     if (!options.data_dir.empty()) {
       args.push_back(absl::StrCat("--data_dir=", options.data_dir));
     }

@@ -24,6 +24,8 @@ struct LocalClusterOptions {
   std::string data_dir;       // passed to workers when set
   std::string log_level = "info";
   double heartbeat_timeout = 6.0;
+  // Every process serves /metrics on a free loopback port (Process::metrics).
+  bool metrics = false;
   absl::Duration start_timeout = absl::Seconds(30);
   // Start-up gives up (CANCELLED) once this becomes true, e.g. on Ctrl-C.
   const std::atomic<bool>* interrupted = nullptr;
@@ -37,6 +39,7 @@ class LocalCluster {
     std::string log;      // stderr (spdlog)
     std::string out;      // stdout ("listening on ...")
     std::string address;  // as printed by the process
+    std::string metrics;  // HOST:PORT of its /metrics, when options.metrics
   };
 
   // Starts the processes and waits until the coordinator lists all workers.
@@ -46,6 +49,7 @@ class LocalCluster {
   ~LocalCluster();
 
   const std::string& coordinator() const { return server_.address; }
+  const Process& server() const { return server_; }
   const std::vector<Process>& workers() const { return workers_; }
   // OK while every process runs; else names the first that exited.
   absl::Status CheckAlive();

@@ -15,6 +15,7 @@
 #include "absl/strings/str_split.h"
 #include "common/grpc/grpc_util.h"
 #include "common/logging.h"
+#include "common/metrics/metrics_server.h"
 #include "common/signals.h"
 #include "server/coordinator/coordinator.h"
 #include "server/ps/ps_service.h"
@@ -38,6 +39,10 @@ ABSL_FLAG(double, heartbeat_timeout, 6.0,
           "declared dead and its job fails.");
 ABSL_FLAG(std::string, log_level, "info",
           "trace, debug, info, warn, error or off.");
+ABSL_FLAG(std::string, metrics_listen, "",
+          "HOST:PORT to serve Prometheus metrics on (GET /metrics; port 0 "
+          "picks a free port, printed on stdout as 'metrics at "
+          "http://HOST:PORT/metrics'). Default: off.");
 
 int main(int argc, char** argv) {
   gradsync::BlockTerminationSignals();
@@ -62,8 +67,12 @@ int main(int argc, char** argv) {
   const std::string listen = absl::GetFlag(FLAGS_listen);
   std::vector<grpc::Service*> services;
 
+  gradsync::MetricsRegistry metrics_registry;  // this process's; outlives all
   gradsync::PsStore store;
-  gradsync::PsService ps_service(&store);
+  gradsync::PsService ps_service(
+      &store, gradsync::kPsReduceThreads,
+      role == "coordinator" ? gradsync::PsTraffic{}
+                            : gradsync::RegisterPsTraffic(&metrics_registry));
   std::unique_ptr<gradsync::Coordinator> coordinator;
   if (role != "coordinator") services.push_back(&ps_service);
   std::vector<std::string> extra;
@@ -82,8 +91,17 @@ int main(int argc, char** argv) {
     for (const std::string& e : extra) copts.ps_addresses.push_back(e);
     coordinator = std::make_unique<gradsync::Coordinator>(copts);
     services.push_back(coordinator.get());
+    gradsync::RegisterCoordinatorMetrics(
+        [c = coordinator.get()] { return c->Stats(); }, &metrics_registry);
   }
   std::string advertise = absl::GetFlag(FLAGS_advertise);
+  gradsync::MetricsServer metrics(&metrics_registry);
+  if (absl::Status st = gradsync::StartMetricsEndpoint(
+          &metrics, absl::GetFlag(FLAGS_metrics_listen));
+      !st.ok()) {
+    std::cerr << "gradsync-server: --metrics_listen: " << st.message() << "\n";
+    return 1;
+  }
   absl::StatusOr<gradsync::StartedServer> started =
       gradsync::StartServer(listen, services);
   if (!started.ok()) {
@@ -101,6 +119,7 @@ int main(int argc, char** argv) {
                role == "ps" ? 1 : static_cast<int>(copts.ps_addresses.size()));
   const int sig = gradsync::WaitForTerminationSignal();
   spdlog::info("signal {}: shutting down", sig);
+  metrics.Stop();  // scrapes read the coordinator, which is about to go
   if (coordinator) coordinator->Shutdown();
   store.Shutdown();
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));

@@ -11,6 +11,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "common/logging.h"
+#include "common/metrics/metrics_server.h"
 #include "common/signals.h"
 #include "worker/collectives/tuning.h"
 #include "worker/worker_daemon.h"
@@ -36,6 +37,10 @@ ABSL_FLAG(int, gpu, -1,
           "visible, so workers on one machine spread over its GPUs; several "
           "workers may share one GPU).");
 ABSL_FLAG(std::string, log_level, "info", "trace, debug, info, warn, error or off.");
+ABSL_FLAG(std::string, metrics_listen, "",
+          "HOST:PORT to serve Prometheus metrics on (GET /metrics; port 0 "
+          "picks a free port, printed on stdout as 'metrics at "
+          "http://HOST:PORT/metrics'). Default: off.");
 ABSL_FLAG(std::string, tuning_file, "",
           "Allreduce tuning table for ring jobs with --algorithm=auto: lines "
           "'WORLD MAX_BYTES ALGORITHM' (worker/collectives/tuning.h), as "
@@ -85,6 +90,13 @@ int main(int argc, char** argv) {
   absl::StatusOr<std::string> addr = daemon.Start();
   if (!addr.ok()) {
     std::cerr << "gradsync-worker: " << addr.status().message() << "\n";
+    return 1;
+  }
+  gradsync::MetricsServer metrics(daemon.metrics_registry());
+  if (absl::Status st = gradsync::StartMetricsEndpoint(
+          &metrics, absl::GetFlag(FLAGS_metrics_listen));
+      !st.ok()) {
+    std::cerr << "gradsync-worker: --metrics_listen: " << st.message() << "\n";
     return 1;
   }
   std::cout << "listening on " << *addr << std::endl;

@@ -11,6 +11,7 @@
 #include "common/logging.h"
 #include "common/spec/job_spec.h"
 #include "worker/bench/bench_runner.h"
+#include "worker/metrics/metered_sync.h"
 #include "worker/train/trainer.h"
 #include "worker/train/training_steps.h"
 #include "worker/model/device_factory.h"
@@ -33,6 +34,7 @@ class WorkerDaemon::Reporter final : public TrainingReporter {
  public:
   explicit Reporter(WorkerDaemon* d) : d_(d) {}
   void Progress(const v1::WorkerMessage::Progress& p) override {
+    d_->metrics_.OnProgress(p);
     v1::WorkerMessage m;
     *m.mutable_progress() = p;
     d_->Write(m);
@@ -128,9 +130,16 @@ class WorkerDaemon::Heartbeats {
           v1::WorkerMessage hb;
           hb.mutable_heartbeat();
           absl::MutexLock lock(&mu_);
-          while (!mu_.AwaitWithTimeout(absl::Condition(&over_),
-                                       d->options_.heartbeat_interval)) {
-            d->Write(hb);
+          const absl::Duration interval = d->options_.heartbeat_interval;
+          while (!mu_.AwaitWithTimeout(absl::Condition(&over_), interval)) {
+            const absl::Time before = absl::Now();
+            const bool written = d->Write(hb);
+            // A write blocked for k intervals delayed k heartbeats.
+            absl::Duration rest;
+            const int64_t late =
+                absl::IDivDuration(absl::Now() - before, interval, &rest);
+            d->metrics_.heartbeats_missed->Add(
+                static_cast<double>(late + (written ? 0 : 1)));
           }
         }) {}
   ~Heartbeats() { Stop(); }
@@ -314,11 +323,14 @@ absl::StatusOr<WorkerDaemon::JobParts> WorkerDaemon::PrepareJob(
         std::vector<std::string>(a.peer_addresses().begin(),
                                  a.peer_addresses().end()),
         mailboxes_.Open(a.job_id()), TransportOptions(a.spec()));
+    parts.metered = std::make_unique<MeteredTransport>(
+        parts.transport.get(), metrics_.peer_sent_bytes,
+        metrics_.peer_received_bytes);
   }
   absl::StatusOr<std::unique_ptr<GradientSync>> sync =
-      MakeGradientSync(&a, parts.transport.get(), options_.tuning.get());
+      MakeGradientSync(&a, parts.metered.get(), options_.tuning.get());
   if (!sync.ok()) return sync.status();
-  parts.sync = std::move(*sync);
+  parts.sync = std::make_unique<MeteredSync>(std::move(*sync), &a, &metrics_);
   return parts;
 }
 
@@ -354,6 +366,7 @@ void WorkerDaemon::JobMain(v1::Assignment a) {
   // Sync before transport before model: each uses the next.
   if (parts.ok()) {
     parts->sync.reset();
+    parts->metered.reset();
     parts->transport.reset();
     parts->model.reset();
   }
@@ -363,6 +376,7 @@ void WorkerDaemon::JobMain(v1::Assignment a) {
 void WorkerDaemon::ReportJobDone(const v1::WorkerMessage::JobDone& done) {
   // Idle before the coordinator hears of it: it may assign the next job at
   // once (StartJob then joins this thread, which is about to end).
+  metrics_.OnJobDone(done);
   {
     absl::MutexLock lock(&mu_);
     job_id_.clear();
@@ -388,7 +402,9 @@ v1::WorkerMessage::JobDone WorkerDaemon::RunBenchJob(const v1::Assignment& a) {
         std::vector<std::string>(a.peer_addresses().begin(),
                                  a.peer_addresses().end()),
         mailboxes_.Open(a.job_id()), TransportOptions(a.spec()));
-    BenchRunner runner(a, &transport, options_.tuning.get());
+    MeteredTransport metered(&transport, metrics_.peer_sent_bytes,
+                             metrics_.peer_received_bytes);
+    BenchRunner runner(a, &metered, options_.tuning.get());
     {
       absl::MutexLock lock(&mu_);
       bench_ = &runner;

@@ -28,6 +28,8 @@
 #include "worker/sync/gradient_sync.h"
 #include "worker/collectives/transport/grpc/grpc_transport.h"
 #include "worker/collectives/tuning.h"
+#include "worker/metrics/metered_transport.h"
+#include "worker/metrics/worker_metrics.h"
 
 namespace gradsync {
 
@@ -59,6 +61,10 @@ class WorkerDaemon {
   void Run();
   // Thread-safe; makes Run return (cancels a running job).
   void Stop();
+  // This daemon's metrics, for its /metrics endpoint (main.cc). Each daemon
+  // owns its registry rather than sharing a process-wide one, so that
+  // several daemons in one test process keep separate numbers.
+  const MetricsRegistry* metrics_registry() const { return &metrics_registry_; }
 
  private:
   using Stream =
@@ -90,7 +96,8 @@ class WorkerDaemon {
     std::shared_ptr<const Dataset> train, test;
     std::unique_ptr<DeviceModel> model;
     std::unique_ptr<GrpcTransport> transport;  // ring strategies only
-    std::unique_ptr<GradientSync> sync;
+    std::unique_ptr<MeteredTransport> metered;  // counts `transport`'s bytes
+    std::unique_ptr<GradientSync> sync;         // a MeteredSync
   };
   // Data, device model, transport and GradientSync for assignment `a`.
   absl::StatusOr<JobParts> PrepareJob(const v1::Assignment& a);
@@ -99,6 +106,8 @@ class WorkerDaemon {
                                                           bool train);
 
   const WorkerOptions options_;
+  MetricsRegistry metrics_registry_;
+  WorkerMetrics metrics_{&metrics_registry_};  // thread-safe handles
   std::string advertise_;
   std::string id_;
   PeerMailboxes mailboxes_;

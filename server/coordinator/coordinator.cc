@@ -324,6 +324,11 @@ grpc::Status Coordinator::ListJobs(grpc::ServerContext*,
   return grpc::Status::OK;
 }
 
+CoordinatorStats Coordinator::Stats() {
+  absl::MutexLock lock(&mu_);
+  return CountCoordinatorStats(jobs_.Jobs(), workers_.Live());
+}
+
 grpc::Status Coordinator::CancelJob(grpc::ServerContext*,
                                     const v1::CancelJobRequest* req,
                                     v1::Job* resp) {

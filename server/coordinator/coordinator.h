@@ -28,6 +28,7 @@
 #include "absl/time/time.h"
 #include "gradsync/v1/gradsync.grpc.pb.h"
 #include "server/coordinator/clock.h"
+#include "server/coordinator/coordinator_metrics.h"
 #include "server/coordinator/job_table.h"
 #include "server/coordinator/worker_registry.h"
 
@@ -77,6 +78,9 @@ class Coordinator final : public v1::Coordinator::Service {
 
   // Ends watchers and worker sessions; call before Server::Shutdown.
   void Shutdown();
+
+  // Jobs by state and workers, for /metrics (coordinator_metrics.h).
+  CoordinatorStats Stats() ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   using Stream =

@@ -13,9 +13,10 @@ namespace {
 // Completes `reactor` with the parameters of `result` (or its error), in
 // the wire format the request came in.
 Reply MakeReply(grpc::ServerUnaryReactor* reactor, grpc::ByteBuffer* response,
-                TensorHeader header, WireDtype dtype) {
-  return [reactor, response, header,
-          dtype](absl::StatusOr<PsReply> result) mutable {
+                TensorHeader header, WireDtype dtype,
+                const PsMethodTraffic* traffic) {
+  return [reactor, response, header, dtype,
+          traffic](absl::StatusOr<PsReply> result) mutable {
     if (!result.ok()) {
       reactor->Finish(ToGrpcStatus(result.status()));
       return;
@@ -26,6 +27,7 @@ Reply MakeReply(grpc::ServerUnaryReactor* reactor, grpc::ByteBuffer* response,
     *response = IsLossy(dtype)
                     ? EncodeFrameAs(header, dtype, result->params->data(), n)
                     : EncodeFrameShared(header, std::move(result->params), 0, n);
+    traffic->Sent(response->Length());
     reactor->Finish(grpc::Status::OK);
   };
 }
@@ -36,6 +38,7 @@ grpc::ServerUnaryReactor* PsService::Init(grpc::CallbackServerContext* ctx,
                                           const grpc::ByteBuffer* request,
                                           grpc::ByteBuffer* response) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  traffic_.init.Received(request->Length());
   absl::StatusOr<DecodedFrame> frame = DecodedFrame::Parse(*request);
   if (!frame.ok()) {
     reactor->Finish(ToGrpcStatus(frame.status()));
@@ -74,6 +77,7 @@ grpc::ServerUnaryReactor* PsService::Pull(grpc::CallbackServerContext* ctx,
                                           const grpc::ByteBuffer* request,
                                           grpc::ByteBuffer* response) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  traffic_.pull.Received(request->Length());
   absl::StatusOr<DecodedFrame> frame = DecodedFrame::Parse(*request);
   if (!frame.ok()) {
     reactor->Finish(ToGrpcStatus(frame.status()));
@@ -84,7 +88,8 @@ grpc::ServerUnaryReactor* PsService::Pull(grpc::CallbackServerContext* ctx,
   header.set_offset(frame->header().offset());
   // step < 0 asks for the job's initial parameters.
   store_->Pull(frame->header().job_id(), frame->header().step() < 0,
-               MakeReply(reactor, response, header, frame->dtype()));
+               MakeReply(reactor, response, header, frame->dtype(),
+                         &traffic_.pull));
   return reactor;
 }
 
@@ -92,6 +97,7 @@ grpc::ServerUnaryReactor* PsService::PushPull(grpc::CallbackServerContext* ctx,
                                               const grpc::ByteBuffer* request,
                                               grpc::ByteBuffer* response) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  traffic_.push_pull.Received(request->Length());
   absl::StatusOr<DecodedFrame> frame = DecodedFrame::Parse(*request);
   if (!frame.ok()) {
     reactor->Finish(ToGrpcStatus(frame.status()));
@@ -110,7 +116,7 @@ grpc::ServerUnaryReactor* PsService::PushPull(grpc::CallbackServerContext* ctx,
   // Steps 2-3 off the callback thread; the frame keeps the slices alive.
   pool_.Schedule([store = store_, f = *std::move(frame),
                   reply = MakeReply(reactor, response, header,
-                                    dtype)]() mutable {
+                                    dtype, &traffic_.push_pull)]() mutable {
     const TensorHeader& fh = f.header();
     store->Push(fh.job_id(), fh.step(), fh.rank(), f.count(),
                 [&f](float* dst) { f.AddTo(dst); }, std::move(reply));

@@ -18,6 +18,7 @@
 
 #include "gradsync/v1/gradsync.grpc.pb.h"
 #include "server/ps/ps_store.h"
+#include "server/ps/ps_traffic.h"
 #include "server/ps/reduce_pool.h"
 
 namespace gradsync {
@@ -34,10 +35,12 @@ inline constexpr int kPsReduceThreads = 2;
 
 // Thread-safe. `store` must outlive the service. Destruction runs the
 // reductions still queued (their replies then finish) and joins the pool.
+// `traffic` counts requests and bytes for /metrics (default: nothing).
 class PsService final : public PsServiceBase {
  public:
-  explicit PsService(PsStore* store, int reduce_threads = kPsReduceThreads)
-      : store_(store), pool_(reduce_threads) {}
+  explicit PsService(PsStore* store, int reduce_threads = kPsReduceThreads,
+                     PsTraffic traffic = {})
+      : store_(store), pool_(reduce_threads), traffic_(traffic) {}
 
   grpc::ServerUnaryReactor* Init(grpc::CallbackServerContext* ctx,
                                  const grpc::ByteBuffer* request,
@@ -55,6 +58,7 @@ class PsService final : public PsServiceBase {
  private:
   PsStore* const store_;
   ReducePool pool_;
+  const PsTraffic traffic_;
 };
 
 }  // namespace gradsync

@@ -1,0 +1,123 @@
+#include "tests/integration/cluster_fixture.h"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include <gtest/gtest.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/grpc/grpc_util.h"
+#include "common/spec/job_spec.h"
+
+namespace gradsync {
+namespace {
+
+grpc::ClientContext* WithDeadline(grpc::ClientContext* ctx) {
+  ctx->set_deadline(ToChrono(absl::Now() + absl::Seconds(5)));
+  return ctx;
+}
+
+}  // namespace
+
+std::string TempDir() {
+  char tmpl[] = "/tmp/gradsync-test-XXXXXX";
+  return mkdtemp(tmpl);
+}
+
+std::string Slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+int Shell(const std::string& cmd, int timeout_s) {
+  std::string full = absl::StrCat("timeout -k 5 ", timeout_s, " ", cmd);
+  int rc = std::system(full.c_str());
+  return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
+Cluster::Cluster(int workers, int shards, bool metrics) {
+  LocalClusterOptions o;
+  o.workers = workers;
+  o.ps_shards = shards;
+  o.metrics = metrics;
+  o.bin_dir = GRADSYNC_BIN_DIR;
+  o.log_dir = TempDir();
+  o.log_level = "info";
+  auto c = LocalCluster::Start(o);
+  EXPECT_TRUE(c.ok()) << c.status();
+  if (c.ok()) cluster_ = std::move(*c);
+  if (cluster_) {
+    stub_ = v1::Coordinator::NewStub(MakeChannel(cluster_->coordinator()));
+  }
+}
+
+grpc::Status Cluster::Submit(const v1::JobSpec& spec, v1::Job* job) {
+  grpc::ClientContext ctx;
+  v1::SubmitJobRequest req;
+  *req.mutable_spec() = spec;
+  return stub_->SubmitJob(WithDeadline(&ctx), req, job);
+}
+
+grpc::Status Cluster::Get(const std::string& id, v1::Job* job) {
+  grpc::ClientContext ctx;
+  v1::GetJobRequest req;
+  req.set_id(id);
+  return stub_->GetJob(WithDeadline(&ctx), req, job);
+}
+
+grpc::Status Cluster::List(v1::ListJobsResponse* resp) {
+  grpc::ClientContext ctx;
+  return stub_->ListJobs(WithDeadline(&ctx), v1::ListJobsRequest(), resp);
+}
+
+grpc::Status Cluster::Cancel(const std::string& id, v1::Job* job) {
+  grpc::ClientContext ctx;
+  v1::CancelJobRequest req;
+  req.set_id(id);
+  return stub_->CancelJob(WithDeadline(&ctx), req, job);
+}
+
+v1::Job Cluster::WaitFor(const std::string& id, absl::Duration limit,
+                         const std::function<bool(const v1::Job&)>& pred) {
+  const absl::Time deadline = absl::Now() + limit;
+  v1::Job job;
+  while (absl::Now() < deadline) {
+    if (Get(id, &job).ok() && pred(job)) return job;
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  return job;
+}
+
+int Cluster::IdleWorkers() {
+  v1::ListJobsResponse resp;
+  if (!List(&resp).ok()) return -1;
+  int idle = 0;
+  for (const auto& w : resp.workers()) idle += w.state() == "idle";
+  return idle;
+}
+
+bool Terminal(const v1::Job& j) {
+  return j.state() == v1::SUCCEEDED || j.state() == v1::FAILED ||
+         j.state() == v1::CANCELLED;
+}
+
+v1::JobSpec Spec(const std::string& strategy, const std::string& mode,
+                 int workers) {
+  v1::JobSpec s;
+  s.set_strategy(*ParseStrategy(strategy));
+  s.set_mode(*ParseSyncMode(mode));
+  s.set_workers(workers);
+  s.set_batch_size(32);
+  s.set_optimizer(v1::OPTIMIZER_ADAM);
+  s.set_lr(0.001f);
+  return s;
+}
+
+}  // namespace gradsync

@@ -1,0 +1,210 @@
+// /metrics of real daemons: a server and two workers with --metrics_listen
+// on free ports run a ring job and then a PS job, or a long job that is
+// cancelled; the tests scrape every daemon (with cpp-httplib's client) during
+// and after the jobs and check that the counters move and agree with each
+// other.
+#include <httplib.h>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "common/metrics/metrics_server.h"
+#include "tests/integration/cluster_fixture.h"
+
+namespace gradsync {
+namespace {
+
+// The body of GET http://ADDRESS/metrics; a test failure and "" otherwise.
+std::string Scrape(const std::string& address) {
+  absl::StatusOr<std::pair<std::string, int>> hp = SplitHostPort(address);
+  EXPECT_TRUE(hp.ok()) << "metrics address '" << address << "'";
+  if (!hp.ok()) return "";
+  httplib::Client client(hp->first, hp->second);
+  client.set_connection_timeout(5);
+  client.set_read_timeout(5);
+  httplib::Result res = client.Get("/metrics");
+  EXPECT_TRUE(res && res->status == 200) << "scrape of " << address;
+  return res && res->status == 200 ? res->body : "";
+}
+
+// The value of the sample written exactly as `sample` (name and labels);
+// -1 when the scrape has no such line.
+double Value(const std::string& text, const std::string& sample) {
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    if (!absl::ConsumePrefix(&line, sample) || !absl::ConsumePrefix(&line, " ")) {
+      continue;
+    }
+    double v;
+    return absl::SimpleAtod(line, &v) ? v : -1;
+  }
+  return -1;
+}
+
+// The sum over every label set of metric `name` (samples "name{...} v").
+double Sum(const std::string& text, const std::string& name) {
+  double sum = 0;
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    if (!absl::ConsumePrefix(&line, name + "{")) continue;
+    double v;
+    if (absl::SimpleAtod(line.substr(line.rfind(' ') + 1), &v)) sum += v;
+  }
+  return sum;
+}
+
+// Runs `spec` to the end, scraping worker 0 while it runs; returns the
+// finished job.
+v1::Job RunScraping(Cluster& c, const v1::JobSpec& spec) {
+  v1::Job job;
+  EXPECT_TRUE(c.Submit(spec, &job).ok());
+  c.WaitFor(job.id(), absl::Seconds(30), [](const v1::Job& j) {
+    return j.state() == v1::RUNNING || Terminal(j);
+  });
+  // A scrape in the middle of training answers (what it holds is timing).
+  EXPECT_NE(Scrape(c->workers()[0].metrics), "");
+  return c.WaitFor(job.id(), absl::Seconds(120), Terminal);
+}
+
+TEST(MetricsIntegration, CountersOfServerAndWorkersMoveWithRingAndPsJobs) {
+  Cluster c(2, /*shards=*/1, /*metrics=*/true);
+  ASSERT_TRUE(c.ok());
+  const std::string server = c->server().metrics;
+  ASSERT_FALSE(server.empty());
+  std::string s = Scrape(server);
+  EXPECT_EQ(Value(s, "gradsync_server_registered_workers"), 2) << s;
+  EXPECT_EQ(Value(s, "gradsync_server_jobs_submitted_total"), 0) << s;
+
+  v1::JobSpec ring = Spec("ring", "sync", 2);
+  ring.set_steps(40);
+  v1::Job done = RunScraping(c, ring);
+  ASSERT_EQ(done.state(), v1::SUCCEEDED) << done.error();
+  std::vector<std::string> w = {Scrape(c->workers()[0].metrics),
+                                Scrape(c->workers()[1].metrics)};
+  for (const std::string& text : w) {
+    EXPECT_EQ(Value(text, "gradsync_worker_steps_total"), 40) << text;
+    EXPECT_GT(Sum(text, "gradsync_worker_peer_sent_bytes_total"), 0) << text;
+    EXPECT_GT(Value(text, "gradsync_worker_collective_seconds_count"), 0) << text;
+    EXPECT_GE(Value(text, "gradsync_worker_exposed_comm_seconds_total"), 0);
+    EXPECT_EQ(Value(text, "gradsync_worker_jobs_total{outcome=\"succeeded\"}"), 1);
+    // Present; its value depends on timing (a write blocked for a second).
+    EXPECT_GE(Value(text, "gradsync_worker_heartbeats_missed_total"), 0) << text;
+  }
+  // What one rank sent the other received (payload bytes, both ways).
+  EXPECT_EQ(Sum(w[0], "gradsync_worker_peer_sent_bytes_total"),
+            Sum(w[1], "gradsync_worker_peer_received_bytes_total"));
+  EXPECT_EQ(Sum(w[1], "gradsync_worker_peer_sent_bytes_total"),
+            Sum(w[0], "gradsync_worker_peer_received_bytes_total"));
+
+  v1::JobSpec ps = Spec("ps", "sync", 2);
+  ps.set_steps(30);
+  done = RunScraping(c, ps);
+  ASSERT_EQ(done.state(), v1::SUCCEEDED) << done.error();
+  s = Scrape(server);
+  EXPECT_EQ(Value(s, "gradsync_server_jobs{state=\"SUCCEEDED\"}"), 2) << s;
+  EXPECT_EQ(Value(s, "gradsync_server_jobs_finished_total{state=\"SUCCEEDED\"}"), 2);
+  EXPECT_EQ(Value(s, "gradsync_server_jobs_submitted_total"), 2);
+  EXPECT_EQ(Value(s, "gradsync_server_queue_length"), 0);
+  // Every rank pushes every bucket once per step.
+  const double push_pulls =
+      Value(s, "gradsync_ps_requests_total{method=\"push_pull\"}");
+  EXPECT_GE(push_pulls, 2 * 30) << s;
+  double worker_pushed = 0, worker_pulled = 0;
+  for (const LocalCluster::Process& p : c->workers()) {
+    const std::string text = Scrape(p.metrics);
+    EXPECT_EQ(Value(text, "gradsync_worker_steps_total"), 40 + 30) << text;
+    EXPECT_GT(Value(text, "gradsync_worker_ps_sent_bytes_total{shard=\"0\"}"), 0);
+    EXPECT_GT(Value(text, "gradsync_worker_ps_push_pull_seconds_count"), 0);
+    worker_pushed += Value(text, "gradsync_worker_ps_sent_bytes_total{shard=\"0\"}");
+    worker_pulled += Value(text, "gradsync_worker_ps_received_bytes_total{shard=\"0\"}");
+  }
+  // The shard sees whole frames (headers too); the workers count payload.
+  const double shard_received =
+      Value(s, "gradsync_ps_received_bytes_total{method=\"push_pull\"}") +
+      Value(s, "gradsync_ps_received_bytes_total{method=\"init\"}");
+  const double shard_sent =
+      Value(s, "gradsync_ps_sent_bytes_total{method=\"push_pull\"}") +
+      Value(s, "gradsync_ps_sent_bytes_total{method=\"pull\"}");
+  EXPECT_GE(shard_received, worker_pushed);
+  EXPECT_LT(shard_received, worker_pushed * 1.01);
+  EXPECT_GE(shard_sent, worker_pulled);
+  EXPECT_LT(shard_sent, worker_pulled * 1.01);
+}
+
+// Polls `address` until pred(scrape) or 60 s; returns the last scrape.
+std::string ScrapeUntil(const std::string& address,
+                        const std::function<bool(const std::string&)>& pred) {
+  const absl::Time deadline = absl::Now() + absl::Seconds(60);
+  std::string text = Scrape(address);
+  while (!pred(text) && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(100));
+    text = Scrape(address);
+  }
+  return text;
+}
+
+TEST(MetricsIntegration, CountersMoveWhileAJobRunsAndACancelIsCounted) {
+  Cluster c(2, /*shards=*/1, /*metrics=*/true);
+  ASSERT_TRUE(c.ok());
+  v1::JobSpec spec = Spec("ring", "sync", 2);
+  spec.set_epochs(50);  // far longer than the test
+  v1::Job job;
+  ASSERT_TRUE(c.Submit(spec, &job).ok());
+  const std::string worker = c->workers()[0].metrics;
+  const std::string steps = "gradsync_worker_steps_total";
+  std::string first = ScrapeUntil(worker, [&](const std::string& t) {
+    return Value(t, steps) > 0;
+  });
+  ASSERT_GT(Value(first, steps), 0) << first;
+  EXPECT_GT(Sum(first, "gradsync_worker_peer_sent_bytes_total"), 0) << first;
+  std::string later = ScrapeUntil(worker, [&](const std::string& t) {
+    return Value(t, steps) > Value(first, steps);
+  });
+  EXPECT_GT(Value(later, steps), Value(first, steps)) << "steps did not move";
+  std::string s = Scrape(c->server().metrics);
+  EXPECT_EQ(Value(s, "gradsync_server_jobs{state=\"RUNNING\"}"), 1) << s;
+  EXPECT_EQ(Value(s, "gradsync_server_busy_workers"), 2) << s;
+
+  ASSERT_TRUE(c.Cancel(job.id(), &job).ok());
+  EXPECT_EQ(c.WaitFor(job.id(), absl::Seconds(30), Terminal).state(),
+            v1::CANCELLED);
+  s = ScrapeUntil(c->server().metrics, [](const std::string& t) {
+    return Value(t, "gradsync_server_busy_workers") == 0;
+  });
+  EXPECT_EQ(Value(s, "gradsync_server_jobs_finished_total{state=\"CANCELLED\"}"), 1)
+      << s;
+  const std::string w = ScrapeUntil(worker, [](const std::string& t) {
+    return Value(t, "gradsync_worker_jobs_total{outcome=\"cancelled\"}") == 1;
+  });
+  EXPECT_EQ(Value(w, "gradsync_worker_jobs_total{outcome=\"cancelled\"}"), 1) << w;
+}
+
+TEST(MetricsIntegration, ABusyMetricsPortStopsTheDaemonWithAClearError) {
+  MetricsRegistry registry;
+  MetricsServer taken(&registry);
+  absl::StatusOr<std::string> addr =
+      taken.Start("127.0.0.1:0", absl::Now() + absl::Seconds(5));
+  ASSERT_TRUE(addr.ok()) << addr.status();
+  const std::string dir = TempDir();
+  for (const std::string& daemon :
+       {std::string("gradsync-server --listen=127.0.0.1:0"),
+        std::string("gradsync-worker --coordinator=127.0.0.1:1")}) {
+    SCOPED_TRACE(daemon);
+    const int rc = Shell(absl::StrCat(GRADSYNC_BIN_DIR, "/", daemon,
+                                      " --metrics_listen=", *addr, " 2> ", dir,
+                                      "/err > /dev/null"),
+                         30);
+    EXPECT_EQ(rc, 1);
+    EXPECT_TRUE(absl::StrContains(Slurp(dir + "/err"),
+                                  "--metrics_listen: metrics: cannot listen on"))
+        << Slurp(dir + "/err");
+  }
+}
+
+}  // namespace
+}  // namespace gradsync

@@ -1,0 +1,78 @@
+#include "worker/metrics/metered_sync.h"
+
+#include <string>
+#include <utility>
+
+#include "absl/time/clock.h"
+#include "common/ps_layout.h"
+
+namespace gradsync {
+
+MeteredSync::MeteredSync(std::unique_ptr<GradientSync> inner,
+                         const v1::Assignment* assignment,
+                         const WorkerMetrics* metrics)
+    : inner_(std::move(inner)),
+      a_(*assignment),
+      ps_(assignment->spec().strategy() == v1::STRATEGY_PS),
+      latency_(ps_ ? metrics->push_pull_seconds : metrics->collective_seconds) {
+  if (!ps_) return;
+  for (int s = 0; s < a_.ps_shards_size(); ++s) {
+    shard_sent_.push_back(metrics->ps_sent_bytes->WithLabels({std::to_string(s)}));
+    shard_received_.push_back(
+        metrics->ps_received_bytes->WithLabels({std::to_string(s)}));
+  }
+}
+
+absl::Status MeteredSync::Initialize(const std::vector<Range>& buckets,
+                                     float* params) {
+  if (ps_ && !shard_sent_.empty()) {
+    const int shards = static_cast<int>(shard_sent_.size());
+    // As PsSync::Initialize step 1 (worker/sync/ps_sync.cc).
+    const PsLayout layout =
+        MakePsLayout(buckets, shards, a_.ps_shards(0).partition_bytes());
+    bucket_shard_bytes_.assign(buckets.size(), std::vector<double>(shards, 0));
+    total_shard_bytes_.assign(shards, 0);
+    for (const PsPartition& p : layout.partitions) {
+      const double bytes = static_cast<double>(p.range.size * sizeof(float));
+      bucket_shard_bytes_[p.bucket][p.shard] += bytes;
+      total_shard_bytes_[p.shard] += bytes;
+    }
+  }
+  absl::Status st = inner_->Initialize(buckets, params);
+  if (st.ok() && ps_) {
+    if (a_.rank() == 0) AddPerShard(shard_sent_, total_shard_bytes_);
+    AddPerShard(shard_received_, total_shard_bytes_);
+  }
+  return st;
+}
+
+absl::Status MeteredSync::SyncBucket(int64_t step, int bucket, float* grad,
+                                     float* params) {
+  const absl::Time start = absl::Now();
+  absl::Status st = inner_->SyncBucket(step, bucket, grad, params);
+  if (!st.ok()) return st;
+  latency_->Observe(absl::ToDoubleSeconds(absl::Now() - start));
+  if (ps_ && bucket >= 0 &&
+      bucket < static_cast<int>(bucket_shard_bytes_.size())) {
+    AddPerShard(shard_sent_, bucket_shard_bytes_[bucket]);
+    AddPerShard(shard_received_, bucket_shard_bytes_[bucket]);
+  }
+  return st;
+}
+
+absl::Status MeteredSync::Finish(float* params) {
+  absl::Status st = inner_->Finish(params);
+  if (st.ok() && ps_ && a_.spec().mode() == v1::SYNC_MODE_ASYNC) {
+    AddPerShard(shard_received_, total_shard_bytes_);
+  }
+  return st;
+}
+
+void MeteredSync::AddPerShard(const std::vector<Counter*>& counters,
+                              const std::vector<double>& bytes) {
+  for (size_t s = 0; s < counters.size() && s < bytes.size(); ++s) {
+    counters[s]->Add(bytes[s]);
+  }
+}
+
+}  // namespace gradsync

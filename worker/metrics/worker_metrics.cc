@@ -1,0 +1,74 @@
+#include "worker/metrics/worker_metrics.h"
+
+#include "absl/status/status.h"
+
+namespace gradsync {
+
+WorkerMetrics::WorkerMetrics(MetricsRegistry* r)
+    : steps(r->AddCounter("gradsync_worker_steps_total",
+                          "Training steps completed by this worker (all jobs).")),
+      samples_per_second(r->AddGauge(
+          "gradsync_worker_samples_per_second",
+          "Training samples per second of this worker over the last progress "
+          "report interval (0.5 s); 0 when idle.")),
+      comm_seconds(r->AddCounter(
+          "gradsync_worker_comm_seconds_total",
+          "Seconds the communication threads were busy (waiting for gradient "
+          "copies and synchronising), added when a training job ends.")),
+      exposed_comm_seconds(r->AddCounter(
+          "gradsync_worker_exposed_comm_seconds_total",
+          "Seconds the training thread waited for communication (not "
+          "overlapped with compute), added when a training job ends.")),
+      jobs(r->AddCounterFamily("gradsync_worker_jobs_total",
+                               "Jobs this worker ran to the end, by outcome.",
+                               {"outcome"})),
+      peer_sent_bytes(r->AddCounterFamily(
+          "gradsync_worker_peer_sent_bytes_total",
+          "Tensor payload bytes sent to each peer rank (collectives).",
+          {"peer"})),
+      peer_received_bytes(r->AddCounterFamily(
+          "gradsync_worker_peer_received_bytes_total",
+          "Tensor payload bytes received from each peer rank (collectives).",
+          {"peer"})),
+      ps_sent_bytes(r->AddCounterFamily(
+          "gradsync_worker_ps_sent_bytes_total",
+          "Tensor payload bytes pushed to each parameter-server shard.",
+          {"shard"})),
+      ps_received_bytes(r->AddCounterFamily(
+          "gradsync_worker_ps_received_bytes_total",
+          "Tensor payload bytes pulled from each parameter-server shard.",
+          {"shard"})),
+      collective_seconds(r->AddHistogram(
+          "gradsync_worker_collective_seconds",
+          "Latency of one bucket's allreduce (ring strategies).",
+          LatencyBuckets())),
+      push_pull_seconds(r->AddHistogram(
+          "gradsync_worker_ps_push_pull_seconds",
+          "Latency of one bucket's push and pull (ps strategies).",
+          LatencyBuckets())),
+      heartbeats_missed(r->AddCounter(
+          "gradsync_worker_heartbeats_missed_total",
+          "Heartbeat intervals in which no heartbeat reached the coordinator "
+          "stream (write failed or was late).")) {}
+
+void WorkerMetrics::OnProgress(const v1::WorkerMessage::Progress& p) {
+  // The first report of a job has step 0 (Progress counts steps completed).
+  if (p.step() < last_step_) last_step_ = 0;
+  steps->Add(static_cast<double>(p.step() - last_step_));
+  last_step_ = p.step();
+  samples_per_second->Set(p.samples_per_second());
+}
+
+void WorkerMetrics::OnJobDone(const v1::WorkerMessage::JobDone& done) {
+  comm_seconds->Add(done.comm_seconds());
+  exposed_comm_seconds->Add(done.exposed_comm_seconds());
+  const auto code = static_cast<absl::StatusCode>(done.code());
+  jobs->WithLabels({code == absl::StatusCode::kOk          ? "succeeded"
+                    : code == absl::StatusCode::kCancelled ? "cancelled"
+                                                           : "failed"})
+      ->Increment();
+  samples_per_second->Set(0);
+  last_step_ = 0;
+}
+
+}  // namespace gradsync
