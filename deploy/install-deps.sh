@@ -12,5 +12,5 @@ $SUDO apt-get install -y -qq --no-install-recommends \
   build-essential cmake pkg-config clang libclang-rt-14-dev \
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler \
   libabsl-dev libspdlog-dev libopenblas-dev zlib1g-dev nlohmann-json3-dev \
-  libgtest-dev libgmock-dev libbenchmark-dev libgloo-dev \
+  libgtest-dev libgmock-dev libbenchmark-dev libgloo-dev libsqlite3-dev \
   dataset-fashion-mnist
