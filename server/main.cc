@@ -17,6 +17,7 @@
 #include "common/logging.h"
 #include "common/signals.h"
 #include "server/coordinator/coordinator.h"
+#include "server/coordinator/sqlite_job_store.h"
 #include "server/ps/ps_service.h"
 #include "server/ps/ps_store.h"
 
@@ -36,6 +37,14 @@ ABSL_FLAG(std::string, ps_shards, "",
 ABSL_FLAG(double, heartbeat_timeout, 6.0,
           "Coordinator: seconds without a worker heartbeat before the worker is "
           "declared dead and its job fails.");
+ABSL_FLAG(std::string, state_dir, "./gradsync-state",
+          "Coordinator: directory of the job history (SQLite file jobs.db: "
+          "specs, states, times, errors, results, per-epoch figures), "
+          "created if missing. After a restart list/status/watch show "
+          "earlier jobs; jobs that were running are FAILED \"coordinator "
+          "restarted\", queued ones stay queued. A corrupt or unwritable "
+          "database stops the server at start-up and is left untouched. "
+          "Unused with --role=ps.");
 ABSL_FLAG(std::string, log_level, "info",
           "trace, debug, info, warn, error or off.");
 
@@ -43,7 +52,7 @@ int main(int argc, char** argv) {
   gradsync::BlockTerminationSignals();
   absl::SetProgramUsageMessage(
       "gradsync-server --listen=HOST:PORT [--role=all|coordinator|ps] "
-      "[--ps_shards=H:P,...]\n\nRuns the gradsync coordinator (job queue, "
+      "[--ps_shards=H:P,...] [--state_dir=DIR]\n\nRuns the gradsync coordinator (job queue, "
       "worker registry, rendezvous) and/or a parameter-server shard. "
       "Stops cleanly on SIGINT/SIGTERM.");
   absl::ParseCommandLine(argc, argv);
@@ -64,6 +73,8 @@ int main(int argc, char** argv) {
 
   gradsync::PsStore store;
   gradsync::PsService ps_service(&store);
+  // Declared before the coordinator, which writes to it until destroyed.
+  std::unique_ptr<gradsync::SqliteJobStore> history;
   std::unique_ptr<gradsync::Coordinator> coordinator;
   if (role != "coordinator") services.push_back(&ps_service);
   std::vector<std::string> extra;
@@ -80,7 +91,18 @@ int main(int argc, char** argv) {
     // binding (port 0), so it is filled in after BuildAndStart.
     if (role == "all") copts.ps_addresses.push_back("");
     for (const std::string& e : extra) copts.ps_addresses.push_back(e);
+    auto opened = gradsync::SqliteJobStore::Open(absl::GetFlag(FLAGS_state_dir));
+    if (!opened.ok()) {
+      std::cerr << "gradsync-server: " << opened.status().message() << "\n";
+      return 1;
+    }
+    history = *std::move(opened);
+    copts.store = history.get();
     coordinator = std::make_unique<gradsync::Coordinator>(copts);
+    if (absl::Status st = coordinator->RecoverJobs(); !st.ok()) {
+      std::cerr << "gradsync-server: " << st.message() << "\n";
+      return 1;
+    }
     services.push_back(coordinator.get());
   }
   std::string advertise = absl::GetFlag(FLAGS_advertise);
