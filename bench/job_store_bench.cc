@@ -2,10 +2,12 @@
 // upserted and one event appended, WAL, synchronous=NORMAL), which the
 // coordinator pays under its mutex on every state transition and epoch.
 // The job carries `epochs` per-epoch results and 4 ranks' checksums, like a
-// finished training job.
+// finished training job. BM_LoadAll: what reading the history back costs at
+// start-up.
 #include <stdlib.h>
 
 #include <string>
+#include <vector>
 
 #include <benchmark/benchmark.h>
 
@@ -59,6 +61,35 @@ void BM_SaveTransition(benchmark::State& state) {
   if (system(cleanup.c_str()) != 0) state.SkipWithError("cleanup failed");
 }
 BENCHMARK(BM_SaveTransition)->Arg(1)->Arg(50)->Unit(benchmark::kMicrosecond);
+
+// Start-up cost: LoadAll of `range(0)` finished jobs with 4 events each
+// (queued, running, one epoch, ended), 10 epochs of results.
+void BM_LoadAll(benchmark::State& state) {
+  char tmpl[] = "/tmp/gradsync-store-bench-XXXXXX";
+  const std::string dir = mkdtemp(tmpl);
+  auto store = SqliteJobStore::Open(dir);
+  if (!store.ok()) {
+    state.SkipWithError(std::string(store.status().message()).c_str());
+    return;
+  }
+  v1::Job job = TypicalJob(10);
+  std::vector<v1::JobEvent> events(4);
+  for (int64_t i = 0; i < state.range(0); ++i) {
+    job.set_id(absl::StrCat("j-bench-", i));
+    for (v1::JobEvent& ev : events) *ev.mutable_job() = job;
+    if (!(*store)->Save(job, events).ok()) state.SkipWithError("save failed");
+  }
+  for (auto _ : state) {
+    absl::StatusOr<std::vector<StoredJob>> jobs = (*store)->LoadAll();
+    if (!jobs.ok() || static_cast<int64_t>(jobs->size()) != state.range(0)) {
+      state.SkipWithError("load failed");
+    }
+  }
+  store->reset();
+  std::string cleanup = absl::StrCat("rm -rf '", dir, "'");
+  if (system(cleanup.c_str()) != 0) state.SkipWithError("cleanup failed");
+}
+BENCHMARK(BM_LoadAll)->Arg(1000)->Arg(10000)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace gradsync
