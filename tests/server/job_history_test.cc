@@ -2,6 +2,7 @@
 // coordinator restart (a new table and registry on the same store) recovers.
 // Restarts use the real SqliteJobStore in a temporary directory; the saving
 // rules use a store that records each Save (and can fail it).
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <utility>
@@ -46,6 +47,13 @@ class RecordingStore final : public JobStore {
 
 class JobHistoryTest : public ::testing::Test {
  protected:
+  ~JobHistoryTest() override {
+    table_.reset();
+    sqlite_.reset();
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+
   // Starts a coordinator's table on the SQLite store in dir_, after dropping
   // the previous table, registry and store as a dying process would.
   void Restart(const std::string& id_prefix,

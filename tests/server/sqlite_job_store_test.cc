@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <fstream>
 #include <random>
 #include <sstream>
@@ -82,6 +83,11 @@ v1::JobEvent StateEvent(const v1::Job& job, const std::string& message) {
 
 class SqliteJobStoreTest : public ::testing::Test {
  protected:
+  ~SqliteJobStoreTest() override {
+    std::error_code ec;
+    std::filesystem::remove_all(std::filesystem::path(dir_).parent_path(), ec);
+  }
+
   std::unique_ptr<SqliteJobStore> Open() {
     absl::StatusOr<std::unique_ptr<SqliteJobStore>> store =
         SqliteJobStore::Open(dir_);
@@ -266,7 +272,8 @@ TEST_F(SqliteJobStoreTest, ASecondOpenOfTheSameDirectoryIsRefused) {
 }
 
 TEST_F(SqliteJobStoreTest, AStateDirectoryThatCannotBeCreatedIsRefused) {
-  const std::string file = TempDir() + "/a-file";
+  const std::string file =
+      (std::filesystem::path(dir_).parent_path() / "a-file").string();
   WriteBytes(file, "x");
   absl::StatusOr<std::unique_ptr<SqliteJobStore>> store =
       SqliteJobStore::Open(file + "/state");
