@@ -148,13 +148,16 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(
     c->shards_.push_back(*p);
     extra.push_back(p->address);
   }
-  auto server = c->Spawn(
-      "server", server_bin,
-      {"--listen=127.0.0.1:0", "--role=all",
-       absl::StrCat("--ps_shards=", absl::StrJoin(extra, ",")),
-       absl::StrCat("--heartbeat_timeout=", options.heartbeat_timeout), level,
-       metrics},
-      deadline);
+  c->server_args_ = {
+      "--role=all", absl::StrCat("--ps_shards=", absl::StrJoin(extra, ",")),
+      absl::StrCat("--heartbeat_timeout=", options.heartbeat_timeout),
+      absl::StrCat("--state_dir=", options.state_dir.empty()
+                                       ? absl::StrCat(options.log_dir, "/state")
+                                       : options.state_dir),
+      level, metrics};
+  std::vector<std::string> server_args = c->server_args_;
+  server_args.insert(server_args.begin(), "--listen=127.0.0.1:0");
+  auto server = c->Spawn("server", server_bin, server_args, deadline);
   if (!server.ok()) return server.status();
   c->server_ = *server;
   for (int w = 0; w < options.workers; ++w) {
@@ -168,27 +171,51 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(
     if (!p.ok()) return p.status();
     c->workers_.push_back(*p);
   }
-  // Wait until every worker has joined.
-  auto stub = v1::Coordinator::NewStub(MakeChannel(c->server_.address));
+  absl::Status joined = c->WaitForWorkers(deadline);
+  if (!joined.ok()) return joined;
+  return c;
+}
+
+absl::Status LocalCluster::WaitForWorkers(absl::Time deadline) {
+  auto stub = v1::Coordinator::NewStub(MakeChannel(server_.address));
   while (true) {
     grpc::ClientContext ctx;
     ctx.set_deadline(ToChrono(absl::Now() + absl::Seconds(2)));
     v1::ListJobsResponse resp;
     grpc::Status st = stub->ListJobs(&ctx, v1::ListJobsRequest(), &resp);
-    if (st.ok() && resp.workers_size() >= options.workers) break;
-    absl::Status alive = c->CheckAlive();
+    if (st.ok() && resp.workers_size() >= options_.workers) {
+      return absl::OkStatus();
+    }
+    absl::Status alive = CheckAlive();
     if (!alive.ok()) return alive;
-    if (options.interrupted != nullptr && options.interrupted->load()) {
+    if (options_.interrupted != nullptr && options_.interrupted->load()) {
       return absl::CancelledError("interrupted");
     }
     if (absl::Now() > deadline) {
       return absl::DeadlineExceededError(absl::StrCat(
-          "only ", resp.workers_size(), " of ", options.workers,
-          " workers joined in time; logs in ", options.log_dir));
+          "only ", resp.workers_size(), " of ", options_.workers,
+          " workers joined in time; logs in ", options_.log_dir));
     }
     absl::SleepFor(absl::Milliseconds(50));
   }
-  return c;
+}
+
+absl::Status LocalCluster::RestartServer() {
+  if (server_.pid > 0) {
+    kill(server_.pid, SIGKILL);
+    int status;
+    waitpid(server_.pid, &status, 0);
+    server_.pid = -1;
+  }
+  const absl::Time deadline = absl::Now() + options_.start_timeout;
+  std::vector<std::string> args = server_args_;
+  args.insert(args.begin(), absl::StrCat("--listen=", server_.address));
+  auto server = Spawn(absl::StrCat("server-", ++server_restarts_),
+                      absl::StrCat(options_.bin_dir, "/gradsync-server"), args,
+                      deadline);
+  if (!server.ok()) return server.status();
+  server_ = *server;
+  return WaitForWorkers(deadline);
 }
 
 std::vector<LocalCluster::Process*> LocalCluster::All() {

@@ -21,6 +21,9 @@ struct LocalClusterOptions {
   int ps_shards = 1;          // total shards (server is shard 0)
   std::string bin_dir;        // where gradsync-server / gradsync-worker live
   std::string log_dir;        // one .log per process
+  // The server's --state_dir (job history); empty: <log_dir>/state, so that
+  // `gradsync local` keeps its history in its own temporary directory.
+  std::string state_dir;
   std::string data_dir;       // passed to workers when set
   std::string log_level = "info";
   double heartbeat_timeout = 6.0;
@@ -57,6 +60,11 @@ class LocalCluster {
   void KillWorker(int i);
   // SIGSTOPs worker i: a hung process that keeps its connections open.
   void StopWorker(int i);
+  // SIGKILLs the server and starts it again on the same address with the
+  // same arguments (so the same state directory), then waits until every
+  // worker has joined it again (they reconnect by themselves). UNAVAILABLE
+  // or DEADLINE_EXCEEDED as Start; the restarted server logs to server-<k>.
+  absl::Status RestartServer();
   // SIGTERM, then SIGKILL after a grace period; idempotent.
   void Shutdown();
 
@@ -67,9 +75,13 @@ class LocalCluster {
                                 const std::vector<std::string>& args,
                                 absl::Time deadline);
   std::vector<Process*> All();
+  // Until the coordinator lists options_.workers workers (Start's last step).
+  absl::Status WaitForWorkers(absl::Time deadline);
 
   LocalClusterOptions options_;
   Process server_;
+  std::vector<std::string> server_args_;  // without --listen
+  int server_restarts_ = 0;
   std::vector<Process> shards_;
   std::vector<Process> workers_;
 };

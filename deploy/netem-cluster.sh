@@ -401,7 +401,9 @@ find_binaries() {  # sets BIN_DIR (absolute) or fails before anything exists
 start_daemons() {
   local bindir=$BIN_DIR i ip0
   ip0=$(host_ip 0)
-  local server_flags=(--listen="$ip0:$SERVER_PORT" --advertise="$ip0:$SERVER_PORT")
+  # The job history lives with this cluster's logs, not in the caller's cwd.
+  local server_flags=(--listen="$ip0:$SERVER_PORT" --advertise="$ip0:$SERVER_PORT"
+                      --state_dir="$LOG_DIR/state")
   if ((PS_ON_WORKERS)); then
     local shards=() ip
     for ((i = 1; i < HOSTS; i++)); do

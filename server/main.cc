@@ -18,6 +18,7 @@
 #include "common/metrics/metrics_server.h"
 #include "common/signals.h"
 #include "server/coordinator/coordinator.h"
+#include "server/coordinator/sqlite_job_store.h"
 #include "server/ps/ps_service.h"
 #include "server/ps/ps_store.h"
 
@@ -37,6 +38,14 @@ ABSL_FLAG(std::string, ps_shards, "",
 ABSL_FLAG(double, heartbeat_timeout, 6.0,
           "Coordinator: seconds without a worker heartbeat before the worker is "
           "declared dead and its job fails.");
+ABSL_FLAG(std::string, state_dir, "./gradsync-state",
+          "Coordinator: directory of the job history (SQLite file jobs.db: "
+          "specs, states, times, errors, results, per-epoch figures), "
+          "created if missing. After a restart list/status/watch show "
+          "earlier jobs; jobs that were running are FAILED \"coordinator "
+          "restarted\", queued ones stay queued. A corrupt or unwritable "
+          "database stops the server at start-up and is left untouched. "
+          "Unused with --role=ps.");
 ABSL_FLAG(std::string, log_level, "info",
           "trace, debug, info, warn, error or off.");
 ABSL_FLAG(std::string, metrics_listen, "",
@@ -48,7 +57,7 @@ int main(int argc, char** argv) {
   gradsync::BlockTerminationSignals();
   absl::SetProgramUsageMessage(
       "gradsync-server --listen=HOST:PORT [--role=all|coordinator|ps] "
-      "[--ps_shards=H:P,...]\n\nRuns the gradsync coordinator (job queue, "
+      "[--ps_shards=H:P,...] [--state_dir=DIR]\n\nRuns the gradsync coordinator (job queue, "
       "worker registry, rendezvous) and/or a parameter-server shard. "
       "Stops cleanly on SIGINT/SIGTERM.");
   absl::ParseCommandLine(argc, argv);
@@ -73,6 +82,8 @@ int main(int argc, char** argv) {
       &store, gradsync::kPsReduceThreads,
       role == "coordinator" ? gradsync::PsTraffic{}
                             : gradsync::RegisterPsTraffic(&metrics_registry));
+  // Declared before the coordinator, which writes to it until destroyed.
+  std::unique_ptr<gradsync::SqliteJobStore> history;
   std::unique_ptr<gradsync::Coordinator> coordinator;
   if (role != "coordinator") services.push_back(&ps_service);
   std::vector<std::string> extra;
@@ -89,7 +100,18 @@ int main(int argc, char** argv) {
     // binding (port 0), so it is filled in after BuildAndStart.
     if (role == "all") copts.ps_addresses.push_back("");
     for (const std::string& e : extra) copts.ps_addresses.push_back(e);
+    auto opened = gradsync::SqliteJobStore::Open(absl::GetFlag(FLAGS_state_dir));
+    if (!opened.ok()) {
+      std::cerr << "gradsync-server: " << opened.status().message() << "\n";
+      return 1;
+    }
+    history = *std::move(opened);
+    copts.store = history.get();
     coordinator = std::make_unique<gradsync::Coordinator>(copts);
+    if (absl::Status st = coordinator->RecoverJobs(); !st.ok()) {
+      std::cerr << "gradsync-server: " << st.message() << "\n";
+      return 1;
+    }
     services.push_back(coordinator.get());
     gradsync::RegisterCoordinatorMetrics(
         [c = coordinator.get()] { return c->Stats(); }, &metrics_registry);

@@ -30,6 +30,7 @@ JobTableOptions MakeJobTableOptions(const CoordinatorOptions& options,
   JobTableOptions table;
   table.ps_addresses = options.ps_addresses;
   table.id_prefix = UniqueIdPrefix(start, std::random_device{}());
+  table.store = options.store;
   return table;
 }
 
@@ -51,6 +52,14 @@ Coordinator::~Coordinator() {
   Shutdown();
   if (monitor_.joinable()) monitor_.join();
   if (background_thread_.joinable()) background_thread_.join();
+}
+
+absl::Status Coordinator::RecoverJobs() {
+  absl::MutexLock lock(&mu_);
+  Decisions d;
+  absl::Status st = jobs_.Recover(&d);
+  Apply(std::move(d));
+  return st;
 }
 
 void Coordinator::SetShardZeroAddress(const std::string& address) {
@@ -106,6 +115,9 @@ void Coordinator::Apply(Decisions d) {
 
 void Coordinator::EndJobOnShards(const ShardEndJob& end) {
   for (const std::string& addr : end.shard_addresses) {
+    // Shard 0 of a server that has not bound yet: a job recovered after a
+    // restart, and that shard restarted with the coordinator (holds nothing).
+    if (addr.empty()) continue;
     auto stub = v1::ParameterServer::NewStub(MakeChannel(addr));
     grpc::ClientContext ctx;
     ctx.set_deadline(ToChrono(absl::Now() + kEndJobDeadline));

@@ -29,6 +29,7 @@
 #include "gradsync/v1/gradsync.grpc.pb.h"
 #include "server/coordinator/clock.h"
 #include "server/coordinator/coordinator_metrics.h"
+#include "server/coordinator/job_store.h"
 #include "server/coordinator/job_table.h"
 #include "server/coordinator/worker_registry.h"
 
@@ -40,6 +41,9 @@ struct CoordinatorOptions {
   std::vector<std::string> ps_addresses;
   // A worker silent for this long is declared dead.
   absl::Duration heartbeat_timeout = absl::Seconds(6);
+  // The job history (job_store.h); nullptr keeps jobs in memory only. Not
+  // owned; must outlive the coordinator.
+  JobStore* store = nullptr;
 };
 
 class Coordinator final : public v1::Coordinator::Service {
@@ -72,6 +76,12 @@ class Coordinator final : public v1::Coordinator::Service {
   grpc::Status Join(grpc::ServerContext* ctx,
                     grpc::ServerReaderWriter<v1::CoordinatorMessage,
                                              v1::WorkerMessage>* stream) override;
+
+  // Loads the job history from options.store (JobTable::Recover: RUNNING
+  // jobs fail with "coordinator restarted", QUEUED ones wait for workers).
+  // Call once, before the server serves. The store's error when it cannot
+  // be read.
+  absl::Status RecoverJobs() ABSL_LOCKS_EXCLUDED(mu_);
 
   // Sets shard 0's address once the server knows its port (role=all).
   void SetShardZeroAddress(const std::string& address);

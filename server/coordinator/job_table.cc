@@ -37,6 +37,7 @@ std::string Tag(const std::string& job_id) {
 JobTable::JobTable(JobTableOptions options, WorkerRegistry* workers,
                    const Clock* clock)
     : id_prefix_(std::move(options.id_prefix)),
+      store_(options.store),
       workers_(workers),
       clock_(clock),
       ps_addresses_(std::move(options.ps_addresses)) {}
@@ -77,7 +78,8 @@ absl::StatusOr<v1::Job> JobTable::Submit(const v1::JobSpec& request,
   absl::StatusOr<MlpSpec> model =
       IsBench(*spec) ? MlpSpec{} : ParseModelSpec(spec->model());
   if (!model.ok()) return model.status();
-  const std::string id = absl::StrCat("j-", id_prefix_, next_job_++);
+  std::string id = absl::StrCat("j-", id_prefix_, next_job_++);
+  while (jobs_.count(id) > 0) id = absl::StrCat("j-", id_prefix_, next_job_++);
   JobEntry& e = jobs_[id];
   e.model = *std::move(model);
   e.job.set_id(id);
@@ -85,13 +87,17 @@ absl::StatusOr<v1::Job> JobTable::Submit(const v1::JobSpec& request,
   e.job.set_state(v1::QUEUED);
   e.job.set_submit_time_ms(NowMs());
   e.queued = clock_->Now();
+  AppendStateEvent(&e, "queued", out);
+  if (absl::Status saved = Save(&e); !saved.ok()) {
+    jobs_.erase(id);  // never seen by anyone: the id is simply skipped
+    return saved;
+  }
   job_order_.push_back(id);
   queue_.push_back(id);
   const v1::JobSpec& s = e.job.spec();
   spdlog::info("{}queued: {} {} workers={} model={} batch={}", Tag(id),
                StrategyName(s.strategy()), SyncModeName(s.mode()), s.workers(),
                s.model(), s.batch_size());
-  AddStateEvent(&e, "queued", out);
   Schedule(out);
   return e.job;
 }
@@ -213,6 +219,12 @@ v1::Assignment JobTable::MakeAssignment(
 
 void JobTable::AddStateEvent(JobEntry* e, const std::string& message,
                              Decisions* out) {
+  AppendStateEvent(e, message, out);
+  Save(e).IgnoreError();  // logged by Save
+}
+
+void JobTable::AppendStateEvent(JobEntry* e, const std::string& message,
+                                Decisions* out) {
   v1::JobEvent ev;
   ev.set_kind(v1::JobEvent::STATE);
   ev.set_job_id(e->job.id());
@@ -255,9 +267,11 @@ void JobTable::EndJob(JobEntry* e, v1::JobState state,
     if (UsesPs(e->job.spec())) {
       ShardEndJob end;
       end.job_id = id;
-      end.shard_addresses.assign(
-          ps_addresses_.begin(),
-          ps_addresses_.begin() + e->job.spec().ps_shards());
+      // A job recovered after a restart may name more shards than this
+      // server knows.
+      const int shards = std::min(e->job.spec().ps_shards(), num_ps_shards());
+      end.shard_addresses.assign(ps_addresses_.begin(),
+                                 ps_addresses_.begin() + shards);
       end.reason = reason;
       out->shard_end_jobs.push_back(std::move(end));
     }
@@ -364,6 +378,7 @@ void JobTable::HandleEpochDone(const std::string& worker_id,
   e->events.push_back(std::move(ev));
   ++e->seq;
   e->epochs.erase(d.epoch());
+  Save(e).IgnoreError();  // logged by Save
   spdlog::info("{}epoch {}: train loss {:.4f}, test accuracy {:.4f}, {:.2f} s",
                Tag(e->job.id()), er.epoch(), er.train_loss(),
                er.test_accuracy(), er.seconds());

@@ -5,9 +5,13 @@
 // and the event log that WatchJob streams.
 //
 // Plain logic: no gRPC, no threads, no sleeps, time from an injected Clock.
-// Methods do no I/O; what must happen outside (a message to a worker, EndJob
-// on PS shards) is appended to a Decisions list that the caller carries out,
-// in order. Not thread-safe; the Coordinator calls it under its mutex.
+// What must happen outside (a message to a worker, EndJob on PS shards) is
+// appended to a Decisions list that the caller carries out, in order. The
+// one I/O is the optional JobStore (job_store.h): every job creation, state
+// transition and epoch result is saved there, one transaction each, before
+// the call returns; step progress and heartbeats are not (they change every
+// step and are gone after a restart anyway). Not thread-safe; the
+// Coordinator calls it under its mutex.
 #ifndef GRADSYNC_SERVER_COORDINATOR_JOB_TABLE_H_
 #define GRADSYNC_SERVER_COORDINATOR_JOB_TABLE_H_
 
@@ -24,6 +28,7 @@
 #include "common/spec/model_spec.h"
 #include "gradsync/v1/gradsync.pb.h"
 #include "server/coordinator/clock.h"
+#include "server/coordinator/job_store.h"
 #include "server/coordinator/worker_registry.h"
 
 namespace gradsync {
@@ -78,9 +83,18 @@ struct JobTableOptions {
   // PS shard addresses in shard order; a job with ps_shards = S uses the
   // first S. Their number bounds spec.ps_shards at submission.
   std::vector<std::string> ps_addresses;
-  // Job ids are "j-<id_prefix><n>", n = 1, 2, ...
+  // Job ids are "j-<id_prefix><n>", n = 1, 2, ... (after a restart, n
+  // continues after the largest n in the store).
   std::string id_prefix;
+  // Where jobs are saved and recovered from; nullptr: memory only. Not
+  // owned; must outlive the table.
+  JobStore* store = nullptr;
 };
+
+// The error of a job that was RUNNING when the coordinator died, with code
+// UNAVAILABLE: as for a lost worker, a process the job depended on vanished
+// (STYLE.md: dead peer -> UNAVAILABLE), and submitting it again may succeed.
+inline constexpr char kCoordinatorRestarted[] = "coordinator restarted";
 
 class JobTable {
  public:
@@ -96,10 +110,25 @@ class JobTable {
   void SetShardAddress(int shard, const std::string& address);
   int num_ps_shards() const { return static_cast<int>(ps_addresses_.size()); }
 
+  // Loads the store's jobs (call once, before anything else; OK without a
+  // store), in their submission order:
+  //   1. ended jobs come back as they were, with their events (watch, list
+  //      and status show them);
+  //   2. RUNNING jobs become FAILED with kCoordinatorRestarted (their workers
+  //      cancelled them when their session broke), ended on their PS shards;
+  //   3. QUEUED jobs are validated again against this server's PS shards and
+  //      queued in their old order (a spec that no longer fits FAILS with
+  //      the reason); they are placed when workers register;
+  //   4. the id counter continues after the largest stored id.
+  // Every change is saved. The store's error (e.g. DATA_LOSS) when it cannot
+  // be read; the table is then unusable.
+  absl::Status Recover(Decisions* out);
+
   // Validates `spec` (ValidateJobSpec, defaults filled in), parses its model
   // once, queues the job and schedules. Returns the job as queued (or as
   // placed, when workers were idle). INVALID_ARGUMENT naming the field for a
-  // bad spec; nothing is queued then.
+  // bad spec; nothing is queued then. The store's error when the queued job
+  // cannot be saved; nothing is queued then either.
   absl::StatusOr<v1::Job> Submit(const v1::JobSpec& spec, Decisions* out);
 
   // Places queued jobs that fit the idle workers, oldest first, with backfill
@@ -153,6 +182,7 @@ class JobTable {
     MlpSpec model;                         // parsed once, at submission
     int64_t seq = 0;                       // bumped on every change
     std::vector<v1::JobEvent> events;      // STATE and EPOCH events
+    size_t saved_events = 0;               // events[0, saved_events) stored
     v1::JobEvent progress;                 // latest PROGRESS event
     int64_t progress_seq = 0;
     std::vector<bool> done;                // per rank: JobDone received
@@ -178,7 +208,16 @@ class JobTable {
   // The running-or-ended job `id` if `worker_id` holds `rank` in it.
   JobEntry* RankEntry(const std::string& id, int rank,
                       const std::string& worker_id);
+  // Appends a STATE event and saves the job (a failed save is logged; the
+  // next save of the job retries its events).
   void AddStateEvent(JobEntry* e, const std::string& message, Decisions* out);
+  void AppendStateEvent(JobEntry* e, const std::string& message, Decisions* out);
+  // Saves the job and its unsaved events in one transaction (OK without a
+  // store).
+  absl::Status Save(JobEntry* e);
+  // Recover's steps for one stored job.
+  void Restore(StoredJob stored, Decisions* out);
+  void RequeueRestored(JobEntry* e, Decisions* out);
   // Places `e` on `picked` (spec.workers idle workers, rank order).
   void Place(JobEntry* e, const std::vector<const RegisteredWorker*>& picked,
              Decisions* out);
@@ -204,6 +243,7 @@ class JobTable {
   static size_t NumParamsOf(const JobEntry& e);
 
   const std::string id_prefix_;
+  JobStore* const store_;
   WorkerRegistry* const workers_;
   const Clock* const clock_;
   std::vector<std::string> ps_addresses_;

@@ -84,6 +84,18 @@ grpc::Status Cluster::Cancel(const std::string& id, v1::Job* job) {
   return stub_->CancelJob(WithDeadline(&ctx), req, job);
 }
 
+grpc::Status Cluster::Watch(const std::string& id,
+                            std::vector<v1::JobEvent>* events) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(ToChrono(absl::Now() + absl::Seconds(10)));
+  v1::WatchJobRequest req;
+  req.set_id(id);
+  auto reader = stub_->WatchJob(&ctx, req);
+  v1::JobEvent ev;
+  while (reader->Read(&ev)) events->push_back(ev);
+  return reader->Finish();
+}
+
 v1::Job Cluster::WaitFor(const std::string& id, absl::Duration limit,
                          const std::function<bool(const v1::Job&)>& pred) {
   const absl::Time deadline = absl::Now() + limit;

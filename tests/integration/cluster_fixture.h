@@ -9,6 +9,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/time/time.h"
 #include "client/local_cluster.h"
@@ -39,6 +40,8 @@ class Cluster {
   grpc::Status Get(const std::string& id, v1::Job* job);
   grpc::Status List(v1::ListJobsResponse* resp);
   grpc::Status Cancel(const std::string& id, v1::Job* job);
+  // Reads job `id`'s WatchJob stream to its end (10 s deadline).
+  grpc::Status Watch(const std::string& id, std::vector<v1::JobEvent>* events);
   // Polls until pred(job) or the deadline; returns the last job seen.
   v1::Job WaitFor(const std::string& id, absl::Duration limit,
                   const std::function<bool(const v1::Job&)>& pred);

@@ -12,44 +12,10 @@
 #include "common/spec/model_spec.h"
 #include "server/coordinator/clock.h"
 #include "server/coordinator/worker_registry.h"
+#include "tests/server/job_table_test_util.h"
 
 namespace gradsync {
 namespace {
-
-constexpr char kModel[] = "mlp:784-10";  // 7850 parameters
-constexpr size_t kModelParams = 784 * 10 + 10;
-
-class FakeClock final : public Clock {
- public:
-  absl::Time Now() const override { return now_; }
-  void Advance(absl::Duration d) { now_ += d; }
-
- private:
-  absl::Time now_ = absl::FromUnixSeconds(1700000000);
-};
-
-v1::JobSpec Spec(v1::Strategy strategy, int workers) {
-  v1::JobSpec s;
-  s.set_strategy(strategy);
-  s.set_mode(v1::SYNC_MODE_SYNC);
-  s.set_workers(workers);
-  s.set_model(kModel);
-  s.set_batch_size(32);
-  s.set_steps(100);
-  return s;
-}
-
-v1::WorkerMessage::JobDone Done(const std::string& job, int rank,
-                                absl::Status status = absl::OkStatus()) {
-  v1::WorkerMessage::JobDone d;
-  d.set_job_id(job);
-  d.set_rank(rank);
-  d.set_code(static_cast<int>(status.code()));
-  d.set_error(std::string(status.message()));
-  d.set_param_checksum("c0ffee");
-  d.set_steps(100);
-  return d;
-}
 
 class JobTableTest : public ::testing::Test {
  protected:
