@@ -424,6 +424,7 @@ int LocalBench(const BenchCommandOptions& o, const CommandHooks& hooks) {
     c.log_dir = tmpl;
   }
   c.log_level = o.log_level;
+  c.tuning_file = o.tuning_file;
   c.heartbeat_timeout = o.heartbeat_timeout;
   c.interrupted = hooks.interrupted;
   if (!o.quiet) {

@@ -41,6 +41,7 @@ struct BenchCommandOptions {
   bool quiet = false;
   // local only
   std::string log_dir;          // empty: a new /tmp/gradsync-local-* directory
+  std::string tuning_file;      // workers' --tuning_file; empty = built-in
   std::string log_level = "warn";
   double heartbeat_timeout = 6.0;
 };

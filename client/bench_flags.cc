@@ -37,6 +37,7 @@ ABSL_DECLARE_FLAG(int64_t, chunk_bytes);
 ABSL_DECLARE_FLAG(int, step_timeout_ms);
 ABSL_DECLARE_FLAG(int, connections_per_peer);
 ABSL_DECLARE_FLAG(std::string, wire_dtype);
+ABSL_DECLARE_FLAG(std::string, tuning_file);
 ABSL_DECLARE_FLAG(std::string, groups);
 ABSL_DECLARE_FLAG(std::string, results);
 ABSL_DECLARE_FLAG(bool, quiet);
@@ -77,6 +78,7 @@ absl::StatusOr<BenchCommandOptions> BenchOptionsFromFlags(bool local) {
   o.tune = absl::GetFlag(FLAGS_tune);
   o.quiet = absl::GetFlag(FLAGS_quiet);
   o.log_dir = absl::GetFlag(FLAGS_log_dir);
+  o.tuning_file = absl::GetFlag(FLAGS_tuning_file);
   o.log_level = absl::GetFlag(FLAGS_log_level);
   o.heartbeat_timeout = absl::GetFlag(FLAGS_heartbeat_timeout);
   if (!o.tune.empty() && o.op != v1::BENCH_OP_ALLREDUCE) {

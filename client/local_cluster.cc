@@ -167,6 +167,9 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(
     if (!options.data_dir.empty()) {
       args.push_back(absl::StrCat("--data_dir=", options.data_dir));
     }
+    if (!options.tuning_file.empty()) {
+      args.push_back(absl::StrCat("--tuning_file=", options.tuning_file));
+    }
     auto p = c->Spawn(absl::StrCat("worker", w), worker_bin, args, deadline);
     if (!p.ok()) return p.status();
     c->workers_.push_back(*p);

@@ -25,6 +25,7 @@ struct LocalClusterOptions {
   // `gradsync local` keeps its history in its own temporary directory.
   std::string state_dir;
   std::string data_dir;       // passed to workers when set
+  std::string tuning_file;    // workers' --tuning_file, when set
   std::string log_level = "info";
   double heartbeat_timeout = 6.0;
   // Every process serves /metrics on a free loopback port (Process::metrics).

@@ -71,6 +71,10 @@ ABSL_FLAG(std::string, wire_dtype, "fp32",
           "strategies: fp32, bf16 or fp16 (16-bit halves the bytes; values "
           "are rounded to nearest even when sent, sums and optimizer state "
           "stay float32; see the README for the accuracy cost).");
+ABSL_FLAG(std::string, tuning_file, "",
+          "local, local bench: the workers' allreduce tuning table for "
+          "--algorithm=auto (lines 'WORLD MAX_BYTES ALGORITHM', as written "
+          "by 'gradsync bench --tune=FILE'); default: the built-in table.");
 ABSL_FLAG(std::string, algorithm, "auto",
           "Ring strategy: allreduce algorithm per gradient bucket: ring, hd "
           "(halving-doubling), tree (recursive doubling), hier (reduce in "
@@ -358,6 +362,7 @@ int Local() {
   o.bin_dir = SelfDir();
   o.log_dir = MakeLogDir();
   o.data_dir = absl::GetFlag(FLAGS_data_dir);
+  o.tuning_file = absl::GetFlag(FLAGS_tuning_file);
   o.log_level = absl::GetFlag(FLAGS_log_level);
   o.heartbeat_timeout = absl::GetFlag(FLAGS_heartbeat_timeout);
   o.interrupted = &g_interrupted;

@@ -407,6 +407,32 @@ TEST(Integration, BenchAllreduceAndBroadcastOnThreeWorkersVerifyEveryRow) {
   EXPECT_EQ(c.IdleWorkers(), 3);
 }
 
+// `gradsync local bench --tuning_file` hands the table to the workers it
+// starts: a table that says "tree for everything" makes auto pick tree at a
+// size where the built-in table picks another algorithm; a bf16 wire still
+// verifies (the bench's integer patterns are exact in bf16 up to 8 ranks).
+TEST(Integration, LocalBenchPassesTheTuningFileAndTheWireDtypeToWorkers) {
+  const std::string dir = TempDir();
+  {
+    std::ofstream table(dir + "/tuning.txt");
+    table << "# every size, every world size\n* inf tree\n";
+  }
+  const std::string out = dir + "/out.txt";
+  const int rc = Shell(
+      absl::StrCat(GRADSYNC_BIN_DIR, "/gradsync local bench --workers=2",
+                   " --op=allreduce --algorithm=auto --sizes=16M --iters=2",
+                   " --warmup=1 --wire_dtype=bf16 --tuning_file=", dir,
+                   "/tuning.txt --results=", dir, "/r.json --log_dir=", dir,
+                   " > ", out, " 2>&1"),
+      120);
+  ASSERT_EQ(rc, 0) << Slurp(out);
+  nlohmann::json r = nlohmann::json::parse(Slurp(dir + "/r.json"));
+  EXPECT_EQ(r["wire_dtype"], "bf16");
+  ASSERT_EQ(r["rows"].size(), 1u);
+  EXPECT_EQ(r["rows"][0]["algorithm"], "tree") << Slurp(out);
+  EXPECT_EQ(r["rows"][0]["ok"], true) << Slurp(out);
+}
+
 TEST(Integration, BenchRefusesSizesThatAreNotWholeFloats) {
   const std::string dir = TempDir();
   EXPECT_EQ(Shell(absl::StrCat(GRADSYNC_BIN_DIR,
