@@ -13,11 +13,16 @@
 #
 #   bash bench/netem_targets.sh [--workers=4] [--rate=1gbit] [--sizes=64M]
 #                               [--iters=5] [--out=DIR] [--build-dir=build]
+#                               [--wire_dtype=fp32|bf16|fp16]
+#
+# With a 16-bit --wire_dtype the allreduce jobs send half the bytes; the
+# bound stays the float32 one (so %bound may pass 100%), and pushpull is
+# skipped (its bench checks exact float32 parameters).
 #
 # Root only (network namespaces). Always tears the cluster down (trap).
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-WORKERS=4 RATE=1gbit SIZES=64M ITERS=5 OUT=netem-results BUILD=build
+WORKERS=4 RATE=1gbit SIZES=64M ITERS=5 OUT=netem-results BUILD=build WIRE=fp32
 for arg in "$@"; do
   case $arg in
     --workers=*) WORKERS=${arg#*=} ;;
@@ -26,10 +31,15 @@ for arg in "$@"; do
     --iters=*) ITERS=${arg#*=} ;;
     --out=*) OUT=${arg#*=} ;;
     --build-dir=*) BUILD=${arg#*=} ;;
-    -h|--help) sed -n 2,17p "$0"; exit 0 ;;
+    --wire_dtype=*) WIRE=${arg#*=} ;;
+    -h|--help) sed -n 2,22p "$0"; exit 0 ;;
     *) echo "netem_targets: unknown argument $arg (see --help)" >&2; exit 2 ;;
   esac
 done
+if [[ $WIRE != fp32 && $WIRE != bf16 && $WIRE != fp16 ]]; then
+  echo "netem_targets: --wire_dtype must be fp32, bf16 or fp16" >&2
+  exit 2
+fi
 if ! [[ $WORKERS =~ ^[0-9]+$ ]] || ((WORKERS < 2 || WORKERS > 16)); then
   echo "netem_targets: --workers must be 2..16" >&2
   exit 2
@@ -61,9 +71,14 @@ bench() {  # bench NAME FLAGS...: one bench job from h0, JSON into $OUT
     --workers="$WORKERS" --sizes="$SIZES" --iters="$ITERS" --warmup=2 \
     --quiet --results="$OUT/$name.json" "$@"
 }
-bench ring --op=allreduce --algorithm=ring
-bench hd --op=allreduce --algorithm=hd
-bench pushpull --op=pushpull --ps_shards="$WORKERS"
+bench ring --op=allreduce --algorithm=ring --wire_dtype="$WIRE"
+bench hd --op=allreduce --algorithm=hd --wire_dtype="$WIRE"
+if [[ $WIRE == fp32 ]]; then
+  bench pushpull --op=pushpull --ps_shards="$WORKERS"
+else
+  rm -f "$OUT/pushpull.json"
+  echo "=== pushpull skipped: --wire_dtype=$WIRE (pushpull benches are float32)"
+fi
 
 python3 - "$OUT" "$WORKERS" "$RATE" <<'PY'
 import json, re, sys
