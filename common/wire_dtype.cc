@@ -6,6 +6,7 @@
 #include "common/vector_clones.h"
 
 #if defined(__x86_64__)
+#include <cpuid.h>
 #include <immintrin.h>
 #endif
 
@@ -70,9 +71,14 @@ __attribute__((target("avx,f16c"))) void DecodeFp16F16c(const uint16_t* src,
   for (; i < n; ++i) dst[i] = Fp16ToFloat(src[i]);
 }
 
+// F16C from CPUID leaf 1 (clang 14's __builtin_cpu_supports does not know
+// "f16c"); "avx" also checks that the OS saves the AVX registers.
 bool HaveF16c() {
-  static const bool have =
-      __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
+  static const bool have = [] {
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    if (__get_cpuid(1, &a, &b, &c, &d) == 0) return false;
+    return (c & bit_F16C) != 0 && __builtin_cpu_supports("avx");
+  }();
   return have;
 }
 #endif
