@@ -8,7 +8,8 @@
 #      socket of its own, and at exit stops exactly that PID;
 #   3. makes the base image debian:12 with debootstrap if the engine lacks it
 #      (no image registry is reachable here);
-#   4. builds gradsync:latest (deploy/Dockerfile, host network for apt);
+#   4. builds gradsync:latest (deploy/Dockerfile, host network for apt; the
+#      compose file's build: section is what `docker-compose up --build` uses);
 #   5. docker-compose up: server, PS shard ps1, GRADSYNC_WORKERS workers
 #      (--scale), waits until they have joined with distinct peer addresses;
 #   6. submits ps-sync, ps-async on 2 shards and ring-sync from the host CLI
@@ -145,11 +146,16 @@ compose() { docker-compose "$@"; }
 
 build_image() {
   log "building gradsync:latest"
-  # The dependency stage gets a tag so that pruning keeps it cached.
-  docker build --network=host --target deps -t gradsync-deps:cache \
-    -f deploy/Dockerfile . >"$LOGS/build.log" 2>&1 \
-    && compose build >>"$LOGS/build.log" 2>&1 \
-    || { tail -40 "$LOGS/build.log"; return 1; }
+  # The build stage (and so the dependency stage below it) gets a tag, so
+  # that pruning dangling images keeps both cached for the next run. Both
+  # builds go through the same client: docker-compose's (docker-py) context
+  # tar hashes differently, so its COPY layers would never hit this cache.
+  local b
+  for b in "--target build -t gradsync-build:cache" "-t gradsync:latest"; do
+    # shellcheck disable=SC2086  # b is two flags
+    docker build --network=host $b -f deploy/Dockerfile . >>"$LOGS/build.log" 2>&1 \
+      || { tail -40 "$LOGS/build.log"; return 1; }
+  done
   docker run --rm gradsync:latest sh -c \
     'for b in /usr/local/bin/gradsync*; do ldd $b; done | grep "not found"' \
     && { echo "runtime libraries missing in the image" >&2; return 1; }
