@@ -5,7 +5,8 @@
 # ABSL_EXCLUSIVE_LOCKS_REQUIRED / ... annotations. This pass checks them: it
 # configures a separate CMake build directory (CUDA off, benchmarks off, tests
 # on, compile_commands.json exported), builds only the generated protobuf/gRPC
-# code (target gradsync_proto) so that includes resolve, and then runs
+# code (targets gradsync_proto, gradsync_health_proto) so that includes
+# resolve, and then runs
 #   clang++ -fsyntax-only -Wno-everything -Wthread-safety -Werror=thread-safety
 # on every project .cc file in compile_commands.json (generated *.pb.cc and
 # anything under a build directory excluded), with that entry's include paths,
@@ -42,7 +43,8 @@ start=$SECONDS
 cmake -S "$SRC_DIR" -B "$BUILD_DIR" -DCMAKE_EXPORT_COMPILE_COMMANDS=ON \
   -DGRADSYNC_CUDA=OFF -DGRADSYNC_BUILD_BENCH=OFF -DGRADSYNC_BUILD_TESTS=ON \
   >/dev/null
-cmake --build "$BUILD_DIR" --target gradsync_proto -j"$JOBS" >/dev/null
+cmake --build "$BUILD_DIR" --target gradsync_proto gradsync_health_proto \
+  -j"$JOBS" >/dev/null
 BUILD_DIR="$(cd "$BUILD_DIR" && pwd)"
 
 # One clang response file per source, made from compile_commands.json by CMake

@@ -3,15 +3,31 @@
 # (clang and libclang-rt-14-dev: CI's thread-safety pass and libFuzzer targets).
 # Needs root (or sudo). CUDA is not installed here: the CUDA backend builds
 # when nvcc exists (e.g. /usr/local/cuda), see README.
+#   install-deps.sh          everything (build, tests, benchmarks, CI, dataset)
+#   install-deps.sh build    only what the three binaries build with (the
+#                            image's build stage, deploy/Dockerfile)
+#   install-deps.sh docker   the container tools deploy/compose-test.sh uses
+#                            (Debian's docker.io, the v1 docker-compose,
+#                            debootstrap)
+#   install-deps.sh k8s      what deploy/k8s/check.sh uses: kubectl (Debian's
+#                            kubernetes-client, unless one is on PATH) and
+#                            python3-yaml
 set -euo pipefail
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 export DEBIAN_FRONTEND=noninteractive
+BUILD="build-essential cmake pkg-config libgrpc++-dev protobuf-compiler-grpc
+  libprotobuf-dev protobuf-compiler libabsl-dev libspdlog-dev libopenblas-dev
+  zlib1g-dev nlohmann-json3-dev libcpp-httplib-dev libsqlite3-dev"
+case "${1:-all}" in
+  all) PKGS="$BUILD clang libclang-rt-14-dev libgtest-dev libgmock-dev
+         libbenchmark-dev libgloo-dev dataset-fashion-mnist" ;;
+  build) PKGS="$BUILD" ;;
+  docker) PKGS="docker.io docker-compose debootstrap" ;;
+  k8s) PKGS="python3-yaml"
+       command -v kubectl >/dev/null || PKGS="$PKGS kubernetes-client" ;;
+  *) echo "usage: install-deps.sh [all|build|docker|k8s]" >&2; exit 2 ;;
+esac
 $SUDO apt-get update -qq
-$SUDO apt-get install -y -qq --no-install-recommends \
-  build-essential cmake pkg-config clang libclang-rt-14-dev \
-  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler \
-  libabsl-dev libspdlog-dev libopenblas-dev zlib1g-dev nlohmann-json3-dev \
-  libgtest-dev libgmock-dev libbenchmark-dev libgloo-dev libcpp-httplib-dev \
-  libsqlite3-dev \
-  dataset-fashion-mnist
+# shellcheck disable=SC2086  # PKGS is a word list
+$SUDO apt-get install -y -qq --no-install-recommends $PKGS

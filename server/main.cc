@@ -5,6 +5,7 @@
 #include <vector>
 
 #include <grpcpp/grpcpp.h>
+#include <grpcpp/health_check_service_interface.h>
 #include <spdlog/spdlog.h>
 
 #include "common/memory.h"
@@ -124,6 +125,9 @@ int main(int argc, char** argv) {
     std::cerr << "gradsync-server: --metrics_listen: " << st.message() << "\n";
     return 1;
   }
+  // grpc.health.v1.Health: "" is SERVING once listening (readiness probes);
+  // the services this role runs are SERVING by name as well.
+  grpc::EnableDefaultHealthCheckService(true);
   absl::StatusOr<gradsync::StartedServer> started =
       gradsync::StartServer(listen, services);
   if (!started.ok()) {
@@ -132,6 +136,12 @@ int main(int argc, char** argv) {
   }
   std::unique_ptr<grpc::Server> server = std::move(started->server);
   const int port = started->port;
+  if (grpc::HealthCheckServiceInterface* health = server->GetHealthCheckService()) {
+    if (coordinator) health->SetServingStatus("gradsync.v1.Coordinator", true);
+    if (role != "coordinator") {
+      health->SetServingStatus("gradsync.v1.ParameterServer", true);
+    }
+  }
   if (advertise.empty()) advertise = gradsync::LocalAddress(listen, port);
   if (coordinator && role == "all") coordinator->SetShardZeroAddress(advertise);
   std::cout << "listening on " << absl::StrCat(host, ":", port) << std::endl;

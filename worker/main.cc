@@ -4,6 +4,7 @@
 #include <string>
 #include <thread>
 
+#include <grpcpp/health_check_service_interface.h>
 #include <spdlog/spdlog.h>
 
 #include "common/memory.h"
@@ -26,7 +27,8 @@ ABSL_FLAG(std::string, listen, "0.0.0.0:0",
 ABSL_FLAG(std::string, advertise, "",
           "HOST:PORT under which other workers reach this one (default: the "
           "listen address with 0.0.0.0 replaced by 127.0.0.1). Set it in "
-          "containers, e.g. --advertise=worker1:7000.");
+          "containers, e.g. --advertise=worker1:7000, or to 'auto': this "
+          "host's name and the listen port (compose --scale, StatefulSets).");
 ABSL_FLAG(std::string, id, "", "Worker id shown in listings and errors "
           "(default: hostname-pid).");
 ABSL_FLAG(std::string, data_dir, "",
@@ -86,6 +88,8 @@ int main(int argc, char** argv) {
               << " GPU(s) are visible\n";
     return 2;
   }
+  // grpc.health.v1.Health on the Peer port: "" is SERVING once listening.
+  grpc::EnableDefaultHealthCheckService(true);
   gradsync::WorkerDaemon daemon(o);
   absl::StatusOr<std::string> addr = daemon.Start();
   if (!addr.ok()) {

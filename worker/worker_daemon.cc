@@ -19,6 +19,23 @@
 namespace gradsync {
 namespace {
 
+std::string HostName() {
+  char host[256] = {0};
+  gethostname(host, sizeof(host) - 1);
+  return host;
+}
+
+// The address peers dial: `advertise` as given, except "auto" (this host's
+// name and the bound port: containers scaled by compose and StatefulSet pods
+// resolve each other by hostname) and "" (the listen address with 0.0.0.0 ->
+// 127.0.0.1 and the bound port).
+std::string AdvertiseAddress(const std::string& advertise,
+                             const std::string& listen, int port) {
+  if (advertise == "auto") return absl::StrCat(HostName(), ":", port);
+  if (advertise.empty()) return LocalAddress(listen, port);
+  return advertise;
+}
+
 // The data-plane settings of a validated spec (equal on every rank).
 GrpcTransportOptions TransportOptions(const v1::JobSpec& spec) {
   GrpcTransportOptions o;
@@ -51,11 +68,7 @@ class WorkerDaemon::Reporter final : public TrainingReporter {
 
 WorkerDaemon::WorkerDaemon(WorkerOptions options) : options_(std::move(options)) {
   id_ = options_.id;
-  if (id_.empty()) {
-    char host[256] = {0};
-    gethostname(host, sizeof(host) - 1);
-    id_ = absl::StrCat(host, "-", getpid());
-  }
+  if (id_.empty()) id_ = absl::StrCat(HostName(), "-", getpid());
 }
 
 WorkerDaemon::~WorkerDaemon() {
@@ -73,9 +86,8 @@ absl::StatusOr<std::string> WorkerDaemon::Start() {
       StartServer(options_.listen, {peer_service_.get()});
   if (!started.ok()) return started.status();
   server_ = std::move(started->server);
-  advertise_ = options_.advertise.empty()
-                   ? LocalAddress(options_.listen, started->port)
-                   : options_.advertise;
+  advertise_ =
+      AdvertiseAddress(options_.advertise, options_.listen, started->port);
   return advertise_;
 }
 

@@ -38,7 +38,8 @@ class BenchRunner;
 struct WorkerOptions {
   std::string coordinator;   // HOST:PORT
   std::string listen = "0.0.0.0:0";
-  std::string advertise;     // default: listen host (0.0.0.0 -> 127.0.0.1)
+  std::string advertise;     // default: listen host (0.0.0.0 -> 127.0.0.1);
+                             // "auto": hostname:bound port
   std::string id;            // default: hostname-pid
   std::string data_dir;      // overrides the job's data_dir when set
   int num_gpus = 0;          // GPUs this worker offers (0 without CUDA)

@@ -1,0 +1,251 @@
+#!/usr/bin/env bash
+# The docker-compose round trip, end to end, on a machine with Debian's
+# docker.io (README "Docker and Kubernetes"):
+#   1. installs docker.io, docker-compose (v1) and debootstrap if missing
+#      (deploy/install-deps.sh docker);
+#   2. uses the engine at DOCKER_HOST / /var/run/docker.sock if one answers,
+#      else starts a private dockerd (vfs, no iptables, no default bridge) on a
+#      socket of its own, and at exit stops exactly that PID;
+#   3. makes the base image debian:12 with debootstrap if the engine lacks it
+#      (no image registry is reachable here);
+#   4. builds gradsync:latest (deploy/Dockerfile, host network for apt; the
+#      compose file's build: section is what `docker-compose up --build` uses);
+#   5. docker-compose up: server, PS shard ps1, GRADSYNC_WORKERS workers
+#      (--scale), waits until they have joined with distinct peer addresses;
+#   6. submits ps-sync, ps-async on 2 shards and ring-sync from the host CLI
+#      (build/bin/gradsync, from the README's first command) and ring-async
+#      from the one-shot `submit` service (profile submit); each must end
+#      SUCCEEDED;
+#   7. docker-compose down, always (trap), and prunes dangling images.
+# Exit 0 when every job SUCCEEDED; 1 otherwise (logs of the cluster printed).
+# Where an engine cannot be had (no packages, not root, dockerd does not come
+# up) it prints one line "SKIPPED: compose-test: <reason>" and exits 0.
+#
+# The engine's data root (base image, layer cache) and the debootstrap
+# tarball are kept in GRADSYNC_DOCKER_CACHE (default /var/cache/gradsync-docker),
+# so a second run rebuilds only what changed; one run at a time per cache.
+# Environment: GRADSYNC_DOCKER_CACHE, GRADSYNC_WORKERS (default 4),
+# GRADSYNC_STEPS (steps per job, default 60).
+set -Eeuo pipefail   # -E: the ERR trap names the failing line in functions too
+cd "$(dirname "$0")/.."
+CACHE=${GRADSYNC_DOCKER_CACHE:-/var/cache/gradsync-docker}
+WORKERS=${GRADSYNC_WORKERS:-4}
+STEPS=${GRADSYNC_STEPS:-60}
+export COMPOSE_PROJECT_NAME=gradsync-test
+export DOCKER_BUILDKIT=0 COMPOSE_DOCKER_CLI_BUILD=0   # classic builder, one cache
+DOCKERD_PID=""     # set only when this script started the engine
+RUN_DIR=""
+UP=0
+SKIPPING=0
+START=$SECONDS
+
+log() { echo "compose-test: [$((SECONDS - START))s] $*"; }
+skip() {
+  SKIPPING=1
+  echo "======================================================================"
+  echo "SKIPPED: compose-test: $*"
+  echo "======================================================================"
+  exit 0
+}
+
+# --- 1. tools ---------------------------------------------------------------
+need_tools() {
+  local t missing=""
+  for t in dockerd docker-compose debootstrap; do
+    command -v "$t" >/dev/null || missing="$missing $t"
+  done
+  [ -z "$missing" ] && return 0
+  log "installing Debian's container tools (missing:$missing)"
+  bash deploy/install-deps.sh docker >/dev/null 2>&1 \
+    || skip "cannot install docker.io/docker-compose/debootstrap (missing:$missing)"
+  command -v dockerd >/dev/null && command -v docker-compose >/dev/null \
+    || skip "docker.io/docker-compose installed but not on PATH"
+}
+
+# --- 2. engine --------------------------------------------------------------
+# Debian's client (matches the 20.10 engine) before any other on PATH.
+docker() {
+  if [ -x /usr/bin/docker ]; then /usr/bin/docker "$@"; else command docker "$@"; fi
+}
+engine_answers() { timeout 20 docker version >/dev/null 2>&1; }
+
+start_engine() {
+  if [ -n "${DOCKER_HOST:-}" ] && engine_answers; then
+    log "using the engine at DOCKER_HOST=$DOCKER_HOST"; return
+  fi
+  if [ -S /var/run/docker.sock ] \
+      && DOCKER_HOST=unix:///var/run/docker.sock engine_answers; then
+    export DOCKER_HOST=unix:///var/run/docker.sock
+    log "using the running engine at $DOCKER_HOST"; return
+  fi
+  [ "$(id -u)" -eq 0 ] || skip "no engine is running and starting dockerd needs root"
+  mkdir -p "$CACHE/root"
+  # Sockets live under a short path (unix socket paths are limited to 108 bytes).
+  RUN_DIR=$(mktemp -d /tmp/gsdock.XXXXXX)
+  dockerd --storage-driver=vfs --iptables=false --ip-masq=false --bridge=none \
+    --data-root="$CACHE/root" --exec-root="$RUN_DIR/exec" \
+    --pidfile="$RUN_DIR/docker.pid" -H "unix://$RUN_DIR/docker.sock" \
+    >"$RUN_DIR/dockerd.log" 2>&1 &
+  DOCKERD_PID=$!
+  export DOCKER_HOST="unix://$RUN_DIR/docker.sock"
+  local i
+  for i in $(seq 60); do
+    engine_answers && { log "started dockerd pid $DOCKERD_PID ($DOCKER_HOST)"; return; }
+    kill -0 "$DOCKERD_PID" 2>/dev/null || break
+    sleep 1
+  done
+  local why
+  why=$(grep -iE 'level=(fatal|error)' "$RUN_DIR/dockerd.log" | tail -1 | cut -c1-200)
+  skip "dockerd did not come up in 60 s: ${why:-see $RUN_DIR/dockerd.log}"
+}
+
+stop_engine() {
+  [ -n "$DOCKERD_PID" ] || return 0
+  kill "$DOCKERD_PID" 2>/dev/null || true
+  local i
+  for i in $(seq 30); do kill -0 "$DOCKERD_PID" 2>/dev/null || break; sleep 1; done
+  kill -9 "$DOCKERD_PID" 2>/dev/null || true
+  wait "$DOCKERD_PID" 2>/dev/null || true
+  log "stopped dockerd pid $DOCKERD_PID"
+  # dockerd leaves its netns bind mount behind; only mounts under RUN_DIR.
+  awk -v d="$RUN_DIR/" 'index($2, d) == 1 {print $2}' /proc/mounts \
+    | sort -r | xargs -r umount 2>/dev/null || true
+  rm -rf "$RUN_DIR"
+}
+
+# --- 3. base image ----------------------------------------------------------
+# The mirror apt already uses (deb822 .sources or one-line .list).
+apt_mirror() {
+  { grep -hE '^URIs:' /etc/apt/sources.list.d/*.sources 2>/dev/null \
+      | awk '{print $2}' || true
+    grep -hE '^deb ' /etc/apt/sources.list /etc/apt/sources.list.d/*.list \
+      2>/dev/null | awk '{print $2}'; true; } \
+    | grep -v security | head -1
+}
+
+make_base_image() {
+  docker image inspect debian:12 >/dev/null 2>&1 && return 0
+  local tar="$CACHE/debian12-minbase.tar"
+  if [ ! -s "$tar" ]; then
+    local mirror root
+    mirror=$(apt_mirror)
+    [ -n "$mirror" ] || { echo "no apt mirror found in /etc/apt" >&2; return 1; }
+    log "debootstrap bookworm from $mirror (once; cached in $tar)"
+    root=$(mktemp -d "$CACHE/rootfs.XXXXXX")
+    debootstrap --variant=minbase bookworm "$root" "$mirror" >"$root.log" 2>&1 \
+      || { tail -20 "$root.log" >&2; rm -rf "$root"; return 1; }
+    tar -C "$root" -cf "$tar.part" . && mv "$tar.part" "$tar"
+    rm -rf "$root" "$root.log"
+  fi
+  docker import "$tar" debian:12 >/dev/null
+  log "imported debian:12"
+}
+
+# --- 4.-6. build, up, jobs --------------------------------------------------
+compose() { docker-compose "$@"; }
+
+build_image() {
+  log "building gradsync:latest"
+  # The build stage (and so the dependency stage below it) gets a tag, so
+  # that pruning dangling images keeps both cached for the next run. Both
+  # builds go through the same client: docker-compose's (docker-py) context
+  # tar hashes differently, so its COPY layers would never hit this cache.
+  local b
+  for b in "--target build -t gradsync-build:cache" "-t gradsync:latest"; do
+    # shellcheck disable=SC2086  # b is two flags
+    docker build --network=host $b -f deploy/Dockerfile . >>"$LOGS/build.log" 2>&1 \
+      || { tail -40 "$LOGS/build.log"; return 1; }
+  done
+  docker run --rm gradsync:latest sh -c \
+    'for b in /usr/local/bin/gradsync*; do ldd $b; done | grep "not found"' \
+    && { echo "runtime libraries missing in the image" >&2; return 1; }
+  log "image: $(docker image inspect -f '{{.Size}}' gradsync:latest) bytes"
+}
+
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+
+# Waits until the coordinator lists WORKERS workers with distinct addresses.
+wait_for_workers() {
+  local i list n uniq
+  for i in $(seq 90); do
+    list=$(timeout 10 "$CLI" list --json --server="$SERVER" 2>/dev/null || true)
+    n=$(grep -c '"peer_address"' <<<"$list" || true)
+    uniq=$( (grep '"peer_address"' <<<"$list" || true) | sort -u | wc -l)
+    if [ "$n" -ge "$WORKERS" ]; then
+      [ "$uniq" -eq "$n" ] || { echo "duplicate peer addresses: $list" >&2; return 1; }
+      log "$n workers joined: $(grep '"peer_address"' <<<"$list" | tr -d ' \n')"
+      return 0
+    fi
+    sleep 1
+  done
+  echo "only ${n:-0} of $WORKERS workers joined in 90 s" >&2; return 1
+}
+
+# submit LABEL ARGS...: one job from the host CLI, which exits 0 on SUCCEEDED.
+submit() {
+  local label=$1; shift
+  log "job $label (host CLI)"
+  timeout 300 "$CLI" submit --server="$SERVER" --workers="$WORKERS" \
+    --steps="$STEPS" --wait --quiet "$@" >"$LOGS/$label.log" 2>&1 \
+    || { cat "$LOGS/$label.log"; echo "job $label did not SUCCEED" >&2; return 1; }
+  grep -m1 'state=SUCCEEDED' "$LOGS/$label.log" \
+    || { cat "$LOGS/$label.log"; return 1; }
+}
+
+run_jobs() {
+  export GRADSYNC_PORT GRADSYNC_WORKERS=$WORKERS
+  GRADSYNC_PORT=$(free_port)
+  SERVER=127.0.0.1:$GRADSYNC_PORT
+  compose down --remove-orphans -t 5 >/dev/null 2>&1 || true  # a killed run's
+  UP=1
+  compose up -d --no-build --scale worker="$WORKERS"
+  wait_for_workers
+  submit ps-sync --strategy=ps --mode=sync
+  submit ps-async-2shards --strategy=ps --mode=async --ps_shards=2
+  submit ring-sync --strategy=ring --mode=sync
+  log "job ring-async (compose --profile submit run submit)"
+  timeout 300 docker-compose --profile submit run --rm submit \
+    >"$LOGS/submit-service.log" 2>&1 \
+    || { cat "$LOGS/submit-service.log"; echo "submit service failed" >&2; return 1; }
+  grep -m1 'state=SUCCEEDED' "$LOGS/submit-service.log" \
+    || { cat "$LOGS/submit-service.log"; return 1; }
+}
+
+# --- 7. teardown ------------------------------------------------------------
+cleanup() {
+  local rc=$?
+  set +e
+  if [ "$UP" = 1 ]; then
+    [ "$rc" -ne 0 ] && compose logs --no-color --tail=30 2>&1 | tail -150
+    compose --profile submit --profile gpu down --remove-orphans -t 5 >/dev/null 2>&1
+    log "cluster down"
+  fi
+  [ -n "$DOCKERD_PID" ] && docker image prune -f >/dev/null 2>&1
+  stop_engine
+  [ -n "${LOGS:-}" ] && rm -rf "$LOGS"
+  if [ "$SKIPPING" = 1 ]; then :
+  elif [ "$rc" -eq 0 ]; then log "PASSED"; else log "FAILED (exit $rc)"; fi
+  exit "$rc"
+}
+
+main() {
+  CLI=${GRADSYNC_CLI:-build/bin/gradsync}
+  [ -x "$CLI" ] || { echo "compose-test: $CLI missing: run the README's first" \
+    "command (deploy/build.sh) first" >&2; exit 1; }
+  need_tools
+  mkdir -p "$CACHE"
+  exec 9>"$CACHE/lock"
+  flock -w 1800 9 || { echo "compose-test: $CACHE is locked by another run" >&2; exit 1; }
+  LOGS=$(mktemp -d /tmp/gradsync-compose-test.XXXXXX)
+  trap cleanup EXIT
+  trap 'echo "compose-test: failed: line $LINENO: $BASH_COMMAND" >&2' ERR
+  trap 'exit 130' INT TERM
+  start_engine
+  make_base_image
+  build_image
+  run_jobs
+}
+
+main "$@"
