@@ -7,7 +7,8 @@
 // Threads: the session thread (Run) reads coordinator messages; a heartbeat
 // thread writes heartbeats; a job thread trains (and runs the training loop's
 // communication threads, worker/train/comm_pipeline.h). Writes to the session
-// stream are serialised by write_mu_.
+// stream are serialised by write_mu_; stall reports (worker/sync/
+// stall_watch.h) are written from whichever thread waited.
 #ifndef GRADSYNC_WORKER_WORKER_DAEMON_H_
 #define GRADSYNC_WORKER_WORKER_DAEMON_H_
 
