@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstring>
 #include <memory>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -16,6 +17,7 @@
 #include "common/memory.h"
 #include "worker/collectives/ring.h"
 #include "worker/collectives/testing/transport_group.h"
+#include "worker/sync/stall_transport.h"
 
 namespace gradsync {
 namespace {
@@ -32,7 +34,9 @@ double MemcpyBandwidth(size_t bytes) {
   return static_cast<double>(bytes) * reps / absl::ToDoubleSeconds(absl::Now() - t0);
 }
 
-void BM_RingAllreduceGrpc(benchmark::State& state) {
+// `stall_watched`: every rank's transport wrapped in a StallTransport, as
+// the worker daemon runs it (what the stall report costs the ring).
+void RingAllreduceGrpc(benchmark::State& state, bool stall_watched) {
   const int world = static_cast<int>(state.range(0));
   const size_t bytes = static_cast<size_t>(state.range(1));
   const size_t n = bytes / sizeof(float);
@@ -46,9 +50,16 @@ void BM_RingAllreduceGrpc(benchmark::State& state) {
   opts.segment_bytes = 1 << 20;
   std::vector<std::unique_ptr<RingAllreduce>> rings;
   std::vector<std::vector<float>> data(world, std::vector<float>(n, 0.0f));
+  StallWatch watch(absl::Seconds(15), [](const StallReport&) {});
+  std::vector<std::unique_ptr<StallTransport>> watched;
   for (int r = 0; r < world; ++r) {
-    rings.push_back(
-        std::make_unique<RingAllreduce>((*group)->transport(r), n, opts));
+    Transport* t = (*group)->transport(r);
+    if (stall_watched) {
+      watched.push_back(std::make_unique<StallTransport>(
+          t, &watch, std::vector<std::string>()));
+      t = watched.back().get();
+    }
+    rings.push_back(std::make_unique<RingAllreduce>(t, n, opts));
   }
   int64_t step = 0;
   double seconds = 0;
@@ -84,7 +95,19 @@ void BM_RingAllreduceGrpc(benchmark::State& state) {
   state.counters["busbw_vs_memcpy"] = busbw / MemcpyBandwidth(bytes);
 }
 
+void BM_RingAllreduceGrpc(benchmark::State& state) {
+  RingAllreduceGrpc(state, false);
+}
+void BM_RingAllreduceGrpcStallWatched(benchmark::State& state) {
+  RingAllreduceGrpc(state, true);
+}
+
 BENCHMARK(BM_RingAllreduceGrpc)
+    ->ArgsProduct({{2, 4}, {1 << 20, 8 << 20, 64 << 20}})
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond)
+    ->MinTime(0.5);
+BENCHMARK(BM_RingAllreduceGrpcStallWatched)
     ->ArgsProduct({{2, 4}, {1 << 20, 8 << 20, 64 << 20}})
     ->UseManualTime()
     ->Unit(benchmark::kMillisecond)

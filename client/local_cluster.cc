@@ -257,6 +257,18 @@ void LocalCluster::StopWorker(int i) {
   if (workers_[i].pid > 0) kill(workers_[i].pid, SIGSTOP);
 }
 
+void LocalCluster::ContinueWorker(int i) {
+  if (workers_[i].pid > 0) kill(workers_[i].pid, SIGCONT);
+}
+
+void LocalCluster::StopShard(int i) {
+  if (shards_[i].pid > 0) kill(shards_[i].pid, SIGSTOP);
+}
+
+void LocalCluster::ContinueShard(int i) {
+  if (shards_[i].pid > 0) kill(shards_[i].pid, SIGCONT);
+}
+
 void LocalCluster::Shutdown() {
   std::vector<Process*> all = All();
   for (Process* p : all) {

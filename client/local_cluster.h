@@ -55,12 +55,19 @@ class LocalCluster {
   const std::string& coordinator() const { return server_.address; }
   const Process& server() const { return server_; }
   const std::vector<Process>& workers() const { return workers_; }
+  // The PS-only shards: shards()[i] is shard i + 1 (the server is shard 0).
+  const std::vector<Process>& shards() const { return shards_; }
   // OK while every process runs; else names the first that exited.
   absl::Status CheckAlive();
   // SIGKILLs worker i (failure tests).
   void KillWorker(int i);
   // SIGSTOPs worker i: a hung process that keeps its connections open.
   void StopWorker(int i);
+  // SIGCONTs worker i (after StopWorker).
+  void ContinueWorker(int i);
+  // SIGSTOPs / SIGCONTs shards()[i].
+  void StopShard(int i);
+  void ContinueShard(int i);
   // SIGKILLs the server and starts it again on the same address with the
   // same arguments (so the same state directory), then waits until every
   // worker has joined it again (they reconnect by themselves). UNAVAILABLE

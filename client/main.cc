@@ -86,6 +86,9 @@ ABSL_FLAG(std::string, groups, "",
           "addresses share a host form a group.");
 ABSL_FLAG(int, step_timeout_ms, 30000,
           "Per-step communication timeout; a peer silent this long fails the job.");
+ABSL_FLAG(int, stall_report_ms, 0,
+          "A worker waiting this long for a peer or PS shard reports a stall "
+          "(shown by status and watch); 0 = half of --step_timeout_ms.");
 ABSL_FLAG(int64_t, train_limit, 0, "Use only the first N training samples (0 = all).");
 ABSL_FLAG(std::string, name, "", "Free-text job name.");
 ABSL_FLAG(std::string, results, "",
@@ -192,6 +195,7 @@ v1::JobSpec SpecFromFlags() {
   s.set_bucket_bytes(absl::GetFlag(FLAGS_bucket_bytes));
   s.set_tf32(absl::GetFlag(FLAGS_tf32));
   s.set_step_timeout_ms(absl::GetFlag(FLAGS_step_timeout_ms));
+  s.set_stall_report_ms(absl::GetFlag(FLAGS_stall_report_ms));
   s.set_train_limit(absl::GetFlag(FLAGS_train_limit));
   return s;
 }
@@ -295,6 +299,9 @@ void PrintJob(const v1::Job& job) {
   } else if (job.state() == v1::RUNNING) {
     std::printf("  step %ld/%ld\n", static_cast<long>(job.step()),
                 static_cast<long>(job.total_steps()));
+  }
+  for (const std::string& stall : job.stalls()) {
+    std::printf("  stall: %s\n", stall.c_str());
   }
 }
 

@@ -193,6 +193,9 @@ std::string EventLine(const v1::JobEvent& ev, const std::string& label) {
                                  ? ""
                                  : absl::StrCat(": ", detail));
     }
+    case v1::JobEvent::STALL:
+      return absl::StrFormat("[%s %s] stall: %s", ev.job_id(), label,
+                             ev.message());
     default:
       return "";
   }

@@ -329,6 +329,7 @@ absl::StatusOr<WorkerDaemon::JobParts> WorkerDaemon::PrepareJob(
   absl::StatusOr<std::unique_ptr<DeviceModel>> model = MakeDevice(a);
   if (!model.ok()) return model.status();
   parts.model = std::move(*model);
+  parts.stall = MakeStallWatch(a);
   if (a.spec().strategy() == v1::STRATEGY_RING) {
     parts.transport = std::make_unique<GrpcTransport>(
         a.job_id(), a.rank(),
@@ -338,9 +339,14 @@ absl::StatusOr<WorkerDaemon::JobParts> WorkerDaemon::PrepareJob(
     parts.metered = std::make_unique<MeteredTransport>(
         parts.transport.get(), metrics_.peer_sent_bytes,
         metrics_.peer_received_bytes);
+    parts.watched = std::make_unique<StallTransport>(
+        parts.metered.get(), parts.stall.get(),
+        std::vector<std::string>(a.peer_addresses().begin(),
+                                 a.peer_addresses().end()));
   }
   absl::StatusOr<std::unique_ptr<GradientSync>> sync =
-      MakeGradientSync(&a, parts.metered.get(), options_.tuning.get());
+      MakeGradientSync(&a, parts.watched.get(), options_.tuning.get(),
+                       parts.stall.get());
   if (!sync.ok()) return sync.status();
   parts.sync = std::make_unique<MeteredSync>(std::move(*sync), &a, &metrics_);
   return parts;
@@ -378,11 +384,43 @@ void WorkerDaemon::JobMain(v1::Assignment a) {
   // Sync before transport before model: each uses the next.
   if (parts.ok()) {
     parts->sync.reset();
+    parts->watched.reset();
     parts->metered.reset();
     parts->transport.reset();
+    parts->stall.reset();
     parts->model.reset();
   }
   ReportJobDone(outcome.done);
+}
+
+std::unique_ptr<StallWatch> WorkerDaemon::MakeStallWatch(
+    const v1::Assignment& a) {
+  return std::make_unique<StallWatch>(
+      StallThreshold(a.spec()),
+      [this, job_id = a.job_id(), rank = a.rank()](const StallReport& r) {
+        ReportStall(job_id, rank, r);
+      });
+}
+
+void WorkerDaemon::ReportStall(const std::string& job_id, int rank,
+                               const StallReport& r) {
+  v1::WorkerMessage m;
+  v1::WorkerMessage::Stall* s = m.mutable_stall();
+  s->set_job_id(job_id);
+  s->set_rank(rank);
+  s->set_step(r.step);
+  s->set_bucket(r.bucket);
+  s->set_phase(r.phase);
+  s->set_waiting_for(r.waiting_for);
+  s->set_waited_ms(absl::ToInt64Milliseconds(r.waited));
+  s->set_resolved(r.resolved);
+  if (r.resolved) {
+    spdlog::info("{}{}", JobTag(job_id, rank), StallText(*s));
+  } else {
+    spdlog::warn("{}{}", JobTag(job_id, rank), StallText(*s));
+    metrics_.stalls->Increment();
+  }
+  Write(m);
 }
 
 void WorkerDaemon::ReportJobDone(const v1::WorkerMessage::JobDone& done) {

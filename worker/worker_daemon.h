@@ -7,7 +7,8 @@
 // Threads: the session thread (Run) reads coordinator messages; a heartbeat
 // thread writes heartbeats; a job thread trains (and runs the training loop's
 // communication threads, worker/train/comm_pipeline.h). Writes to the session
-// stream are serialised by write_mu_.
+// stream are serialised by write_mu_; stall reports (worker/sync/
+// stall_watch.h) are written from whichever thread waited.
 #ifndef GRADSYNC_WORKER_WORKER_DAEMON_H_
 #define GRADSYNC_WORKER_WORKER_DAEMON_H_
 
@@ -30,6 +31,8 @@
 #include "worker/collectives/tuning.h"
 #include "worker/metrics/metered_transport.h"
 #include "worker/metrics/worker_metrics.h"
+#include "worker/sync/stall_transport.h"
+#include "worker/sync/stall_watch.h"
 
 namespace gradsync {
 
@@ -96,10 +99,16 @@ class WorkerDaemon {
   struct JobParts {
     std::shared_ptr<const Dataset> train, test;
     std::unique_ptr<DeviceModel> model;
+    std::unique_ptr<StallWatch> stall;          // reports long waits
     std::unique_ptr<GrpcTransport> transport;  // ring strategies only
     std::unique_ptr<MeteredTransport> metered;  // counts `transport`'s bytes
+    std::unique_ptr<StallTransport> watched;    // reports `metered`'s stalls
     std::unique_ptr<GradientSync> sync;         // a MeteredSync
   };
+  // The stall watch of assignment `a`: its reports are logged, counted and
+  // sent to the coordinator (WorkerMessage.Stall) from the waiting thread.
+  std::unique_ptr<StallWatch> MakeStallWatch(const v1::Assignment& a);
+  void ReportStall(const std::string& job_id, int rank, const StallReport& r);
   // Data, device model, transport and GradientSync for assignment `a`.
   absl::StatusOr<JobParts> PrepareJob(const v1::Assignment& a);
   absl::StatusOr<std::unique_ptr<DeviceModel>> MakeDevice(const v1::Assignment& a);

@@ -1,10 +1,12 @@
 #include "common/spec/job_spec.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 
 namespace gradsync {
@@ -133,6 +135,22 @@ std::string StrategyLabel(const v1::JobSpec& spec) {
 absl::Duration StepTimeout(const v1::JobSpec& spec) {
   return absl::Milliseconds(spec.step_timeout_ms() > 0 ? spec.step_timeout_ms()
                                                        : kDefaultStepTimeoutMs);
+}
+
+absl::Duration StallThreshold(const v1::JobSpec& spec) {
+  return spec.stall_report_ms() > 0 ? absl::Milliseconds(spec.stall_report_ms())
+                                    : StepTimeout(spec) / 2;
+}
+
+std::string StallText(const v1::WorkerMessage::Stall& s) {
+  std::string text = absl::StrFormat(
+      "rank %d %s %.1f s for %s at step %d", s.rank(),
+      s.resolved() ? "waited" : "waiting", s.waited_ms() / 1000.0,
+      s.waiting_for(), s.step());
+  if (s.bucket() >= 0) absl::StrAppend(&text, " bucket ", s.bucket());
+  if (!s.phase().empty()) absl::StrAppend(&text, " ", s.phase());
+  if (s.resolved()) absl::StrAppend(&text, " (resolved)");
+  return text;
 }
 
 OptimizerOptions OptimizerFromSpec(const v1::JobSpec& spec) {
@@ -280,6 +298,13 @@ absl::Status ValidateSizes(v1::JobSpec* s, int available_ps_shards) {
   if (s->connections_per_peer() == 0) s->set_connections_per_peer(1);
   if (s->step_timeout_ms() < 0) return Bad("step_timeout_ms", "must be >= 0");
   if (s->step_timeout_ms() == 0) s->set_step_timeout_ms(kDefaultStepTimeoutMs);
+  if (s->stall_report_ms() < 0) return Bad("stall_report_ms", "must be >= 0");
+  if (s->stall_report_ms() > s->step_timeout_ms()) {
+    return Bad("stall_report_ms", "must not exceed step_timeout_ms");
+  }
+  if (s->stall_report_ms() == 0) {
+    s->set_stall_report_ms(std::max(1, s->step_timeout_ms() / 2));
+  }
   if (s->train_limit() < 0) return Bad("train_limit", "must be >= 0");
   if (!IsBench(*s) && s->train_limit() > 0 &&
       s->train_limit() < static_cast<int64_t>(s->workers()) * s->batch_size()) {

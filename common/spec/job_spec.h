@@ -85,6 +85,14 @@ absl::StatusOr<v1::BenchOp> ParseBenchOp(absl::string_view text);
 
 // The per-step communication deadline of a validated spec.
 absl::Duration StepTimeout(const v1::JobSpec& spec);
+// How long a worker waits for one peer or PS shard before it reports a stall
+// (stall_report_ms; unset: half the step timeout).
+absl::Duration StallThreshold(const v1::JobSpec& spec);
+// A worker's stall report as one line, e.g. "rank 1 waiting 15.2 s for rank
+// 3 (127.0.0.1:7003) at step 42 bucket 0 reduce-scatter"; resolved: "rank 1
+// waited 15.2 s for ... (resolved)". Written by the worker's log, the
+// coordinator's Job.stalls and events alike.
+std::string StallText(const v1::WorkerMessage::Stall& s);
 
 // The optimizer a validated spec asks for.
 OptimizerOptions OptimizerFromSpec(const v1::JobSpec& spec);

@@ -286,6 +286,9 @@ void Coordinator::HandleMessage(const std::string& id,
     case v1::WorkerMessage::kJobDone:
       jobs_.HandleJobDone(id, m.job_done(), &d);
       break;
+    case v1::WorkerMessage::kStall:
+      jobs_.HandleStall(id, m.stall(), &d);
+      break;
     default:  // a heartbeat: being heard from is all it says
       break;
   }

@@ -151,6 +151,10 @@ class JobTable {
                        const v1::WorkerMessage::EpochDone& d, Decisions* out);
   void HandleJobDone(const std::string& worker_id,
                      const v1::WorkerMessage::JobDone& d, Decisions* out);
+  // A running job's rank waits past the stall threshold (or such a wait
+  // ended): appends a STALL event and sets the rank's line of Job.stalls.
+  void HandleStall(const std::string& worker_id,
+                   const v1::WorkerMessage::Stall& s, Decisions* out);
 
   // Marks a live worker dead; its running job fails with UNAVAILABLE naming
   // the worker, its rank and `why`. No-op for an unknown or dead worker.
@@ -198,6 +202,7 @@ class JobTable {
     // kSymptomGrace so that a lost worker, the likely cause, is reported.
     absl::Status pending_error;
     absl::Time pending_since;
+    std::map<int, std::string> stalls;     // rank -> its latest stall report
   };
 
   int64_t NowMs() const;

@@ -331,5 +331,22 @@ TEST(JobSpecBench, OpNamesRoundTrip) {
   EXPECT_FALSE(ParseBenchOp("reduce").ok());
 }
 
+TEST(JobSpec, StallThresholdDefaultsToHalfTheStepTimeoutAndIsChecked) {
+  v1::JobSpec s = Good();
+  s.set_step_timeout_ms(6000);
+  auto r = ValidateJobSpec(s, 1);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->stall_report_ms(), 3000);
+  EXPECT_EQ(StallThreshold(*r), absl::Seconds(3));
+  s.set_stall_report_ms(1500);
+  r = ValidateJobSpec(s, 1);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(StallThreshold(*r), absl::Milliseconds(1500));
+  s.set_stall_report_ms(-1);
+  ExpectBad(s, "stall_report_ms");
+  s.set_stall_report_ms(6001);
+  ExpectBad(s, "stall_report_ms");
+}
+
 }  // namespace
 }  // namespace gradsync

@@ -42,8 +42,10 @@ int Shell(const std::string& cmd, int timeout_s) {
   return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
 }
 
-Cluster::Cluster(int workers, int shards, bool metrics) {
+Cluster::Cluster(int workers, int shards, bool metrics,
+                 double heartbeat_timeout) {
   LocalClusterOptions o;
+  o.heartbeat_timeout = heartbeat_timeout;
   o.workers = workers;
   o.ps_shards = shards;
   o.metrics = metrics;

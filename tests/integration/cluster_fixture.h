@@ -32,7 +32,9 @@ class Cluster {
  public:
   // `metrics`: every daemon serves /metrics (LocalCluster::Process::metrics).
   // A failed start is a test failure; ok() then says false.
-  explicit Cluster(int workers, int shards = 1, bool metrics = false);
+  // `heartbeat_timeout`: the server's --heartbeat_timeout in seconds.
+  explicit Cluster(int workers, int shards = 1, bool metrics = false,
+                   double heartbeat_timeout = 6.0);
   LocalCluster* operator->() { return cluster_.get(); }
   bool ok() const { return cluster_ != nullptr; }
 

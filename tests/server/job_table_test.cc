@@ -709,5 +709,54 @@ TEST_F(JobTableTest, FailureEventCarriesTheStatus) {
             static_cast<int>(absl::StatusCode::kUnavailable));
 }
 
+// ---------------------------------------------------------------- stalls
+
+TEST_F(JobTableTest, StallReportsBecomeEventsAndOneStatusLinePerRank) {
+  Join("w0");
+  Join("w1");
+  const std::string id = Submit(Spec(v1::STRATEGY_RING, 2));
+  WatchCursor cursor;
+  std::vector<v1::JobEvent> events;
+  Read(id, &cursor, &events);
+  v1::WorkerMessage::Stall s;
+  s.set_job_id(id);
+  s.set_rank(1);
+  s.set_step(42);
+  s.set_bucket(0);
+  s.set_phase("reduce-scatter");
+  s.set_waiting_for("rank 0 (w0:7000)");
+  s.set_waited_ms(15234);
+  Decisions d;
+  table_.HandleStall("w0", s, &d);  // not w0's rank: ignored
+  EXPECT_EQ(Job(id).stalls_size(), 0);
+  table_.HandleStall("w1", s, &d);
+  EXPECT_TRUE(d.events_changed);
+  const std::string line =
+      "rank 1 waiting 15.2 s for rank 0 (w0:7000) at step 42 bucket 0 "
+      "reduce-scatter";
+  auto stalls = [&] {
+    return Ids(Job(id).stalls().begin(), Job(id).stalls().end());
+  };
+  EXPECT_EQ(stalls(), (Ids{line}));
+  ASSERT_FALSE(Read(id, &cursor, &events));
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].kind(), v1::JobEvent::STALL);
+  EXPECT_EQ(events[0].message(), line);
+  // The end of the wait replaces the rank's line.
+  s.set_resolved(true);
+  s.set_waited_ms(16000);
+  table_.HandleStall("w1", s, &d);
+  EXPECT_EQ(stalls(),
+            (Ids{"rank 1 waited 16.0 s for rank 0 (w0:7000) at step 42 bucket "
+                 "0 reduce-scatter (resolved)"}));
+  // After the job ended its status keeps the last report.
+  JobDone("w0", Done(id, 0, absl::InternalError("broken")));
+  ASSERT_EQ(Job(id).state(), v1::FAILED);
+  s.set_resolved(false);
+  table_.HandleStall("w1", s, &d);
+  EXPECT_EQ(Job(id).stalls_size(), 1);
+  EXPECT_NE(Job(id).stalls(0).find("(resolved)"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace gradsync

@@ -49,7 +49,11 @@ WorkerMetrics::WorkerMetrics(MetricsRegistry* r)
       heartbeats_missed(r->AddCounter(
           "gradsync_worker_heartbeats_missed_total",
           "Heartbeat intervals in which no heartbeat reached the coordinator "
-          "stream (write failed or was late).")) {}
+          "stream (write failed or was late).")),
+      stalls(r->AddCounter(
+          "gradsync_worker_stalls_total",
+          "Waits for a peer rank or PS shard that exceeded the job's stall "
+          "threshold (reported once per wait).")) {}
 
 void WorkerMetrics::OnProgress(const v1::WorkerMessage::Progress& p) {
   // The first report of a job has step 0 (Progress counts steps completed).

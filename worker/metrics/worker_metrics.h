@@ -38,6 +38,8 @@ struct WorkerMetrics {
   Histogram* push_pull_seconds;   // ps strategies: one bucket's push and pull
   // Heartbeat intervals in which no heartbeat went out (worker_daemon.cc).
   Counter* heartbeats_missed;
+  // Waits reported as stalls (worker/sync/stall_watch.h), once per wait.
+  Counter* stalls;
 
   // Updates steps (by the advance since the previous report of the same
   // job; a new job starts from 0) and samples_per_second. Call from one

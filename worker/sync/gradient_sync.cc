@@ -8,13 +8,14 @@
 namespace gradsync {
 
 absl::StatusOr<std::unique_ptr<GradientSync>> MakeGradientSync(
-    const v1::Assignment* a, Transport* transport, const TuningTable* tuning) {
+    const v1::Assignment* a, Transport* transport, const TuningTable* tuning,
+    const StallWatch* stall) {
   switch (a->spec().strategy()) {
     case v1::STRATEGY_PS:
       if (a->ps_shards_size() == 0) {
         return absl::InvalidArgumentError("ps job without PS shards");
       }
-      return MakePsSync(a);
+      return MakePsSync(a, stall);
     case v1::STRATEGY_RING:
       if (transport == nullptr) {
         return absl::InvalidArgumentError("ring job without a transport");

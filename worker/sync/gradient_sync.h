@@ -17,6 +17,7 @@
 namespace gradsync {
 
 class TuningTable;
+class StallWatch;
 class Transport;
 
 // One contract: Initialize once, SyncBucket for every bucket of every step,
@@ -74,10 +75,12 @@ class GradientSync {
 // Builds the implementation for the assignment's strategy and mode.
 // `assignment` and `transport` (ring strategies; may be null for ps) must
 // outlive the result, and so must `tuning` (ring strategies with algorithm
-// auto: the table that chooses per bucket; nullptr = the built-in table).
+// auto: the table that chooses per bucket; nullptr = the built-in table),
+// and `stall` (ps strategies: reports PS calls waiting past its threshold;
+// ring strategies report through a StallTransport instead; may be null).
 absl::StatusOr<std::unique_ptr<GradientSync>> MakeGradientSync(
     const v1::Assignment* assignment, Transport* transport,
-    const TuningTable* tuning = nullptr);
+    const TuningTable* tuning = nullptr, const StallWatch* stall = nullptr);
 
 }  // namespace gradsync
 

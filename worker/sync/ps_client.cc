@@ -31,8 +31,9 @@ std::vector<PsPiece> MakePsPieces(const std::string& job_id,
   return pieces;
 }
 
-PsClient::PsClient(int rank, std::vector<PsPiece> pieces, WireDtype wire)
-    : rank_(rank), wire_(wire), pieces_(std::move(pieces)) {
+PsClient::PsClient(int rank, std::vector<PsPiece> pieces, WireDtype wire,
+                   const StallWatch* stall)
+    : rank_(rank), wire_(wire), stall_(stall), pieces_(std::move(pieces)) {
   for (size_t i = 0; i < pieces_.size(); ++i) {
     all_.push_back(static_cast<int>(i));
     auto& stub = stubs_[pieces_[i].address];
@@ -43,7 +44,7 @@ PsClient::PsClient(int rank, std::vector<PsPiece> pieces, WireDtype wire)
 absl::Status PsClient::CallAll(
     const std::string& method, const std::vector<int>& which,
     const std::function<grpc::ByteBuffer(const PsPiece&)>& request, float* out,
-    absl::Time deadline) {
+    absl::Time deadline, const WaitTag& tag) {
   const size_t n = which.size();
   std::vector<grpc::ClientContext> ctx(n);
   std::vector<grpc::ByteBuffer> req(n), resp(n);
@@ -72,22 +73,33 @@ absl::Status PsClient::CallAll(
   absl::Status first;
   bool cancelled = false;
   std::vector<size_t> batch;
+  StallWait stall(stall_);
+  std::vector<bool> answered(n, false);
   for (size_t taken = 0; taken < n; taken += batch.size()) {
+    bool stalled = false;
     {
       absl::MutexLock l(&done_mu);
       auto any = [&finished]() { return !finished.empty(); };
       // Once cancelled, every call reports promptly; keep each wait bounded.
       const absl::Time until =
           (cancelled ? absl::Now() : deadline) + kCallGrace;
-      if (!done_mu.AwaitWithDeadline(absl::Condition(&any), until) &&
-          !cancelled) {
-        for (auto& c : ctx) c.TryCancel();  // each call then ends promptly
-        cancelled = true;
+      const absl::Time wake = cancelled ? until : stall.Until(until);
+      if (!done_mu.AwaitWithDeadline(absl::Condition(&any), wake)) {
+        if (wake < until) {
+          stalled = true;
+        } else if (!cancelled) {
+          for (auto& c : ctx) c.TryCancel();  // each call then ends promptly
+          cancelled = true;
+        }
       }
       batch.swap(finished);
       finished.clear();
     }
+    if (stalled) {
+      stall.Check([&] { return DescribeStall(tag, which, answered); });
+    }
     for (size_t i : batch) {
+      answered[i] = true;
       absl::Status st = TakeReply(pieces_[which[i]], status[i], resp[i], out);
       if (st.ok() || !first.ok()) continue;
       first = std::move(st);
@@ -100,7 +112,30 @@ absl::Status PsClient::CallAll(
     absl::MutexLock lock(&mu_);
     for (size_t i = 0; i < n; ++i) active_.erase(&ctx[i]);
   }
+  if (!first.ok()) stall.Failed();
   return first;
+}
+
+StallReport PsClient::DescribeStall(const WaitTag& tag,
+                                    const std::vector<int>& which,
+                                    const std::vector<bool>& answered) const {
+  StallReport r;
+  r.step = tag.step;
+  r.bucket = tag.bucket;
+  r.phase = tag.phase;
+  size_t outstanding = 0;
+  for (size_t i = 0; i < which.size(); ++i) {
+    if (answered[i]) continue;
+    if (outstanding++ == 0) {
+      const PsPiece& p = pieces_[which[i]];
+      r.waiting_for = absl::StrCat("PS shard ", p.address, " (", p.key, ")");
+    }
+  }
+  if (outstanding > 1) {
+    absl::StrAppend(&r.waiting_for, " and ", outstanding - 1, " more piece",
+                    outstanding > 2 ? "s" : "");
+  }
+  return r;
 }
 
 absl::Status PsClient::TakeReply(const PsPiece& piece,
@@ -138,7 +173,7 @@ absl::Status PsClient::Init(const float* params, const v1::ShardConfig& config,
         // Init completes before we return, and params outlive the call.
         return EncodeFrame(h, params + p.offset, p.count, nullptr);
       },
-      nullptr, deadline);
+      nullptr, deadline, WaitTag{0, -1, "init"});
 }
 
 absl::Status PsClient::Pull(float* params, bool initial, absl::Time deadline) {
@@ -153,12 +188,12 @@ absl::Status PsClient::Pull(float* params, bool initial, absl::Time deadline) {
         h.set_offset(p.offset);
         return EncodeHeaderOnly(h);
       },
-      params, deadline);
+      params, deadline, WaitTag{initial ? -1 : 0, -1, "pull"});
 }
 
 absl::Status PsClient::PushPull(int64_t step, const float* grad, float* params,
                                 const std::vector<int>& pieces,
-                                absl::Time deadline) {
+                                absl::Time deadline, int bucket) {
   return CallAll(
       "/gradsync.v1.ParameterServer/PushPull", pieces,
       [&](const PsPiece& p) {
@@ -176,7 +211,7 @@ absl::Status PsClient::PushPull(int64_t step, const float* grad, float* params,
         }
         return EncodeFrame(h, grad + p.offset, p.count, nullptr);
       },
-      params, deadline);
+      params, deadline, WaitTag{step, bucket, "push-pull"});
 }
 
 void PsClient::Abort(const absl::Status& status) {

@@ -22,6 +22,7 @@
 #include "common/ps_layout.h"
 #include "common/wire_dtype.h"
 #include "gradsync/v1/gradsync.pb.h"
+#include "worker/sync/stall_watch.h"
 
 namespace gradsync {
 
@@ -45,8 +46,11 @@ class PsClient {
  public:
   // PushPull sends gradients and asks for parameters in `wire` (Init and
   // Pull always move float32: the starting and final parameters are exact).
+  // `stall` (may be null; must outlive this) hears of calls that wait past
+  // its threshold, naming the shards still outstanding.
   PsClient(int rank, std::vector<PsPiece> pieces,
-           WireDtype wire = WireDtype::kFp32);
+           WireDtype wire = WireDtype::kFp32,
+           const StallWatch* stall = nullptr);
 
   // Installs params[offset..offset+count) of every piece (rank 0, once).
   absl::Status Init(const float* params, const v1::ShardConfig& config,
@@ -59,12 +63,20 @@ class PsClient {
   // With a float32 wire, grad[piece] is sent without a copy: it must not
   // change until this returns (it is not read after); a 16-bit wire
   // converts it into the request.
+  // `bucket` only names the wait in stall reports.
   absl::Status PushPull(int64_t step, const float* grad, float* params,
-                        const std::vector<int>& pieces, absl::Time deadline);
+                        const std::vector<int>& pieces, absl::Time deadline,
+                        int bucket = -1);
   // Cancels calls in flight; later calls fail with `status`.
   void Abort(const absl::Status& status);
 
  private:
+  // Names a CallAll in stall reports.
+  struct WaitTag {
+    int64_t step = 0;
+    int bucket = -1;
+    const char* phase = "";
+  };
   // Runs one call per listed piece, all in flight at once, each with
   // `deadline`:
   //  1. request(p) builds piece p's frame; the call starts at once;
@@ -73,15 +85,21 @@ class PsClient {
   //     data to out + offset (if out); the first error cancels the rest;
   //  4. returns when every call has finished (all have by deadline + a grace
   //     period: then the stragglers are cancelled), with the first error.
+  // Step 3 waits at most until the stall threshold at first: a wait past it
+  // is reported once (tag and the pieces not answered yet), then goes on.
   absl::Status CallAll(const std::string& method, const std::vector<int>& which,
                        const std::function<grpc::ByteBuffer(const PsPiece&)>& request,
-                       float* out, absl::Time deadline);
+                       float* out, absl::Time deadline, const WaitTag& tag);
+  // A stall report of the calls of `which` not `answered` yet.
+  StallReport DescribeStall(const WaitTag& tag, const std::vector<int>& which,
+                            const std::vector<bool>& answered) const;
   // Step 3 for one finished call.
   absl::Status TakeReply(const PsPiece& piece, const grpc::Status& status,
                          const grpc::ByteBuffer& response, float* out) const;
 
   const int rank_;
   const WireDtype wire_;
+  const StallWatch* const stall_;
   std::vector<PsPiece> pieces_;
   std::vector<int> all_;
   std::map<std::string, std::unique_ptr<grpc::GenericStub>> stubs_;  // by address

@@ -21,8 +21,8 @@ constexpr absl::Duration kInitialPullSlack = absl::Seconds(30);
 // Abort may race with that, so the pointer is read under mu_.
 class PsSync final : public GradientSync {
  public:
-  explicit PsSync(const v1::Assignment* a)
-      : a_(*a), timeout_(StepTimeout(a->spec())) {}
+  PsSync(const v1::Assignment* a, const StallWatch* stall)
+      : a_(*a), timeout_(StepTimeout(a->spec())), stall_(stall) {}
 
   // 1. cut every bucket into partitions of <= partition_bytes, round-robin
   //    over the shards (common/ps_layout.h; one PS slice each);
@@ -43,7 +43,8 @@ class PsSync final : public GradientSync {
       absl::MutexLock lock(&mu_);
       client_ = std::make_unique<PsClient>(
           a_.rank(), std::move(pieces),
-          WireDtypeOf(a_.spec().wire_dtype()).value_or(WireDtype::kFp32));
+          WireDtypeOf(a_.spec().wire_dtype()).value_or(WireDtype::kFp32),
+          stall_);
       if (!aborted_.ok()) client_->Abort(aborted_);
       client = client_.get();
     }
@@ -63,7 +64,7 @@ class PsSync final : public GradientSync {
     PsClient* c = client();
     if (c == nullptr) return absl::FailedPreconditionError("not initialised");
     return c->PushPull(step, grad, params, pieces_of_bucket_[bucket],
-                       absl::Now() + timeout_);
+                       absl::Now() + timeout_, bucket);
   }
 
   absl::Status Finish(float* params) override {
@@ -103,6 +104,7 @@ class PsSync final : public GradientSync {
   // Constant after construction.
   const v1::Assignment& a_;
   const absl::Duration timeout_;
+  const StallWatch* const stall_;  // may be null
   // Set in Initialize, then constant (read by the communication thread only
   // after Initialize returned): bucket -> its partitions (= piece indices).
   std::vector<std::vector<int>> pieces_of_bucket_;
@@ -114,8 +116,9 @@ class PsSync final : public GradientSync {
 
 }  // namespace
 
-std::unique_ptr<GradientSync> MakePsSync(const v1::Assignment* assignment) {
-  return std::make_unique<PsSync>(assignment);
+std::unique_ptr<GradientSync> MakePsSync(const v1::Assignment* assignment,
+                                         const StallWatch* stall) {
+  return std::make_unique<PsSync>(assignment, stall);
 }
 
 }  // namespace gradsync

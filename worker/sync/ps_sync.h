@@ -8,12 +8,16 @@
 #include <memory>
 
 #include "worker/sync/gradient_sync.h"
+#include "worker/sync/stall_watch.h"
 
 namespace gradsync {
 
 // ps x sync (BSP) and ps x async (ASGD / SSP): the shards apply the optimizer;
 // the worker only pushes gradients and receives parameters.
-std::unique_ptr<GradientSync> MakePsSync(const v1::Assignment* assignment);
+// `stall` (may be null) must outlive the result: it hears of PS calls that
+// wait past its threshold.
+std::unique_ptr<GradientSync> MakePsSync(const v1::Assignment* assignment,
+                                         const StallWatch* stall = nullptr);
 
 }  // namespace gradsync
 
