@@ -3,6 +3,7 @@
 // of a corrupt history at start-up.
 #include <sys/stat.h>
 
+#include <fstream>
 #include <random>
 #include <string>
 #include <vector>
