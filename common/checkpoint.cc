@@ -119,12 +119,15 @@ absl::Status WriteCheckpoint(const std::string& path, const CheckpointView& c) {
 }
 
 absl::StatusOr<Checkpoint> ReadCheckpoint(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in) {
     return absl::NotFoundError(absl::StrCat("checkpoint ", path, " not found"));
   }
-  const std::string bytes((std::istreambuf_iterator<char>(in)),
-                          std::istreambuf_iterator<char>());
+  std::string bytes(static_cast<size_t>(in.tellg()), '\0');
+  in.seekg(0);
+  if (!in.read(bytes.data(), static_cast<std::streamsize>(bytes.size()))) {
+    return absl::DataLossError(absl::StrCat("checkpoint ", path, ": read failed"));
+  }
   const size_t head = sizeof(kMagic) + 8;
   if (bytes.size() < head + sizeof(Fixed) + 4) return Corrupt(path, "truncated");
   if (std::memcmp(bytes.data(), kMagic, sizeof(kMagic)) != 0) {

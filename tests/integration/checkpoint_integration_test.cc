@@ -44,6 +44,14 @@ std::string CheckpointDir(Cluster& c, const std::string& job) {
   return absl::StrCat(logs, "/state/checkpoints/", job);
 }
 
+// Removes the cluster's checkpoints (megabytes each) when the test ends.
+struct CheckpointCleanup {
+  Cluster& c;
+  ~CheckpointCleanup() {
+    if (c.ok()) std::filesystem::remove_all(CheckpointDir(c, ""));
+  }
+};
+
 v1::Job RunToEnd(Cluster& c, const v1::JobSpec& spec) {
   v1::Job job;
   EXPECT_TRUE(c.Submit(spec, &job).ok());
@@ -53,6 +61,7 @@ v1::Job RunToEnd(Cluster& c, const v1::JobSpec& spec) {
 TEST(Checkpoints, ResumedPsJobMatchesAnUninterruptedRun) {
   Cluster c(2);
   ASSERT_TRUE(c.ok());
+  CheckpointCleanup cleanup{c};
   const v1::Job straight = RunToEnd(c, CheckpointedJob());
   ASSERT_EQ(straight.state(), v1::SUCCEEDED) << straight.error();
   ASSERT_EQ(straight.result().param_checksums_size(), 2);
@@ -87,6 +96,7 @@ TEST(Checkpoints, ResumedPsJobMatchesAnUninterruptedRun) {
 TEST(Checkpoints, CorruptCheckpointIsRefusedAndTheJobFailsNamingIt) {
   Cluster c(2);
   ASSERT_TRUE(c.ok());
+  CheckpointCleanup cleanup{c};
   v1::JobSpec spec = CheckpointedJob();
   spec.set_model("mlp:784-64-10");
   spec.set_steps(30);
