@@ -139,10 +139,16 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(
   // An empty --metrics_listen is the default: off.
   const std::string metrics = absl::StrCat(
       "--metrics_listen=", options.metrics ? "127.0.0.1:0" : "");
+  const std::string state_dir = options.state_dir.empty()
+                                    ? absl::StrCat(options.log_dir, "/state")
+                                    : options.state_dir;
   std::vector<std::string> extra;
   for (int s = 1; s < options.ps_shards; ++s) {
+    // Each shard its own state directory (its checkpoints), as on hosts of
+    // their own.
     auto p = c->Spawn(absl::StrCat("ps", s), server_bin,
-                      {"--listen=127.0.0.1:0", "--role=ps", level, metrics},
+                      {"--listen=127.0.0.1:0", "--role=ps", level, metrics,
+                       absl::StrCat("--state_dir=", state_dir, "/ps", s)},
                       deadline);
     if (!p.ok()) return p.status();
     c->shards_.push_back(*p);
@@ -151,9 +157,7 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(
   c->server_args_ = {
       "--role=all", absl::StrCat("--ps_shards=", absl::StrJoin(extra, ",")),
       absl::StrCat("--heartbeat_timeout=", options.heartbeat_timeout),
-      absl::StrCat("--state_dir=", options.state_dir.empty()
-                                       ? absl::StrCat(options.log_dir, "/state")
-                                       : options.state_dir),
+      absl::StrCat("--state_dir=", state_dir),
       level, metrics};
   std::vector<std::string> server_args = c->server_args_;
   server_args.insert(server_args.begin(), "--listen=127.0.0.1:0");

@@ -21,8 +21,9 @@ struct LocalClusterOptions {
   int ps_shards = 1;          // total shards (server is shard 0)
   std::string bin_dir;        // where gradsync-server / gradsync-worker live
   std::string log_dir;        // one .log per process
-  // The server's --state_dir (job history); empty: <log_dir>/state, so that
-  // `gradsync local` keeps its history in its own temporary directory.
+  // The server's --state_dir (job history, shard 0's checkpoints); empty:
+  // <log_dir>/state, so that `gradsync local` keeps its history in its own
+  // temporary directory. Extra shard s uses <state_dir>/ps<s>.
   std::string state_dir;
   std::string data_dir;       // passed to workers when set
   std::string tuning_file;    // workers' --tuning_file, when set

@@ -91,6 +91,12 @@ ABSL_FLAG(int, stall_report_ms, 0,
           "(shown by status and watch); 0 = half of --step_timeout_ms.");
 ABSL_FLAG(int64_t, train_limit, 0, "Use only the first N training samples (0 = all).");
 ABSL_FLAG(std::string, name, "", "Free-text job name.");
+ABSL_FLAG(int64_t, checkpoint_every, 0,
+          "ps sync jobs: every PS slice checkpoints after every K-th step "
+          "under its shard's --state_dir (0 = off).");
+ABSL_FLAG(std::string, resume, "",
+          "submit: start a new job from the last checkpoint of this ended job "
+          "(same spec; the other job flags are ignored).");
 ABSL_FLAG(std::string, results, "",
           "Write the results JSON here (one job; with --compare {\"jobs\": [...]}).");
 ABSL_FLAG(bool, compare, false,
@@ -132,6 +138,7 @@ Flags may be written --batch-size or --batch_size.
 Examples:
   gradsync local --compare --workers 4 --epochs 1 --results=results.json
   gradsync submit --server=HOST:PORT --strategy=ps --mode=async --staleness=2 --wait
+  gradsync submit --server=HOST:PORT --resume=j-1-7 --wait
 )";
 
 std::atomic<bool> g_interrupted{false};
@@ -197,7 +204,22 @@ v1::JobSpec SpecFromFlags() {
   s.set_step_timeout_ms(absl::GetFlag(FLAGS_step_timeout_ms));
   s.set_stall_report_ms(absl::GetFlag(FLAGS_stall_report_ms));
   s.set_train_limit(absl::GetFlag(FLAGS_train_limit));
+  s.set_checkpoint_every(absl::GetFlag(FLAGS_checkpoint_every));
   return s;
+}
+
+// submit --resume=ID: job ID's spec, resuming from its checkpoint.
+v1::JobSpec ResumeSpec(v1::Coordinator::Stub* stub, const std::string& id) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(ToChrono(absl::Now() + absl::Seconds(10)));
+  v1::GetJobRequest req;
+  req.set_id(id);
+  v1::Job old;
+  grpc::Status st = stub->GetJob(&ctx, req, &old);
+  if (!st.ok()) Die(absl::StrCat("submit --resume: ", RpcError(st)), 2);
+  v1::JobSpec spec = old.spec();
+  spec.set_resume_from(id);
+  return spec;
 }
 
 // Streams the job's events; returns the final job (GetJob after the end).
@@ -430,7 +452,10 @@ int Submit(const std::string& server) {
   auto stub = Connect(server);
   v1::Job job;
   const bool wait = absl::GetFlag(FLAGS_wait);
-  int rc = SubmitAndWatch(stub.get(), SpecFromFlags(), wait, &job);
+  const std::string resume = absl::GetFlag(FLAGS_resume);
+  const v1::JobSpec spec =
+      resume.empty() ? SpecFromFlags() : ResumeSpec(stub.get(), resume);
+  int rc = SubmitAndWatch(stub.get(), spec, wait, &job);
   if (wait) {
     PrintJob(job);
     WriteResults({job}, false);

@@ -1,6 +1,7 @@
 #include "common/optimizer.h"
 
 #include <cmath>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -80,6 +81,20 @@ void Optimizer::Apply(float* params, const float* grad) {
     const float vhat = v[i] * c2;
     params[i] -= lr * mhat / (std::sqrt(vhat) + eps);
   }
+}
+
+absl::Status Optimizer::Restore(int64_t steps, std::vector<float> first,
+                                std::vector<float> second) {
+  if (steps < 0 || first.size() != m_.size() || second.size() != v_.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "optimizer state of ", first.size(), " + ", second.size(),
+        " floats at step ", steps, " does not fit an optimizer of ", m_.size(),
+        " + ", v_.size()));
+  }
+  t_ = steps;
+  m_ = std::move(first);
+  v_ = std::move(second);
+  return absl::OkStatus();
 }
 
 }  // namespace gradsync

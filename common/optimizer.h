@@ -42,6 +42,17 @@ class Optimizer {
   size_t size() const { return n_; }
   int64_t steps() const { return t_; }
 
+  // The state a checkpoint saves (common/checkpoint.h): momentum (sgd) or
+  // first moment (adam), second moment (adam); each empty when unused.
+  const std::vector<float>& first_moment() const { return m_; }
+  const std::vector<float>& second_moment() const { return v_; }
+  // Continues from saved state: `steps` updates done, moments as returned by
+  // first_moment() / second_moment() of an optimizer with the same options
+  // and size. INVALID_ARGUMENT (nothing changed) when a moment's size differs
+  // from this optimizer's, or steps < 0.
+  absl::Status Restore(int64_t steps, std::vector<float> first,
+                       std::vector<float> second);
+
  private:
   Optimizer(const OptimizerOptions& options, size_t n);
 

@@ -46,7 +46,9 @@ ABSL_FLAG(std::string, state_dir, "./gradsync-state",
           "earlier jobs; jobs that were running are FAILED \"coordinator "
           "restarted\", queued ones stay queued. A corrupt or unwritable "
           "database stops the server at start-up and is left untouched. "
-          "Unused with --role=ps.");
+          "PS shards (--role=ps or all) keep job checkpoints in "
+          "DIR/checkpoints/JOB/ (see README, Checkpoints and resume); "
+          "--role=ps opens no database.");
 ABSL_FLAG(std::string, log_level, "info",
           "trace, debug, info, warn, error or off.");
 ABSL_FLAG(std::string, metrics_listen, "",
@@ -78,7 +80,7 @@ int main(int argc, char** argv) {
   std::vector<grpc::Service*> services;
 
   gradsync::MetricsRegistry metrics_registry;  // this process's; outlives all
-  gradsync::PsStore store;
+  gradsync::PsStore store(absl::GetFlag(FLAGS_state_dir) + "/checkpoints");
   gradsync::PsService ps_service(
       &store, gradsync::kPsReduceThreads,
       role == "coordinator" ? gradsync::PsTraffic{}

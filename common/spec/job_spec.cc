@@ -402,6 +402,29 @@ absl::Status ValidateCaps(const v1::JobSpec& s) {
   return absl::OkStatus();
 }
 
+// checkpoint_every and resume_from: ps+sync training jobs only; resume_from
+// is a job id (it names a directory on the shards).
+absl::Status ValidateCheckpoints(const v1::JobSpec& s) {
+  const bool wanted = s.checkpoint_every() != 0 || !s.resume_from().empty();
+  if (!wanted) return absl::OkStatus();
+  if (s.checkpoint_every() < 0) {
+    return Bad("checkpoint_every",
+               absl::StrCat("must be >= 0, got ", s.checkpoint_every()));
+  }
+  const char* field =
+      s.checkpoint_every() != 0 ? "checkpoint_every" : "resume_from";
+  if (IsBench(s) || s.strategy() != v1::STRATEGY_PS ||
+      s.mode() != v1::SYNC_MODE_SYNC) {
+    return Bad(field, "only ps sync training jobs checkpoint and resume");
+  }
+  const std::string& id = s.resume_from();
+  if (id.size() > kMaxNameBytes || (!id.empty() && id[0] == '.') ||
+      id.find_first_of("/\\") != std::string::npos) {
+    return Bad("resume_from", absl::StrCat("'", id, "' is not a job id"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<v1::JobSpec> ValidateJobSpec(const v1::JobSpec& in,
@@ -424,6 +447,7 @@ absl::StatusOr<v1::JobSpec> ValidateJobSpec(const v1::JobSpec& in,
   if (st.ok()) st = ValidateOptimizer(&s);
   if (st.ok()) st = ValidateSizes(&s, available_ps_shards);
   if (st.ok()) st = ParseGroups(s.groups(), s.workers()).status();
+  if (st.ok()) st = ValidateCheckpoints(s);
   if (!st.ok()) return st;
   return s;
 }

@@ -61,7 +61,10 @@ inline constexpr int32_t kMaxBenchWarmup = 10000;
 // output widths do not match the dataset, staleness < 0, lr < 0 or not finite,
 // momentum outside [0, 1), epochs or steps < 0, ring-async staleness above
 // kMaxRingAsyncStaleness, or any value beyond the caps above, ps_shards < 0 or more than
-// `available_ps_shards`, negative sizes, bad groups (ParseGroups).
+// `available_ps_shards`, negative sizes, bad groups (ParseGroups),
+// checkpoint_every < 0, checkpoint_every or resume_from on a job that is not
+// ps+sync training ("only ps sync training jobs checkpoint and resume"), a
+// resume_from that is not a job id (starts with '.', has '/' or '\\').
 // Bench jobs (kind = bench) skip the model, dataset, batch and epoch checks
 // (no model is built) and instead need: bench.op allreduce, broadcast or
 // pushpull; 1..kMaxBenchSizes sizes, each a multiple of 4 in

@@ -68,6 +68,20 @@ JobTable::JobEntry* JobTable::RankEntry(const std::string& id, int rank,
   return e;
 }
 
+absl::Status JobTable::CheckResumable(const std::string& old) const {
+  if (old.empty()) return absl::OkStatus();
+  auto it = jobs_.find(old);
+  if (it == jobs_.end()) {
+    return absl::NotFoundError(absl::StrCat("resume_from: no job ", old));
+  }
+  const v1::Job& j = it->second.job;
+  if (j.state() == v1::QUEUED || j.state() == v1::RUNNING) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "resume_from: job ", old, " has not ended; cancel it first"));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<v1::Job> JobTable::Submit(const v1::JobSpec& request,
                                          Decisions* out) {
   absl::StatusOr<v1::JobSpec> spec = ValidateJobSpec(request, num_ps_shards());
@@ -78,6 +92,7 @@ absl::StatusOr<v1::Job> JobTable::Submit(const v1::JobSpec& request,
   absl::StatusOr<MlpSpec> model =
       IsBench(*spec) ? MlpSpec{} : ParseModelSpec(spec->model());
   if (!model.ok()) return model.status();
+  if (absl::Status st = CheckResumable(spec->resume_from()); !st.ok()) return st;
   std::string id = absl::StrCat("j-", id_prefix_, next_job_++);
   while (jobs_.count(id) > 0) id = absl::StrCat("j-", id_prefix_, next_job_++);
   JobEntry& e = jobs_[id];

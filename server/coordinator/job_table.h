@@ -128,7 +128,9 @@ class JobTable {
   // once, queues the job and schedules. Returns the job as queued (or as
   // placed, when workers were idle). INVALID_ARGUMENT naming the field for a
   // bad spec; nothing is queued then. The store's error when the queued job
-  // cannot be saved; nothing is queued then either.
+  // cannot be saved; nothing is queued then either. A spec with resume_from
+  // needs that job known here (NOT_FOUND) and ended (FAILED_PRECONDITION);
+  // its checkpoints are found by the workers on the PS shards.
   absl::StatusOr<v1::Job> Submit(const v1::JobSpec& spec, Decisions* out);
 
   // Places queued jobs that fit the idle workers, oldest first, with backfill
@@ -221,6 +223,8 @@ class JobTable {
   // store).
   absl::Status Save(JobEntry* e);
   // Recover's steps for one stored job.
+  // OK when `old` is empty or a known job that has ended (Submit).
+  absl::Status CheckResumable(const std::string& old) const;
   void Restore(StoredJob stored, Decisions* out);
   void RequeueRestored(JobEntry* e, Decisions* out);
   // Places `e` on `picked` (spec.workers idle workers, rank order).

@@ -72,8 +72,10 @@ void JobTable::Restore(StoredJob stored, Decisions* out) {
   if (e.job.state() == v1::QUEUED) {
     RequeueRestored(&e, out);
   } else if (e.job.state() == v1::RUNNING) {
-    // Hook for checkpoints (issue 10, a later item): a job that can resume
-    // from a checkpoint is to become RESUMING and be queued here instead.
+    // Not resumed automatically: a ps-sync job with checkpoint_every is
+    // resumed by submitting a job with resume_from = this id (`gradsync
+    // submit --resume`), once its PS shards are back (README, Checkpoints
+    // and resume).
     const int n = e.job.workers_size();
     e.done.assign(n, false);
     e.results.assign(n, {});

@@ -58,18 +58,36 @@ grpc::ServerUnaryReactor* PsService::Init(grpc::CallbackServerContext* ctx,
   config.optimizer.kind = *kind;
   config.optimizer.lr = c.lr();
   config.optimizer.momentum = c.momentum();
-  std::vector<float> initial(frame->count());
-  frame->CopyTo(initial.data());
-  absl::Status st = store_->Init(h.job_id(), config, std::move(initial));
-  if (st.ok()) {
-    spdlog::info("{}shard slice of {} floats installed ({} {})",
-                 absl::StrCat("[job ", h.job_id(), "] "), frame->count(),
-                 SyncModeName(c.mode()), OptimizerName(c.optimizer()));
-    TensorHeader ack;
-    ack.set_job_id(h.job_id());
-    *response = EncodeHeaderOnly(ack);
+  config.checkpoint_every = c.checkpoint_every();
+  config.resume_from = c.resume_from();
+  config.resume_step = c.resume_step();
+  auto install = [store = store_, reactor, response, config,
+                  f = *std::move(frame)]() {
+    const TensorHeader& fh = f.header();
+    std::vector<float> initial(f.count());
+    f.CopyTo(initial.data());
+    absl::Status st = store->Init(fh.job_id(), config, std::move(initial));
+    if (st.ok()) {
+      spdlog::info("{}shard slice of {} floats installed ({} {}{})",
+                   absl::StrCat("[job ", fh.job_id(), "] "), f.count(),
+                   SyncModeName(fh.config().mode()),
+                   OptimizerName(fh.config().optimizer()),
+                   config.resume_from.empty()
+                       ? ""
+                       : absl::StrCat(", resumed from ", config.resume_from,
+                                      " at step ", config.resume_step));
+      TensorHeader ack;
+      ack.set_job_id(fh.job_id());
+      *response = EncodeHeaderOnly(ack);
+    }
+    reactor->Finish(ToGrpcStatus(st));
+  };
+  // Resuming reads a checkpoint file: not on the callback thread.
+  if (config.resume_from.empty()) {
+    install();
+  } else {
+    pool_.Schedule(std::move(install));
   }
-  reactor->Finish(ToGrpcStatus(st));
   return reactor;
 }
 
@@ -128,6 +146,17 @@ grpc::ServerUnaryReactor* PsService::EndJob(grpc::CallbackServerContext* ctx,
                                             const v1::EndJobRequest* request,
                                             v1::EndJobResponse* response) {
   store_->EndJob(request->job_id(), request->reason());
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* PsService::Checkpoints(
+    grpc::CallbackServerContext* ctx, const v1::CheckpointsRequest* request,
+    v1::CheckpointsResponse* response) {
+  const CheckpointListing listing = store_->Checkpoints(request->job_id());
+  for (int64_t step : listing.steps) response->add_steps(step);
+  response->set_slices(listing.slices);
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   reactor->Finish(grpc::Status::OK);
   return reactor;

@@ -12,7 +12,9 @@
 //     step runs the optimizer there too;
 //  3. whichever thread completes a reply finishes its reactor with a frame
 //     over the shared parameter snapshot (zero-copy).
-// Init, Pull and EndJob run on the callback thread: none reduces or steps.
+// Init, Pull, EndJob and Checkpoints run on the callback thread: none
+// reduces or steps; an Init that resumes (reads a checkpoint file) runs on
+// the pool. Checkpoint writes happen in step 2 (PsSlice).
 #ifndef GRADSYNC_SERVER_PS_PS_SERVICE_H_
 #define GRADSYNC_SERVER_PS_PS_SERVICE_H_
 
@@ -27,7 +29,8 @@ using PsServiceBase = v1::ParameterServer::WithRawCallbackMethod_Init<
     v1::ParameterServer::WithRawCallbackMethod_Pull<
         v1::ParameterServer::WithRawCallbackMethod_PushPull<
             v1::ParameterServer::WithCallbackMethod_EndJob<
-                v1::ParameterServer::Service>>>>;
+                v1::ParameterServer::WithCallbackMethod_Checkpoints<
+                    v1::ParameterServer::Service>>>>>;
 
 // Threads that reduce and step (a shard's CPU work is memory-bound: a few
 // are enough to overlap partitions; more only contend for cores).
@@ -54,6 +57,9 @@ class PsService final : public PsServiceBase {
   grpc::ServerUnaryReactor* EndJob(grpc::CallbackServerContext* ctx,
                                    const v1::EndJobRequest* request,
                                    v1::EndJobResponse* response) override;
+  grpc::ServerUnaryReactor* Checkpoints(
+      grpc::CallbackServerContext* ctx, const v1::CheckpointsRequest* request,
+      v1::CheckpointsResponse* response) override;
 
  private:
   PsStore* const store_;

@@ -1,6 +1,7 @@
 #include "server/ps/ps_slice.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -13,8 +14,8 @@ void RunCompletions(PsCompletions* done) {
   done->clear();
 }
 
-absl::StatusOr<std::unique_ptr<PsSlice>> PsSlice::Create(
-    const ShardJobConfig& config, std::vector<float> initial) {
+absl::StatusOr<Optimizer> PsSlice::MakeOptimizer(const ShardJobConfig& config,
+                                                 size_t n) {
   if (config.world_size < 1) {
     return absl::InvalidArgumentError("shard config: world_size must be >= 1");
   }
@@ -23,20 +24,39 @@ absl::StatusOr<std::unique_ptr<PsSlice>> PsSlice::Create(
   // whose update ignores the gradient's scale; for SGD both are the same.
   OptimizerOptions oo = config.optimizer;
   if (config.async) oo.lr /= config.world_size;
-  absl::StatusOr<Optimizer> opt = Optimizer::Create(oo, initial.size());
+  return Optimizer::Create(oo, n);
+}
+
+absl::StatusOr<std::unique_ptr<PsSlice>> PsSlice::Create(
+    const ShardJobConfig& config, std::vector<float> initial) {
+  absl::StatusOr<Optimizer> opt = MakeOptimizer(config, initial.size());
   if (!opt.ok()) return opt.status();
   return std::unique_ptr<PsSlice>(
-      new PsSlice(config, *std::move(opt), std::move(initial)));
+      new PsSlice(config, *std::move(opt), std::move(initial), 0));
+}
+
+absl::StatusOr<std::unique_ptr<PsSlice>> PsSlice::Resume(
+    const ShardJobConfig& config, Checkpoint from) {
+  absl::StatusOr<Optimizer> opt = MakeOptimizer(config, from.params.size());
+  if (!opt.ok()) return opt.status();
+  absl::Status st = opt->Restore(from.optimizer_steps,
+                                 std::move(from.first_moment),
+                                 std::move(from.second_moment));
+  if (!st.ok()) return st;
+  return std::unique_ptr<PsSlice>(new PsSlice(
+      config, *std::move(opt), std::move(from.params), from.step));
 }
 
 PsSlice::PsSlice(const ShardJobConfig& config, Optimizer optimizer,
-                         std::vector<float> initial)
+                 std::vector<float> initial, int64_t start_step)
     : config_(config),
       size_(initial.size()),
       initial_(std::make_shared<const std::vector<float>>(initial)),
+      start_step_(start_step),
       optimizer_(std::move(optimizer)),
       params_(std::move(initial)) {
   absl::MutexLock lock(&mu_);
+  step_ = start_step_;
   scratch_.assign(size_, 0.0f);
   pushed_.assign(config_.world_size, false);
   clock_.assign(config_.world_size, 0);
@@ -58,8 +78,7 @@ ParamSnapshot PsSlice::SnapshotLocked() {
 absl::StatusOr<PsReply> PsSlice::Pull(bool initial) {
   absl::MutexLock lock(&mu_);
   if (!ended_.ok()) return ended_;
-  if (initial) return PsReply{initial_, 0};
-  if (version_ == 0) return PsReply{initial_, 0};
+  if (initial || version_ == 0) return PsReply{initial_, start_step_};
   return PsReply{SnapshotLocked(), config_.async ? version_ : step_};
 }
 
@@ -124,9 +143,36 @@ void PsSlice::ApplySyncStepLocked(PsCompletions* done) {
   pushes_ = 0;
   ++step_;
   ++version_;
+  if (absl::Status st = MaybeCheckpointLocked(); !st.ok()) {
+    ended_ = st;
+    for (Reply& r : waiting_) done->push_back({std::move(r), st});
+    waiting_.clear();
+    return;
+  }
   const ParamSnapshot snap = SnapshotLocked();
   for (Reply& r : waiting_) done->push_back({std::move(r), PsReply{snap, step_}});
   waiting_.clear();
+}
+
+absl::Status PsSlice::MaybeCheckpointLocked() {
+  const int64_t k = config_.checkpoint_every;
+  if (k <= 0 || step_ % k != 0) return absl::OkStatus();
+  CheckpointView view;
+  view.key = config_.key;
+  view.step = step_;
+  view.params = params_;
+  view.optimizer_steps = optimizer_.steps();
+  view.first_moment = optimizer_.first_moment();
+  view.second_moment = optimizer_.second_moment();
+  absl::Status st = WriteCheckpoint(
+      CheckpointFile(config_.checkpoint_dir, config_.piece, step_), view);
+  if (!st.ok()) return st;
+  if (step_ - 2 * k > 0) {  // keep the last two (resume needs a common step)
+    std::remove(
+        CheckpointFile(config_.checkpoint_dir, config_.piece, step_ - 2 * k)
+            .c_str());
+  }
+  return absl::OkStatus();
 }
 
 void PsSlice::ReleaseHeldLocked(PsCompletions* done) {

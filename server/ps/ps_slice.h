@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -21,6 +22,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "common/checkpoint.h"
 #include "common/optimizer.h"
 
 namespace gradsync {
@@ -30,6 +32,19 @@ struct ShardJobConfig {
   bool async = false;
   int staleness = -1;  // async: SSP bound; < 0 = unbounded
   OptimizerOptions optimizer;
+  // Checkpoints (sync only; common/checkpoint.h): after every step t with
+  // t % checkpoint_every == 0, the slice writes
+  // CheckpointFile(checkpoint_dir, piece, t) labelled `key`, before it
+  // answers step t's pushes, and removes its file of step t - 2k (the last
+  // two stay). 0 = none. Set by PsStore.
+  int64_t checkpoint_every = 0;
+  std::string checkpoint_dir;
+  std::string piece;  // "p3" of key "j-1/p3"
+  std::string key;
+  // Resuming: the checkpoint of job `resume_from` at `resume_step` replaces
+  // the INIT values (PsStore::Init loads it).
+  std::string resume_from;
+  int64_t resume_step = 0;
 };
 
 // Parameters handed out: an immutable snapshot, shared with in-flight sends.
@@ -57,13 +72,18 @@ class PsSlice {
   // learning rate by 1/world_size (see the .cc).
   static absl::StatusOr<std::unique_ptr<PsSlice>> Create(
       const ShardJobConfig& config, std::vector<float> initial);
+  // A slice that continues from `from` (its parameters, optimizer state and
+  // step; Pull(initial) returns these). INVALID_ARGUMENT as Create, or when
+  // the optimizer state does not fit the config's optimizer.
+  static absl::StatusOr<std::unique_ptr<PsSlice>> Resume(
+      const ShardJobConfig& config, Checkpoint from);
 
   PsSlice(const PsSlice&) = delete;
   PsSlice& operator=(const PsSlice&) = delete;
 
   // The current parameters (with the step: sync steps applied / async pushes
-  // applied), or the initial ones (step 0) when `initial`; the End status
-  // once ended.
+  // applied), or the initial ones (step 0, or the resumed step) when
+  // `initial`; the End status once ended.
   absl::StatusOr<PsReply> Pull(bool initial);
 
   // Push of `rank`'s gradient for `step`; `accumulate(dst)` must add the
@@ -74,8 +94,10 @@ class PsSlice {
   //  2. sync: step must be the step being reduced and the rank must not have
   //     pushed it yet, else FAILED_PRECONDITION (nothing is summed). The push
   //     is added into the step's sum (in arrival order); the N-th push
-  //     averages the sum, applies the optimizer once, and completes all N
-  //     replies with the new parameters.
+  //     averages the sum, applies the optimizer once, writes a checkpoint
+  //     when one is due (under this slice's lock: no push for the next step
+  //     can come before the replies), and completes all N replies with the
+  //     new parameters. A failed checkpoint ends the slice with its error.
   //  3. async: step must equal the rank's count of earlier pushes, else
   //     FAILED_PRECONDITION. The gradient is applied at once (learning rate
   //     lr/N); the reply is held while the rank would be more than
@@ -94,7 +116,11 @@ class PsSlice {
 
  private:
   PsSlice(const ShardJobConfig& config, Optimizer optimizer,
-              std::vector<float> initial);
+          std::vector<float> initial, int64_t start_step);
+  static absl::StatusOr<Optimizer> MakeOptimizer(const ShardJobConfig& config,
+                                                 size_t n);
+  // Writes the checkpoint of step_ if one is due.
+  absl::Status MaybeCheckpointLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   ParamSnapshot SnapshotLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status CheckPush(int64_t step, int rank, size_t count) const
@@ -113,6 +139,7 @@ class PsSlice {
   const ShardJobConfig config_;
   const size_t size_;
   const ParamSnapshot initial_;
+  const int64_t start_step_;  // sync: steps applied before this process
 
   mutable absl::Mutex mu_;
   absl::Status ended_ ABSL_GUARDED_BY(mu_);  // not OK once ended

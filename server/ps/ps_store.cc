@@ -1,5 +1,6 @@
 #include "server/ps/ps_store.h"
 
+#include <set>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -9,6 +10,24 @@ namespace {
 
 // "j-3/p1" -> "j-3".
 std::string JobOf(const std::string& key) { return key.substr(0, key.find('/')); }
+// "j-3/p1" -> "p1"; "j-3" -> "all".
+std::string PieceOf(const std::string& key) {
+  const size_t slash = key.find('/');
+  return slash == std::string::npos ? "all" : key.substr(slash + 1);
+}
+
+// Checks that checkpoint `c` (read from `path`) is what `config` resumes.
+absl::Status CheckResumed(const Checkpoint& c, const std::string& path,
+                          const ShardJobConfig& config, size_t size) {
+  const std::string want = absl::StrCat(config.resume_from, "/", config.piece);
+  if (c.key != want || c.step != config.resume_step || c.params.size() != size) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "checkpoint ", path, " holds ", c.params.size(), " parameters of ",
+        c.key, " at step ", c.step, "; resuming needs ", size, " of ", want,
+        " at step ", config.resume_step, " (another model or layout?)"));
+  }
+  return absl::OkStatus();
+}
 
 absl::Status ShuttingDown() {
   return absl::UnavailableError("parameter server shutting down");
@@ -27,10 +46,54 @@ absl::StatusOr<std::shared_ptr<PsSlice>> PsStore::Find(
   return it->second;
 }
 
+absl::StatusOr<std::unique_ptr<PsSlice>> PsStore::MakeSlice(
+    const std::string& key, ShardJobConfig config,
+    std::vector<float> initial) const {
+  const bool resume = !config.resume_from.empty();
+  if (config.checkpoint_every <= 0 && !resume) {
+    return PsSlice::Create(config, std::move(initial));
+  }
+  if (checkpoint_root_.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "job ", key, " uses checkpoints but this PS shard has no state "
+        "directory"));
+  }
+  config.checkpoint_dir = absl::StrCat(checkpoint_root_, "/", JobOf(key));
+  config.piece = PieceOf(key);
+  config.key = key;
+  if (!resume) return PsSlice::Create(config, std::move(initial));
+  if (config.resume_from.find('/') != std::string::npos ||
+      config.resume_from[0] == '.') {
+    return absl::InvalidArgumentError(
+        absl::StrCat("resume_from: bad job id '", config.resume_from, "'"));
+  }
+  const std::string path =
+      CheckpointFile(absl::StrCat(checkpoint_root_, "/", config.resume_from),
+                     config.piece, config.resume_step);
+  absl::StatusOr<Checkpoint> c = ReadCheckpoint(path);
+  if (!c.ok()) return c.status();
+  absl::Status st = CheckResumed(*c, path, config, initial.size());
+  if (!st.ok()) return st;
+  return PsSlice::Resume(config, *std::move(c));
+}
+
+CheckpointListing PsStore::Checkpoints(const std::string& job_id) const {
+  CheckpointListing out;
+  if (checkpoint_root_.empty() || job_id.empty() ||
+      job_id.find('/') != std::string::npos || job_id[0] == '.') {
+    return out;
+  }
+  const auto listing = ListCheckpoints(absl::StrCat(checkpoint_root_, "/", job_id));
+  const std::set<int64_t> common = CommonSteps(listing);
+  out.steps.assign(common.begin(), common.end());
+  out.slices = static_cast<int>(listing.size());
+  return out;
+}
+
 absl::Status PsStore::Init(const std::string& key, const ShardJobConfig& config,
                            std::vector<float> initial) {
   absl::StatusOr<std::unique_ptr<PsSlice>> made =
-      PsSlice::Create(config, std::move(initial));
+      MakeSlice(key, config, std::move(initial));
   if (!made.ok()) return made.status();
   std::shared_ptr<PsSlice> part = *std::move(made);
   std::vector<Reply> waiters;

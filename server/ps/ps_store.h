@@ -29,6 +29,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -39,15 +40,30 @@
 
 namespace gradsync {
 
+// Checkpoints: a store made with a checkpoint root keeps job J's checkpoint
+// files in <root>/J/ (PsSlice writes them; PsStore::Init reads them back
+// when a job resumes). They outlive EndJob and the process.
+struct CheckpointListing {
+  std::vector<int64_t> steps;  // where every slice of the job has one
+  int slices = 0;              // slices with any checkpoint here
+};
+
 class PsStore {
  public:
-  PsStore() = default;
+  // `checkpoint_root` empty: jobs asking for checkpoints are refused.
+  explicit PsStore(std::string checkpoint_root = "")
+      : checkpoint_root_(std::move(checkpoint_root)) {}
   PsStore(const PsStore&) = delete;
   PsStore& operator=(const PsStore&) = delete;
 
   // Installs slice `key` with its initial values. ALREADY_EXISTS if the slice
   // is installed, INVALID_ARGUMENT on a bad config, FAILED_PRECONDITION if
-  // the job was ended. Wakes pending Pulls.
+  // the job was ended or it asks for checkpoints and this store has no
+  // checkpoint root. When config.resume_from is set, the slice instead
+  // starts from the same piece's checkpoint of that job at
+  // config.resume_step: NOT_FOUND / DATA_LOSS / FAILED_PRECONDITION (naming
+  // the file) when it is missing, damaged, or of another size or step.
+  // Wakes pending Pulls.
   absl::Status Init(const std::string& key, const ShardJobConfig& config,
                     std::vector<float> initial);
 
@@ -72,6 +88,9 @@ class PsStore {
   // Ends every job (server shutdown): pending replies get UNAVAILABLE.
   void Shutdown();
 
+  // The checkpoints of `job_id` in this store's root.
+  CheckpointListing Checkpoints(const std::string& job_id) const;
+
   // Slices installed, for tests and metrics.
   size_t NumJobs() const;
 
@@ -80,6 +99,12 @@ class PsStore {
   // every call for it gets (shut down, job ended).
   absl::StatusOr<std::shared_ptr<PsSlice>> Find(const std::string& key)
       const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // The slice Init installs: fresh, or loaded from a checkpoint.
+  absl::StatusOr<std::unique_ptr<PsSlice>> MakeSlice(
+      const std::string& key, ShardJobConfig config,
+      std::vector<float> initial) const;
+
+  const std::string checkpoint_root_;
 
   mutable absl::Mutex mu_;
   std::map<std::string, std::shared_ptr<PsSlice>> slices_ ABSL_GUARDED_BY(mu_);

@@ -350,3 +350,32 @@ TEST(JobSpec, StallThresholdDefaultsToHalfTheStepTimeoutAndIsChecked) {
 
 }  // namespace
 }  // namespace gradsync
+
+namespace gradsync {
+namespace {
+
+TEST(JobSpec, CheckpointsAndResumeArePsSyncOnly) {
+  v1::JobSpec s = Good();
+  s.set_strategy(v1::STRATEGY_PS);
+  s.set_checkpoint_every(5);
+  s.set_resume_from("j-3");
+  EXPECT_TRUE(ValidateJobSpec(s, 1).ok());
+  s.set_checkpoint_every(-1);
+  ExpectBad(s, "checkpoint_every");
+  s.set_checkpoint_every(5);
+  s.set_mode(v1::SYNC_MODE_ASYNC);
+  ExpectBad(s, "checkpoint_every");
+  s.set_mode(v1::SYNC_MODE_SYNC);
+  s.set_strategy(v1::STRATEGY_RING);
+  ExpectBad(s, "checkpoint_every");
+  s.set_checkpoint_every(0);
+  ExpectBad(s, "resume_from");  // ring
+  s.set_strategy(v1::STRATEGY_PS);
+  for (const char* bad : {"../j-1", "a/b", ".hidden"}) {
+    s.set_resume_from(bad);
+    ExpectBad(s, "resume_from");
+  }
+}
+
+}  // namespace
+}  // namespace gradsync

@@ -41,6 +41,7 @@ class MeteredSync final : public GradientSync {
   std::vector<v1::Algorithm> bucket_algorithms() const override {
     return inner_->bucket_algorithms();
   }
+  int64_t start_step() const override { return inner_->start_step(); }
 
  private:
   // Adds bytes[s] to counters[s].

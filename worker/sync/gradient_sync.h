@@ -70,6 +70,11 @@ class GradientSync {
   // Initialize has succeeded (never ALGORITHM_AUTO: what auto chose).
   // Empty for strategies without collectives (ps).
   virtual std::vector<v1::Algorithm> bucket_algorithms() const { return {}; }
+
+  // The first step to train, once Initialize has succeeded: 0, or the step
+  // of the checkpoint a resumed job continues from (spec.resume_from; the
+  // initial parameters are then the checkpoint's).
+  virtual int64_t start_step() const { return 0; }
 };
 
 // Builds the implementation for the assignment's strategy and mode.

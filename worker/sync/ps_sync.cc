@@ -1,5 +1,7 @@
 #include "worker/sync/ps_sync.h"
 
+#include <set>
+#include <string>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -9,6 +11,7 @@
 #include "common/grpc/tensor_frame.h"
 #include "common/spec/job_spec.h"
 #include "worker/sync/ps_client.h"
+#include "worker/sync/ps_resume.h"
 
 namespace gradsync {
 namespace {
@@ -49,12 +52,25 @@ class PsSync final : public GradientSync {
       client = client_.get();
     }
     const absl::Time deadline = absl::Now() + timeout_ + kInitialPullSlack;
+    v1::ShardConfig config = ShardConfigOf(a_);
+    if (!a_.spec().resume_from().empty()) {
+      std::set<std::string> addresses;
+      for (const v1::PsShardInfo& s : shards) addresses.insert(s.address());
+      absl::StatusOr<int64_t> step =
+          FindResumeStep(a_.spec().resume_from(), addresses, deadline);
+      if (!step.ok()) return step.status();
+      start_step_ = *step;
+      config.set_resume_from(a_.spec().resume_from());
+      config.set_resume_step(*step);
+    }
     if (a_.rank() == 0) {
-      absl::Status st = client->Init(params, ShardConfigOf(a_), deadline);
+      absl::Status st = client->Init(params, config, deadline);
       if (!st.ok()) return st;
     }
     return client->Pull(params, /*initial=*/true, deadline);
   }
+
+  int64_t start_step() const override { return start_step_; }
 
   absl::Status SyncBucket(int64_t step, int bucket, float* grad,
                           float* params) override {
@@ -93,6 +109,7 @@ class PsSync final : public GradientSync {
     c.set_optimizer(spec.optimizer());
     c.set_lr(spec.lr());
     c.set_momentum(spec.momentum());
+    c.set_checkpoint_every(spec.checkpoint_every());
     return c;
   }
 
@@ -108,6 +125,7 @@ class PsSync final : public GradientSync {
   // Set in Initialize, then constant (read by the communication thread only
   // after Initialize returned): bucket -> its partitions (= piece indices).
   std::vector<std::vector<int>> pieces_of_bucket_;
+  int64_t start_step_ = 0;  // set in Initialize
 
   absl::Mutex mu_;
   std::unique_ptr<PsClient> client_ ABSL_GUARDED_BY(mu_);

@@ -150,11 +150,20 @@ absl::Status TrainingRun::Setup() {
 absl::Status TrainingRun::Loop() {
   const int64_t total = plan_->total();
   const int depth = sync_->pipeline_depth();
+  // A resumed job continues at its checkpoint's step; the data order of a
+  // step depends on the step only (StepPlan::Gather), so it is unchanged.
+  const int64_t start = sync_->start_step();
+  if (start < 0 || start > total) {
+    return absl::OutOfRangeError(absl::StrCat(
+        "resuming at step ", start, " of a job of ", total, " steps"));
+  }
+  applied_ = start;
   t0_ = absl::Now();
   reports_->Start();
-  absl::Status st = Stage(0);
+  if (start == total) return absl::OkStatus();
+  absl::Status st = Stage(start);
   if (!st.ok()) return st;
-  for (int64_t step = 0; step < total; ++step) {
+  for (int64_t step = start; step < total; ++step) {
     if (cancelled_ != nullptr && cancelled_->load()) {
       return absl::CancelledError("job cancelled");
     }
@@ -163,7 +172,7 @@ absl::Status TrainingRun::Loop() {
     if (st.ok() && step + 1 < total) st = Stage(step + 1);
     // The previous step's loss: reading it waits for that step only, so the
     // host stays a step ahead of the device.
-    if (st.ok() && step > 0) st = StepDone(step - 1);
+    if (st.ok() && step > start) st = StepDone(step - 1);
     if (st.ok()) st = ApplyThrough(step - depth);
     if (!st.ok()) return st;
   }

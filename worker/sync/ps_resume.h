@@ -1,0 +1,34 @@
+// Where a resumed ps job starts: the last step at which every PS slice of
+// the old job has a checkpoint (asked of every shard with the Checkpoints
+// RPC). Each rank asks on its own; the old job has ended, so its files no
+// longer change and every rank gets the same answer.
+#ifndef GRADSYNC_WORKER_SYNC_PS_RESUME_H_
+#define GRADSYNC_WORKER_SYNC_PS_RESUME_H_
+
+#include <cstdint>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace gradsync {
+
+// The largest step in every shard's list of common steps (shards with no
+// slice of the job do not count). NOT_FOUND naming the job when no shard has
+// a checkpoint of it or no step is common to all; a shard's RPC error (with
+// its address) otherwise.
+absl::StatusOr<int64_t> FindResumeStep(const std::string& old_job,
+                                       const std::set<std::string>& shards,
+                                       absl::Time deadline);
+
+// The step from the shards' answers: `lists[i]` the common steps of shard i,
+// `slices[i]` its slices with checkpoints. Pure; the rule above.
+absl::StatusOr<int64_t> PickResumeStep(
+    const std::string& old_job, const std::vector<std::vector<int64_t>>& lists,
+    const std::vector<int>& slices);
+
+}  // namespace gradsync
+
+#endif  // GRADSYNC_WORKER_SYNC_PS_RESUME_H_
