@@ -24,6 +24,7 @@
 #include "client/bench_command.h"
 #include "client/local_cluster.h"
 #include "client/report.h"
+#include "client/trace_json.h"
 #include "common/grpc/grpc_util.h"
 #include "gradsync/v1/gradsync.grpc.pb.h"
 
@@ -90,6 +91,12 @@ ABSL_FLAG(int64_t, train_limit, 0, "Use only the first N training samples (0 = a
 ABSL_FLAG(std::string, name, "", "Free-text job name.");
 ABSL_FLAG(std::string, results, "",
           "Write the results JSON here (one job; with --compare {\"jobs\": [...]}).");
+ABSL_FLAG(bool, trace, false,
+          "Record a timeline of every rank (Chrome trace JSON, for Perfetto / "
+          "chrome://tracing); with --wait / local it is written to --trace_file.");
+ABSL_FLAG(std::string, trace_file, "",
+          "--trace: the merged trace's path (default trace-<job id>.json; with "
+          "several jobs, -<job id> is inserted before .json).");
 ABSL_FLAG(bool, compare, false,
           "local: run the same job under each of --pairs and print a table.");
 ABSL_FLAG(std::string, pairs, "ps-sync,ps-async,ring-sync,ring-async",
@@ -193,6 +200,7 @@ v1::JobSpec SpecFromFlags() {
   s.set_tf32(absl::GetFlag(FLAGS_tf32));
   s.set_step_timeout_ms(absl::GetFlag(FLAGS_step_timeout_ms));
   s.set_train_limit(absl::GetFlag(FLAGS_train_limit));
+  s.set_trace(absl::GetFlag(FLAGS_trace));
   return s;
 }
 
@@ -276,6 +284,19 @@ void WriteResults(const std::vector<v1::Job>& jobs, bool as_list) {
   out << j.dump(2) << "\n";
   if (!out) Die(absl::StrCat("cannot write results to ", path));
   std::printf("results written to %s\n", path.c_str());
+}
+
+// --trace: writes each traced job's merged timeline (trace_json.h).
+void WriteTraces(const std::vector<v1::Job>& jobs) {
+  if (!absl::GetFlag(FLAGS_trace)) return;
+  const std::string flag = absl::GetFlag(FLAGS_trace_file);
+  for (const v1::Job& job : jobs) {
+    if (job.state() != v1::SUCCEEDED) continue;
+    const std::string path = TracePath(flag, job.id(), jobs.size() > 1);
+    absl::Status st = WriteTrace(job, path);
+    if (!st.ok()) Die(std::string(st.message()));
+    std::printf("trace written to %s\n", path.c_str());
+  }
 }
 
 void PrintJob(const v1::Job& job) {
@@ -392,6 +413,7 @@ int Local() {
     std::printf("\n%s", CompareTable(jobs).c_str());
   }
   WriteResults(jobs, absl::GetFlag(FLAGS_compare));
+  WriteTraces(jobs);
   return rc;
 }
 
@@ -427,6 +449,7 @@ int Submit(const std::string& server) {
   if (wait) {
     PrintJob(job);
     WriteResults({job}, false);
+    WriteTraces({job});
   }
   return rc;
 }
@@ -436,6 +459,7 @@ int WatchCommand(const std::string& server, const std::string& id) {
   v1::Job job = Watch(stub.get(), id, id);
   PrintJob(job);
   WriteResults({job}, false);
+  WriteTraces({job});
   return job.state() == v1::SUCCEEDED ? 0 : 1;
 }
 

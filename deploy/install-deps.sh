@@ -13,5 +13,5 @@ $SUDO apt-get install -y -qq --no-install-recommends \
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler \
   libabsl-dev libspdlog-dev libopenblas-dev zlib1g-dev nlohmann-json3-dev \
   libgtest-dev libgmock-dev libbenchmark-dev libgloo-dev libcpp-httplib-dev \
-  libsqlite3-dev \
+  libsqlite3-dev python3-matplotlib \
   dataset-fashion-mnist
