@@ -24,6 +24,7 @@
 #include "client/bench_command.h"
 #include "client/local_cluster.h"
 #include "client/report.h"
+#include "client/trace_json.h"
 #include "common/grpc/grpc_util.h"
 #include "gradsync/v1/gradsync.grpc.pb.h"
 
@@ -99,6 +100,12 @@ ABSL_FLAG(std::string, resume, "",
           "(same spec; the other job flags are ignored).");
 ABSL_FLAG(std::string, results, "",
           "Write the results JSON here (one job; with --compare {\"jobs\": [...]}).");
+ABSL_FLAG(bool, trace, false,
+          "Record a timeline of every rank (Chrome trace JSON, for Perfetto / "
+          "chrome://tracing); with --wait / local it is written to --trace_file.");
+ABSL_FLAG(std::string, trace_file, "",
+          "--trace: the merged trace's path (default trace-<job id>.json; with "
+          "several jobs, -<job id> is inserted before .json).");
 ABSL_FLAG(bool, compare, false,
           "local: run the same job under each of --pairs and print a table.");
 ABSL_FLAG(std::string, pairs, "ps-sync,ps-async,ring-sync,ring-async",
@@ -205,6 +212,7 @@ v1::JobSpec SpecFromFlags() {
   s.set_stall_report_ms(absl::GetFlag(FLAGS_stall_report_ms));
   s.set_train_limit(absl::GetFlag(FLAGS_train_limit));
   s.set_checkpoint_every(absl::GetFlag(FLAGS_checkpoint_every));
+  s.set_trace(absl::GetFlag(FLAGS_trace));
   return s;
 }
 
@@ -302,6 +310,19 @@ void WriteResults(const std::vector<v1::Job>& jobs, bool as_list) {
   out << j.dump(2) << "\n";
   if (!out) Die(absl::StrCat("cannot write results to ", path));
   std::printf("results written to %s\n", path.c_str());
+}
+
+// --trace: writes each traced job's merged timeline (trace_json.h).
+void WriteTraces(const std::vector<v1::Job>& jobs) {
+  if (!absl::GetFlag(FLAGS_trace)) return;
+  const std::string flag = absl::GetFlag(FLAGS_trace_file);
+  for (const v1::Job& job : jobs) {
+    if (job.state() != v1::SUCCEEDED) continue;
+    const std::string path = TracePath(flag, job.id(), jobs.size() > 1);
+    absl::Status st = WriteTrace(job, path);
+    if (!st.ok()) Die(std::string(st.message()));
+    std::printf("trace written to %s\n", path.c_str());
+  }
 }
 
 void PrintJob(const v1::Job& job) {
@@ -421,6 +442,7 @@ int Local() {
     std::printf("\n%s", CompareTable(jobs).c_str());
   }
   WriteResults(jobs, absl::GetFlag(FLAGS_compare));
+  WriteTraces(jobs);
   return rc;
 }
 
@@ -459,6 +481,7 @@ int Submit(const std::string& server) {
   if (wait) {
     PrintJob(job);
     WriteResults({job}, false);
+    WriteTraces({job});
   }
   return rc;
 }
@@ -468,6 +491,7 @@ int WatchCommand(const std::string& server, const std::string& id) {
   v1::Job job = Watch(stub.get(), id, id);
   PrintJob(job);
   WriteResults({job}, false);
+  WriteTraces({job});
   return job.state() == v1::SUCCEEDED ? 0 : 1;
 }
 

@@ -21,7 +21,7 @@ BUILD="build-essential cmake pkg-config libgrpc++-dev protobuf-compiler-grpc
   zlib1g-dev nlohmann-json3-dev libcpp-httplib-dev libsqlite3-dev"
 case "${1:-all}" in
   all) PKGS="$BUILD clang libclang-rt-14-dev libgtest-dev libgmock-dev
-         libbenchmark-dev libgloo-dev dataset-fashion-mnist" ;;
+         libbenchmark-dev libgloo-dev python3-matplotlib dataset-fashion-mnist" ;;
   build) PKGS="$BUILD" ;;
   docker) PKGS="docker.io docker-compose debootstrap" ;;
   k8s) PKGS="python3-yaml"

@@ -326,7 +326,11 @@ grpc::Status Coordinator::ListJobs(grpc::ServerContext*,
                                    const v1::ListJobsRequest*,
                                    v1::ListJobsResponse* resp) {
   absl::MutexLock lock(&mu_);
-  for (const v1::Job* job : jobs_.Jobs()) *resp->add_jobs() = *job;
+  for (const v1::Job* job : jobs_.Jobs()) {
+    v1::Job* listed = resp->add_jobs();
+    *listed = *job;
+    listed->mutable_result()->clear_traces();  // GetJob returns them
+  }
   for (const RegisteredWorker* w : workers_.Live()) {
     v1::WorkerInfo* info = resp->add_workers();
     info->set_id(w->id);

@@ -258,6 +258,7 @@ void JobTable::EndJob(JobEntry* e, v1::JobState state,
   if (Terminal(e->job.state())) return;
   const bool was_running = e->job.state() == v1::RUNNING;
   const std::string& id = e->job.id();
+  for (v1::WorkerMessage::JobDone& d : e->results) d.clear_trace();
   e->job.set_state(state);
   e->job.set_error(std::string(status.message()));
   e->job.set_error_code(static_cast<int>(status.code()));
@@ -408,6 +409,7 @@ void JobTable::HandleJobDone(const std::string& worker_id,
   if (e != nullptr && !e->done[d.rank()]) {
     e->done[d.rank()] = true;
     e->results[d.rank()] = d;
+    if (Terminal(e->job.state())) e->results[d.rank()].clear_trace();
     e->rank_wall[d.rank()] = d.wall_seconds();
     if (e->job.state() == v1::RUNNING && d.code() != 0) {
       RankFailed(e, worker_id, d, out);
@@ -542,6 +544,7 @@ void JobTable::Finalize(JobEntry* e, Decisions* out) {
     }
   }
   e->job.set_step(res->steps());
+  KeepTraces(e);
   EndJob(e, v1::SUCCEEDED, absl::OkStatus(), out);
 }
 

@@ -250,6 +250,13 @@ class JobTable {
   // Floats per rank of the job's assignment: the model's parameters, or for
   // a bench job the largest size / 4.
   static size_t NumParamsOf(const JobEntry& e);
+  // spec.trace (job_traces.cc): moves each rank's timeline from its JobDone
+  // into the result (at most kMaxTraceEventsPerRank events per rank, the
+  // rest counted as dropped), and clears the traces of older jobs so that at
+  // most kMaxTracedJobs keep theirs in memory.
+  void KeepTraces(JobEntry* e);
+  static constexpr int kMaxTraceEventsPerRank = 200000;
+  static constexpr size_t kMaxTracedJobs = 4;
 
   const std::string id_prefix_;
   JobStore* const store_;
@@ -259,6 +266,7 @@ class JobTable {
   std::map<std::string, JobEntry> jobs_;
   std::vector<std::string> job_order_;   // submission order
   std::deque<std::string> queue_;        // FIFO of QUEUED job ids
+  std::deque<std::string> traced_;       // jobs holding traces, oldest first
   int64_t next_job_ = 1;
 };
 

@@ -35,7 +35,14 @@ absl::Status JobTable::Save(JobEntry* e) {
   }
   const absl::Span<const v1::JobEvent> unsaved =
       absl::MakeConstSpan(e->events).subspan(e->saved_events);
-  absl::Status st = store_->Save(e->job, unsaved);
+  absl::Status st;
+  if (e->job.result().traces_size() == 0) {
+    st = store_->Save(e->job, unsaved);
+  } else {  // timelines stay out of the history (they can be megabytes)
+    v1::Job job = e->job;
+    job.mutable_result()->clear_traces();
+    st = store_->Save(job, unsaved);
+  }
   if (!st.ok()) {
     spdlog::error("[job {}] not saved to the job history: {}", e->job.id(),
                   st.ToString());

@@ -760,3 +760,50 @@ TEST_F(JobTableTest, StallReportsBecomeEventsAndOneStatusLinePerRank) {
 
 }  // namespace
 }  // namespace gradsync
+
+namespace gradsync {
+namespace {
+
+// spec.trace: each rank's timeline moves into the result (worker ids set),
+// only for the newest kMaxTracedJobs jobs, and never for a failed job.
+TEST_F(JobTableTest, TracesAreKeptForTheNewestSucceededJobsOnly) {
+  Join("w0");
+  Join("w1");
+  v1::JobSpec spec = Spec(v1::STRATEGY_RING, 2);
+  spec.set_trace(true);
+  auto traced_done = [](const std::string& id, int rank) {
+    v1::WorkerMessage::JobDone d = Done(id, rank);
+    v1::TraceEvent* e = d.mutable_trace()->add_events();
+    e->set_name("sync bucket");
+    e->set_dur_us(5);
+    return d;
+  };
+  std::vector<std::string> ids;
+  for (int j = 0; j < 6; ++j) {
+    ids.push_back(Submit(spec));
+    const Ids ranks = WorkersOf(ids.back());
+    ASSERT_EQ(ranks.size(), 2u);
+    JobDone(ranks[0], traced_done(ids.back(), 0));
+    JobDone(ranks[1], traced_done(ids.back(), 1));
+    const v1::Job& job = Job(ids.back());
+    ASSERT_EQ(job.state(), v1::SUCCEEDED) << job.error();
+    ASSERT_EQ(job.result().traces_size(), 2);
+    EXPECT_EQ(job.result().traces(1).rank(), 1);
+    EXPECT_EQ(job.result().traces(1).worker_id(), job.workers(1));
+    EXPECT_EQ(job.result().traces(0).events(0).name(), "sync bucket");
+  }
+  for (int j = 0; j < 6; ++j) {
+    EXPECT_EQ(Job(ids[j]).result().traces_size(), j < 2 ? 0 : 2) << j;
+  }
+  // A failed traced job keeps no timeline.
+  const std::string failed = Submit(spec);
+  v1::WorkerMessage::JobDone bad = traced_done(failed, 1);
+  bad.set_param_checksum("beef");
+  JobDone(WorkersOf(failed)[0], traced_done(failed, 0));
+  JobDone(WorkersOf(failed)[1], bad);
+  EXPECT_EQ(Job(failed).state(), v1::FAILED);
+  EXPECT_EQ(Job(failed).result().traces_size(), 0);
+}
+
+}  // namespace
+}  // namespace gradsync

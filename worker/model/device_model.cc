@@ -34,8 +34,8 @@ std::vector<Range> MakeBuckets(const DeviceModel& model, int64_t bucket_bytes) {
 
 namespace {
 
-// The CPU replica: Mlp on host vectors. Buckets are all ready when the
-// backward pass returns (no overlap inside a step on the CPU).
+// The CPU replica: Mlp on host vectors. A bucket is announced as soon as
+// backward has computed its layers (overlap inside a step on the CPU too).
 constexpr size_t kMaxPendingLosses = 2;
 
 class CpuModel final : public DeviceModel {
@@ -84,6 +84,9 @@ class CpuModel final : public DeviceModel {
     return absl::OkStatus();
   }
 
+  // Buckets are layer-aligned, bucket 0 = last layers: bucket b is ready
+  // once backward has finished the layer where b begins, so communication of
+  // the last layers overlaps backward of the first ones.
   absl::Status ForwardBackward(
       int batch, const std::function<void(int)>& bucket_ready) override {
     if (static_cast<int>(y_.size()) != batch) {
@@ -92,11 +95,24 @@ class CpuModel final : public DeviceModel {
     if (losses_.size() >= kMaxPendingLosses) {
       return absl::FailedPreconditionError("too many losses not taken");
     }
+    size_t next = 0;
+    int64_t mark = trace_ ? TraceRecorder::NowUs() : 0;
+    Mlp::PassHooks hooks;
+    hooks.forward_done = [&] { mark = TraceSince(mark, "forward", -1); };
+    hooks.layer_done = [&](int l) {
+      mark = TraceSince(mark, "backward", l);
+      const size_t begin = mlp_.LayerRange(l).begin;
+      for (; next < buckets_.size() && buckets_[next].begin >= begin; ++next) {
+        bucket_ready(static_cast<int>(next));
+      }
+    };
     losses_.push_back(mlp_.ForwardBackward(params_.data(), x_.data(), y_.data(),
-                                           batch, grad_.data()));
-    for (size_t b = 0; b < buckets_.size(); ++b) bucket_ready(static_cast<int>(b));
+                                           batch, grad_.data(), hooks));
+    for (; next < buckets_.size(); ++next) bucket_ready(static_cast<int>(next));
     return absl::OkStatus();
   }
+
+  void SetTrace(TraceRecorder* trace) override { trace_ = trace; }
 
   absl::StatusOr<float> TakeLoss() override {
     if (losses_.empty()) return absl::FailedPreconditionError("no pending loss");
@@ -143,6 +159,22 @@ class CpuModel final : public DeviceModel {
   std::vector<Range> buckets_;
   std::vector<Optimizer> optimizers_;
   std::deque<float> losses_;  // of ForwardBackward calls, oldest first
+  TraceRecorder* trace_ = nullptr;
+
+  // Records [since, now) as `name` (layer l, or -1) when tracing; returns
+  // now (the start of the next span).
+  int64_t TraceSince(int64_t since, const char* name, int layer) {
+    if (trace_ == nullptr) return 0;
+    TraceEvent e;
+    e.name = name;
+    e.category = "compute";
+    e.start_us = since;
+    const int64_t now = TraceRecorder::NowUs();
+    e.dur_us = now - since;
+    e.layer = layer;
+    trace_->Record(e);
+    return now;
+  }
 };
 
 }  // namespace

@@ -16,6 +16,7 @@
 #include "absl/status/statusor.h"
 #include "common/optimizer.h"
 #include "common/partition.h"
+#include "common/trace/trace.h"
 #include "worker/model/mlp.h"
 
 namespace gradsync {
@@ -93,6 +94,12 @@ class DeviceModel {
 
   // Host memory suited to this device's copies (pinned on a GPU).
   virtual absl::StatusOr<std::shared_ptr<float>> AllocHost(size_t floats) = 0;
+
+  // Timeline of the next ForwardBackward calls (forward, backward per layer,
+  // on the training thread); null = off. `trace` must outlive its use: the
+  // caller resets it to null before destroying it. The default records
+  // nothing (a GPU's host-side enqueue times would say little).
+  virtual void SetTrace(TraceRecorder* trace) { (void)trace; }
 };
 
 

@@ -97,10 +97,18 @@ void Mlp::Forward(const float* params, const float* x, int batch) {
 }
 
 float Mlp::ForwardBackward(const float* params, const float* x,
-                           const uint8_t* y, int batch, float* grad) {
+                           const uint8_t* y, int batch, float* grad,
+                           const PassHooks& hooks) {
   std::fill_n(grad, num_params_, 0.0f);
-  if (batch <= 0) return 0.0f;
+  if (batch <= 0) {
+    if (hooks.forward_done) hooks.forward_done();
+    for (int l = num_layers() - 1; l >= 0 && hooks.layer_done; --l) {
+      hooks.layer_done(l);
+    }
+    return 0.0f;
+  }
   Forward(params, x, batch);
+  if (hooks.forward_done) hooks.forward_done();
   const int layers = num_layers();
   const int classes = spec_.widths[layers];
   for (size_t i = 1; i < deltas_.size(); ++i) {
@@ -141,6 +149,7 @@ float Mlp::ForwardBackward(const float* params, const float* x,
       const float* row = dz + static_cast<size_t>(r) * out;
       for (int j = 0; j < out; ++j) gb[j] += row[j];
     }
+    if (hooks.layer_done) hooks.layer_done(l);
     if (l == 0) break;  // no gradient needed w.r.t. the input
     // dA[batch][in] = dZ[batch][out] * W[out][in], then mask by ReLU'(z):
     // a = relu(z) > 0 exactly where z > 0.

@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -36,8 +37,16 @@ class Mlp {
   // Forward + backward for `batch` samples x[batch][in], labels y[batch].
   // Writes d(mean loss)/d(params) to grad (num_params floats, overwritten)
   // and returns the mean softmax cross-entropy loss of the batch.
+  // `hooks` (optional) observe the pass on the calling thread:
+  // forward_done once the forward pass is computed, then layer_done(l) once
+  // layer l's gradient is final (l = L-1 down to 0), so that a caller can
+  // hand finished buckets to communication while backward continues.
+  struct PassHooks {
+    std::function<void()> forward_done;
+    std::function<void(int layer)> layer_done;
+  };
   float ForwardBackward(const float* params, const float* x, const uint8_t* y,
-                        int batch, float* grad);
+                        int batch, float* grad, const PassHooks& hooks = {});
 
   // Mean loss and number of correct argmax predictions over n samples,
   // evaluated in blocks to bound memory.

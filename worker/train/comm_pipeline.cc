@@ -10,12 +10,13 @@ namespace gradsync {
 CommPipeline::CommPipeline(DeviceModel* model, GradientSync* sync,
                            std::vector<Range> buckets,
                            std::vector<std::shared_ptr<float>> grad_slots,
-                           float* params_host)
+                           float* params_host, TraceRecorder* trace)
     : model_(model),
       sync_(sync),
       buckets_(std::move(buckets)),
       grad_slots_(std::move(grad_slots)),
-      params_host_(params_host) {
+      params_host_(params_host),
+      trace_(trace) {
   copy_thread_ = std::thread([this] { CopyLoop(); });
   sync_thread_ = std::thread([this] { SyncLoop(); });
 }
@@ -91,7 +92,11 @@ void CommPipeline::CopyLoop() {
   int bucket;
   while (Next(&copy_queue_, &step, &bucket)) {
     const absl::Time t0 = absl::Now();
-    absl::Status st = model_->WaitGradCopy(bucket, slot_index(step));
+    absl::Status st;
+    {
+      TraceSpan span(trace_, "copy", "comm", kTraceCopy, step, bucket);
+      st = model_->WaitGradCopy(bucket, slot_index(step));
+    }
     absl::MutexLock lock(&mu_);
     busy_ += absl::ToDoubleSeconds(absl::Now() - t0);
     if (!st.ok()) {
@@ -107,7 +112,11 @@ void CommPipeline::SyncLoop() {
   int bucket;
   while (Next(&sync_queue_, &step, &bucket)) {
     const absl::Time t0 = absl::Now();
-    absl::Status st = sync_->SyncBucket(step, bucket, slot(step), params_host_);
+    absl::Status st;
+    {
+      TraceSpan span(trace_, "sync bucket", "comm", kTraceSync, step, bucket);
+      st = sync_->SyncBucket(step, bucket, slot(step), params_host_);
+    }
     absl::MutexLock lock(&mu_);
     busy_ += absl::ToDoubleSeconds(absl::Now() - t0);
     if (!st.ok()) {

@@ -18,6 +18,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "common/partition.h"
+#include "common/trace/trace.h"
 #include "worker/model/device_model.h"
 #include "worker/sync/gradient_sync.h"
 
@@ -33,11 +34,13 @@ namespace gradsync {
 // enqueued. The caller sizes K = pipeline depth + 2.
 class CommPipeline {
  public:
-  // Starts the thread. model, sync and params_host must outlive the pipeline.
+  // Starts the threads. model, sync, params_host and trace (null = no
+  // timeline; else a span per copy and per SyncBucket) must outlive the
+  // pipeline.
   CommPipeline(DeviceModel* model, GradientSync* sync,
                std::vector<Range> buckets,
                std::vector<std::shared_ptr<float>> grad_slots,
-               float* params_host);
+               float* params_host, TraceRecorder* trace = nullptr);
   ~CommPipeline();  // Stop()
 
   CommPipeline(const CommPipeline&) = delete;
@@ -83,6 +86,7 @@ class CommPipeline {
   const std::vector<Range> buckets_;
   const std::vector<std::shared_ptr<float>> grad_slots_;
   float* const params_host_;
+  TraceRecorder* const trace_;
 
   absl::Mutex mu_;
   std::deque<std::pair<int64_t, int>> copy_queue_ ABSL_GUARDED_BY(mu_);

@@ -12,6 +12,7 @@
 #include "common/kernels.h"
 #include "common/logging.h"
 #include "common/spec/job_spec.h"
+#include "common/trace/trace.h"
 #include "worker/model/mlp.h"
 #include "worker/train/comm_pipeline.h"
 #include "worker/train/training_steps.h"
@@ -39,6 +40,7 @@ class TrainingRun {
     if (st.ok()) st = Loop();        // 3, 4
     if (st.ok()) st = Complete();    // 5
     if (!st.ok()) Fail(st);
+    ExportTrace(st.ok());
     return std::move(out_);
   }
 
@@ -56,6 +58,10 @@ class TrainingRun {
   // Applies every synchronised step up to `upto` to the model.
   absl::Status ApplyThrough(int64_t upto);
   absl::StatusOr<double> TestAccuracy();
+  // Detaches the recorder from the model and, when `keep` (the run
+  // succeeded: only a successful job's result carries timelines), moves its
+  // events into JobDone.
+  void ExportTrace(bool keep);
   double ComputeSeconds() const {
     return std::max(0.0, absl::ToDoubleSeconds(absl::Now() - t0_) - exposed_ -
                              reports_->eval_seconds());
@@ -85,6 +91,7 @@ class TrainingRun {
   float* params_ = nullptr;
   std::optional<StepPlan> plan_;
   std::unique_ptr<StepReports> reports_;
+  std::unique_ptr<TraceRecorder> trace_;  // spec.trace; outlives comm_
   std::unique_ptr<CommPipeline> comm_;
   double exposed_ = 0;
   int64_t applied_ = 0;
@@ -142,8 +149,13 @@ absl::Status TrainingRun::Setup() {
   plan_.emplace(std::move(*plan));
   reports_ = std::make_unique<StepReports>(a_, *plan_, init_sum, reporter_,
                                            options_);
+  if (a_.spec().trace()) {
+    trace_ = std::make_unique<TraceRecorder>();
+    model_->SetTrace(trace_.get());
+  }
   comm_ = std::make_unique<CommPipeline>(model_, sync_, buckets_,
-                                         std::move(slots), params_);
+                                         std::move(slots), params_,
+                                         trace_.get());
   return absl::OkStatus();
 }
 
@@ -182,14 +194,18 @@ absl::Status TrainingRun::Loop() {
 }
 
 absl::Status TrainingRun::Stage(int64_t step) {
+  TraceSpan span(trace_.get(), "stage batch", "data", kTraceTrain, step);
   plan_->Gather(step);
   return model_->StageBatch(plan_->x(), plan_->y(), plan_->batch());
 }
 
 absl::Status TrainingRun::Compute(int64_t step) {
+  TraceSpan span(trace_.get(), "forward+backward", "compute", kTraceTrain,
+                 step);
   absl::Status failed;
   absl::Status st = model_->ForwardBackward(plan_->batch(), [&](int b) {
     if (!failed.ok()) return;
+    TraceInstant(trace_.get(), "bucket ready", "compute", kTraceTrain, step, b);
     // Start the bucket's copy off the device now, not when the network is
     // free; the communication threads wait for it.
     failed = b >= 0 && b < static_cast<int>(buckets_.size())
@@ -202,6 +218,7 @@ absl::Status TrainingRun::Compute(int64_t step) {
 }
 
 absl::Status TrainingRun::StepDone(int64_t step) {
+  TraceSpan span(trace_.get(), "loss + report", "train", kTraceTrain, step);
   absl::StatusOr<float> loss = model_->TakeLoss();
   if (!loss.ok()) return loss.status();
   if (!std::isfinite(*loss)) {
@@ -215,9 +232,15 @@ absl::Status TrainingRun::StepDone(int64_t step) {
 absl::Status TrainingRun::ApplyThrough(int64_t upto) {
   for (; applied_ <= upto; ++applied_) {
     const absl::Time w = absl::Now();
-    absl::Status st = comm_->WaitSynced(applied_);
+    absl::Status st;
+    {
+      TraceSpan wait(trace_.get(), "wait comm", "wait", kTraceTrain, applied_);
+      st = comm_->WaitSynced(applied_);
+    }
     exposed_ += absl::ToDoubleSeconds(absl::Now() - w);
     if (!st.ok()) return st;
+    TraceSpan span(trace_.get(), "optimizer", "optimizer", kTraceTrain,
+                   applied_);
     const float* g = comm_->slot(applied_);
     for (size_t b = 0; b < buckets_.size(); ++b) {
       st = sync_->output() == Output::kAveragedGradient
@@ -256,6 +279,27 @@ absl::Status TrainingRun::Complete() {
                tag_, model_->name(), plan_->total(), wall, comm_busy, exposed_,
                out_.done.param_checksum());
   return absl::OkStatus();
+}
+
+void TrainingRun::ExportTrace(bool keep) {
+  if (trace_ == nullptr) return;
+  model_->SetTrace(nullptr);
+  if (comm_) comm_->Stop();  // its threads record too
+  if (!keep) return;
+  v1::WorkerTrace* t = out_.done.mutable_trace();
+  t->set_rank(a_.rank());
+  t->set_dropped(trace_->dropped());
+  for (const TraceEvent& e : trace_->Take()) {
+    v1::TraceEvent* p = t->add_events();
+    p->set_name(e.name);
+    p->set_category(e.category);
+    p->set_thread(e.thread);
+    p->set_start_us(e.start_us);
+    p->set_dur_us(e.dur_us);
+    p->set_step(e.step);
+    p->set_bucket(e.bucket);
+    p->set_layer(e.layer);
+  }
 }
 
 absl::StatusOr<double> TrainingRun::TestAccuracy() {
