@@ -56,6 +56,37 @@ ABSL_FLAG(std::string, metrics_listen, "",
           "picks a free port, printed on stdout as 'metrics at "
           "http://HOST:PORT/metrics'). Default: off.");
 
+namespace {
+
+// Opens the job history under --state_dir, builds the coordinator on it and
+// recovers the stored jobs; the coordinator's gauges go into `registry`.
+// `history` must outlive `coordinator` (the caller declares it first).
+absl::Status StartCoordinator(
+    gradsync::CoordinatorOptions copts, gradsync::MetricsRegistry* registry,
+    std::unique_ptr<gradsync::SqliteJobStore>* history,
+    std::unique_ptr<gradsync::Coordinator>* coordinator) {
+  auto opened = gradsync::SqliteJobStore::Open(absl::GetFlag(FLAGS_state_dir));
+  if (!opened.ok()) return opened.status();
+  *history = *std::move(opened);
+  copts.store = history->get();
+  *coordinator = std::make_unique<gradsync::Coordinator>(copts);
+  if (absl::Status st = (*coordinator)->RecoverJobs(); !st.ok()) return st;
+  gradsync::RegisterCoordinatorMetrics(
+      [c = coordinator->get()] { return c->Stats(); }, registry);
+  return absl::OkStatus();
+}
+
+// grpc.health.v1: "" is SERVING once listening (readiness probes), and the
+// services this role runs are SERVING by name.
+void MarkServing(grpc::Server* server, bool coordinator, bool ps) {
+  grpc::HealthCheckServiceInterface* health = server->GetHealthCheckService();
+  if (health == nullptr) return;
+  if (coordinator) health->SetServingStatus("gradsync.v1.Coordinator", true);
+  if (ps) health->SetServingStatus("gradsync.v1.ParameterServer", true);
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   gradsync::BlockTerminationSignals();
   absl::SetProgramUsageMessage(
@@ -103,21 +134,13 @@ int main(int argc, char** argv) {
     // binding (port 0), so it is filled in after BuildAndStart.
     if (role == "all") copts.ps_addresses.push_back("");
     for (const std::string& e : extra) copts.ps_addresses.push_back(e);
-    auto opened = gradsync::SqliteJobStore::Open(absl::GetFlag(FLAGS_state_dir));
-    if (!opened.ok()) {
-      std::cerr << "gradsync-server: " << opened.status().message() << "\n";
-      return 1;
-    }
-    history = *std::move(opened);
-    copts.store = history.get();
-    coordinator = std::make_unique<gradsync::Coordinator>(copts);
-    if (absl::Status st = coordinator->RecoverJobs(); !st.ok()) {
+    if (absl::Status st = StartCoordinator(copts, &metrics_registry, &history,
+                                           &coordinator);
+        !st.ok()) {
       std::cerr << "gradsync-server: " << st.message() << "\n";
       return 1;
     }
     services.push_back(coordinator.get());
-    gradsync::RegisterCoordinatorMetrics(
-        [c = coordinator.get()] { return c->Stats(); }, &metrics_registry);
   }
   std::string advertise = absl::GetFlag(FLAGS_advertise);
   gradsync::MetricsServer metrics(&metrics_registry);
@@ -127,9 +150,7 @@ int main(int argc, char** argv) {
     std::cerr << "gradsync-server: --metrics_listen: " << st.message() << "\n";
     return 1;
   }
-  // grpc.health.v1.Health: "" is SERVING once listening (readiness probes);
-  // the services this role runs are SERVING by name as well.
-  grpc::EnableDefaultHealthCheckService(true);
+  grpc::EnableDefaultHealthCheckService(true);  // see MarkServing
   absl::StatusOr<gradsync::StartedServer> started =
       gradsync::StartServer(listen, services);
   if (!started.ok()) {
@@ -138,12 +159,7 @@ int main(int argc, char** argv) {
   }
   std::unique_ptr<grpc::Server> server = std::move(started->server);
   const int port = started->port;
-  if (grpc::HealthCheckServiceInterface* health = server->GetHealthCheckService()) {
-    if (coordinator) health->SetServingStatus("gradsync.v1.Coordinator", true);
-    if (role != "coordinator") {
-      health->SetServingStatus("gradsync.v1.ParameterServer", true);
-    }
-  }
+  MarkServing(server.get(), coordinator != nullptr, role != "coordinator");
   if (advertise.empty()) advertise = gradsync::LocalAddress(listen, port);
   if (coordinator && role == "all") coordinator->SetShardZeroAddress(advertise);
   std::cout << "listening on " << absl::StrCat(host, ":", port) << std::endl;
