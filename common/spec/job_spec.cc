@@ -322,6 +322,9 @@ absl::Status ValidateBench(v1::JobSpec* s) {
   absl::StatusOr<v1::BenchOp> op =
       Known(kBenchOps, "bench.op", b->op(), v1::BENCH_OP_ALLREDUCE);
   if (!op.ok()) return op.status();
+  if (s->trace()) {
+    return Bad("trace", "bench jobs record no timeline (trace is for training)");
+  }
   if (*op == v1::BENCH_OP_PUSHPULL && s->wire_dtype() != v1::WIRE_DTYPE_FP32) {
     return Bad("wire_dtype",
                "pushpull benches check exact float32 parameters; use fp32");

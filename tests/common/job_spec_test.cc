@@ -321,6 +321,15 @@ TEST(JobSpecBench, PushPullBenchesRefuseSixteenBitWires) {
   EXPECT_TRUE(ValidateJobSpec(s, 1).ok());
 }
 
+TEST(JobSpecBench, BenchJobsRefuseTrace) {
+  v1::JobSpec s = GoodBench();
+  s.set_trace(true);
+  auto r = ValidateJobSpec(s, 1);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(std::string(r.status().message()).rfind("trace: ", 0), 0u)
+      << r.status();
+}
+
 TEST(JobSpecBench, OpNamesRoundTrip) {
   for (v1::BenchOp op : {v1::BENCH_OP_ALLREDUCE, v1::BENCH_OP_BROADCAST,
                          v1::BENCH_OP_PUSHPULL}) {
