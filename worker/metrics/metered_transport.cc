@@ -18,7 +18,7 @@ std::vector<Counter*> PerPeer(CounterFamily* family, int rank, int size) {
 
 MeteredTransport::MeteredTransport(Transport* inner, CounterFamily* sent_bytes,
                                    CounterFamily* received_bytes)
-    : inner_(inner),
+    : ForwardingTransport(inner),
       sent_(PerPeer(sent_bytes, inner->rank(), inner->size())),
       received_(PerPeer(received_bytes, inner->rank(), inner->size())) {}
 
@@ -28,34 +28,34 @@ absl::Status MeteredTransport::Count(const std::vector<Counter*>& counters,
   if (st.ok() && peer >= 0 && peer < static_cast<int>(counters.size()) &&
       counters[peer] != nullptr) {
     counters[peer]->Add(
-        static_cast<double>(elements * WireBytes(inner_->wire_dtype())));
+        static_cast<double>(elements * WireBytes(inner()->wire_dtype())));
   }
   return st;
 }
 
 absl::Status MeteredTransport::Send(int peer, const ChunkTag& tag,
                                     float* data, size_t n, uint64_t checksum) {
-  return Count(sent_, peer, n, inner_->Send(peer, tag, data, n, checksum));
+  return Count(sent_, peer, n, inner()->Send(peer, tag, data, n, checksum));
 }
 
 absl::Status MeteredTransport::SendSum(int peer, const ChunkTag& tag,
                                        const float* a, const RecvChunk& chunk,
                                        float* store) {
   return Count(sent_, peer, chunk.count(),
-               inner_->SendSum(peer, tag, a, chunk, store));
+               inner()->SendSum(peer, tag, a, chunk, store));
 }
 
 absl::Status MeteredTransport::Forward(int peer, const ChunkTag& tag,
                                        const RecvChunk& chunk,
                                        uint64_t checksum) {
   return Count(sent_, peer, chunk.count(),
-               inner_->Forward(peer, tag, chunk, checksum));
+               inner()->Forward(peer, tag, chunk, checksum));
 }
 
 absl::StatusOr<std::unique_ptr<RecvChunk>> MeteredTransport::Recv(
     int peer, const ChunkTag& expected, size_t n, absl::Time deadline) {
   absl::StatusOr<std::unique_ptr<RecvChunk>> chunk =
-      inner_->Recv(peer, expected, n, deadline);
+      inner()->Recv(peer, expected, n, deadline);
   if (chunk.ok()) {
     Count(received_, peer, (*chunk)->count(), absl::OkStatus()).IgnoreError();
   }

@@ -12,22 +12,19 @@
 #include <vector>
 
 #include "common/metrics/metrics.h"
-#include "worker/collectives/transport.h"
+#include "worker/collectives/forwarding_transport.h"
 
 namespace gradsync {
 
 // Threading: as the wrapped transport's (one collective thread for
 // Send/Recv, Abort from any thread); counting adds an atomic add per call.
-class MeteredTransport final : public Transport {
+class MeteredTransport final : public ForwardingTransport {
  public:
   // `inner` and the families must outlive this; one child per peer rank
   // (label peer = its rank) is looked up here, none on the data path.
   MeteredTransport(Transport* inner, CounterFamily* sent_bytes,
                    CounterFamily* received_bytes);
 
-  int rank() const override { return inner_->rank(); }
-  int size() const override { return inner_->size(); }
-  WireDtype wire_dtype() const override { return inner_->wire_dtype(); }
   absl::Status Send(int peer, const ChunkTag& tag, float* data, size_t n,
                     uint64_t checksum) override;
   absl::Status SendSum(int peer, const ChunkTag& tag, const float* a,
@@ -38,10 +35,6 @@ class MeteredTransport final : public Transport {
                                                   const ChunkTag& expected,
                                                   size_t n,
                                                   absl::Time deadline) override;
-  absl::Status WaitSendsReleased(absl::Time deadline) override {
-    return inner_->WaitSendsReleased(deadline);
-  }
-  void Abort(const absl::Status& status) override { inner_->Abort(status); }
 
  private:
   // Counts the payload bytes of `elements` wire elements on
@@ -49,7 +42,6 @@ class MeteredTransport final : public Transport {
   absl::Status Count(const std::vector<Counter*>& counters, int peer,
                      size_t elements, absl::Status st) const;
 
-  Transport* const inner_;
   const std::vector<Counter*> sent_;      // by peer rank
   const std::vector<Counter*> received_;  // by peer rank
 };

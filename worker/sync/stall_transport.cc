@@ -8,7 +8,9 @@ namespace gradsync {
 
 StallTransport::StallTransport(Transport* inner, const StallWatch* watch,
                                std::vector<std::string> peer_addresses)
-    : inner_(inner), watch_(watch), peers_(std::move(peer_addresses)) {}
+    : ForwardingTransport(inner),
+      watch_(watch),
+      peers_(std::move(peer_addresses)) {}
 
 StallReport StallTransport::Describe(int peer, const ChunkTag& expected) const {
   StallReport r;
@@ -28,7 +30,7 @@ absl::StatusOr<std::unique_ptr<RecvChunk>> StallTransport::Recv(
   while (true) {
     const absl::Time until = wait.Until(deadline);
     absl::StatusOr<std::unique_ptr<RecvChunk>> chunk =
-        inner_->Recv(peer, expected, n, until);
+        ForwardingTransport::Recv(peer, expected, n, until);
     if (until >= deadline || !absl::IsDeadlineExceeded(chunk.status())) {
       if (!chunk.ok()) wait.Failed();
       return chunk;

@@ -15,49 +15,29 @@
 #include <string>
 #include <vector>
 
-#include "worker/collectives/transport.h"
+#include "worker/collectives/forwarding_transport.h"
 #include "worker/sync/stall_watch.h"
 
 namespace gradsync {
 
 // Threading: as the wrapped transport's (one collective thread for
 // Send/Recv, Abort from any thread).
-class StallTransport final : public Transport {
+class StallTransport final : public ForwardingTransport {
  public:
   // `inner` and `watch` must outlive this. peer_addresses[r] is rank r's
   // address, shown in reports (may be shorter: then the rank alone).
   StallTransport(Transport* inner, const StallWatch* watch,
                  std::vector<std::string> peer_addresses);
 
-  int rank() const override { return inner_->rank(); }
-  int size() const override { return inner_->size(); }
-  WireDtype wire_dtype() const override { return inner_->wire_dtype(); }
-  absl::Status Send(int peer, const ChunkTag& tag, float* data, size_t n,
-                    uint64_t checksum) override {
-    return inner_->Send(peer, tag, data, n, checksum);
-  }
-  absl::Status SendSum(int peer, const ChunkTag& tag, const float* a,
-                       const RecvChunk& chunk, float* store) override {
-    return inner_->SendSum(peer, tag, a, chunk, store);
-  }
-  absl::Status Forward(int peer, const ChunkTag& tag, const RecvChunk& chunk,
-                       uint64_t checksum) override {
-    return inner_->Forward(peer, tag, chunk, checksum);
-  }
   absl::StatusOr<std::unique_ptr<RecvChunk>> Recv(int peer,
                                                   const ChunkTag& expected,
                                                   size_t n,
                                                   absl::Time deadline) override;
-  absl::Status WaitSendsReleased(absl::Time deadline) override {
-    return inner_->WaitSendsReleased(deadline);
-  }
-  void Abort(const absl::Status& status) override { inner_->Abort(status); }
 
  private:
   // What a report of a Recv from `peer` for `expected` says.
   StallReport Describe(int peer, const ChunkTag& expected) const;
 
-  Transport* const inner_;
   const StallWatch* const watch_;
   const std::vector<std::string> peers_;
 };
