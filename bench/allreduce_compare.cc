@@ -74,10 +74,12 @@ absl::StatusOr<size_t> ParseSize(absl::string_view s) {
     }
     if (mult != 1) s.remove_suffix(1);
   }
+  // The multiple-of-4 rule applies to the bytes, so "1M" is fine and "6" not.
   uint64_t v = 0;
-  if (!absl::SimpleAtoi(s, &v) || v == 0 || v % sizeof(float) != 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("sizes: '", s, "' is not a positive multiple of 4 bytes"));
+  if (!absl::SimpleAtoi(s, &v) || v == 0 || v > (uint64_t{1} << 40) / mult ||
+      (v * mult) % sizeof(float) != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "sizes: '", s, "' is not a positive multiple of 4 bytes (at most 1T)"));
   }
   return v * mult;
 }
