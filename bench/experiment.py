@@ -268,6 +268,14 @@ def report(summary):
             key, c["measured"], "%.0f" % c["model"] if c["model"] else "never"))
 
 
+def have_matplotlib():
+    try:
+        import matplotlib  # noqa: F401
+        return True
+    except ImportError:
+        return False
+
+
 def main(argv):
     cmd, opts = parse_args(argv)
     if cmd == "run":
@@ -276,6 +284,9 @@ def main(argv):
     alpha, beta = fit(rows)
     summary = write_tables(opts["out"], rows, alpha, beta)
     report(summary)
+    if not have_matplotlib():
+        print("no matplotlib here: tables written, no plots (run `plot` where python3-matplotlib is)")
+        return
     plot(opts["out"], summary)
 
 

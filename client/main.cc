@@ -24,6 +24,7 @@
 #include "client/bench_command.h"
 #include "client/local_cluster.h"
 #include "client/report.h"
+#include "client/timeline.h"
 #include "client/trace_json.h"
 #include "common/grpc/grpc_util.h"
 #include "gradsync/v1/gradsync.grpc.pb.h"
@@ -230,9 +231,10 @@ v1::JobSpec ResumeSpec(v1::Coordinator::Stub* stub, const std::string& id) {
   return spec;
 }
 
-// Streams the job's events; returns the final job (GetJob after the end).
+// Streams the job's events (into `timeline` too, when given); returns the
+// final job (GetJob after the end).
 v1::Job Watch(v1::Coordinator::Stub* stub, const std::string& id,
-              const std::string& label) {
+              const std::string& label, JobTimeline* timeline = nullptr) {
   const bool quiet = absl::GetFlag(FLAGS_quiet);
   const bool tty = isatty(1);
   grpc::ClientContext ctx;
@@ -249,6 +251,7 @@ v1::Job Watch(v1::Coordinator::Stub* stub, const std::string& id,
   absl::Time last_line = absl::InfinitePast();
   bool pending_cr = false;
   while (reader->Read(&ev)) {
+    if (timeline != nullptr) timeline->Add(ev, absl::Now());
     if (quiet) continue;
     std::string line = EventLine(ev, label);
     if (line.empty()) continue;
@@ -296,16 +299,17 @@ v1::Job Watch(v1::Coordinator::Stub* stub, const std::string& id,
   return job;
 }
 
-void WriteResults(const std::vector<v1::Job>& jobs, bool as_list) {
+// `timelines`, when given, has one entry per job (in `jobs` order).
+void WriteResults(const std::vector<v1::Job>& jobs, bool as_list,
+                  const std::vector<JobTimeline>* timelines = nullptr) {
   const std::string path = absl::GetFlag(FLAGS_results);
   if (path.empty()) return;
-  nlohmann::json j;
-  if (as_list) {
-    j["jobs"] = nlohmann::json::array();
-    for (const v1::Job& job : jobs) j["jobs"].push_back(JobToJson(job));
-  } else {
-    j = JobToJson(jobs.front());
+  std::vector<nlohmann::json> each;
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    each.push_back(JobToJson(jobs[i]));
+    if (timelines != nullptr) each.back()["timeline"] = (*timelines)[i].ToJson();
   }
+  nlohmann::json j = as_list ? nlohmann::json{{"jobs", each}} : each.front();
   std::ofstream out(path);
   out << j.dump(2) << "\n";
   if (!out) Die(absl::StrCat("cannot write results to ", path));
@@ -349,7 +353,8 @@ void PrintJob(const v1::Job& job) {
 }
 
 int SubmitAndWatch(v1::Coordinator::Stub* stub, const v1::JobSpec& spec,
-                   bool watch, v1::Job* final_job) {
+                   bool watch, v1::Job* final_job,
+                   JobTimeline* timeline = nullptr) {
   grpc::ClientContext ctx;
   ctx.set_deadline(ToChrono(absl::Now() + absl::Seconds(10)));
   v1::SubmitJobRequest req;
@@ -362,7 +367,7 @@ int SubmitAndWatch(v1::Coordinator::Stub* stub, const v1::JobSpec& spec,
     *final_job = job;
     return 0;
   }
-  *final_job = Watch(stub, job.id(), StrategyLabel(job.spec()));
+  *final_job = Watch(stub, job.id(), StrategyLabel(job.spec()), timeline);
   return final_job->state() == v1::SUCCEEDED ? 0 : 1;
 }
 
@@ -425,6 +430,7 @@ int Local() {
   }
   auto stub = Connect((*cluster)->coordinator());
   std::vector<v1::Job> jobs;
+  std::vector<JobTimeline> timelines;
   int rc = 0;
   for (const auto& [strategy, mode] : pairs) {
     if (g_interrupted) break;
@@ -432,8 +438,10 @@ int Local() {
     spec.set_strategy(strategy);
     spec.set_mode(mode);
     v1::Job job;
-    if (SubmitAndWatch(stub.get(), spec, true, &job) != 0) rc = 1;
+    JobTimeline timeline;
+    if (SubmitAndWatch(stub.get(), spec, true, &job, &timeline) != 0) rc = 1;
     jobs.push_back(job);
+    timelines.push_back(std::move(timeline));
     if (!absl::GetFlag(FLAGS_compare)) PrintJob(job);
   }
   (*cluster)->Shutdown();
@@ -441,7 +449,7 @@ int Local() {
   if (absl::GetFlag(FLAGS_compare)) {
     std::printf("\n%s", CompareTable(jobs).c_str());
   }
-  WriteResults(jobs, absl::GetFlag(FLAGS_compare));
+  WriteResults(jobs, absl::GetFlag(FLAGS_compare), &timelines);
   WriteTraces(jobs);
   return rc;
 }
@@ -477,10 +485,11 @@ int Submit(const std::string& server) {
   const std::string resume = absl::GetFlag(FLAGS_resume);
   const v1::JobSpec spec =
       resume.empty() ? SpecFromFlags() : ResumeSpec(stub.get(), resume);
-  int rc = SubmitAndWatch(stub.get(), spec, wait, &job);
+  std::vector<JobTimeline> timeline(1);
+  int rc = SubmitAndWatch(stub.get(), spec, wait, &job, &timeline[0]);
   if (wait) {
     PrintJob(job);
-    WriteResults({job}, false);
+    WriteResults({job}, false, &timeline);
     WriteTraces({job});
   }
   return rc;
@@ -488,9 +497,10 @@ int Submit(const std::string& server) {
 
 int WatchCommand(const std::string& server, const std::string& id) {
   auto stub = Connect(server);
-  v1::Job job = Watch(stub.get(), id, id);
+  std::vector<JobTimeline> timeline(1);
+  v1::Job job = Watch(stub.get(), id, id, &timeline[0]);
   PrintJob(job);
-  WriteResults({job}, false);
+  WriteResults({job}, false, &timeline);
   WriteTraces({job});
   return job.state() == v1::SUCCEEDED ? 0 : 1;
 }

@@ -1,0 +1,233 @@
+#!/usr/bin/env python3
+"""The training half of the experiment (issue 8, item 3): the four modes on
+Fashion-MNIST, loss and test accuracy against wall-clock time, samples/s
+against N.
+
+  python3 bench/experiment_train.py run  [--workers=1,2,4,8] [--epochs=3]
+                                         [--curves=4] [--out=DIR]
+                                         [--build-dir=build] [--data-dir=DIR]
+                                         [--model=mlp:784-256-128-10]
+                                         [--pairs=ps-sync,ps-async,ring-sync,ring-async]
+                                         [--train-limit=0]
+  python3 bench/experiment_train.py plot [--out=DIR] [--curves=4]
+
+`run` calls `gradsync local --compare` once per N (a local cluster of N
+worker processes, one PS shard), with --epochs epochs each, and keeps each
+job's results JSON, whose "timeline" holds the loss at every progress report
+and the test accuracy at every epoch end, on the client's wall clock from the
+moment the job ran (client/timeline.h). Then it does what `plot` does:
+
+  DIR/train.csv            one row per (N, mode): samples/s, wall s, accuracy, ...
+  DIR/train.json           the same rows, and the curves of the --curves run
+  DIR/train_curves.png     loss and test accuracy against wall-clock seconds,
+                           four modes, N = --curves
+  DIR/train_throughput.png samples/s against N per mode, with N x (one
+                           worker's samples/s) dashed as perfect scaling
+
+The run is on one machine: all N workers share its cores, so samples/s
+against N says how each mode's communication and synchronisation cost grow
+with N there, not what N machines would reach.
+"""
+
+import csv
+import json
+import os
+import re
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MODES = ["ps-sync", "ps-async", "ring-sync", "ring-async"]
+STYLE = {"ps-sync": "C3", "ps-async": "C1", "ring-sync": "C0", "ring-async": "C2"}
+FIELDS = ["workers", "mode", "state", "samples_per_second", "wall_seconds",
+          "test_accuracy", "final_train_loss", "comm_seconds",
+          "exposed_comm_seconds", "epochs"]
+
+
+def die(msg, code=2):
+    print("experiment_train: " + msg, file=sys.stderr)
+    sys.exit(code)
+
+
+def parse_args(argv):
+    if not argv or argv[0] not in ("run", "plot") or "-h" in argv or "--help" in argv:
+        print(__doc__)
+        sys.exit(0 if argv and ("-h" in argv or "--help" in argv) else 2)
+    opts = {"workers": "1,2,4,8", "epochs": "3", "curves": "4",
+            "out": "experiment-results", "build-dir": "build", "data-dir": "",
+            "model": "mlp:784-256-128-10", "pairs": ",".join(MODES),
+            "train-limit": "0"}
+    for a in argv[1:]:
+        m = re.fullmatch(r"--([a-z-]+)=(.*)", a)
+        if not m or m.group(1) not in opts:
+            die("unknown argument %s (see --help)" % a)
+        opts[m.group(1)] = m.group(2)
+    try:
+        opts["workers"] = [int(n) for n in opts["workers"].split(",")]
+        opts["epochs"] = int(opts["epochs"])
+        opts["curves"] = int(opts["curves"])
+        opts["train-limit"] = int(opts["train-limit"])
+    except ValueError:
+        die("--workers, --epochs, --curves and --train-limit take integers")
+    if any(n < 1 or n > 64 for n in opts["workers"]):
+        die("--workers: each N must be 1..64")
+    if opts["epochs"] < 1:
+        die("--epochs must be at least 1")
+    return argv[0], opts
+
+
+def mode_of(job):
+    return "%s-%s" % (job["strategy"], job["mode"])
+
+
+def run(opts):
+    binary = os.path.join(ROOT, opts["build-dir"], "bin", "gradsync")
+    if not os.access(binary, os.X_OK):
+        die("%s not found: build first (bash deploy/build.sh)" % binary, 1)
+    os.makedirs(opts["out"], exist_ok=True)
+    for n in opts["workers"]:
+        out = os.path.abspath(os.path.join(opts["out"], "train-N%d.json" % n))
+        cmd = [binary, "local", "--compare", "--workers=%d" % n,
+               "--epochs=%d" % opts["epochs"], "--model=" + opts["model"],
+               "--pairs=" + opts["pairs"], "--quiet", "--results=" + out]
+        if opts["train-limit"] > 0:
+            cmd.append("--train_limit=%d" % opts["train-limit"])
+        if opts["data-dir"]:
+            cmd.append("--data_dir=" + opts["data-dir"])
+        print("=== N=%d: %s" % (n, " ".join(cmd[1:])), flush=True)
+        rc = subprocess.run(cmd).returncode
+        if rc != 0:
+            print("experiment_train: N=%d exited %d" % (n, rc), file=sys.stderr)
+
+
+def collect(out):
+    """Rows per (N, mode) and the jobs by (N, mode)."""
+    rows, jobs = [], {}
+    for name in sorted(os.listdir(out)):
+        m = re.fullmatch(r"train-N(\d+)\.json", name)
+        if not m:
+            continue
+        with open(os.path.join(out, name)) as f:
+            for job in json.load(f).get("jobs", []):
+                n = int(m.group(1))
+                jobs[(n, mode_of(job))] = job
+                row = {k: job.get(k) for k in FIELDS if k in job}
+                row.update({"workers": n, "mode": mode_of(job),
+                            "epochs": len(job.get("per_epoch", []))})
+                rows.append(row)
+    if not rows:
+        die("no train-N<workers>.json results in %s (run first)" % out, 1)
+    rows.sort(key=lambda r: (r["workers"], MODES.index(r["mode"])
+                             if r["mode"] in MODES else 99))
+    return rows, jobs
+
+
+def write_tables(out, rows, jobs, curves_n):
+    with open(os.path.join(out, "train.csv"), "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=FIELDS)
+        w.writeheader()
+        for r in rows:
+            w.writerow({k: r.get(k) for k in FIELDS})
+    curves = {mode: job.get("timeline") for (n, mode), job in jobs.items()
+              if n == curves_n}
+    with open(os.path.join(out, "train.json"), "w") as f:
+        json.dump({"rows": rows, "curves_workers": curves_n, "curves": curves},
+                  f, indent=1)
+
+
+def plot_curves(plt, out, jobs, n):
+    fig, (ax_loss, ax_acc) = plt.subplots(1, 2, figsize=(11, 4.2))
+    for mode in MODES:
+        job = jobs.get((n, mode))
+        if not job or job.get("state") != "SUCCEEDED" or not job.get("timeline"):
+            continue
+        tl = job["timeline"]
+        pts = [(p["t"], p["loss"]) for p in tl["progress"] if p["loss"] > 0]
+        ax_loss.plot([p[0] for p in pts], [p[1] for p in pts], "-", color=STYLE[mode],
+                     label="%s (%.0f samples/s)" % (mode, job["samples_per_second"]))
+        eps = tl["epochs"]
+        ax_acc.plot([e["t"] for e in eps], [e["test_accuracy"] for e in eps], "o-",
+                    color=STYLE[mode], label=mode)
+    ax_loss.set_xlabel("wall-clock time since the job started (s)")
+    ax_loss.set_ylabel("training loss (rank 0, mean since last report)")
+    ax_loss.set_yscale("log")
+    ax_loss.set_title("Training loss, N = %d workers" % n)
+    ax_acc.set_xlabel("wall-clock time since the job started (s)")
+    ax_acc.set_ylabel("test accuracy (10k images, after each epoch)")
+    ax_acc.set_title("Test accuracy, N = %d workers" % n)
+    for ax in (ax_loss, ax_acc):
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(os.path.join(out, "train_curves.png"), dpi=110)
+
+
+def plot_throughput(plt, out, rows):
+    fig, ax = plt.subplots(figsize=(6.5, 4.2))
+    ns = sorted({r["workers"] for r in rows})
+    for mode in MODES:
+        pts = sorted((r["workers"], r["samples_per_second"]) for r in rows
+                     if r["mode"] == mode and r.get("state") == "SUCCEEDED")
+        if not pts:
+            continue
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], "o-", color=STYLE[mode],
+                label=mode)
+        if pts[0][0] == 1:
+            ax.plot([p[0] for p in pts], [p[0] * pts[0][1] for p in pts], "--",
+                    color=STYLE[mode], alpha=0.5)
+    ax.set_xlabel("workers N (processes on one machine)")
+    ax.set_ylabel("training throughput (samples/s, whole job)")
+    ax.set_xticks(ns)
+    ax.set_title("Samples/s against N (dashed: N x one worker)", fontsize=10)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(os.path.join(out, "train_throughput.png"), dpi=110)
+
+
+def plot(out, rows, jobs, curves_n):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    if any(n == curves_n for n, _ in jobs):
+        plot_curves(plt, out, jobs, curves_n)
+    plot_throughput(plt, out, rows)
+    print("wrote %s/train.csv, train.json, train_curves.png, train_throughput.png" % out)
+
+
+def report(rows):
+    print("%3s %-11s %10s %8s %9s %10s %8s %9s" % (
+        "N", "mode", "samples/s", "wall_s", "test_acc", "final_loss", "comm_s",
+        "exposed_s"))
+    for r in rows:
+        print("%3d %-11s %10.0f %8.2f %9.4f %10.4f %8.2f %9.2f%s" % (
+            r["workers"], r["mode"], r.get("samples_per_second") or 0,
+            r.get("wall_seconds") or 0, r.get("test_accuracy") or 0,
+            r.get("final_train_loss") or 0, r.get("comm_seconds") or 0,
+            r.get("exposed_comm_seconds") or 0,
+            "" if r.get("state") == "SUCCEEDED" else "  " + str(r.get("state"))))
+
+
+def have_matplotlib():
+    try:
+        import matplotlib  # noqa: F401
+        return True
+    except ImportError:
+        return False
+
+
+def main(argv):
+    cmd, opts = parse_args(argv)
+    if cmd == "run":
+        run(opts)
+    rows, jobs = collect(opts["out"])
+    write_tables(opts["out"], rows, jobs, opts["curves"])
+    report(rows)
+    if not have_matplotlib():
+        print("no matplotlib here: tables written, no plots (run `plot` where python3-matplotlib is)")
+        return
+    plot(opts["out"], rows, jobs, opts["curves"])
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

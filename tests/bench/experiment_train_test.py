@@ -1,0 +1,79 @@
+#!/usr/bin/env python3
+"""Checks bench/experiment_train.py's collection and tables on synthetic
+results files (no cluster, no matplotlib): rows per (N, mode) in mode order,
+the --curves run's timelines kept, failed jobs marked, a missing directory
+refused."""
+import csv
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+spec = importlib.util.spec_from_file_location(
+    "experiment_train", os.path.join(ROOT, "bench", "experiment_train.py"))
+et = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(et)
+
+
+def job(strategy, mode, sps, state="SUCCEEDED"):
+    return {"strategy": strategy, "mode": mode, "state": state,
+            "samples_per_second": sps, "wall_seconds": 60000.0 / max(sps, 1),
+            "test_accuracy": 0.84, "final_train_loss": 0.4, "comm_seconds": 1.0,
+            "exposed_comm_seconds": 0.5, "per_epoch": [{"epoch": 1}],
+            "timeline": {"progress": [{"t": 0.5, "step": 10, "epoch": 1, "loss": 1.0,
+                                       "samples_per_second": sps}],
+                         "epochs": [{"t": 2.0, "epoch": 1, "train_loss": 0.9,
+                                     "test_accuracy": 0.8}]}}
+
+
+class TrainTablesTest(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.mkdtemp()
+
+    def tearDown(self):
+        shutil.rmtree(self.dir)
+
+    def write(self, n, jobs):
+        with open(os.path.join(self.dir, "train-N%d.json" % n), "w") as f:
+            json.dump({"jobs": jobs}, f)
+
+    def test_rows_curves_and_failures(self):
+        # Written out of mode order: the rows come back in MODES order.
+        self.write(1, [job("ring", "sync", 900), job("ps", "sync", 1000)])
+        self.write(4, [job("ring", "async", 3000), job("ps", "async", 0, "FAILED"),
+                       job("ps", "sync", 2000), job("ring", "sync", 2500)])
+        rows, jobs = et.collect(self.dir)
+        self.assertEqual([(r["workers"], r["mode"]) for r in rows],
+                         [(1, "ps-sync"), (1, "ring-sync"), (4, "ps-sync"),
+                          (4, "ps-async"), (4, "ring-sync"), (4, "ring-async")])
+        self.assertEqual(rows[3]["state"], "FAILED")
+        et.write_tables(self.dir, rows, jobs, 4)
+        with open(os.path.join(self.dir, "train.csv")) as f:
+            table = list(csv.DictReader(f))
+        self.assertEqual(len(table), 6)
+        self.assertEqual(float(table[5]["samples_per_second"]), 3000)
+        with open(os.path.join(self.dir, "train.json")) as f:
+            summary = json.load(f)
+        self.assertEqual(sorted(summary["curves"]),
+                         ["ps-async", "ps-sync", "ring-async", "ring-sync"])
+        self.assertEqual(summary["curves"]["ring-async"]["epochs"][0]["test_accuracy"], 0.8)
+
+    def test_no_results_is_an_error(self):
+        r = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "experiment_train.py"),
+                            "plot", "--out=" + self.dir], capture_output=True, text=True)
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("no train-N", r.stderr)
+
+    def test_bad_flag_is_refused(self):
+        r = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "experiment_train.py"),
+                            "run", "--workers=0"], capture_output=True, text=True)
+        self.assertEqual(r.returncode, 2)
+
+
+if __name__ == "__main__":
+    unittest.main()
