@@ -34,6 +34,12 @@ ABSL_FLAG(std::string, id, "", "Worker id shown in listings and errors "
 ABSL_FLAG(std::string, data_dir, "",
           "Fashion-MNIST directory on this machine; overrides the job's "
           "data_dir (default: the job's, else /usr/share/datasets/fashion-mnist).");
+ABSL_FLAG(int, cpu_threads, 0,
+          "BLAS threads of cpu jobs (0 = auto: this host's cores, less one "
+          "per rank of the job on this host for its communication, shared "
+          "among those ranks; ranks count as on this host when their peer "
+          "addresses name the same host, so set it by hand where containers "
+          "on one machine have addresses of their own).");
 ABSL_FLAG(int, gpu, -1,
           "GPU for device=cuda jobs (default -1: the job rank modulo the GPUs "
           "visible, so workers on one machine spread over its GPUs; several "
@@ -71,6 +77,7 @@ int main(int argc, char** argv) {
   o.id = absl::GetFlag(FLAGS_id);
   o.data_dir = absl::GetFlag(FLAGS_data_dir);
   o.gpu = absl::GetFlag(FLAGS_gpu);
+  o.cpu_threads = absl::GetFlag(FLAGS_cpu_threads);
   o.num_gpus = gradsync::VisibleGpuCount();
   if (const std::string path = absl::GetFlag(FLAGS_tuning_file); !path.empty()) {
     absl::StatusOr<gradsync::TuningTable> table = gradsync::TuningTable::Load(path);
@@ -82,6 +89,11 @@ int main(int argc, char** argv) {
     spdlog::info("allreduce tuning table {} ({} rules)", path,
                  table->rules().size());
     o.tuning = std::make_shared<const gradsync::TuningTable>(*std::move(table));
+  }
+  if (o.cpu_threads < 0 || o.cpu_threads > 1024) {
+    std::cerr << "gradsync-worker: --cpu_threads must be 0 (auto) to 1024, got "
+              << o.cpu_threads << "\n";
+    return 2;
   }
   if (o.gpu >= 0 && o.gpu >= o.num_gpus) {
     std::cerr << "gradsync-worker: --gpu=" << o.gpu << " but " << o.num_gpus

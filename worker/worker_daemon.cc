@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <thread>
 
 #include <spdlog/spdlog.h>
 
@@ -11,9 +12,11 @@
 #include "common/logging.h"
 #include "common/spec/job_spec.h"
 #include "worker/bench/bench_runner.h"
+#include "worker/collectives/hierarchical.h"
 #include "worker/metrics/metered_sync.h"
 #include "worker/train/trainer.h"
 #include "worker/train/training_steps.h"
+#include "worker/model/cpu_threads.h"
 #include "worker/model/device_factory.h"
 
 namespace gradsync {
@@ -43,6 +46,25 @@ GrpcTransportOptions TransportOptions(const v1::JobSpec& spec) {
   // Validated by the coordinator; an unknown value cannot reach here.
   o.wire_dtype = WireDtypeOf(spec.wire_dtype()).value_or(WireDtype::kFp32);
   return o;
+}
+
+// BLAS threads for a cpu job: `configured` (--cpu_threads) when set, else
+// this host's cores shared among the job's ranks on this host (ranks whose
+// peer addresses name the same host).
+int CpuThreadsFor(const v1::Assignment& a, int configured) {
+  if (configured > 0) return configured;
+  const std::vector<int> groups = GroupsByHost(std::vector<std::string>(
+      a.peer_addresses().begin(), a.peer_addresses().end()));
+  int here = 1;
+  if (a.rank() >= 0 && a.rank() < static_cast<int>(groups.size())) {
+    here = static_cast<int>(
+        std::count(groups.begin(), groups.end(), groups[a.rank()]));
+  }
+  const int threads = CpuComputeThreads(
+      static_cast<int>(std::thread::hardware_concurrency()), here);
+  spdlog::info("{} ranks of job {} on this host: {} BLAS threads each", here,
+               a.job_id(), threads);
+  return threads;
 }
 
 }  // namespace
@@ -305,6 +327,8 @@ absl::StatusOr<std::unique_ptr<DeviceModel>> WorkerDaemon::MakeDevice(
     req.gpu = options_.gpu >= 0 ? options_.gpu : a.rank() % options_.num_gpus;
     req.allow_tf32 = a.spec().tf32();
     req.max_batch = a.spec().batch_size();
+  } else {
+    req.cpu_threads = CpuThreadsFor(a, options_.cpu_threads);
   }
   absl::StatusOr<std::unique_ptr<DeviceModel>> m = MakeDeviceModel(req);
   if (!m.ok()) {

@@ -47,6 +47,9 @@ struct WorkerOptions {
   std::string data_dir;      // overrides the job's data_dir when set
   int num_gpus = 0;          // GPUs this worker offers (0 without CUDA)
   int gpu = -1;              // GPU to use; -1: rank % num_gpus
+  // BLAS threads of cpu jobs; 0: CpuComputeThreads(cores, ranks of the job
+  // on this host), see worker/model/cpu_threads.h.
+  int cpu_threads = 0;
   // What ring jobs with algorithm auto run per bucket (--tuning_file, loaded
   // and checked in main); null: the built-in table.
   std::shared_ptr<const TuningTable> tuning;

@@ -1,5 +1,7 @@
 #include "worker/model/device_factory.h"
 
+#include "worker/model/cpu_threads.h"
+
 #include "absl/status/status.h"
 #ifdef GRADSYNC_HAVE_CUDA
 #include "worker/model/cuda/cuda_backend.h"
@@ -18,7 +20,10 @@ int VisibleGpuCount() {
 
 absl::StatusOr<std::unique_ptr<DeviceModel>> MakeDeviceModel(
     const DeviceRequest& request) {
-  if (!request.cuda) return MakeCpuModel(request.model);
+  if (!request.cuda) {
+    SetBlasThreads(request.cpu_threads);
+    return MakeCpuModel(request.model);
+  }
 #ifdef GRADSYNC_HAVE_CUDA
   return cuda::MakeCudaModel(request.model, request.gpu, request.allow_tf32,
                              request.max_batch);
