@@ -8,6 +8,7 @@
 #include <grpcpp/health_check_service_interface.h>
 #include <spdlog/spdlog.h>
 
+#include "common/float_env.h"
 #include "common/memory.h"
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
@@ -96,6 +97,7 @@ int main(int argc, char** argv) {
       "Stops cleanly on SIGINT/SIGTERM.");
   absl::ParseCommandLine(argc, argv);
   gradsync::TuneAllocatorForLargeBuffers();
+  gradsync::FlushDenormalsToZero();  // before any thread starts
   const std::string role = absl::GetFlag(FLAGS_role);
   if (role != "all" && role != "coordinator" && role != "ps") {
     std::cerr << "gradsync-server: --role must be all, coordinator or ps, got '"

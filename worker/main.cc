@@ -7,6 +7,7 @@
 #include <grpcpp/health_check_service_interface.h>
 #include <spdlog/spdlog.h>
 
+#include "common/float_env.h"
 #include "common/memory.h"
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
@@ -64,6 +65,7 @@ int main(int argc, char** argv) {
       "Stops cleanly on SIGINT/SIGTERM.");
   absl::ParseCommandLine(argc, argv);
   gradsync::TuneAllocatorForLargeBuffers();
+  gradsync::FlushDenormalsToZero();  // before any thread starts
   if (absl::Status st =
           gradsync::InitLogging("worker", absl::GetFlag(FLAGS_log_level));
       !st.ok()) {
