@@ -39,7 +39,11 @@ class RingSync final : public GradientSync {
 
   // 1. one Allreduce per bucket (MakeAllreduce(spec.algorithm): auto
   //    chooses by the bucket's size), built once with its buffer's size;
-  // 2. rank 0's parameters are broadcast around the ring.
+  // 2. the checkpointer, when the job checkpoints or resumes;
+  // 3. rank 0's parameters are broadcast around the ring;
+  // 4. resuming: every rank loads the newest complete checkpoint of
+  //    spec.resume_from from PS shard 0 (parameters into `params`, the
+  //    optimizer state kept for the training loop) and starts at its step.
   absl::Status Initialize(const std::vector<Range>& buckets,
                           float* params) override {
     buckets_ = buckets;

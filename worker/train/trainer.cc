@@ -62,7 +62,7 @@ class TrainingRun {
   // Copies the model's state into the checkpointer's buffer and starts
   // sending it as the checkpoint after `steps` steps (waits for the previous
   // one first).
-  absl::Status Checkpoint(int64_t steps);
+  absl::Status StartCheckpoint(int64_t steps);
   absl::StatusOr<double> TestAccuracy();
   // Detaches the recorder from the model and, when `keep` (the run
   // succeeded: only a successful job's result carries timelines), moves its
@@ -260,14 +260,14 @@ absl::Status TrainingRun::ApplyThrough(int64_t upto) {
       if (!st.ok()) return st;
     }
     if (ckpt_ != nullptr && ckpt_->Due(applied_ + 1)) {
-      st = Checkpoint(applied_ + 1);
+      st = StartCheckpoint(applied_ + 1);
       if (!st.ok()) return st;
     }
   }
   return absl::OkStatus();
 }
 
-absl::Status TrainingRun::Checkpoint(int64_t steps) {
+absl::Status TrainingRun::StartCheckpoint(int64_t steps) {
   TraceSpan span(trace_.get(), "checkpoint copy", "checkpoint", kTraceTrain,
                  steps - 1);
   absl::StatusOr<RingState*> buf = ckpt_->Buffer();
