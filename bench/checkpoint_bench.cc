@@ -5,6 +5,11 @@
 // 235146 = the default model (mlp:784-256-128-10, 0.94 MB of parameters);
 // 5824522 = mlp:784-2048-2048-10 (23.3 MB of parameters). The directory is
 // $GRADSYNC_BENCH_DIR or /tmp.
+//
+// BM_RingCheckpointSave: a ring job's checkpoint as rank 0's sender thread
+// pays it (worker/sync/ring_checkpoint.h): every piece sent over loopback
+// gRPC to a PS service in this process, which writes it as a checkpoint
+// file (server/ps/ring_checkpoints.h).
 #include <stdlib.h>
 
 #include <filesystem>
@@ -13,7 +18,11 @@
 
 #include <benchmark/benchmark.h>
 
+#include "absl/time/clock.h"
 #include "common/checkpoint.h"
+#include "common/grpc/grpc_util.h"
+#include "server/ps/ps_service.h"
+#include "worker/sync/ring_checkpoint.h"
 
 namespace gradsync {
 namespace {
@@ -54,6 +63,34 @@ void BM_ReadCheckpoint(benchmark::State& state) {
   std::filesystem::remove_all(dir);
 }
 BENCHMARK(BM_ReadCheckpoint)->Arg(235146)->Arg(5824522)
+    ->Unit(benchmark::kMillisecond)->UseRealTime();
+
+void BM_RingCheckpointSave(benchmark::State& state) {
+  const size_t n = static_cast<size_t>(state.range(0));
+  const std::string dir = BenchDir();
+  PsStore store(dir);
+  PsService service(&store);
+  absl::StatusOr<StartedServer> started =
+      StartServer("127.0.0.1:0", {&service});
+  if (!started.ok()) {
+    state.SkipWithError("cannot start the PS service");
+    return;
+  }
+  RingCheckpointClient client(LocalAddress("127.0.0.1:0", started->port));
+  RingState s;
+  s.params.assign(n, 0.5f);
+  s.optimizer = {1, std::vector<float>(n, 0.01f), std::vector<float>(n, 1e-4f)};
+  int64_t step = 0;
+  for (auto _ : state) {
+    if (!client.Save("j-1", ++step, s, absl::Now() + absl::Seconds(60)).ok()) {
+      state.SkipWithError("save failed");
+    }
+  }
+  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(n) * 12);
+  started->server->Shutdown(ToChrono(absl::Now() + absl::Seconds(1)));
+  std::filesystem::remove_all(dir);
+}
+BENCHMARK(BM_RingCheckpointSave)->Arg(235146)->Arg(5824522)
     ->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace

@@ -94,8 +94,10 @@ ABSL_FLAG(int, stall_report_ms, 0,
 ABSL_FLAG(int64_t, train_limit, 0, "Use only the first N training samples (0 = all).");
 ABSL_FLAG(std::string, name, "", "Free-text job name.");
 ABSL_FLAG(int64_t, checkpoint_every, 0,
-          "ps sync jobs: every PS slice checkpoints after every K-th step "
-          "under its shard's --state_dir (0 = off).");
+          "Checkpoint every K steps under the PS shards' --state_dir "
+          "(ps sync: each slice after every K-th step; ps async: each slice "
+          "when its slowest rank reaches a multiple of K; ring sync: rank 0 "
+          "sends parameters + optimizer state to shard 0; 0 = off).");
 ABSL_FLAG(std::string, resume, "",
           "submit: start a new job from the last checkpoint of this ended job "
           "(same spec; the other job flags are ignored).");

@@ -193,6 +193,24 @@ std::map<std::string, std::set<int64_t>> ListCheckpoints(
   return out;
 }
 
+void PruneCheckpoints(const std::string& dir, const std::string& piece,
+                      int keep) {
+  const auto listing = ListCheckpoints(dir);
+  const auto it = listing.find(piece);
+  if (it == listing.end()) return;
+  int kept = 0;
+  for (auto s = it->second.rbegin(); s != it->second.rend(); ++s) {
+    if (kept++ < keep) continue;
+    std::error_code ec;
+    std::filesystem::remove(CheckpointFile(dir, piece, *s), ec);
+  }
+}
+
+bool IsCheckpointJobId(const std::string& job_id) {
+  return !job_id.empty() && job_id[0] != '.' &&
+         job_id.find_first_of("/\\") == std::string::npos;
+}
+
 std::set<int64_t> CommonSteps(
     const std::map<std::string, std::set<int64_t>>& listing) {
   if (listing.empty()) return {};

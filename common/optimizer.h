@@ -26,6 +26,15 @@ struct OptimizerOptions {
   float eps = 1e-8f;         // adam
 };
 
+// The state of the optimizers over a whole flat vector of n parameters (a
+// ring checkpoint): the moments of every slice's optimizer laid out as the
+// parameters, and the step count they share.
+struct OptimizerState {
+  int64_t steps = 0;
+  std::vector<float> first;   // n floats (sgd momentum / adam m), or empty
+  std::vector<float> second;  // n floats (adam v), or empty
+};
+
 // Thread-compatible; one object per parameter slice.
 class Optimizer {
  public:

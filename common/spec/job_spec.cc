@@ -405,8 +405,26 @@ absl::Status ValidateCaps(const v1::JobSpec& s) {
   return absl::OkStatus();
 }
 
-// checkpoint_every and resume_from: ps+sync training jobs only; resume_from
-// is a job id (it names a directory on the shards).
+// Why a training job cannot checkpoint, or nullptr when it can (ps sync,
+// ps async, ring sync on the CPU).
+const char* NoCheckpoints(const v1::JobSpec& s) {
+  if (IsBench(s)) return "bench jobs do not checkpoint or resume";
+  if (s.strategy() != v1::STRATEGY_RING) return nullptr;
+  if (s.mode() == v1::SYNC_MODE_ASYNC) {
+    return "ring async jobs do not checkpoint: at every step up to "
+           "`staleness` steps of gradients are still in flight, and a "
+           "checkpoint without them would not continue the same run";
+  }
+  if (s.device() == v1::DEVICE_CUDA) {
+    return "ring jobs on cuda do not checkpoint: the CUDA model does not "
+           "export its optimizer state";
+  }
+  return nullptr;
+}
+
+// checkpoint_every and resume_from: training jobs of ps (sync, async) and
+// ring sync on the CPU; resume_from is a job id (it names a directory on the
+// shards).
 absl::Status ValidateCheckpoints(const v1::JobSpec& s) {
   const bool wanted = s.checkpoint_every() != 0 || !s.resume_from().empty();
   if (!wanted) return absl::OkStatus();
@@ -416,10 +434,7 @@ absl::Status ValidateCheckpoints(const v1::JobSpec& s) {
   }
   const char* field =
       s.checkpoint_every() != 0 ? "checkpoint_every" : "resume_from";
-  if (IsBench(s) || s.strategy() != v1::STRATEGY_PS ||
-      s.mode() != v1::SYNC_MODE_SYNC) {
-    return Bad(field, "only ps sync training jobs checkpoint and resume");
-  }
+  if (const char* why = NoCheckpoints(s); why != nullptr) return Bad(field, why);
   const std::string& id = s.resume_from();
   if (id.size() > kMaxNameBytes || (!id.empty() && id[0] == '.') ||
       id.find_first_of("/\\") != std::string::npos) {

@@ -62,8 +62,8 @@ inline constexpr int32_t kMaxBenchWarmup = 10000;
 // momentum outside [0, 1), epochs or steps < 0, ring-async staleness above
 // kMaxRingAsyncStaleness, or any value beyond the caps above, ps_shards < 0 or more than
 // `available_ps_shards`, negative sizes, bad groups (ParseGroups),
-// checkpoint_every < 0, checkpoint_every or resume_from on a job that is not
-// ps+sync training ("only ps sync training jobs checkpoint and resume"), a
+// checkpoint_every < 0, checkpoint_every or resume_from on a bench job, a
+// ring async job or a ring job on cuda (each with its reason), a
 // resume_from that is not a job id (starts with '.', has '/' or '\\').
 // Bench jobs (kind = bench) skip the model, dataset, batch and epoch checks
 // (no model is built) and instead need: bench.op allreduce, broadcast or

@@ -228,6 +228,10 @@ v1::Assignment JobTable::MakeAssignment(
       info->set_address(ps_addresses_[s]);
       info->set_partition_bytes(kPsPartitionBytes);
     }
+  } else if ((spec.checkpoint_every() > 0 || !spec.resume_from().empty()) &&
+             num_ps_shards() > 0) {
+    // Ring checkpoints live on shard 0 (worker/sync/ring_checkpoint.h).
+    a.add_ps_shards()->set_address(ps_addresses_[0]);
   }
   return a;
 }

@@ -30,7 +30,9 @@ using PsServiceBase = v1::ParameterServer::WithRawCallbackMethod_Init<
         v1::ParameterServer::WithRawCallbackMethod_PushPull<
             v1::ParameterServer::WithCallbackMethod_EndJob<
                 v1::ParameterServer::WithCallbackMethod_Checkpoints<
-                    v1::ParameterServer::Service>>>>>;
+                    v1::ParameterServer::WithRawCallbackMethod_SaveCheckpoint<
+                        v1::ParameterServer::WithRawCallbackMethod_LoadCheckpoint<
+                            v1::ParameterServer::Service>>>>>>>;
 
 // Threads that reduce and step (a shard's CPU work is memory-bound: a few
 // are enough to overlap partitions; more only contend for cores).
@@ -60,6 +62,15 @@ class PsService final : public PsServiceBase {
   grpc::ServerUnaryReactor* Checkpoints(
       grpc::CallbackServerContext* ctx, const v1::CheckpointsRequest* request,
       v1::CheckpointsResponse* response) override;
+  // Ring checkpoints (server/ps/ring_checkpoints.h); both read or write a
+  // file, so they run on the pool. A CKPT frame's data is the piece's
+  // parameters followed by header.moments optimizer moments of equal length.
+  grpc::ServerUnaryReactor* SaveCheckpoint(grpc::CallbackServerContext* ctx,
+                                           const grpc::ByteBuffer* request,
+                                           grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* LoadCheckpoint(grpc::CallbackServerContext* ctx,
+                                           const grpc::ByteBuffer* request,
+                                           grpc::ByteBuffer* response) override;
 
  private:
   PsStore* const store_;

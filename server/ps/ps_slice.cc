@@ -59,7 +59,9 @@ PsSlice::PsSlice(const ShardJobConfig& config, Optimizer optimizer,
   step_ = start_step_;
   scratch_.assign(size_, 0.0f);
   pushed_.assign(config_.world_size, false);
-  clock_.assign(config_.world_size, 0);
+  // async: every rank continues at the resumed step.
+  clock_.assign(config_.world_size, start_step_);
+  checkpointed_ = start_step_;
 }
 
 ParamSnapshot PsSlice::SnapshotLocked() {
@@ -131,6 +133,10 @@ void PsSlice::Push(int64_t step, int rank, size_t count,
   ++version_;
   ++clock_[rank];
   held_.push_back({rank, std::move(reply)});
+  if (absl::Status st = MaybeCheckpointAsyncLocked(); !st.ok()) {
+    EndLocked(st, done);
+    return;
+  }
   ReleaseHeldLocked(done);
 }
 
@@ -143,33 +149,42 @@ void PsSlice::ApplySyncStepLocked(PsCompletions* done) {
   pushes_ = 0;
   ++step_;
   ++version_;
-  if (absl::Status st = MaybeCheckpointLocked(); !st.ok()) {
-    ended_ = st;
-    for (Reply& r : waiting_) done->push_back({std::move(r), st});
-    waiting_.clear();
-    return;
+  const int64_t k = config_.checkpoint_every;
+  if (k > 0 && step_ % k == 0) {
+    if (absl::Status st = WriteCheckpointLocked(step_); !st.ok()) {
+      EndLocked(st, done);
+      return;
+    }
   }
   const ParamSnapshot snap = SnapshotLocked();
   for (Reply& r : waiting_) done->push_back({std::move(r), PsReply{snap, step_}});
   waiting_.clear();
 }
 
-absl::Status PsSlice::MaybeCheckpointLocked() {
+absl::Status PsSlice::MaybeCheckpointAsyncLocked() {
   const int64_t k = config_.checkpoint_every;
-  if (k <= 0 || step_ % k != 0) return absl::OkStatus();
+  if (k <= 0) return absl::OkStatus();
+  const int64_t slowest = *std::min_element(clock_.begin(), clock_.end());
+  if (slowest <= checkpointed_ || slowest % k != 0) return absl::OkStatus();
+  checkpointed_ = slowest;
+  return WriteCheckpointLocked(slowest);
+}
+
+absl::Status PsSlice::WriteCheckpointLocked(int64_t step) {
+  const int64_t k = config_.checkpoint_every;
   CheckpointView view;
   view.key = config_.key;
-  view.step = step_;
+  view.step = step;
   view.params = params_;
   view.optimizer_steps = optimizer_.steps();
   view.first_moment = optimizer_.first_moment();
   view.second_moment = optimizer_.second_moment();
   absl::Status st = WriteCheckpoint(
-      CheckpointFile(config_.checkpoint_dir, config_.piece, step_), view);
+      CheckpointFile(config_.checkpoint_dir, config_.piece, step), view);
   if (!st.ok()) return st;
-  if (step_ - 2 * k > 0) {  // keep the last two (resume needs a common step)
+  if (step - 2 * k > 0) {  // keep the last two (resume needs a common step)
     std::remove(
-        CheckpointFile(config_.checkpoint_dir, config_.piece, step_ - 2 * k)
+        CheckpointFile(config_.checkpoint_dir, config_.piece, step - 2 * k)
             .c_str());
   }
   return absl::OkStatus();
@@ -194,6 +209,10 @@ void PsSlice::ReleaseHeldLocked(PsCompletions* done) {
 
 void PsSlice::End(const absl::Status& why, PsCompletions* done) {
   absl::MutexLock lock(&mu_);
+  EndLocked(why, done);
+}
+
+void PsSlice::EndLocked(const absl::Status& why, PsCompletions* done) {
   if (ended_.ok()) ended_ = why;
   for (Reply& r : waiting_) done->push_back({std::move(r), why});
   waiting_.clear();

@@ -32,11 +32,16 @@ struct ShardJobConfig {
   bool async = false;
   int staleness = -1;  // async: SSP bound; < 0 = unbounded
   OptimizerOptions optimizer;
-  // Checkpoints (sync only; common/checkpoint.h): after every step t with
-  // t % checkpoint_every == 0, the slice writes
-  // CheckpointFile(checkpoint_dir, piece, t) labelled `key`, before it
-  // answers step t's pushes, and removes its file of step t - 2k (the last
-  // two stay). 0 = none. Set by PsStore.
+  // Checkpoints (common/checkpoint.h), 0 = none; set by PsStore. The slice
+  // writes CheckpointFile(checkpoint_dir, piece, t) labelled `key` and
+  // removes its file of step t - 2k (the last two stay):
+  //  - sync: after every step t with t % checkpoint_every == 0, before it
+  //    answers step t's pushes;
+  //  - async (no global step): when the slowest rank's count of pushes to
+  //    this slice reaches a new multiple t of checkpoint_every, after
+  //    applying the push that got it there. The file holds every push
+  //    applied so far: all ranks' first t steps and the faster ranks' later
+  //    ones. A slice resumed from it lets every rank continue at step t.
   int64_t checkpoint_every = 0;
   std::string checkpoint_dir;
   std::string piece;  // "p3" of key "j-1/p3"
@@ -98,9 +103,11 @@ class PsSlice {
   //     when one is due (under this slice's lock: no push for the next step
   //     can come before the replies), and completes all N replies with the
   //     new parameters. A failed checkpoint ends the slice with its error.
-  //  3. async: step must equal the rank's count of earlier pushes, else
+  //  3. async: step must equal the rank's count of earlier pushes (a
+  //     resumed slice counts from its checkpoint's step), else
   //     FAILED_PRECONDITION. The gradient is applied at once (learning rate
-  //     lr/N); the reply is held while the rank would be more than
+  //     lr/N), then a checkpoint is written when one is due (a failed one
+  //     ends the slice); the reply is held while the rank would be more than
   //     `staleness` steps ahead of the slowest rank (SSP), then carries the
   //     newest parameters.
   // Errors complete `reply` through `done` as well.
@@ -119,8 +126,14 @@ class PsSlice {
           std::vector<float> initial, int64_t start_step);
   static absl::StatusOr<Optimizer> MakeOptimizer(const ShardJobConfig& config,
                                                  size_t n);
-  // Writes the checkpoint of step_ if one is due.
-  absl::Status MaybeCheckpointLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Writes the checkpoint labelled `step` and drops the one of step - 2k.
+  absl::Status WriteCheckpointLocked(int64_t step)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // async: writes a checkpoint if the slowest rank reached a new multiple
+  // of checkpoint_every.
+  absl::Status MaybeCheckpointAsyncLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void EndLocked(const absl::Status& why, PsCompletions* done)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   ParamSnapshot SnapshotLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status CheckPush(int64_t step, int rank, size_t count) const
@@ -159,6 +172,7 @@ class PsSlice {
   // async
   std::vector<int64_t> clock_ ABSL_GUARDED_BY(mu_);
   std::vector<Held> held_ ABSL_GUARDED_BY(mu_);
+  int64_t checkpointed_ ABSL_GUARDED_BY(mu_) = 0;  // label of the newest
 };
 
 }  // namespace gradsync

@@ -90,6 +90,8 @@ class PsStore {
 
   // The checkpoints of `job_id` in this store's root.
   CheckpointListing Checkpoints(const std::string& job_id) const;
+  // Where job J's checkpoints live (<root>/J); empty: none kept here.
+  const std::string& checkpoint_root() const { return checkpoint_root_; }
 
   // Slices installed, for tests and metrics.
   size_t NumJobs() const;

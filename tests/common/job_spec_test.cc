@@ -363,7 +363,7 @@ TEST(JobSpec, StallThresholdDefaultsToHalfTheStepTimeoutAndIsChecked) {
 namespace gradsync {
 namespace {
 
-TEST(JobSpec, CheckpointsAndResumeArePsSyncOnly) {
+TEST(JobSpec, CheckpointsAndResumeArePsAndRingSyncOnCpu) {
   v1::JobSpec s = Good();
   s.set_strategy(v1::STRATEGY_PS);
   s.set_checkpoint_every(5);
@@ -373,12 +373,16 @@ TEST(JobSpec, CheckpointsAndResumeArePsSyncOnly) {
   ExpectBad(s, "checkpoint_every");
   s.set_checkpoint_every(5);
   s.set_mode(v1::SYNC_MODE_ASYNC);
-  ExpectBad(s, "checkpoint_every");
-  s.set_mode(v1::SYNC_MODE_SYNC);
+  EXPECT_TRUE(ValidateJobSpec(s, 1).ok()) << "ps async checkpoints";
   s.set_strategy(v1::STRATEGY_RING);
-  ExpectBad(s, "checkpoint_every");
+  ExpectBad(s, "checkpoint_every");  // ring async: gradients in flight
+  s.set_mode(v1::SYNC_MODE_SYNC);
+  EXPECT_TRUE(ValidateJobSpec(s, 1).ok()) << "ring sync checkpoints";
+  s.set_device(v1::DEVICE_CUDA);
+  ExpectBad(s, "checkpoint_every");  // no optimizer state export on cuda
   s.set_checkpoint_every(0);
-  ExpectBad(s, "resume_from");  // ring
+  ExpectBad(s, "resume_from");
+  s.set_device(v1::DEVICE_CPU);
   s.set_strategy(v1::STRATEGY_PS);
   for (const char* bad : {"../j-1", "a/b", ".hidden"}) {
     s.set_resume_from(bad);

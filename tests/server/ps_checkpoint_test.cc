@@ -141,6 +141,54 @@ TEST_F(PsCheckpointTest, ResumeRefusesMissingCorruptOrMismatchedFiles) {
   EXPECT_EQ(store.NumJobs(), 0u);
 }
 
+// Async: a push of `rank` at its next step; the reply (or error).
+absl::StatusOr<PsReply> AsyncPush(PsStore* store, const std::string& key,
+                                  int rank, int64_t step, size_t n) {
+  absl::StatusOr<PsReply> got = absl::UnknownError("no reply");
+  const std::vector<float> g = Grad(rank, step, n);
+  store->Push(key, step, rank, n,
+              [&g](float* dst) {
+                for (size_t i = 0; i < g.size(); ++i) dst[i] += g[i];
+              },
+              [&got](absl::StatusOr<PsReply> r) { got = std::move(r); });
+  return got;
+}
+
+TEST_F(PsCheckpointTest, AsyncSliceCheckpointsWhenTheSlowestRankReachesK) {
+  ShardJobConfig c = AdamConfig(2, 2);
+  c.async = true;
+  {
+    PsStore store(root_);
+    ASSERT_TRUE(store.Init("j-1/p0", c, init_).ok());
+    for (int64_t t = 0; t < 5; ++t) {  // rank 0 runs ahead
+      ASSERT_TRUE(AsyncPush(&store, "j-1/p0", 0, t, n_).ok());
+    }
+    for (int64_t t = 0; t < 3; ++t) {
+      ASSERT_TRUE(AsyncPush(&store, "j-1/p0", 1, t, n_).ok());
+    }
+    // The slowest rank passed 2 once (not 1 or 3): one checkpoint, at 2,
+    // holding the 5 + 2 pushes applied by then.
+    EXPECT_EQ(store.Checkpoints("j-1").steps, std::vector<int64_t>({2}));
+    absl::StatusOr<Checkpoint> ck =
+        ReadCheckpoint(CheckpointFile(root_ + "/j-1", "p0", 2));
+    ASSERT_TRUE(ck.ok()) << ck.status();
+    EXPECT_EQ(ck->optimizer_steps, 7);
+  }
+  PsStore restarted(root_);
+  c.resume_from = "j-1";
+  c.resume_step = 2;
+  ASSERT_TRUE(restarted.Init("j-2/p0", c, init_).ok());
+  absl::StatusOr<PsReply> pulled = absl::UnknownError("no reply");
+  restarted.Pull("j-2/p0", true, [&](absl::StatusOr<PsReply> r) { pulled = r; });
+  ASSERT_TRUE(pulled.ok()) << pulled.status();
+  EXPECT_EQ(pulled->step, 2);
+  // Every rank continues at step 2.
+  EXPECT_TRUE(absl::IsFailedPrecondition(
+      AsyncPush(&restarted, "j-2/p0", 0, 0, n_).status()));
+  EXPECT_TRUE(AsyncPush(&restarted, "j-2/p0", 0, 2, n_).ok());
+  EXPECT_TRUE(AsyncPush(&restarted, "j-2/p0", 1, 2, n_).ok());
+}
+
 TEST_F(PsCheckpointTest, NoRootRefusesCheckpointingJobs) {
   PsStore store;
   absl::Status st = store.Init("j-1/p0", AdamConfig(1, 1), init_);

@@ -42,6 +42,7 @@ class MeteredSync final : public GradientSync {
     return inner_->bucket_algorithms();
   }
   int64_t start_step() const override { return inner_->start_step(); }
+  RingCheckpointer* checkpointer() override { return inner_->checkpointer(); }
 
  private:
   // Adds bytes[s] to counters[s].

@@ -32,6 +32,16 @@ std::vector<Range> MakeBuckets(const DeviceModel& model, int64_t bucket_bytes) {
   return buckets;
 }
 
+absl::Status DeviceModel::GetOptimizerState(OptimizerState*) {
+  return absl::UnimplementedError(
+      absl::StrCat("the ", name(), " model does not export optimizer state"));
+}
+
+absl::Status DeviceModel::SetOptimizerState(const OptimizerState&) {
+  return absl::UnimplementedError(
+      absl::StrCat("the ", name(), " model does not import optimizer state"));
+}
+
 namespace {
 
 // The CPU replica: Mlp on host vectors. A bucket is announced as soon as
@@ -143,6 +153,42 @@ class CpuModel final : public DeviceModel {
     return mlp_.Evaluate(params_.data(), x, y, n);
   }
 
+  absl::Status GetOptimizerState(OptimizerState* out) override {
+    if (optimizers_.empty()) return NotConfigured();
+    const size_t n = params_.size();
+    out->steps = optimizers_[0].steps();  // every bucket steps together
+    out->first.resize(optimizers_[0].first_moment().empty() ? 0 : n);
+    out->second.resize(optimizers_[0].second_moment().empty() ? 0 : n);
+    for (size_t b = 0; b < buckets_.size(); ++b) {
+      const Optimizer& o = optimizers_[b];
+      std::copy(o.first_moment().begin(), o.first_moment().end(),
+                out->first.begin() + (out->first.empty() ? 0 : buckets_[b].begin));
+      std::copy(o.second_moment().begin(), o.second_moment().end(),
+                out->second.begin() + (out->second.empty() ? 0 : buckets_[b].begin));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status SetOptimizerState(const OptimizerState& state) override {
+    if (optimizers_.empty()) return NotConfigured();
+    const size_t n = params_.size();
+    if ((!state.first.empty() && state.first.size() != n) ||
+        (!state.second.empty() && state.second.size() != n)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "optimizer state of ", state.first.size(), " + ",
+          state.second.size(), " floats for a model of ", n));
+    }
+    std::vector<Optimizer> restored = optimizers_;
+    for (size_t b = 0; b < buckets_.size(); ++b) {
+      absl::Status st = restored[b].Restore(
+          state.steps, SliceOf(state.first, buckets_[b]),
+          SliceOf(state.second, buckets_[b]));
+      if (!st.ok()) return st;
+    }
+    optimizers_ = std::move(restored);
+    return absl::OkStatus();
+  }
+
   absl::StatusOr<std::shared_ptr<float>> AllocHost(size_t floats) override {
     float* p = new (std::nothrow) float[std::max<size_t>(floats, 1)]();
     if (p == nullptr) {
@@ -160,6 +206,15 @@ class CpuModel final : public DeviceModel {
   std::vector<Optimizer> optimizers_;
   std::deque<float> losses_;  // of ForwardBackward calls, oldest first
   TraceRecorder* trace_ = nullptr;
+
+  static absl::Status NotConfigured() {
+    return absl::FailedPreconditionError("model not configured");
+  }
+  // v[r] (empty when v is).
+  static std::vector<float> SliceOf(const std::vector<float>& v, Range r) {
+    if (v.empty()) return {};
+    return std::vector<float>(v.begin() + r.begin, v.begin() + r.begin + r.size);
+  }
 
   // Records [since, now) as `name` (layer l, or -1) when tracing; returns
   // now (the start of the next span).

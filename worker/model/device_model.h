@@ -92,6 +92,16 @@ class DeviceModel {
   virtual absl::StatusOr<Mlp::Eval> Evaluate(const float* x, const uint8_t* y,
                                              int64_t n) = 0;
 
+  // Checkpoints (ring jobs): the optimizer state of every bucket laid out as
+  // the parameters, after the last ApplyGradient. Get fills `out` (vectors
+  // resized to num_params() or emptied when the optimizer keeps no moment);
+  // Set continues from `state` (the same optimizer and buckets):
+  // INVALID_ARGUMENT (nothing changed) when its moments do not fit. Both
+  // FAILED_PRECONDITION before Configure. The default (a device that does
+  // not export its state) is UNIMPLEMENTED.
+  virtual absl::Status GetOptimizerState(OptimizerState* out);
+  virtual absl::Status SetOptimizerState(const OptimizerState& state);
+
   // Host memory suited to this device's copies (pinned on a GPU).
   virtual absl::StatusOr<std::shared_ptr<float>> AllocHost(size_t floats) = 0;
 

@@ -16,6 +16,7 @@
 
 namespace gradsync {
 
+class RingCheckpointer;
 class TuningTable;
 class StallWatch;
 class Transport;
@@ -75,6 +76,14 @@ class GradientSync {
   // of the checkpoint a resumed job continues from (spec.resume_from; the
   // initial parameters are then the checkpoint's).
   virtual int64_t start_step() const { return 0; }
+
+  // Checkpoints the training loop takes of the model's state (ring jobs
+  // with checkpoint_every or resume_from: the parameters and optimizer
+  // state live in the model, not here); null when there are none or the
+  // strategy checkpoints on its own (ps). Owned by this object. After
+  // Initialize of a resumed job, its restored() holds the optimizer state
+  // to load into the model.
+  virtual RingCheckpointer* checkpointer() { return nullptr; }
 };
 
 // Builds the implementation for the assignment's strategy and mode.

@@ -5,7 +5,9 @@
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "common/kernels.h"
 #include "common/spec/job_spec.h"
@@ -13,6 +15,7 @@
 #include "worker/collectives/hierarchical.h"
 #include "worker/collectives/ring.h"
 #include "worker/collectives/transport.h"
+#include "worker/sync/ring_checkpoint.h"
 
 namespace gradsync {
 namespace {
@@ -36,7 +39,11 @@ class RingSync final : public GradientSync {
 
   // 1. one Allreduce per bucket (MakeAllreduce(spec.algorithm): auto
   //    chooses by the bucket's size), built once with its buffer's size;
-  // 2. rank 0's parameters are broadcast around the ring.
+  // 2. the checkpointer, when the job checkpoints or resumes;
+  // 3. rank 0's parameters are broadcast around the ring;
+  // 4. resuming: every rank loads the newest complete checkpoint of
+  //    spec.resume_from from PS shard 0 (parameters into `params`, the
+  //    optimizer state kept for the training loop) and starts at its step.
   absl::Status Initialize(const std::vector<Range>& buckets,
                           float* params) override {
     buckets_ = buckets;
@@ -51,9 +58,20 @@ class RingSync final : public GradientSync {
       allreduces_.push_back(std::move(*algo));
       n = std::max<size_t>(n, r.begin + r.size);
     }
-    return RingBroadcast(transport_, params, n, /*root=*/0,
+    absl::Status st = MakeCheckpointer();
+    if (st.ok()) {
+      st = RingBroadcast(transport_, params, n, /*root=*/0,
                          a_.spec().chunk_bytes(),
                          absl::Now() + StepTimeout(a_.spec()) + kBroadcastSlack);
+    }
+    if (st.ok() && !a_.spec().resume_from().empty()) st = Restore(params, n);
+    return st;
+  }
+
+  int64_t start_step() const override { return start_step_; }
+  RingCheckpointer* checkpointer() override {
+    absl::MutexLock lock(&mu_);
+    return checkpointer_.get();
   }
 
   absl::Status SyncBucket(int64_t step, int bucket, float* grad,
@@ -69,7 +87,11 @@ class RingSync final : public GradientSync {
   }
 
   absl::Status Finish(float*) override { return absl::OkStatus(); }
-  void Abort(const absl::Status& status) override { transport_->Abort(status); }
+  void Abort(const absl::Status& status) override {
+    transport_->Abort(status);
+    absl::MutexLock lock(&mu_);
+    if (checkpointer_) checkpointer_->Abort(status);
+  }
   Output output() const override { return Output::kAveragedGradient; }
   int pipeline_depth() const override { return depth_; }
   std::vector<v1::Algorithm> bucket_algorithms() const override {
@@ -87,6 +109,42 @@ class RingSync final : public GradientSync {
   // Set in Initialize, then used by the communication thread only.
   std::vector<Range> buckets_;
   std::vector<std::unique_ptr<Allreduce>> allreduces_;  // one per bucket
+  int64_t start_step_ = 0;  // set in Initialize
+  // Set in Initialize (Abort may race with that), then constant.
+  absl::Mutex mu_;
+  std::unique_ptr<RingCheckpointer> checkpointer_ ABSL_GUARDED_BY(mu_);
+
+  // Checkpoints (spec.checkpoint_every or resume_from) go to the first PS
+  // shard of the assignment; rank 0 saves.
+  absl::Status MakeCheckpointer() {
+    const v1::JobSpec& spec = a_.spec();
+    if (spec.checkpoint_every() <= 0 && spec.resume_from().empty()) {
+      return absl::OkStatus();
+    }
+    if (a_.ps_shards_size() == 0) {
+      return absl::FailedPreconditionError(
+          "ring checkpoints: the assignment names no PS shard to keep them");
+    }
+    auto c = std::make_unique<RingCheckpointer>(
+        std::make_unique<RingCheckpointClient>(a_.ps_shards(0).address()),
+        a_.job_id(), spec.checkpoint_every(), a_.rank() == 0,
+        StepTimeout(spec) + kBroadcastSlack);
+    absl::MutexLock lock(&mu_);
+    checkpointer_ = std::move(c);
+    return absl::OkStatus();
+  }
+
+  // Every rank loads the newest complete checkpoint of spec.resume_from
+  // into `params` (the optimizer state stays in checkpointer_->restored()).
+  absl::Status Restore(float* params, size_t n) {
+    RingCheckpointer* c = checkpointer();
+    absl::StatusOr<int64_t> step = c->Restore(a_.spec().resume_from(), n);
+    if (!step.ok()) return step.status();
+    std::copy(c->restored()->params.begin(), c->restored()->params.end(),
+              params);
+    start_step_ = *step;
+    return absl::OkStatus();
+  }
 };
 
 }  // namespace

@@ -20,6 +20,10 @@ namespace gradsync {
 // for the bucket's bytes, nullptr = the built-in table). Hierarchical host
 // groups: spec.groups when set, else ranks whose peer addresses share a host
 // (GroupsByHost). `tuning` must outlive the result.
+//
+// Checkpoints (spec.checkpoint_every, resume_from; sync only): see
+// worker/sync/ring_checkpoint.h; checkpointer() hands them to the training
+// loop, which holds the model's state.
 std::unique_ptr<GradientSync> MakeRingSync(const v1::Assignment* assignment,
                                            Transport* transport,
                                            const TuningTable* tuning = nullptr);

@@ -14,6 +14,7 @@
 #include "common/spec/job_spec.h"
 #include "common/trace/trace.h"
 #include "worker/model/mlp.h"
+#include "worker/sync/ring_checkpoint.h"
 #include "worker/train/comm_pipeline.h"
 #include "worker/train/training_steps.h"
 
@@ -55,8 +56,13 @@ class TrainingRun {
   // Takes the loss of `step` (computed by now or soon) and reports it.
   absl::Status StepDone(int64_t step);
   absl::Status Complete();
-  // Applies every synchronised step up to `upto` to the model.
+  // Applies every synchronised step up to `upto` to the model, and
+  // checkpoints the model when due.
   absl::Status ApplyThrough(int64_t upto);
+  // Copies the model's state into the checkpointer's buffer and starts
+  // sending it as the checkpoint after `steps` steps (waits for the previous
+  // one first).
+  absl::Status StartCheckpoint(int64_t steps);
   absl::StatusOr<double> TestAccuracy();
   // Detaches the recorder from the model and, when `keep` (the run
   // succeeded: only a successful job's result carries timelines), moves its
@@ -93,6 +99,7 @@ class TrainingRun {
   std::unique_ptr<StepReports> reports_;
   std::unique_ptr<TraceRecorder> trace_;  // spec.trace; outlives comm_
   std::unique_ptr<CommPipeline> comm_;
+  RingCheckpointer* ckpt_ = nullptr;  // the sync's; null: no checkpoints
   double exposed_ = 0;
   int64_t applied_ = 0;
   absl::Time t0_;
@@ -138,6 +145,10 @@ absl::Status TrainingRun::Setup() {
 
   Mlp(*spec).InitParams(a_.spec().seed(), params_);
   st = sync_->Initialize(buckets_, params_);
+  ckpt_ = sync_->checkpointer();
+  if (st.ok() && ckpt_ != nullptr && ckpt_->restored() != nullptr) {
+    st = model_->SetOptimizerState(ckpt_->restored()->optimizer);
+  }
   if (st.ok()) st = model_->SetParams(params_);
   if (!st.ok()) return st;
   const std::string init_sum = ChecksumHex(params_, n);
@@ -248,15 +259,32 @@ absl::Status TrainingRun::ApplyThrough(int64_t upto) {
                : model_->SetParamsRange(buckets_[b], params_);
       if (!st.ok()) return st;
     }
+    if (ckpt_ != nullptr && ckpt_->Due(applied_ + 1)) {
+      st = StartCheckpoint(applied_ + 1);
+      if (!st.ok()) return st;
+    }
   }
   return absl::OkStatus();
+}
+
+absl::Status TrainingRun::StartCheckpoint(int64_t steps) {
+  TraceSpan span(trace_.get(), "checkpoint copy", "checkpoint", kTraceTrain,
+                 steps - 1);
+  absl::StatusOr<RingState*> buf = ckpt_->Buffer();
+  if (!buf.ok()) return buf.status();
+  (*buf)->params.resize(model_->num_params());
+  absl::Status st = model_->GetParams((*buf)->params.data());
+  if (st.ok()) st = model_->GetOptimizerState(&(*buf)->optimizer);
+  if (st.ok()) ckpt_->Start(steps);
+  return st;
 }
 
 absl::Status TrainingRun::Complete() {
   const size_t n = model_->num_params();
   const double comm_busy = comm_->busy_seconds();
   comm_->Stop();
-  absl::Status st = model_->GetParams(params_);
+  absl::Status st = ckpt_ != nullptr ? ckpt_->Wait() : absl::OkStatus();
+  if (st.ok()) st = model_->GetParams(params_);
   if (st.ok()) st = sync_->Finish(params_);  // ps async: the newest parameters
   if (st.ok()) st = model_->SetParams(params_);
   if (!st.ok()) return st;

@@ -51,6 +51,10 @@ struct TrainingOptions {
 //        not wait for the step it just enqueued);
 //     d. apply step u = t - depth (depth = sync->pipeline_depth()): the
 //        device optimizer for averaged gradients, an upload for parameters;
+//        when sync->checkpointer() says a checkpoint is due after u + 1
+//        steps, the model's parameters and optimizer state are copied to
+//        its host buffer and sent in the background (ring jobs; a resumed
+//        one loaded its optimizer state in 2);
 //  4. per epoch EpochDone (rank 0 with test accuracy, on the parameters the
 //     step's report sees), Progress every progress_interval;
 //  5. the remaining steps are applied, sync->Finish(params), final checksum
