@@ -3,6 +3,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <grpcpp/health_check_service_interface.h>
 #include <spdlog/spdlog.h>
@@ -32,8 +33,13 @@ ABSL_FLAG(std::string, advertise, "",
 ABSL_FLAG(std::string, id, "", "Worker id shown in listings and errors "
           "(default: hostname-pid).");
 ABSL_FLAG(std::string, data_dir, "",
-          "Fashion-MNIST directory on this machine; overrides the job's "
-          "data_dir (default: the job's, else /usr/share/datasets/fashion-mnist).");
+          "Fashion-MNIST directory on this machine, read by jobs that name no "
+          "data_dir (default /usr/share/datasets/fashion-mnist). Always allowed.");
+ABSL_FLAG(std::vector<std::string>, allowed_data_dirs, {},
+          "DIR,... further directories (and everything below them) that a "
+          "job's data_dir may name. A job naming any other path fails with "
+          "PERMISSION_DENIED before a file is opened (paths are compared "
+          "after resolving symlinks and '..').");
 ABSL_FLAG(int, gpu, -1,
           "GPU for device=cuda jobs (default -1: the job rank modulo the GPUs "
           "visible, so workers on one machine spread over its GPUs; several "
@@ -70,6 +76,7 @@ int main(int argc, char** argv) {
   o.advertise = absl::GetFlag(FLAGS_advertise);
   o.id = absl::GetFlag(FLAGS_id);
   o.data_dir = absl::GetFlag(FLAGS_data_dir);
+  o.allowed_data_dirs = absl::GetFlag(FLAGS_allowed_data_dirs);
   o.gpu = absl::GetFlag(FLAGS_gpu);
   o.num_gpus = gradsync::VisibleGpuCount();
   if (const std::string path = absl::GetFlag(FLAGS_tuning_file); !path.empty()) {
