@@ -3,8 +3,8 @@
 #include <spdlog/spdlog.h>
 
 #include "absl/strings/str_cat.h"
+#include "common/exception_status.h"
 #include "common/grpc/grpc_util.h"
-#include "common/grpc/rpc_guard.h"
 #include "common/grpc/tensor_frame.h"
 #include "common/spec/job_spec.h"
 

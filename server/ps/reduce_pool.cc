@@ -5,7 +5,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include "common/grpc/rpc_guard.h"
+#include "common/exception_status.h"
 
 namespace gradsync {
 
