@@ -50,6 +50,25 @@ ABSL_FLAG(std::string, state_dir, "./gradsync-state",
           "PS shards (--role=ps or all) keep job checkpoints in "
           "DIR/checkpoints/JOB/ (see README, Checkpoints and resume); "
           "--role=ps opens no database.");
+ABSL_FLAG(uint64_t, max_ended_jobs, 1000,
+          "Coordinator: ended jobs kept in memory (list, status, watch); the "
+          "job that ended first is forgotten first. Queued and running jobs "
+          "are always kept.");
+ABSL_FLAG(uint64_t, max_events_per_job, 10000,
+          "Coordinator: epoch and stall events kept per job for watch; later "
+          "ones are not recorded (state changes always are).");
+ABSL_FLAG(uint64_t, max_stored_jobs, 10000,
+          "Coordinator: ended jobs kept in the --state_dir history, oldest "
+          "submitted deleted first; 0 keeps all.");
+ABSL_FLAG(double, dead_worker_grace, 600,
+          "Coordinator: seconds a lost worker stays listed before it is "
+          "forgotten.");
+ABSL_FLAG(int, max_streams, 1024,
+          "Coordinator: Join and WatchJob streams open at once (each holds "
+          "threads); beyond it new ones get RESOURCE_EXHAUSTED.");
+ABSL_FLAG(uint64_t, ps_max_ended_jobs, gradsync::PsStore::kDefaultMaxEndedJobs,
+          "PS shard: ended job ids remembered so that their late calls are "
+          "refused; the oldest is forgotten first.");
 ABSL_FLAG(std::string, log_level, "info",
           "trace, debug, info, warn, error or off.");
 ABSL_FLAG(std::string, metrics_listen, "",
@@ -113,7 +132,8 @@ int main(int argc, char** argv) {
   std::vector<grpc::Service*> services;
 
   gradsync::MetricsRegistry metrics_registry;  // this process's; outlives all
-  gradsync::PsStore store(absl::GetFlag(FLAGS_state_dir) + "/checkpoints");
+  gradsync::PsStore store(absl::GetFlag(FLAGS_state_dir) + "/checkpoints",
+                          absl::GetFlag(FLAGS_ps_max_ended_jobs));
   gradsync::PsService ps_service(
       &store, gradsync::kPsReduceThreads,
       role == "coordinator" ? gradsync::PsTraffic{}
@@ -131,6 +151,12 @@ int main(int argc, char** argv) {
   gradsync::CoordinatorOptions copts;
   copts.heartbeat_timeout =
       absl::Seconds(absl::GetFlag(FLAGS_heartbeat_timeout));
+  copts.retention.max_ended_jobs = absl::GetFlag(FLAGS_max_ended_jobs);
+  copts.retention.max_events_per_job = absl::GetFlag(FLAGS_max_events_per_job);
+  copts.retention.max_stored_jobs = absl::GetFlag(FLAGS_max_stored_jobs);
+  copts.dead_worker_grace =
+      absl::Seconds(absl::GetFlag(FLAGS_dead_worker_grace));
+  copts.max_streams = absl::GetFlag(FLAGS_max_streams);
   if (role != "ps") {
     // With role=all this process is shard 0; its address is known only after
     // binding (port 0), so it is filled in after BuildAndStart.

@@ -3,6 +3,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <grpcpp/health_check_service_interface.h>
 #include <spdlog/spdlog.h>
@@ -33,8 +34,13 @@ ABSL_FLAG(std::string, advertise, "",
 ABSL_FLAG(std::string, id, "", "Worker id shown in listings and errors "
           "(default: hostname-pid).");
 ABSL_FLAG(std::string, data_dir, "",
-          "Fashion-MNIST directory on this machine; overrides the job's "
-          "data_dir (default: the job's, else /usr/share/datasets/fashion-mnist).");
+          "Fashion-MNIST directory on this machine, read by jobs that name no "
+          "data_dir (default /usr/share/datasets/fashion-mnist). Always allowed.");
+ABSL_FLAG(std::vector<std::string>, allowed_data_dirs, {},
+          "DIR,... further directories (and everything below them) that a "
+          "job's data_dir may name. A job naming any other path fails with "
+          "PERMISSION_DENIED before a file is opened (paths are compared "
+          "after resolving symlinks and '..').");
 ABSL_FLAG(int, cpu_threads, 0,
           "BLAS threads of cpu jobs (0 = auto: this host's cores, less one "
           "per rank of the job on this host for its communication, shared "
@@ -78,6 +84,7 @@ int main(int argc, char** argv) {
   o.advertise = absl::GetFlag(FLAGS_advertise);
   o.id = absl::GetFlag(FLAGS_id);
   o.data_dir = absl::GetFlag(FLAGS_data_dir);
+  o.allowed_data_dirs = absl::GetFlag(FLAGS_allowed_data_dirs);
   o.gpu = absl::GetFlag(FLAGS_gpu);
   o.cpu_threads = absl::GetFlag(FLAGS_cpu_threads);
   o.num_gpus = gradsync::VisibleGpuCount();

@@ -8,6 +8,7 @@
 #include <spdlog/spdlog.h>
 
 #include "absl/strings/str_cat.h"
+#include "common/exception_status.h"
 #include "common/grpc/grpc_util.h"
 #include "common/logging.h"
 #include "common/spec/job_spec.h"
@@ -88,7 +89,9 @@ class WorkerDaemon::Reporter final : public TrainingReporter {
   WorkerDaemon* d_;
 };
 
-WorkerDaemon::WorkerDaemon(WorkerOptions options) : options_(std::move(options)) {
+WorkerDaemon::WorkerDaemon(WorkerOptions options)
+    : options_(std::move(options)),
+      data_dirs_(options_.data_dir, options_.allowed_data_dirs) {
   id_ = options_.id;
   if (id_.empty()) id_ = absl::StrCat(HostName(), "-", getpid());
 }
@@ -285,7 +288,30 @@ void WorkerDaemon::StartJob(const v1::Assignment& a) {
     cancelled_ = false;
   }
   JoinJobThread();  // previous job's thread has finished its work
-  job_thread_ = std::thread([this, a] { JobMain(a); });
+  job_thread_ = std::thread([this, a] { GuardedJobMain(a); });
+}
+
+void WorkerDaemon::GuardedJobMain(const v1::Assignment& a) {
+  const absl::Status failure =
+      GuardStatus(absl::StrCat("rank ", a.rank(), " on worker ", id_), [&] {
+        JobMain(a);
+        return absl::OkStatus();
+      });
+  if (failure.ok()) return;
+  // The job's objects are gone with the stack: forget them, then report.
+  spdlog::error("{}failed: {}", JobTag(a.job_id(), a.rank()), failure.ToString());
+  {
+    absl::MutexLock lock(&mu_);
+    sync_ = nullptr;
+    bench_ = nullptr;
+  }
+  mailboxes_.Close(a.job_id(), absl::AbortedError("job ended"));
+  v1::WorkerMessage::JobDone done;
+  done.set_job_id(a.job_id());
+  done.set_rank(a.rank());
+  done.set_code(static_cast<int>(failure.code()));
+  done.set_error(std::string(failure.message()));
+  ReportJobDone(done);
 }
 
 void WorkerDaemon::CancelJob(const std::string& job_id, const std::string& reason) {
@@ -341,12 +367,12 @@ absl::StatusOr<std::unique_ptr<DeviceModel>> WorkerDaemon::MakeDevice(
 absl::StatusOr<WorkerDaemon::JobParts> WorkerDaemon::PrepareJob(
     const v1::Assignment& a) {
   JobParts parts;
-  std::string dir = options_.data_dir;
-  if (dir.empty()) dir = a.spec().data_dir();
-  if (dir.empty()) dir = kDefaultFashionMnistDir;
-  absl::StatusOr<std::shared_ptr<const Dataset>> train = LoadData(dir, true);
+  // Before any file is opened: the job may name only allowed directories.
+  absl::StatusOr<std::string> dir = data_dirs_.Resolve(a.spec().data_dir(), a.rank());
+  if (!dir.ok()) return dir.status();
+  absl::StatusOr<std::shared_ptr<const Dataset>> train = LoadData(*dir, true);
   if (!train.ok()) return train.status();
-  absl::StatusOr<std::shared_ptr<const Dataset>> test = LoadData(dir, false);
+  absl::StatusOr<std::shared_ptr<const Dataset>> test = LoadData(*dir, false);
   if (!test.ok()) return test.status();
   parts.train = *train;
   parts.test = *test;
@@ -377,6 +403,9 @@ absl::StatusOr<WorkerDaemon::JobParts> WorkerDaemon::PrepareJob(
 }
 
 void WorkerDaemon::JobMain(v1::Assignment a) {
+  if (options_.throw_in_job_for_test != nullptr) {
+    options_.throw_in_job_for_test(a);
+  }
   if (IsBench(a.spec())) {
     ReportJobDone(RunBenchJob(a));
     return;

@@ -13,10 +13,12 @@
 #define GRADSYNC_WORKER_WORKER_DAEMON_H_
 
 #include <atomic>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <grpcpp/grpcpp.h>
 
@@ -24,6 +26,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "gradsync/v1/gradsync.grpc.pb.h"
+#include "worker/model/data_dirs.h"
 #include "worker/model/dataset.h"
 #include "worker/model/device_model.h"
 #include "worker/sync/gradient_sync.h"
@@ -44,7 +47,11 @@ struct WorkerOptions {
   std::string advertise;     // default: listen host (0.0.0.0 -> 127.0.0.1);
                              // "auto": hostname:bound port
   std::string id;            // default: hostname-pid
-  std::string data_dir;      // overrides the job's data_dir when set
+  // Data directories (worker/model/data_dirs.h): `data_dir` is read by jobs
+  // that name none ("" = kDefaultFashionMnistDir); a job naming one must
+  // name `data_dir`, one of `allowed_data_dirs`, or a directory below them.
+  std::string data_dir;
+  std::vector<std::string> allowed_data_dirs;
   int num_gpus = 0;          // GPUs this worker offers (0 without CUDA)
   int gpu = -1;              // GPU to use; -1: rank % num_gpus
   // BLAS threads of cpu jobs; 0: CpuComputeThreads(cores, ranks of the job
@@ -54,6 +61,9 @@ struct WorkerOptions {
   // and checked in main); null: the built-in table.
   std::shared_ptr<const TuningTable> tuning;
   absl::Duration heartbeat_interval = absl::Seconds(1);
+  // Tests only: called at the start of every job (it may throw, to check
+  // that no exception escapes the job thread).
+  std::function<void(const v1::Assignment&)> throw_in_job_for_test;
 };
 
 class WorkerDaemon {
@@ -87,6 +97,11 @@ class WorkerDaemon {
   void StartJob(const v1::Assignment& a);
   void CancelJob(const std::string& job_id, const std::string& reason);
   void JobMain(v1::Assignment a);
+  // The job thread's body: JobMain, with any exception it throws turned into
+  // a failed JobDone (std::bad_alloc: RESOURCE_EXHAUSTED, anything else:
+  // INTERNAL, each naming the rank and this worker), so that none escapes
+  // the thread and the worker stays up for the next job.
+  void GuardedJobMain(const v1::Assignment& a);
   // A bench job (kind = bench) on this rank: transport, BenchRunner, the
   // JobDone that reports it. No model or dataset is loaded.
   v1::WorkerMessage::JobDone RunBenchJob(const v1::Assignment& a);
@@ -119,6 +134,7 @@ class WorkerDaemon {
                                                           bool train);
 
   const WorkerOptions options_;
+  const DataDirPolicy data_dirs_;  // from options_
   MetricsRegistry metrics_registry_;
   WorkerMetrics metrics_{&metrics_registry_};  // thread-safe handles
   std::string advertise_;

@@ -1,6 +1,7 @@
 #include "common/grpc/grpc_util.h"
 
 #include "absl/strings/str_cat.h"
+#include "common/message_limits.h"
 
 namespace gradsync {
 
@@ -18,8 +19,8 @@ absl::Status FromGrpcStatus(const grpc::Status& status) {
 
 grpc::ChannelArguments DefaultChannelArgs(bool own_connection) {
   grpc::ChannelArguments args;
-  args.SetMaxReceiveMessageSize(-1);
-  args.SetMaxSendMessageSize(-1);
+  args.SetMaxReceiveMessageSize(static_cast<int>(kMaxMessageBytes));
+  args.SetMaxSendMessageSize(static_cast<int>(kMaxMessageBytes));
   args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, kKeepaliveTimeMs);
   args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, kKeepaliveTimeoutMs);
   args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
@@ -39,8 +40,8 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& target,
 }
 
 void ConfigureServerBuilder(grpc::ServerBuilder* builder) {
-  builder->SetMaxReceiveMessageSize(-1);
-  builder->SetMaxSendMessageSize(-1);
+  builder->SetMaxReceiveMessageSize(static_cast<int>(kMaxMessageBytes));
+  builder->SetMaxSendMessageSize(static_cast<int>(kMaxMessageBytes));
   builder->AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, kKeepaliveTimeMs);
   builder->AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS,
                               kKeepaliveTimeoutMs);

@@ -24,7 +24,8 @@ absl::Status FromGrpcStatus(const grpc::Status& status);
 inline constexpr int kKeepaliveTimeMs = 5000;
 inline constexpr int kKeepaliveTimeoutMs = 5000;
 
-// Unlimited message sizes (tensor frames are large), keepalive as above.
+// Message sizes limited to kMaxMessageBytes (common/message_limits.h) both
+// ways, keepalive as above.
 // `own_connection` gives the channel its own subchannel pool, i.e. its own
 // TCP connection even when another channel targets the same address.
 grpc::ChannelArguments DefaultChannelArgs(bool own_connection = false);

@@ -10,6 +10,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "common/message_limits.h"
 #include "common/optimizer.h"
 #include "common/spec/model_spec.h"
 #include "gradsync/v1/gradsync.pb.h"
@@ -40,7 +41,8 @@ inline constexpr uint64_t kMaxParams = uint64_t{1} << 30;  // 4 GiB of float32
 inline constexpr int32_t kMaxEpochs = 100000;
 inline constexpr int64_t kMaxSteps = int64_t{1} << 40;
 inline constexpr int64_t kMaxBucketBytes = int64_t{1} << 32;
-inline constexpr int64_t kMaxChunkBytes = int64_t{256} << 20;
+// One ring segment travels in one frame: the cap is the frame's data limit.
+inline constexpr int64_t kMaxChunkBytes = kMaxFrameDataBytes;
 inline constexpr int32_t kMaxStepTimeoutMs = 3600 * 1000;
 inline constexpr int32_t kMaxSspStaleness = 1 << 20;
 inline constexpr int32_t kMaxConnectionsPerPeer = 8;

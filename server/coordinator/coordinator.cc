@@ -31,6 +31,7 @@ JobTableOptions MakeJobTableOptions(const CoordinatorOptions& options,
   table.ps_addresses = options.ps_addresses;
   table.id_prefix = UniqueIdPrefix(start, std::random_device{}());
   table.store = options.store;
+  table.retention = options.retention;
   return table;
 }
 
@@ -173,12 +174,13 @@ void Coordinator::MonitorOnce() {
     if (now - since > kRegisterTimeout) ctx->TryCancel();
   }
   jobs_.ExpireSymptoms(&d);
+  workers_.ForgetDead(now, options_.dead_worker_grace);
   Apply(std::move(d));
 }
 
 // ------------------------------------------------------------------- Join
 
-grpc::Status Coordinator::Join(grpc::ServerContext* ctx, Stream* stream) {
+grpc::Status Coordinator::JoinUnguarded(grpc::ServerContext* ctx, Stream* stream) {
   v1::WorkerMessage first;
   grpc::Status st = AwaitRegister(ctx, stream, &first);
   if (!st.ok()) return st;
@@ -297,7 +299,7 @@ void Coordinator::HandleMessage(const std::string& id,
 
 // ------------------------------------------------------------------- RPCs
 
-grpc::Status Coordinator::SubmitJob(grpc::ServerContext*,
+grpc::Status Coordinator::SubmitJobUnguarded(grpc::ServerContext*,
                                     const v1::SubmitJobRequest* req,
                                     v1::Job* resp) {
   absl::MutexLock lock(&mu_);
@@ -310,7 +312,7 @@ grpc::Status Coordinator::SubmitJob(grpc::ServerContext*,
   return grpc::Status::OK;
 }
 
-grpc::Status Coordinator::GetJob(grpc::ServerContext*,
+grpc::Status Coordinator::GetJobUnguarded(grpc::ServerContext*,
                                  const v1::GetJobRequest* req, v1::Job* resp) {
   absl::MutexLock lock(&mu_);
   const v1::Job* job = jobs_.Find(req->id());
@@ -322,7 +324,7 @@ grpc::Status Coordinator::GetJob(grpc::ServerContext*,
   return grpc::Status::OK;
 }
 
-grpc::Status Coordinator::ListJobs(grpc::ServerContext*,
+grpc::Status Coordinator::ListJobsUnguarded(grpc::ServerContext*,
                                    const v1::ListJobsRequest*,
                                    v1::ListJobsResponse* resp) {
   absl::MutexLock lock(&mu_);
@@ -348,7 +350,7 @@ CoordinatorStats Coordinator::Stats() {
   return CountCoordinatorStats(jobs_.Jobs(), workers_.Live());
 }
 
-grpc::Status Coordinator::CancelJob(grpc::ServerContext*,
+grpc::Status Coordinator::CancelJobUnguarded(grpc::ServerContext*,
                                     const v1::CancelJobRequest* req,
                                     v1::Job* resp) {
   absl::MutexLock lock(&mu_);
@@ -360,7 +362,7 @@ grpc::Status Coordinator::CancelJob(grpc::ServerContext*,
   return grpc::Status::OK;
 }
 
-grpc::Status Coordinator::WatchJob(grpc::ServerContext* ctx,
+grpc::Status Coordinator::WatchJobUnguarded(grpc::ServerContext* ctx,
                                    const v1::WatchJobRequest* req,
                                    grpc::ServerWriter<v1::JobEvent>* writer) {
   WatchCursor cursor;

@@ -44,6 +44,13 @@ struct CoordinatorOptions {
   // The job history (job_store.h); nullptr keeps jobs in memory only. Not
   // owned; must outlive the coordinator.
   JobStore* store = nullptr;
+  // What is kept of ended jobs (job_table.h).
+  JobRetention retention;
+  // A dead worker stays listed this long after it was last heard from.
+  absl::Duration dead_worker_grace = absl::Minutes(10);
+  // Join and WatchJob streams open at once (each holds a handler thread, a
+  // Join also a writer thread); beyond it a new one gets RESOURCE_EXHAUSTED.
+  int max_streams = 1024;
 };
 
 class Coordinator final : public v1::Coordinator::Service {
@@ -129,6 +136,28 @@ class Coordinator final : public v1::Coordinator::Service {
   // ParameterServer.EndJob on each shard; blocking (background thread only).
   static void EndJobOnShards(const ShardEndJob& end);
 
+  // The RPC bodies. Each public RPC runs its body under GuardRpc
+  // (coordinator_guard.cc): an exception answers INTERNAL (out of memory:
+  // RESOURCE_EXHAUSTED) naming the RPC, and never escapes the handler.
+  grpc::Status SubmitJobUnguarded(grpc::ServerContext* ctx,
+                                  const v1::SubmitJobRequest* req, v1::Job* resp);
+  grpc::Status GetJobUnguarded(grpc::ServerContext* ctx,
+                               const v1::GetJobRequest* req, v1::Job* resp);
+  grpc::Status ListJobsUnguarded(grpc::ServerContext* ctx,
+                                 const v1::ListJobsRequest* req,
+                                 v1::ListJobsResponse* resp);
+  grpc::Status CancelJobUnguarded(grpc::ServerContext* ctx,
+                                  const v1::CancelJobRequest* req, v1::Job* resp);
+  grpc::Status WatchJobUnguarded(grpc::ServerContext* ctx,
+                                 const v1::WatchJobRequest* req,
+                                 grpc::ServerWriter<v1::JobEvent>* writer);
+  grpc::Status JoinUnguarded(grpc::ServerContext* ctx, Stream* stream);
+  // Takes one of options_.max_streams stream slots; RESOURCE_EXHAUSTED
+  // naming `rpc` when none is free. A taken slot is given back with
+  // ReleaseStream.
+  grpc::Status AcquireStream(const char* rpc) ABSL_LOCKS_EXCLUDED(mu_);
+  void ReleaseStream() ABSL_LOCKS_EXCLUDED(mu_);
+
   // Join's steps (see Join).
   grpc::Status AwaitRegister(grpc::ServerContext* ctx, Stream* stream,
                              v1::WorkerMessage* first) ABSL_LOCKS_EXCLUDED(mu_);
@@ -171,6 +200,7 @@ class Coordinator final : public v1::Coordinator::Service {
   // cancels those silent for kRegisterTimeout.
   std::map<grpc::ServerContext*, absl::Time> unregistered_ ABSL_GUARDED_BY(mu_);
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
+  int open_streams_ ABSL_GUARDED_BY(mu_) = 0;  // Join + WatchJob
   // EndJob calls for the background thread, in decision order.
   std::deque<ShardEndJob> background_ ABSL_GUARDED_BY(mu_);
 

@@ -7,6 +7,7 @@
 #ifndef GRADSYNC_SERVER_COORDINATOR_JOB_STORE_H_
 #define GRADSYNC_SERVER_COORDINATOR_JOB_STORE_H_
 
+#include <cstddef>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -37,6 +38,14 @@ class JobStore {
   // of it is stored (the caller may retry with the same events).
   virtual absl::Status Save(const v1::Job& job,
                             absl::Span<const v1::JobEvent> new_events) = 0;
+
+  // Deletes the ended jobs (SUCCEEDED, FAILED, CANCELLED) and their events
+  // beyond the newest `keep` ones, oldest first (in first-save order).
+  // Queued and running jobs are kept. The default stores keep everything.
+  virtual absl::Status PruneEnded(size_t keep) {
+    (void)keep;
+    return absl::OkStatus();
+  }
 };
 
 }  // namespace gradsync

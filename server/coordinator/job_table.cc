@@ -40,7 +40,8 @@ JobTable::JobTable(JobTableOptions options, WorkerRegistry* workers,
       store_(options.store),
       workers_(workers),
       clock_(clock),
-      ps_addresses_(std::move(options.ps_addresses)) {}
+      ps_addresses_(std::move(options.ps_addresses)),
+      retention_(options.retention) {}
 
 void JobTable::SetShardAddress(int shard, const std::string& address) {
   if (shard >= 0 && shard < num_ps_shards()) ps_addresses_[shard] = address;
@@ -113,8 +114,10 @@ absl::StatusOr<v1::Job> JobTable::Submit(const v1::JobSpec& request,
   spdlog::info("{}queued: {} {} workers={} model={} batch={}", Tag(id),
                StrategyName(s.strategy()), SyncModeName(s.mode()), s.workers(),
                s.model(), s.batch_size());
-  Schedule(out);
-  return e.job;
+  Reschedule(out);
+  v1::Job job = e.job;
+  PruneEnded();
+  return job;
 }
 
 std::string UniqueIdPrefix(absl::Time start, uint32_t random) {
@@ -142,6 +145,11 @@ bool JobTable::Reserves(const JobEntry& e) const {
 // 3. the first job that does not fit but could run on the registered
 //    workers becomes the head; if it reserves, nothing behind it starts.
 void JobTable::Schedule(Decisions* out) {
+  Reschedule(out);
+  PruneEnded();
+}
+
+void JobTable::Reschedule(Decisions* out) {
   const int registered = static_cast<int>(workers_->Live().size());
   JobEntry* head = nullptr;
   for (auto it = queue_.begin(); it != queue_.end();) {
@@ -267,6 +275,8 @@ void JobTable::EndJob(JobEntry* e, v1::JobState state,
   e->job.set_error(std::string(status.message()));
   e->job.set_error_code(static_cast<int>(status.code()));
   e->job.set_end_time_ms(NowMs());
+  ended_.push_back(id);
+  store_needs_pruning_ = true;
   if (state == v1::FAILED) {
     spdlog::warn("{}failed: {}", Tag(id), status.ToString());
   } else {
@@ -311,8 +321,10 @@ absl::StatusOr<v1::Job> JobTable::Cancel(const std::string& id,
         "job ", id, " already ", v1::JobState_Name(e->job.state())));
   }
   EndJob(e, v1::CANCELLED, absl::CancelledError("cancelled by user"), out);
-  Schedule(out);  // a cancelled head no longer holds the queue
-  return e->job;
+  Reschedule(out);  // a cancelled head no longer holds the queue
+  v1::Job job = e->job;
+  PruneEnded();
+  return job;
 }
 
 void JobTable::HandleProgress(const std::string& worker_id,
@@ -322,7 +334,11 @@ void JobTable::HandleProgress(const std::string& worker_id,
   if (e == nullptr || e->job.state() != v1::RUNNING) return;
   e->rank_samples_per_second[p.rank()] = p.samples_per_second();
   CheckInitChecksum(e, p, out);
-  if (e->job.state() != v1::RUNNING || p.rank() != 0) return;
+  if (e->job.state() != v1::RUNNING) {
+    PruneEnded();
+    return;
+  }
+  if (p.rank() != 0) return;
   UpdateProgressEvent(e, p, out);
 }
 
@@ -395,7 +411,7 @@ void JobTable::HandleEpochDone(const std::string& worker_id,
   ev.set_step(e->job.step());
   ev.set_total_steps(e->job.total_steps());
   *ev.mutable_epoch_result() = er;
-  e->events.push_back(std::move(ev));
+  if (RoomForEvent(e)) e->events.push_back(std::move(ev));
   ++e->seq;
   e->epochs.erase(d.epoch());
   Save(e).IgnoreError();  // logged by Save
@@ -428,7 +444,8 @@ void JobTable::HandleJobDone(const std::string& worker_id,
       }
     }
   }
-  Schedule(out);
+  Reschedule(out);
+  PruneEnded();
 }
 
 void JobTable::RankFailed(JobEntry* e, const std::string& worker_id,
@@ -471,6 +488,7 @@ void JobTable::WorkerLost(const std::string& worker_id, const std::string& why,
                                              ", ", w->peer_address,
                                              ") lost: ", why)),
          out);
+  PruneEnded();
 }
 
 void JobTable::ExpireSymptoms(Decisions* out) {
@@ -482,6 +500,7 @@ void JobTable::ExpireSymptoms(Decisions* out) {
       EndJob(&e, v1::FAILED, pending, out);
     }
   }
+  PruneEnded();
 }
 
 size_t JobTable::NumParamsOf(const JobEntry& e) {

@@ -25,6 +25,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/message_limits.h"
 #include "common/spec/model_spec.h"
 #include "gradsync/v1/gradsync.pb.h"
 #include "server/coordinator/clock.h"
@@ -79,6 +80,22 @@ struct WatchCursor {
   int64_t seen_seq = -1;       // the job's seq when last read
 };
 
+// What the coordinator keeps of ended jobs (README "Limits"; server flags
+// --max_ended_jobs, --max_events_per_job, --max_stored_jobs). Queued and
+// running jobs are never pruned.
+struct JobRetention {
+  // Ended jobs kept in memory (GetJob, ListJobs, WatchJob); beyond it the
+  // job that ended first is forgotten (NOT_FOUND from then on). At least 1.
+  size_t max_ended_jobs = 1000;
+  // EPOCH and STALL events kept per job for WatchJob; later ones are not
+  // recorded (the job's result.epochs and stalls still carry them). STATE
+  // events are always kept.
+  size_t max_events_per_job = 10000;
+  // Ended jobs kept in the job history (--state_dir), oldest submitted go
+  // first; 0 = unlimited.
+  size_t max_stored_jobs = 10000;
+};
+
 struct JobTableOptions {
   // PS shard addresses in shard order; a job with ps_shards = S uses the
   // first S. Their number bounds spec.ps_shards at submission.
@@ -89,6 +106,7 @@ struct JobTableOptions {
   // Where jobs are saved and recovered from; nullptr: memory only. Not
   // owned; must outlive the table.
   JobStore* store = nullptr;
+  JobRetention retention;
 };
 
 // The error of a job that was RUNNING when the coordinator died, with code
@@ -205,9 +223,19 @@ class JobTable {
     absl::Status pending_error;
     absl::Time pending_since;
     std::map<int, std::string> stalls;     // rank -> its latest stall report
+    int64_t dropped_events = 0;            // beyond max_events_per_job
   };
 
   int64_t NowMs() const;
+  // Pruning (job_table_prune.cc). True when `e` may record another EPOCH or
+  // STALL event (counts the refused one otherwise).
+  bool RoomForEvent(JobEntry* e);
+  // Forgets the ended jobs beyond max_ended_jobs (the one that ended first
+  // goes first) and prunes the store to max_stored_jobs. Called at the end of
+  // every public method that may end a job, when no JobEntry* is held.
+  void PruneEnded();
+  // Schedule without pruning (for callers that still hold a JobEntry*).
+  void Reschedule(Decisions* out);
   // True once a waiting job may no longer be passed by later ones.
   bool Reserves(const JobEntry& e) const;
   JobEntry* Entry(const std::string& id);
@@ -251,12 +279,23 @@ class JobTable {
   // a bench job the largest size / 4.
   static size_t NumParamsOf(const JobEntry& e);
   // spec.trace (job_traces.cc): moves each rank's timeline from its JobDone
-  // into the result (at most kMaxTraceEventsPerRank events per rank, the
-  // rest counted as dropped), and clears the traces of older jobs so that at
-  // most kMaxTracedJobs keep theirs in memory.
+  // into the result (at most kMaxTraceEventsPerRank events per rank and
+  // kMaxTraceBytesPerJob / ranks bytes, the rest counted as dropped), and
+  // clears the traces of older jobs so that at most kMaxTracedJobs keep
+  // theirs in memory.
   void KeepTraces(JobEntry* e);
+
+ public:
   static constexpr int kMaxTraceEventsPerRank = 200000;
   static constexpr size_t kMaxTracedJobs = 4;
+  // Every rank's trace together, so that GetJob of a traced job stays below
+  // the message limit with room for the rest of the Job.
+  static constexpr size_t kMaxTraceBytesPerJob = size_t{32} << 20;
+  static_assert(kMaxTraceBytesPerJob + (size_t{8} << 20) <=
+                    static_cast<size_t>(kMaxControlMessageBytes),
+                "a traced job must fit in one control message");
+
+ private:
 
   const std::string id_prefix_;
   JobStore* const store_;
@@ -267,6 +306,9 @@ class JobTable {
   std::vector<std::string> job_order_;   // submission order
   std::deque<std::string> queue_;        // FIFO of QUEUED job ids
   std::deque<std::string> traced_;       // jobs holding traces, oldest first
+  std::deque<std::string> ended_;        // ended jobs in memory, in end order
+  bool store_needs_pruning_ = true;
+  const JobRetention retention_;
   int64_t next_job_ = 1;
 };
 

@@ -57,6 +57,7 @@ absl::Status JobTable::Recover(Decisions* out) {
   absl::StatusOr<std::vector<StoredJob>> stored = store_->LoadAll();
   if (!stored.ok()) return stored.status();
   for (StoredJob& s : *stored) Restore(std::move(s), out);
+  PruneEnded();
   spdlog::info("job history: {} job(s) recovered, {} queued, next id n={}",
                stored->size(), queue_.size(), next_job_);
   return absl::OkStatus();
@@ -90,8 +91,9 @@ void JobTable::Restore(StoredJob stored, Decisions* out) {
     e.init_checksums.assign(n, "");
     e.rank_samples_per_second.assign(n, 0);
     EndJob(&e, v1::FAILED, absl::UnavailableError(kCoordinatorRestarted), out);
+  } else {
+    ended_.push_back(id);  // an ended job is history only
   }
-  // An ended job is history only.
 }
 
 void JobTable::RequeueRestored(JobEntry* e, Decisions* out) {

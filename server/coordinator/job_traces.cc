@@ -5,6 +5,27 @@
 #include "server/coordinator/job_table.h"
 
 namespace gradsync {
+namespace {
+
+// Keeps the first events of `t` that fit in `max_bytes` (and at most
+// kMaxTraceEventsPerRank), counting the rest as dropped.
+void TruncateTrace(v1::WorkerTrace* t, size_t max_bytes) {
+  size_t bytes = 0;
+  int keep = 0;
+  for (; keep < t->events_size() && keep < JobTable::kMaxTraceEventsPerRank;
+       ++keep) {
+    const size_t n = t->events(keep).ByteSizeLong() + 8;  // + tag and length
+    if (bytes + n > max_bytes) break;
+    bytes += n;
+  }
+  const int extra = t->events_size() - keep;
+  if (extra > 0) {
+    t->mutable_events()->DeleteSubrange(keep, extra);
+    t->set_dropped(t->dropped() + extra);
+  }
+}
+
+}  // namespace
 
 void JobTable::KeepTraces(JobEntry* e) {
   if (!e->job.spec().trace()) return;
@@ -17,11 +38,7 @@ void JobTable::KeepTraces(JobEntry* e) {
     if (static_cast<int>(r) < e->job.workers_size()) {
       t->set_worker_id(e->job.workers(static_cast<int>(r)));
     }
-    const int extra = t->events_size() - kMaxTraceEventsPerRank;
-    if (extra > 0) {
-      t->mutable_events()->DeleteSubrange(kMaxTraceEventsPerRank, extra);
-      t->set_dropped(t->dropped() + extra);
-    }
+    TruncateTrace(t, kMaxTraceBytesPerJob / e->results.size());
   }
   traced_.push_back(e->job.id());
   while (traced_.size() > kMaxTracedJobs) {

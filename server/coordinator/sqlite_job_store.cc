@@ -342,4 +342,22 @@ absl::StatusOr<std::vector<StoredJob>> SqliteJobStore::LoadAll() {
   return jobs;
 }
 
+absl::Status SqliteJobStore::PruneEnded(size_t keep) {
+  // The ended jobs beyond the newest `keep`, in first-save order.
+  const std::string old = absl::StrCat(
+      "SELECT id FROM jobs WHERE state IN ('SUCCEEDED', 'FAILED', "
+      "'CANCELLED') ORDER BY seq DESC LIMIT -1 OFFSET ", keep);
+  const std::string events =
+      absl::StrCat("DELETE FROM job_events WHERE job_id IN (", old, ")");
+  const std::string jobs = absl::StrCat("DELETE FROM jobs WHERE id IN (", old, ")");
+  absl::MutexLock lock(&mu_);
+  absl::Status st = Exec("BEGIN IMMEDIATE", "prune: begin");
+  if (!st.ok()) return st;
+  st = Exec(events.c_str(), "prune events");
+  if (st.ok()) st = Exec(jobs.c_str(), "prune jobs");
+  if (st.ok()) st = Exec("COMMIT", "prune: commit");
+  if (!st.ok()) sqlite3_exec(db_.get(), "ROLLBACK", nullptr, nullptr, nullptr);
+  return st;
+}
+
 }  // namespace gradsync

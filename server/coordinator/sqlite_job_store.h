@@ -65,6 +65,8 @@ class SqliteJobStore final : public JobStore {
   absl::StatusOr<std::vector<StoredJob>> LoadAll() override;
   absl::Status Save(const v1::Job& job,
                     absl::Span<const v1::JobEvent> new_events) override;
+  // One transaction; the error names the file.
+  absl::Status PruneEnded(size_t keep) override;
 
   const std::string& path() const { return path_; }
 

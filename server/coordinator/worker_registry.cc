@@ -89,4 +89,17 @@ std::vector<const RegisteredWorker*> WorkerRegistry::Live() const {
   return live;
 }
 
+size_t WorkerRegistry::ForgetDead(absl::Time now, absl::Duration grace) {
+  size_t forgotten = 0;
+  for (auto it = workers_.begin(); it != workers_.end();) {
+    if (it->second.dead && now - it->second.last_seen > grace) {
+      it = workers_.erase(it);
+      ++forgotten;
+    } else {
+      ++it;
+    }
+  }
+  return forgotten;
+}
+
 }  // namespace gradsync

@@ -67,6 +67,15 @@ class WorkerRegistry {
   // Live workers in registration order.
   std::vector<const RegisteredWorker*> Live() const;
 
+  // Forgets dead workers last heard from more than `grace` before `now`
+  // (they stop being listed; the id may register again as new). Returns how
+  // many were forgotten. Keeps the registry bounded by the live workers plus
+  // those that died within `grace`.
+  size_t ForgetDead(absl::Time now, absl::Duration grace);
+
+  // Every known worker, dead or alive.
+  size_t size() const { return workers_.size(); }
+
  private:
   std::map<std::string, RegisteredWorker> workers_;
   int64_t next_order_ = 0;

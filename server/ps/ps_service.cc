@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include "absl/strings/str_cat.h"
+#include "common/exception_status.h"
 #include "common/grpc/grpc_util.h"
 #include "common/grpc/tensor_frame.h"
 #include "common/spec/job_spec.h"
@@ -64,9 +65,11 @@ grpc::ServerUnaryReactor* PsService::Init(grpc::CallbackServerContext* ctx,
   auto install = [store = store_, reactor, response, config,
                   f = *std::move(frame)]() {
     const TensorHeader& fh = f.header();
-    std::vector<float> initial(f.count());
-    f.CopyTo(initial.data());
-    absl::Status st = store->Init(fh.job_id(), config, std::move(initial));
+    absl::Status st = GuardStatus("PS Init", [&] {
+      std::vector<float> initial(f.count());
+      f.CopyTo(initial.data());
+      return store->Init(fh.job_id(), config, std::move(initial));
+    });
     if (st.ok()) {
       spdlog::info("{}shard slice of {} floats installed ({} {}{})",
                    absl::StrCat("[job ", fh.job_id(), "] "), f.count(),

@@ -164,7 +164,7 @@ void PsStore::EndJob(const std::string& job_id, const std::string& reason) {
   std::vector<Reply> waiters;
   {
     absl::MutexLock lock(&mu_);
-    ended_[job_id] = why;
+    RememberEnded(job_id, why);
     for (auto it = slices_.begin(); it != slices_.end();) {
       if (JobOf(it->first) != job_id) {
         ++it;
@@ -209,6 +209,22 @@ void PsStore::Shutdown() {
 size_t PsStore::NumJobs() const {
   absl::MutexLock lock(&mu_);
   return slices_.size();
+}
+
+void PsStore::RememberEnded(const std::string& job_id, const std::string& why) {
+  auto [it, inserted] = ended_.emplace(job_id, "");
+  it->second = why.substr(0, kMaxEndReasonBytes);
+  if (!inserted) return;
+  ended_order_.push_back(job_id);
+  while (ended_order_.size() > max_ended_jobs_) {
+    ended_.erase(ended_order_.front());
+    ended_order_.pop_front();
+  }
+}
+
+size_t PsStore::NumEndedJobs() const {
+  absl::MutexLock lock(&mu_);
+  return ended_.size();
 }
 
 }  // namespace gradsync

@@ -26,6 +26,7 @@
 #define GRADSYNC_SERVER_PS_PS_STORE_H_
 
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <string>
@@ -50,9 +51,18 @@ struct CheckpointListing {
 
 class PsStore {
  public:
+  // Ended jobs remembered (so that their late calls are refused, not taken
+  // for a new job) by default; the oldest ended is forgotten first.
+  static constexpr size_t kDefaultMaxEndedJobs = 10000;
+  // A remembered end reason is cut to this many bytes.
+  static constexpr size_t kMaxEndReasonBytes = 1024;
+
   // `checkpoint_root` empty: jobs asking for checkpoints are refused.
-  explicit PsStore(std::string checkpoint_root = "")
-      : checkpoint_root_(std::move(checkpoint_root)) {}
+  // `max_ended_jobs` (at least 1) bounds the ended-job tombstones.
+  explicit PsStore(std::string checkpoint_root = "",
+                   size_t max_ended_jobs = kDefaultMaxEndedJobs)
+      : checkpoint_root_(std::move(checkpoint_root)),
+        max_ended_jobs_(max_ended_jobs > 0 ? max_ended_jobs : 1) {}
   PsStore(const PsStore&) = delete;
   PsStore& operator=(const PsStore&) = delete;
 
@@ -95,6 +105,8 @@ class PsStore {
 
   // Slices installed, for tests and metrics.
   size_t NumJobs() const;
+  // Ended jobs remembered (at most max_ended_jobs).
+  size_t NumEndedJobs() const;
 
  private:
   // The slice for `key`; NOT_FOUND when not installed (yet), or the error
@@ -106,12 +118,19 @@ class PsStore {
       const std::string& key, ShardJobConfig config,
       std::vector<float> initial) const;
 
+  // Records `job_id` as ended with `why` and forgets the oldest tombstones
+  // beyond max_ended_jobs_.
+  void RememberEnded(const std::string& job_id, const std::string& why)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   const std::string checkpoint_root_;
+  const size_t max_ended_jobs_;
 
   mutable absl::Mutex mu_;
   std::map<std::string, std::shared_ptr<PsSlice>> slices_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, std::vector<Reply>> pull_waiters_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, std::string> ended_ ABSL_GUARDED_BY(mu_);  // id->reason
+  std::deque<std::string> ended_order_ ABSL_GUARDED_BY(mu_);  // oldest first
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
 };
 

@@ -3,6 +3,10 @@
 #include <algorithm>
 #include <utility>
 
+#include <spdlog/spdlog.h>
+
+#include "common/exception_status.h"
+
 namespace gradsync {
 
 ReducePool::ReducePool(int threads) {
@@ -37,7 +41,13 @@ void ReducePool::Loop() {
       task = std::move(queue_.front());
       queue_.pop_front();
     }
-    std::move(task)();
+    // A task answers its own RPC; if it throws, the pool thread survives
+    // and the caller's deadline ends the call.
+    const absl::Status st = GuardStatus("PS task", [&task] {
+      std::move(task)();
+      return absl::OkStatus();
+    });
+    if (!st.ok()) spdlog::error("{}", st.ToString());
   }
 }
 

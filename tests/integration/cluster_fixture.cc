@@ -117,6 +117,13 @@ int Cluster::IdleWorkers() {
   return idle;
 }
 
+std::shared_ptr<grpc::Channel> RawChannel(const std::string& address) {
+  grpc::ChannelArguments args = DefaultChannelArgs(/*own_connection=*/true);
+  args.SetMaxSendMessageSize(-1);
+  return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(),
+                                   args);
+}
+
 bool Terminal(const v1::Job& j) {
   return j.state() == v1::SUCCEEDED || j.state() == v1::FAILED ||
          j.state() == v1::CANCELLED;

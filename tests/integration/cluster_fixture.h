@@ -57,6 +57,12 @@ class Cluster {
 
 bool Terminal(const v1::Job& j);
 
+// A channel to any daemon at `address` for tests that act as an outside
+// client (hostile frames, raw stubs): the daemons' channel settings, but no
+// send limit of its own, so that oversized messages reach the server. Every
+// raw channel of the tests is made here (credentials are added here too).
+std::shared_ptr<grpc::Channel> RawChannel(const std::string& address);
+
 // A small valid training spec: batch 32, Adam, lr 0.001.
 v1::JobSpec Spec(const std::string& strategy, const std::string& mode,
                  int workers);

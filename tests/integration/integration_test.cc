@@ -194,13 +194,15 @@ TEST(Integration, BadInputGetsClearErrors) {
   EXPECT_EQ(c.Get("j-999", &job).error_code(), grpc::NOT_FOUND);
   EXPECT_EQ(c.Cancel("j-999", &job).error_code(), grpc::NOT_FOUND);
 
-  // A worker without the dataset fails the job with a clear error, not a hang.
+  // A data directory the worker does not allow (here: one that does not
+  // exist) fails the job with a clear error, not a hang.
   v1::JobSpec s = Spec("ring", "sync", 1);
   s.set_data_dir("/nonexistent/fashion");
   ASSERT_TRUE(c.Submit(s, &job).ok());
   v1::Job failed = c.WaitFor(job.id(), absl::Seconds(10), Terminal);
   EXPECT_EQ(failed.state(), v1::FAILED);
-  EXPECT_EQ(failed.error_code(), static_cast<int>(absl::StatusCode::kNotFound))
+  EXPECT_EQ(failed.error_code(),
+            static_cast<int>(absl::StatusCode::kPermissionDenied))
       << failed.error();
   EXPECT_NE(failed.error().find("/nonexistent/fashion"), std::string::npos)
       << failed.error();

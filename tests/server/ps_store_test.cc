@@ -139,6 +139,25 @@ TEST(PsStore, PullWaitsForInitAndEndJobAbortsWaiters) {
   EXPECT_EQ(late.result.status().code(), absl::StatusCode::kAborted);
 }
 
+TEST(PsStore, EndedJobTombstonesAreBoundedOldestFirst) {
+  PsStore store("", /*max_ended_jobs=*/2);
+  store.EndJob("a", std::string(100000, 'x'));
+  store.EndJob("b", "done");
+  store.EndJob("b", "again");  // not a second tombstone
+  EXPECT_EQ(store.NumEndedJobs(), 2u);
+  store.EndJob("c", "done");
+  EXPECT_EQ(store.NumEndedJobs(), 2u);
+  // "a" is forgotten (a new job may use the id); "b" and "c" still refuse.
+  EXPECT_TRUE(store.Init("a", Config(1, false), std::vector<float>(2, 0)).ok());
+  EXPECT_EQ(store.Init("c", Config(1, false), std::vector<float>(2, 0)).code(),
+            absl::StatusCode::kFailedPrecondition);
+  Captured late;
+  store.Pull("b", false, Capture(&late));
+  ASSERT_TRUE(late.called);
+  EXPECT_EQ(late.result.status().code(), absl::StatusCode::kAborted);
+  EXPECT_LE(late.result.status().message().size(), PsStore::kMaxEndReasonBytes);
+}
+
 TEST(PsStore, AsyncAppliesEachPushAtOnce) {
   PsStore store;
   ShardJobConfig c = Config(2, true);

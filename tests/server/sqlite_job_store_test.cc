@@ -294,5 +294,34 @@ TEST_F(SqliteJobStoreTest, AReadOnlyStateDirectoryIsRefused) {
       << store.status();
 }
 
+TEST_F(SqliteJobStoreTest, PruneKeepsTheNewestEndedAndEveryUnendedJob) {
+  std::unique_ptr<SqliteJobStore> store = Open();
+  ASSERT_NE(store, nullptr);
+  const std::vector<std::pair<std::string, v1::JobState>> saved = {
+      {"j-1", v1::SUCCEEDED}, {"j-2", v1::RUNNING}, {"j-3", v1::FAILED},
+      {"j-4", v1::CANCELLED}, {"j-5", v1::QUEUED},  {"j-6", v1::SUCCEEDED}};
+  for (const auto& [id, state] : saved) {
+    v1::Job job = MakeJob(id, state);
+    ASSERT_TRUE(store->Save(job, {StateEvent(job, "x"), StateEvent(job, "y")}).ok());
+  }
+  ASSERT_TRUE(store->PruneEnded(2).ok());
+  std::vector<std::string> ids;
+  size_t events = 0;
+  for (const StoredJob& j : Load(store.get())) {
+    ids.push_back(j.job.id());
+    events += j.events.size();
+  }
+  EXPECT_EQ(ids, (std::vector<std::string>{"j-2", "j-4", "j-5", "j-6"}));
+  EXPECT_EQ(events, 8u);
+  // The pruned jobs' events are gone from the file, not only unlisted.
+  RawExec(db_path_, "SELECT 1");  // the file is readable by a plain client
+  store.reset();
+  store = Open();
+  ASSERT_NE(store, nullptr);
+  EXPECT_EQ(Load(store.get()).size(), 4u);
+  ASSERT_TRUE(store->PruneEnded(100).ok());  // nothing beyond: a no-op
+  EXPECT_EQ(Load(store.get()).size(), 4u);
+}
+
 }  // namespace
 }  // namespace gradsync

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/exception_status.h"
 
 namespace gradsync {
 
@@ -95,7 +96,10 @@ void CommPipeline::CopyLoop() {
     absl::Status st;
     {
       TraceSpan span(trace_, "copy", "comm", kTraceCopy, step, bucket);
-      st = model_->WaitGradCopy(bucket, slot_index(step));
+      // An exception fails the job through error_, not the process.
+      st = GuardStatus("gradient copy", [&] {
+        return model_->WaitGradCopy(bucket, slot_index(step));
+      });
     }
     absl::MutexLock lock(&mu_);
     busy_ += absl::ToDoubleSeconds(absl::Now() - t0);
@@ -115,7 +119,9 @@ void CommPipeline::SyncLoop() {
     absl::Status st;
     {
       TraceSpan span(trace_, "sync bucket", "comm", kTraceSync, step, bucket);
-      st = sync_->SyncBucket(step, bucket, slot(step), params_host_);
+      st = GuardStatus("gradient sync", [&] {
+        return sync_->SyncBucket(step, bucket, slot(step), params_host_);
+      });
     }
     absl::MutexLock lock(&mu_);
     busy_ += absl::ToDoubleSeconds(absl::Now() - t0);

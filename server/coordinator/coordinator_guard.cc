@@ -1,0 +1,71 @@
+// The Coordinator's RPCs as gRPC sees them: each body (coordinator.cc) runs
+// under GuardRpc, so no exception escapes a handler (see coordinator.h).
+#include "absl/strings/str_cat.h"
+#include "common/grpc/rpc_guard.h"
+#include "server/coordinator/coordinator.h"
+
+namespace gradsync {
+
+grpc::Status Coordinator::SubmitJob(grpc::ServerContext* ctx,
+                                    const v1::SubmitJobRequest* req,
+                                    v1::Job* resp) {
+  return GuardRpc("SubmitJob",
+                  [&] { return SubmitJobUnguarded(ctx, req, resp); });
+}
+
+grpc::Status Coordinator::GetJob(grpc::ServerContext* ctx,
+                                 const v1::GetJobRequest* req, v1::Job* resp) {
+  return GuardRpc("GetJob", [&] { return GetJobUnguarded(ctx, req, resp); });
+}
+
+grpc::Status Coordinator::ListJobs(grpc::ServerContext* ctx,
+                                   const v1::ListJobsRequest* req,
+                                   v1::ListJobsResponse* resp) {
+  return GuardRpc("ListJobs",
+                  [&] { return ListJobsUnguarded(ctx, req, resp); });
+}
+
+grpc::Status Coordinator::CancelJob(grpc::ServerContext* ctx,
+                                    const v1::CancelJobRequest* req,
+                                    v1::Job* resp) {
+  return GuardRpc("CancelJob",
+                  [&] { return CancelJobUnguarded(ctx, req, resp); });
+}
+
+grpc::Status Coordinator::WatchJob(grpc::ServerContext* ctx,
+                                   const v1::WatchJobRequest* req,
+                                   grpc::ServerWriter<v1::JobEvent>* writer) {
+  if (grpc::Status st = AcquireStream("WatchJob"); !st.ok()) return st;
+  grpc::Status st = GuardRpc(
+      "WatchJob", [&] { return WatchJobUnguarded(ctx, req, writer); });
+  ReleaseStream();
+  return st;
+}
+
+grpc::Status Coordinator::Join(grpc::ServerContext* ctx, Stream* stream) {
+  if (grpc::Status st = AcquireStream("Join"); !st.ok()) return st;
+  grpc::Status st =
+      GuardRpc("Join", [&] { return JoinUnguarded(ctx, stream); });
+  ReleaseStream();
+  return st;
+}
+
+grpc::Status Coordinator::AcquireStream(const char* rpc) {
+  absl::MutexLock lock(&mu_);
+  if (open_streams_ >= options_.max_streams) {
+    return grpc::Status(
+        grpc::RESOURCE_EXHAUSTED,
+        absl::StrCat(rpc, ": ", open_streams_,
+                     " Join/WatchJob streams are open, the server's limit "
+                     "(--max_streams)"));
+  }
+  ++open_streams_;
+  return grpc::Status::OK;
+}
+
+void Coordinator::ReleaseStream() {
+  absl::MutexLock lock(&mu_);
+  --open_streams_;
+}
+
+}  // namespace gradsync

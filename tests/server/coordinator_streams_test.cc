@@ -1,0 +1,90 @@
+// The coordinator bounds its open Join and WatchJob streams (each holds
+// threads): beyond CoordinatorOptions::max_streams a new one gets
+// RESOURCE_EXHAUSTED, and a slot is free again once a stream ends. A real
+// gRPC server on loopback in this process; every call has a deadline.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "absl/time/clock.h"
+#include "common/grpc/grpc_util.h"
+#include "server/coordinator/coordinator.h"
+#include "tests/server/job_table_test_util.h"
+
+namespace gradsync {
+namespace {
+
+using Watch = grpc::ClientReader<v1::JobEvent>;
+
+struct OpenWatch {
+  grpc::ClientContext ctx;
+  std::unique_ptr<Watch> reader;
+};
+
+// Opens WatchJob(id) and reads its first event; false when the stream ended.
+bool StartWatch(v1::Coordinator::Stub* stub, const std::string& id,
+                OpenWatch* w) {
+  w->ctx.set_deadline(ToChrono(absl::Now() + absl::Seconds(20)));
+  v1::WatchJobRequest req;
+  req.set_id(id);
+  w->reader = stub->WatchJob(&w->ctx, req);
+  v1::JobEvent ev;
+  return w->reader->Read(&ev);
+}
+
+TEST(CoordinatorStreams, StreamsBeyondTheLimitGetResourceExhausted) {
+  CoordinatorOptions o;
+  o.max_streams = 2;
+  Coordinator coordinator(o);
+  absl::StatusOr<StartedServer> server =
+      StartServer("127.0.0.1:0", {&coordinator});
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto stub = v1::Coordinator::NewStub(
+      MakeChannel(LocalAddress("127.0.0.1:0", server->port)));
+  // No workers: a two-worker job stays queued, its watchers stay open.
+  v1::Job job;
+  {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(ToChrono(absl::Now() + absl::Seconds(5)));
+    v1::SubmitJobRequest req;
+    *req.mutable_spec() = Spec(v1::STRATEGY_RING, 2);
+    ASSERT_TRUE(stub->SubmitJob(&ctx, req, &job).ok());
+  }
+  std::vector<std::unique_ptr<OpenWatch>> open;
+  for (int i = 0; i < 2; ++i) {
+    open.push_back(std::make_unique<OpenWatch>());
+    ASSERT_TRUE(StartWatch(stub.get(), job.id(), open.back().get()));
+  }
+  OpenWatch refused;
+  EXPECT_FALSE(StartWatch(stub.get(), job.id(), &refused));
+  const grpc::Status st = refused.reader->Finish();
+  EXPECT_EQ(st.error_code(), grpc::RESOURCE_EXHAUSTED) << st.error_message();
+  // Cancelling the job ends both watches; their slots are free again.
+  {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(ToChrono(absl::Now() + absl::Seconds(5)));
+    v1::CancelJobRequest req;
+    req.set_id(job.id());
+    v1::Job cancelled;
+    ASSERT_TRUE(stub->CancelJob(&ctx, req, &cancelled).ok());
+  }
+  for (auto& w : open) {
+    v1::JobEvent ev;
+    while (w->reader->Read(&ev)) {
+    }
+    EXPECT_TRUE(w->reader->Finish().ok());
+  }
+  OpenWatch again;
+  EXPECT_TRUE(StartWatch(stub.get(), job.id(), &again));
+  v1::JobEvent ev;
+  while (again.reader->Read(&ev)) {
+  }
+  EXPECT_TRUE(again.reader->Finish().ok());
+  coordinator.Shutdown();
+  server->server->Shutdown(ToChrono(absl::Now() + absl::Seconds(5)));
+}
+
+}  // namespace
+}  // namespace gradsync
