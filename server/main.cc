@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/grpc/grpc_util.h"
+#include "common/grpc/security_flags.h"
 #include "common/logging.h"
 #include "common/metrics/metrics_server.h"
 #include "common/signals.h"
@@ -91,7 +92,8 @@ int main(int argc, char** argv) {
   gradsync::BlockTerminationSignals();
   absl::SetProgramUsageMessage(
       "gradsync-server --listen=HOST:PORT [--role=all|coordinator|ps] "
-      "[--ps_shards=H:P,...] [--state_dir=DIR]\n\nRuns the gradsync coordinator (job queue, "
+      "[--ps_shards=H:P,...] [--state_dir=DIR] --token_file=PATH|--auth=none "
+      "[--tls_cert=PEM --tls_key=PEM --tls_ca=PEM]\n\nRuns the gradsync coordinator (job queue, "
       "worker registry, rendezvous) and/or a parameter-server shard. "
       "Stops cleanly on SIGINT/SIGTERM.");
   absl::ParseCommandLine(argc, argv);
@@ -107,10 +109,18 @@ int main(int argc, char** argv) {
     std::cerr << "gradsync-server: " << st.message() << "\n";
     return 2;
   }
+  absl::StatusOr<gradsync::ClusterSecurity> security =
+      gradsync::SecurityFromCommandLine(gradsync::SecurityRole::kDaemon);
+  if (!security.ok()) {
+    std::cerr << "gradsync-server: " << security.status().message() << "\n";
+    return 2;
+  }
   const std::string listen = absl::GetFlag(FLAGS_listen);
   std::vector<grpc::Service*> services;
 
   gradsync::MetricsRegistry metrics_registry;  // this process's; outlives all
+  gradsync::CountAuthRefusals(&metrics_registry, &*security);
+  gradsync::SetClusterSecurity(*std::move(security));
   gradsync::PsStore store(absl::GetFlag(FLAGS_state_dir) + "/checkpoints");
   gradsync::PsService ps_service(
       &store, gradsync::kPsReduceThreads,
