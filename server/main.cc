@@ -95,7 +95,8 @@ int main(int argc, char** argv) {
       "[--ps_shards=H:P,...] [--state_dir=DIR] --token_file=PATH|--auth=none "
       "[--tls_cert=PEM --tls_key=PEM --tls_ca=PEM]\n\nRuns the gradsync coordinator (job queue, "
       "worker registry, rendezvous) and/or a parameter-server shard. "
-      "Stops cleanly on SIGINT/SIGTERM.");
+      "Stops cleanly on SIGINT/SIGTERM. The token and TLS flags (a token "
+      "file wins over GRADSYNC_TOKEN): --helpon=security_flags.");
   absl::ParseCommandLine(argc, argv);
   gradsync::TuneAllocatorForLargeBuffers();
   const std::string role = absl::GetFlag(FLAGS_role);

@@ -57,7 +57,8 @@ int main(int argc, char** argv) {
       "[--advertise=HOST:PORT] --token_file=PATH|--auth=none "
       "[--tls_cert=PEM --tls_key=PEM --tls_ca=PEM]\n\nJoins the coordinator, waits for jobs, trains "
       "its shard of the data and synchronises gradients by the job's strategy. "
-      "Stops cleanly on SIGINT/SIGTERM.");
+      "Stops cleanly on SIGINT/SIGTERM. The token and TLS flags (a token "
+      "file wins over GRADSYNC_TOKEN): --helpon=security_flags.");
   absl::ParseCommandLine(argc, argv);
   gradsync::TuneAllocatorForLargeBuffers();
   if (absl::Status st =
