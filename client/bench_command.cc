@@ -20,6 +20,7 @@
 #include "client/report.h"
 #include "common/cost_model.h"
 #include "common/grpc/grpc_util.h"
+#include "common/grpc/security.h"
 #include "common/spec/job_spec.h"
 #include "gradsync/v1/gradsync.grpc.pb.h"
 
@@ -437,6 +438,7 @@ int LocalBench(const BenchCommandOptions& o, const CommandHooks& hooks) {
     std::fprintf(stderr, "gradsync: %s\n", std::string(cluster.status().message()).c_str());
     return 1;
   }
+  SetClusterSecurity((*cluster)->client_security());  // its random token
   const int rc = BenchAgainst((*cluster)->coordinator(), o, hooks);
   (*cluster)->Shutdown();
   return rc;

@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/grpc/grpc_util.h"
+#include "common/grpc/security_flags.h"
 #include "gradsync/v1/gradsync.grpc.pb.h"
 
 namespace gradsync {
@@ -77,6 +78,7 @@ absl::StatusOr<LocalCluster::Process> LocalCluster::Spawn(
   }
   std::vector<std::string> argv_s = {binary};
   argv_s.insert(argv_s.end(), args.begin(), args.end());
+  argv_s.insert(argv_s.end(), security_args_.begin(), security_args_.end());
   std::vector<char*> argv;
   for (std::string& s : argv_s) argv.push_back(s.data());
   argv.push_back(nullptr);
@@ -132,6 +134,7 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(
     const LocalClusterOptions& options) {
   std::unique_ptr<LocalCluster> c(new LocalCluster());
   c->options_ = options;
+  if (absl::Status st = c->PrepareSecurity(); !st.ok()) return st;
   const absl::Time deadline = absl::Now() + options.start_timeout;
   const std::string server_bin = absl::StrCat(options.bin_dir, "/gradsync-server");
   const std::string worker_bin = absl::StrCat(options.bin_dir, "/gradsync-worker");
@@ -183,8 +186,38 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(
   return c;
 }
 
+absl::Status LocalCluster::PrepareSecurity() {
+  absl::StatusOr<std::string> token = RandomToken();
+  if (!token.ok()) return token.status();
+  const std::string path = token_file();
+  const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0 || write(fd, token->data(), token->size()) !=
+                    static_cast<ssize_t>(token->size())) {
+    if (fd >= 0) close(fd);
+    return absl::UnavailableError(absl::StrCat("cannot write ", path));
+  }
+  close(fd);
+  SecuritySettings settings;
+  settings.token_file = path;
+  security_args_ = {absl::StrCat("--token_file=", path)};
+  if (!options_.tls_dir.empty()) {
+    settings.tls_cert = absl::StrCat(options_.tls_dir, "/cert.pem");
+    settings.tls_key = absl::StrCat(options_.tls_dir, "/key.pem");
+    settings.tls_ca = absl::StrCat(options_.tls_dir, "/ca.pem");
+    security_args_.push_back(absl::StrCat("--tls_cert=", settings.tls_cert));
+    security_args_.push_back(absl::StrCat("--tls_key=", settings.tls_key));
+    security_args_.push_back(absl::StrCat("--tls_ca=", settings.tls_ca));
+  }
+  absl::StatusOr<ClusterSecurity> security =
+      ResolveSecurity(settings, SecurityRole::kClient);
+  if (!security.ok()) return security.status();
+  security_ = *std::move(security);
+  return absl::OkStatus();
+}
+
 absl::Status LocalCluster::WaitForWorkers(absl::Time deadline) {
-  auto stub = v1::Coordinator::NewStub(MakeChannel(server_.address));
+  auto stub = v1::Coordinator::NewStub(
+      MakeSecureChannel(server_.address, DefaultChannelArgs(), security_));
   while (true) {
     grpc::ClientContext ctx;
     ctx.set_deadline(ToChrono(absl::Now() + absl::Seconds(2)));

@@ -13,6 +13,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/grpc/security.h"
 
 namespace gradsync {
 
@@ -32,6 +33,9 @@ struct LocalClusterOptions {
   // Every process serves /metrics on a free loopback port (Process::metrics).
   bool metrics = false;
   absl::Duration start_timeout = absl::Seconds(30);
+  // Mutual TLS for every process: DIR holding ca.pem, cert.pem and key.pem
+  // as deploy/make-dev-certs.sh writes them. Empty: plaintext.
+  std::string tls_dir;
   // Start-up gives up (CANCELLED) once this becomes true, e.g. on Ctrl-C.
   const std::atomic<bool>* interrupted = nullptr;
 };
@@ -54,6 +58,13 @@ class LocalCluster {
   ~LocalCluster();
 
   const std::string& coordinator() const { return server_.address; }
+  // What a client of this cluster needs: the random cluster token that Start
+  // wrote to <log_dir>/token (0600) and gave every process, and the TLS
+  // files when options.tls_dir is set. For MakeSecureChannel or
+  // SetClusterSecurity.
+  const ClusterSecurity& client_security() const { return security_; }
+  // The token file, for command-line clients (--token_file=).
+  std::string token_file() const { return options_.log_dir + "/token"; }
   const Process& server() const { return server_; }
   const std::vector<Process>& workers() const { return workers_; }
   // The PS-only shards: shards()[i] is shard i + 1 (the server is shard 0).
@@ -84,10 +95,14 @@ class LocalCluster {
                                 const std::vector<std::string>& args,
                                 absl::Time deadline);
   std::vector<Process*> All();
+  // Writes the token file, reads the TLS files and fills security_args_.
+  absl::Status PrepareSecurity();
   // Until the coordinator lists options_.workers workers (Start's last step).
   absl::Status WaitForWorkers(absl::Time deadline);
 
   LocalClusterOptions options_;
+  ClusterSecurity security_;
+  std::vector<std::string> security_args_;  // given to every process
   Process server_;
   std::vector<std::string> server_args_;  // without --listen
   int server_restarts_ = 0;

@@ -27,6 +27,7 @@
 #include "client/timeline.h"
 #include "client/trace_json.h"
 #include "common/grpc/grpc_util.h"
+#include "common/grpc/security_flags.h"
 #include "gradsync/v1/gradsync.grpc.pb.h"
 
 ABSL_FLAG(std::string, server, "127.0.0.1:50051",
@@ -58,6 +59,10 @@ ABSL_FLAG(uint64_t, seed, 1, "Seed for initial parameters and data order.");
 ABSL_FLAG(std::string, data_dir, "",
           "Fashion-MNIST directory with the *-idx*-ubyte.gz files (default: "
           "/usr/share/datasets/fashion-mnist).");
+ABSL_FLAG(std::string, tls_dir, "",
+          "local: run the cluster with mutual TLS, using DIR/ca.pem, cert.pem "
+          "and key.pem as `bash deploy/make-dev-certs.sh DIR` writes them. "
+          "(Other commands dial with --tls_cert/--tls_key/--tls_ca.)");
 ABSL_FLAG(std::string, device, "cpu", "Worker compute device: cpu or cuda.");
 ABSL_FLAG(bool, tf32, false, "device=cuda: allow TF32 tensor-core GEMMs (faster, ~1e-3 error).");
 ABSL_FLAG(int64_t, bucket_bytes, 25 << 20,
@@ -145,6 +150,9 @@ Commands:
   cancel ID cancel a queued or running job
 
 Flags may be written --batch-size or --batch_size.
+Every command that dials sends the cluster token from --token_file=PATH (or
+$GRADSYNC_TOKEN; the file wins), with TLS when --tls_cert/--tls_key/--tls_ca
+are given; `local` makes a random token of its own (see README, Security).
 Examples:
   gradsync local --compare --workers 4 --epochs 1 --results=results.json
   gradsync submit --server=HOST:PORT --strategy=ps --mode=async --staleness=2 --wait
@@ -174,7 +182,11 @@ std::unique_ptr<v1::Coordinator::Stub> Connect(const std::string& addr) {
 std::string RpcError(const grpc::Status& st) {
   return absl::StrCat(absl::StatusCodeToString(
                           static_cast<absl::StatusCode>(st.error_code())),
-                      ": ", st.error_message());
+                      ": ", st.error_message(),
+                      st.error_code() == grpc::StatusCode::UNAUTHENTICATED
+                          ? " (give the cluster's token: --token_file=PATH "
+                            "or GRADSYNC_TOKEN)"
+                          : "");
 }
 
 // The value of a text flag naming an enum; exits 2 naming the field when it
@@ -423,6 +435,7 @@ int Local() {
   o.log_level = absl::GetFlag(FLAGS_log_level);
   o.heartbeat_timeout = absl::GetFlag(FLAGS_heartbeat_timeout);
   o.interrupted = &g_interrupted;
+  o.tls_dir = absl::GetFlag(FLAGS_tls_dir);
   std::printf("starting 1 server, %d PS shard(s), %d workers (logs in %s)\n",
               o.ps_shards, o.workers, o.log_dir.c_str());
   std::fflush(stdout);
@@ -430,6 +443,7 @@ int Local() {
   if (!cluster.ok()) {
     Die(std::string(cluster.status().message()), g_interrupted ? 130 : 1);
   }
+  SetClusterSecurity((*cluster)->client_security());  // its random token
   auto stub = Connect((*cluster)->coordinator());
   std::vector<v1::Job> jobs;
   std::vector<JobTimeline> timelines;
@@ -570,6 +584,12 @@ int List(const std::string& server) {
 
 int Run(const std::vector<char*>& args) {
   const std::string cmd = args[1];
+  // The cluster token (--token_file, else $GRADSYNC_TOKEN) and TLS for every
+  // command that dials; `local` replaces it with its own cluster's.
+  absl::StatusOr<ClusterSecurity> security =
+      SecurityFromCommandLine(SecurityRole::kClient);
+  if (!security.ok()) Die(std::string(security.status().message()), 2);
+  SetClusterSecurity(*std::move(security));
   if (IsBench(args)) return Bench(cmd == "local");
   if (cmd == "local") return Local();
   const std::string server = absl::GetFlag(FLAGS_server);
@@ -603,6 +623,7 @@ int main(int argc, char** argv) {
   absl::FlagsUsageConfig cfg;
   cfg.contains_help_flags = [](absl::string_view f) {
     return f.find("client/main.cc") != absl::string_view::npos ||
+           f.find("grpc/security_flags.cc") != absl::string_view::npos ||
            f.find("client/bench_flags.cc") != absl::string_view::npos;
   };
   absl::SetFlagsUsageConfig(cfg);

@@ -10,8 +10,12 @@
 #      (no image registry is reachable here);
 #   4. builds gradsync:latest (deploy/Dockerfile, host network for apt; the
 #      compose file's build: section is what `docker-compose up --build` uses);
-#   5. docker-compose up: server, PS shard ps1, GRADSYNC_WORKERS workers
-#      (--scale), waits until they have joined with distinct peer addresses;
+#   5. makes a random cluster token (GRADSYNC_TOKEN_FILE, a compose secret)
+#      and, with GRADSYNC_COMPOSE_TLS=1, dev certificates (make-dev-certs.sh,
+#      overlay docker-compose.tls.yml); docker-compose up: server, PS shard
+#      ps1, GRADSYNC_WORKERS workers (--scale), waits until they have joined
+#      with distinct peer addresses; checks that a CLI without the token is
+#      refused UNAUTHENTICATED;
 #   6. submits ps-sync, ps-async on 2 shards and ring-sync from the host CLI
 #      (build/bin/gradsync, from the README's first command) and ring-async
 #      from the one-shot `submit` service (profile submit); each must end
@@ -25,7 +29,8 @@
 # tarball are kept in GRADSYNC_DOCKER_CACHE (default /var/cache/gradsync-docker),
 # so a second run rebuilds only what changed; one run at a time per cache.
 # Environment: GRADSYNC_DOCKER_CACHE, GRADSYNC_WORKERS (default 4),
-# GRADSYNC_STEPS (steps per job, default 60).
+# GRADSYNC_STEPS (steps per job, default 60), GRADSYNC_COMPOSE_TLS (1: mutual
+# TLS too).
 set -Eeuo pipefail   # -E: the ERR trap names the failing line in functions too
 cd "$(dirname "$0")/.."
 CACHE=${GRADSYNC_DOCKER_CACHE:-/var/cache/gradsync-docker}
@@ -142,7 +147,9 @@ make_base_image() {
 }
 
 # --- 4.-6. build, up, jobs --------------------------------------------------
-compose() { docker-compose "$@"; }
+COMPOSE_FILES=(-f docker-compose.yml)
+AUTH=()            # the host CLI's --token_file (and --tls_*) flags
+compose() { docker-compose "${COMPOSE_FILES[@]}" "$@"; }
 
 build_image() {
   log "building gradsync:latest"
@@ -170,7 +177,7 @@ free_port() {
 wait_for_workers() {
   local i list n uniq
   for i in $(seq 90); do
-    list=$(timeout 10 "$CLI" list --json --server="$SERVER" 2>/dev/null || true)
+    list=$(timeout 10 "$CLI" list --json --server="$SERVER" "${AUTH[@]}" 2>/dev/null || true)
     n=$(grep -c '"peer_address"' <<<"$list" || true)
     uniq=$( (grep '"peer_address"' <<<"$list" || true) | sort -u | wc -l)
     if [ "$n" -ge "$WORKERS" ]; then
@@ -187,26 +194,54 @@ wait_for_workers() {
 submit() {
   local label=$1; shift
   log "job $label (host CLI)"
-  timeout 300 "$CLI" submit --server="$SERVER" --workers="$WORKERS" \
+  timeout 300 "$CLI" submit --server="$SERVER" "${AUTH[@]}" --workers="$WORKERS" \
     --steps="$STEPS" --wait --quiet "$@" >"$LOGS/$label.log" 2>&1 \
     || { cat "$LOGS/$label.log"; echo "job $label did not SUCCEED" >&2; return 1; }
   grep -m1 'state=SUCCEEDED' "$LOGS/$label.log" \
     || { cat "$LOGS/$label.log"; return 1; }
 }
 
+# The cluster token (always) and, with GRADSYNC_COMPOSE_TLS=1, certificates.
+make_credentials() {
+  export GRADSYNC_TOKEN_FILE=$LOGS/token
+  (umask 077; head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$GRADSYNC_TOKEN_FILE")
+  AUTH=(--token_file="$GRADSYNC_TOKEN_FILE")
+  [ "${GRADSYNC_COMPOSE_TLS:-0}" = 1 ] || return 0
+  export GRADSYNC_TLS_DIR=$LOGS/certs
+  bash deploy/make-dev-certs.sh "$GRADSYNC_TLS_DIR" >/dev/null
+  export GRADSYNC_TLS_FLAGS="--tls_cert=/run/secrets/gradsync-tls-cert \
+--tls_key=/run/secrets/gradsync-tls-key --tls_ca=/run/secrets/gradsync-tls-ca"
+  COMPOSE_FILES+=(-f docker-compose.tls.yml)
+  AUTH+=(--tls_cert="$GRADSYNC_TLS_DIR/cert.pem" --tls_key="$GRADSYNC_TLS_DIR/key.pem"
+         --tls_ca="$GRADSYNC_TLS_DIR/ca.pem")
+  log "mutual TLS on (docker-compose.tls.yml)"
+}
+
+# A CLI without the token must be refused, and say so.
+expect_refused() {
+  local out
+  out=$(timeout 10 env -u GRADSYNC_TOKEN "$CLI" list --server="$SERVER" \
+        "${AUTH[@]:1}" 2>&1 || true)
+  grep -q UNAUTHENTICATED <<<"$out" \
+    || { echo "a CLI without the token was not refused: $out" >&2; return 1; }
+  log "a CLI without the token: UNAUTHENTICATED"
+}
+
 run_jobs() {
   export GRADSYNC_PORT GRADSYNC_WORKERS=$WORKERS
+  make_credentials
   GRADSYNC_PORT=$(free_port)
   SERVER=127.0.0.1:$GRADSYNC_PORT
   compose down --remove-orphans -t 5 >/dev/null 2>&1 || true  # a killed run's
   UP=1
   compose up -d --no-build --scale worker="$WORKERS"
   wait_for_workers
+  expect_refused
   submit ps-sync --strategy=ps --mode=sync
   submit ps-async-2shards --strategy=ps --mode=async --ps_shards=2
   submit ring-sync --strategy=ring --mode=sync
   log "job ring-async (compose --profile submit run submit)"
-  timeout 300 docker-compose --profile submit run --rm submit \
+  timeout 300 docker-compose "${COMPOSE_FILES[@]}" --profile submit run --rm submit \
     >"$LOGS/submit-service.log" 2>&1 \
     || { cat "$LOGS/submit-service.log"; echo "submit service failed" >&2; return 1; }
   grep -m1 'state=SUCCEEDED' "$LOGS/submit-service.log" \

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs exactly the Debian 12 packages gradsync builds and runs with
-# (clang and libclang-rt-14-dev: CI's thread-safety pass and libFuzzer targets).
+# (clang and libclang-rt-14-dev: CI's thread-safety pass and libFuzzer targets;
+# openssl: deploy/make-dev-certs.sh, which the TLS tests run).
 # Needs root (or sudo). CUDA is not installed here: the CUDA backend builds
 # when nvcc exists (e.g. /usr/local/cuda), see README.
 #   install-deps.sh          everything (build, tests, benchmarks, CI, dataset)
@@ -21,7 +22,8 @@ BUILD="build-essential cmake pkg-config libgrpc++-dev protobuf-compiler-grpc
   zlib1g-dev nlohmann-json3-dev libcpp-httplib-dev libsqlite3-dev"
 case "${1:-all}" in
   all) PKGS="$BUILD clang libclang-rt-14-dev libgtest-dev libgmock-dev
-         libbenchmark-dev libgloo-dev python3-matplotlib dataset-fashion-mnist" ;;
+         libbenchmark-dev libgloo-dev python3-matplotlib dataset-fashion-mnist
+         openssl" ;;
   build) PKGS="$BUILD" ;;
   docker) PKGS="docker.io docker-compose debootstrap" ;;
   k8s) PKGS="python3-yaml"

@@ -59,6 +59,8 @@ Commands:
                          Refuses (exit 2) to delete a namespace it did not create.
   run HOST CMD [ARG...]  run CMD inside host HOST's namespace (ip netns exec),
                          e.g. run 0 build/bin/gradsync list --server=10.77.0.10:50051
+                         (with GRADSYNC_TOKEN set to the cluster token when
+                         --start-daemons made one).
   status                 namespaces, addresses, qdiscs (with counters), daemons.
 
 Flags (--flag=VALUE or --flag VALUE):
@@ -376,7 +378,8 @@ start_daemon() {  # start_daemon I ROLE LOG BIN ARGS...: background in host I
   # No job control here, so the child is not a process-group leader: setsid
   # makes it a session leader without forking and ip netns exec execs, so $!
   # is the daemon itself (checked below through /proc/PID/exe).
-  setsid ip netns exec "$PREFIX-h$i" "$bin" "$@" >"$log" 2>&1 </dev/null &
+  setsid ip netns exec "$PREFIX-h$i" "$bin" "$@" --token_file="$LOG_DIR/token" \
+    >"$log" 2>&1 </dev/null &
   pid=$!
   STARTED_PIDS+=("$pid")
   for ((k = 0; k < 50; k++)); do
@@ -398,9 +401,15 @@ find_binaries() {  # sets BIN_DIR (absolute) or fails before anything exists
   done
 }
 
+# The cluster token of the daemons: $LOG_DIR/token, 0600, 256 random bits.
+make_cluster_token() {
+  (umask 077; head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$LOG_DIR/token")
+}
+
 start_daemons() {
   local bindir=$BIN_DIR i ip0
   ip0=$(host_ip 0)
+  make_cluster_token
   # The job history lives with this cluster's logs, not in the caller's cwd.
   local server_flags=(--listen="$ip0:$SERVER_PORT" --advertise="$ip0:$SERVER_PORT"
                       --state_dir="$LOG_DIR/state")
@@ -439,13 +448,15 @@ wait_workers() {  # wait_workers CLI SERVER: until H-1 workers are idle
   deadline=$((SECONDS + WAIT_S))
   while ((SECONDS < deadline)); do
     daemons_alive
-    idle=$(ip netns exec "$PREFIX-h0" "$cli" list --server="$server" --json 2>/dev/null |
+    idle=$(ip netns exec "$PREFIX-h0" "$cli" list --server="$server" --json \
+      --token_file="$LOG_DIR/token" 2>/dev/null |
       grep -c '"state": "idle"' || true)
     ((idle >= want)) && { say "server $server lists $idle idle workers"; return 0; }
     sleep 0.5
   done
   say "only $idle of $want workers idle at $server after ${WAIT_S}s; logs in $LOG_DIR"
-  ip netns exec "$PREFIX-h0" "$cli" list --server="$server" >&2 || true
+  ip netns exec "$PREFIX-h0" "$cli" list --server="$server" \
+    --token_file="$LOG_DIR/token" >&2 || true
   return 1
 }
 
@@ -600,6 +611,9 @@ cmd_run() {
   ns_exists "$ns" || { say "no namespace $ns (is cluster '$PREFIX' up?)"; exit 1; }
   token=$(state_get token | head -n1)
   ns_marked "$ns" "$token" || { say "refusing: $ns is not one of this tool's namespaces"; exit 2; }
+  # Clients inside (gradsync bench/submit/list) authenticate with the token
+  # the daemons were started with.
+  [[ -r $LOG_DIR/token ]] && export GRADSYNC_TOKEN="$(<"$LOG_DIR/token")"
   exec ip netns exec "$ns" "$@"
 }
 

@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/grpc/grpc_util.h"
+#include "common/grpc/security_flags.h"
 #include "common/logging.h"
 #include "common/metrics/metrics_server.h"
 #include "common/signals.h"
@@ -111,9 +112,11 @@ int main(int argc, char** argv) {
   gradsync::BlockTerminationSignals();
   absl::SetProgramUsageMessage(
       "gradsync-server --listen=HOST:PORT [--role=all|coordinator|ps] "
-      "[--ps_shards=H:P,...] [--state_dir=DIR]\n\nRuns the gradsync coordinator (job queue, "
+      "[--ps_shards=H:P,...] [--state_dir=DIR] --token_file=PATH|--auth=none "
+      "[--tls_cert=PEM --tls_key=PEM --tls_ca=PEM]\n\nRuns the gradsync coordinator (job queue, "
       "worker registry, rendezvous) and/or a parameter-server shard. "
-      "Stops cleanly on SIGINT/SIGTERM.");
+      "Stops cleanly on SIGINT/SIGTERM. The token and TLS flags (a token "
+      "file wins over GRADSYNC_TOKEN): --helpon=security_flags.");
   absl::ParseCommandLine(argc, argv);
   gradsync::TuneAllocatorForLargeBuffers();
   gradsync::FlushDenormalsToZero();  // before any thread starts
@@ -128,10 +131,18 @@ int main(int argc, char** argv) {
     std::cerr << "gradsync-server: " << st.message() << "\n";
     return 2;
   }
+  absl::StatusOr<gradsync::ClusterSecurity> security =
+      gradsync::SecurityFromCommandLine(gradsync::SecurityRole::kDaemon);
+  if (!security.ok()) {
+    std::cerr << "gradsync-server: " << security.status().message() << "\n";
+    return 2;
+  }
   const std::string listen = absl::GetFlag(FLAGS_listen);
   std::vector<grpc::Service*> services;
 
   gradsync::MetricsRegistry metrics_registry;  // this process's; outlives all
+  gradsync::CountAuthRefusals(&metrics_registry, &*security);
+  gradsync::SetClusterSecurity(*std::move(security));
   gradsync::PsStore store(absl::GetFlag(FLAGS_state_dir) + "/checkpoints",
                           absl::GetFlag(FLAGS_ps_max_ended_jobs));
   gradsync::PsService ps_service(

@@ -13,6 +13,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "common/grpc/security_flags.h"
 #include "common/logging.h"
 #include "common/metrics/metrics_server.h"
 #include "common/signals.h"
@@ -66,9 +67,11 @@ int main(int argc, char** argv) {
   gradsync::BlockTerminationSignals();
   absl::SetProgramUsageMessage(
       "gradsync-worker --coordinator=HOST:PORT [--listen=HOST:PORT] "
-      "[--advertise=HOST:PORT]\n\nJoins the coordinator, waits for jobs, trains "
+      "[--advertise=HOST:PORT] --token_file=PATH|--auth=none "
+      "[--tls_cert=PEM --tls_key=PEM --tls_ca=PEM]\n\nJoins the coordinator, waits for jobs, trains "
       "its shard of the data and synchronises gradients by the job's strategy. "
-      "Stops cleanly on SIGINT/SIGTERM.");
+      "Stops cleanly on SIGINT/SIGTERM. The token and TLS flags (a token "
+      "file wins over GRADSYNC_TOKEN): --helpon=security_flags.");
   absl::ParseCommandLine(argc, argv);
   gradsync::TuneAllocatorForLargeBuffers();
   gradsync::FlushDenormalsToZero();  // before any thread starts
@@ -76,6 +79,12 @@ int main(int argc, char** argv) {
           gradsync::InitLogging("worker", absl::GetFlag(FLAGS_log_level));
       !st.ok()) {
     std::cerr << "gradsync-worker: " << st.message() << "\n";
+    return 2;
+  }
+  absl::StatusOr<gradsync::ClusterSecurity> security =
+      gradsync::SecurityFromCommandLine(gradsync::SecurityRole::kDaemon);
+  if (!security.ok()) {
+    std::cerr << "gradsync-worker: " << security.status().message() << "\n";
     return 2;
   }
   gradsync::WorkerOptions o;
@@ -112,6 +121,8 @@ int main(int argc, char** argv) {
   // grpc.health.v1.Health on the Peer port: "" is SERVING once listening.
   grpc::EnableDefaultHealthCheckService(true);
   gradsync::WorkerDaemon daemon(o);
+  gradsync::CountAuthRefusals(daemon.mutable_metrics_registry(), &*security);
+  gradsync::SetClusterSecurity(*std::move(security));
   absl::StatusOr<std::string> addr = daemon.Start();
   if (!addr.ok()) {
     std::cerr << "gradsync-worker: " << addr.status().message() << "\n";

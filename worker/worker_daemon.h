@@ -82,6 +82,8 @@ class WorkerDaemon {
   // owns its registry rather than sharing a process-wide one, so that
   // several daemons in one test process keep separate numbers.
   const MetricsRegistry* metrics_registry() const { return &metrics_registry_; }
+  // For main() to add process-wide counters (auth refusals) before Start.
+  MetricsRegistry* mutable_metrics_registry() { return &metrics_registry_; }
 
  private:
   using Stream =

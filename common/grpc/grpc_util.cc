@@ -1,6 +1,7 @@
 #include "common/grpc/grpc_util.h"
 
 #include "absl/strings/str_cat.h"
+#include "common/grpc/security.h"
 #include "common/message_limits.h"
 
 namespace gradsync {
@@ -35,8 +36,8 @@ grpc::ChannelArguments DefaultChannelArgs(bool own_connection) {
 
 std::shared_ptr<grpc::Channel> MakeChannel(const std::string& target,
                                            bool own_connection) {
-  return grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(),
-                                   DefaultChannelArgs(own_connection));
+  return MakeSecureChannel(target, DefaultChannelArgs(own_connection),
+                           GetClusterSecurity());
 }
 
 void ConfigureServerBuilder(grpc::ServerBuilder* builder) {
@@ -57,7 +58,8 @@ absl::StatusOr<StartedServer> StartServer(
   grpc::ServerBuilder builder;
   ConfigureServerBuilder(&builder);
   StartedServer out;
-  builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), &out.port);
+  builder.AddListeningPort(listen, ServerCredentialsFor(GetClusterSecurity()),
+                           &out.port);
   for (grpc::Service* s : services) builder.RegisterService(s);
   out.server = builder.BuildAndStart();
   if (out.server == nullptr || out.port == 0) {

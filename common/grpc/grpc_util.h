@@ -30,6 +30,8 @@ inline constexpr int kKeepaliveTimeoutMs = 5000;
 // TCP connection even when another channel targets the same address.
 grpc::ChannelArguments DefaultChannelArgs(bool own_connection = false);
 
+// Channels and servers use this process's ClusterSecurity (security.h): TLS
+// and the cluster token when main() set them.
 std::shared_ptr<grpc::Channel> MakeChannel(const std::string& target,
                                            bool own_connection = false);
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Offline checks of gradsync's rendered Kubernetes manifests (deploy/k8s/check.sh).
 
-  check_manifests.py RENDERED.yaml [--gpu]
+  check_manifests.py RENDERED.yaml [--gpu] [--tls]
 
 No cluster is needed (none is reachable in CI), so this is not the API
 server's validation: it checks the fields these manifests use against the
@@ -14,7 +14,12 @@ Kubernetes API's types and the references between objects:
   - a Job's restartPolicy is Never or OnFailure;
   - every HOST:PORT in --coordinator / --server / --ps_shards / --advertise
     names a Service (or a pod under a headless one) that serves that port;
-  - --gpu: every worker container limits nvidia.com/gpu.
+  - every gradsync container reads the cluster token from the Secret
+    gradsync-token: --token_file=DIR/token with DIR a read-only mount of it;
+  - --gpu: every worker container limits nvidia.com/gpu;
+  - --tls: every gradsync container has --tls_cert/--tls_key/--tls_ca in a
+    read-only mount of the Secret gradsync-tls, and no probe is a gRPC probe
+    (the kubelet's cannot pass mutual TLS).
 Prints one line per problem and exits 1 if there is any.
 """
 import re
@@ -80,10 +85,11 @@ class Checker:
             if not all(isinstance(p, int) for p in ports):
                 self.err(w, "containerPort is not an integer")
             for probe in ("readinessProbe", "livenessProbe"):
-                g = c.get(probe, {}).get("grpc")
-                if g is not None and g.get("port") not in ports:
-                    self.err(w, "%s grpc port %r is not a container port"
-                             % (probe, g.get("port")))
+                for how in ("grpc", "tcpSocket"):
+                    g = c.get(probe, {}).get(how)
+                    if g is not None and g.get("port") not in ports:
+                        self.err(w, "%s %s port %r is not a container port"
+                                 % (probe, how, g.get("port")))
 
     def selected(self, svc):
         sel = svc.get("spec", {}).get("selector", {})
@@ -120,6 +126,34 @@ class Checker:
                             (len(parts) == 2 and not headless):
                         self.err(w, "%s: no Service %r serves port %s" % (a, name, port))
 
+    def gradsync_containers(self, w):
+        return [c for c in self.pod_spec(w).get("containers", [])
+                if c.get("args") and str(c["args"][0]).startswith("gradsync")]
+
+    def check_secret_files(self, w, flags, secret):
+        """Every gradsync container's FLAG=DIR/FILE, DIR a read-only mount of `secret`."""
+        volumes = {v.get("name"): v.get("secret", {}).get("secretName")
+                   for v in self.pod_spec(w).get("volumes", [])}
+        for c in self.gradsync_containers(w):
+            mounts = {m.get("mountPath"): m for m in c.get("volumeMounts", [])}
+            for flag in flags:
+                files = [a[len(flag) + 1:] for a in c["args"] if a.startswith(flag + "=")]
+                m = mounts.get(files[0].rpartition("/")[0]) if len(files) == 1 else None
+                if m is None or volumes.get(m.get("name")) != secret \
+                        or not m.get("readOnly"):
+                    self.err(w, "container %s: no %s=DIR/FILE with DIR a read-only "
+                             "mount of Secret %s" % (c.get("name"), flag, secret))
+
+    def check_token(self, w):
+        self.check_secret_files(w, ("--token_file",), "gradsync-token")
+
+    def check_tls(self, w):
+        self.check_secret_files(w, ("--tls_cert", "--tls_key", "--tls_ca"), "gradsync-tls")
+        for c in self.gradsync_containers(w):
+            for probe in ("readinessProbe", "livenessProbe"):
+                if "grpc" in c.get(probe, {}):
+                    self.err(w, "%s is a gRPC probe, which cannot pass mutual TLS" % probe)
+
     def check_statefulset(self, st):
         _, headless = self.service_ports().get(st["spec"].get("serviceName"), (0, False))
         if not headless:
@@ -131,12 +165,15 @@ class Checker:
                 if "nvidia.com/gpu" not in c.get("resources", {}).get("limits", {}):
                     self.err(st, "container %s has no nvidia.com/gpu limit" % c["name"])
 
-    def run(self, gpu):
+    def run(self, gpu, tls=False):
         for d in self.docs:
             self.check_object(d)
         for w in self.of_kind(*WORKLOADS):
             self.check_workload(w)
             self.check_addresses(w)
+            self.check_token(w)
+            if tls:
+                self.check_tls(w)
         for s in self.of_kind("Service"):
             self.check_service(s)
         for st in self.of_kind("StatefulSet"):
@@ -151,7 +188,7 @@ def main():
         sys.exit(__doc__)
     with open(sys.argv[1]) as f:
         docs = list(yaml.safe_load_all(f))
-    errors = Checker(docs).run(gpu="--gpu" in sys.argv[2:])
+    errors = Checker(docs).run(gpu="--gpu" in sys.argv[2:], tls="--tls" in sys.argv[2:])
     for e in errors:
         print("%s: %s" % (sys.argv[1], e))
     print("%s: %d objects, %d problems" % (sys.argv[1], len(docs), len(errors)))

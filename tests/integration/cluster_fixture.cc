@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/grpc/grpc_util.h"
+#include "common/grpc/security.h"
 #include "common/spec/job_spec.h"
 
 namespace gradsync {
@@ -43,8 +44,9 @@ int Shell(const std::string& cmd, int timeout_s) {
 }
 
 Cluster::Cluster(int workers, int shards, bool metrics,
-                 double heartbeat_timeout) {
+                 double heartbeat_timeout, const std::string& tls_dir) {
   LocalClusterOptions o;
+  o.tls_dir = tls_dir;
   o.heartbeat_timeout = heartbeat_timeout;
   o.workers = workers;
   o.ps_shards = shards;
@@ -56,8 +58,25 @@ Cluster::Cluster(int workers, int shards, bool metrics,
   EXPECT_TRUE(c.ok()) << c.status();
   if (c.ok()) cluster_ = std::move(*c);
   if (cluster_) {
-    stub_ = v1::Coordinator::NewStub(MakeChannel(cluster_->coordinator()));
+    stub_ = v1::Coordinator::NewStub(Channel(cluster_->coordinator()));
   }
+}
+
+std::string Cluster::CliFlags() const {
+  return absl::StrCat("--server=", cluster_->coordinator(),
+                      " --token_file=", cluster_->token_file());
+}
+
+std::shared_ptr<grpc::Channel> Cluster::Channel(const std::string& target) const {
+  return MakeSecureChannel(target, DefaultChannelArgs(),
+                           cluster_->client_security());
+}
+
+std::shared_ptr<grpc::Channel> Cluster::RawChannel(
+    const std::string& target) const {
+  grpc::ChannelArguments args = DefaultChannelArgs(/*own_connection=*/true);
+  args.SetMaxSendMessageSize(-1);
+  return MakeSecureChannel(target, args, cluster_->client_security());
 }
 
 grpc::Status Cluster::Submit(const v1::JobSpec& spec, v1::Job* job) {
@@ -117,12 +136,6 @@ int Cluster::IdleWorkers() {
   return idle;
 }
 
-std::shared_ptr<grpc::Channel> RawChannel(const std::string& address) {
-  grpc::ChannelArguments args = DefaultChannelArgs(/*own_connection=*/true);
-  args.SetMaxSendMessageSize(-1);
-  return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(),
-                                   args);
-}
 
 bool Terminal(const v1::Job& j) {
   return j.state() == v1::SUCCEEDED || j.state() == v1::FAILED ||

@@ -33,10 +33,24 @@ class Cluster {
   // `metrics`: every daemon serves /metrics (LocalCluster::Process::metrics).
   // A failed start is a test failure; ok() then says false.
   // `heartbeat_timeout`: the server's --heartbeat_timeout in seconds.
+  // `tls_dir`: LocalClusterOptions::tls_dir (mutual TLS), empty: plaintext.
   explicit Cluster(int workers, int shards = 1, bool metrics = false,
-                   double heartbeat_timeout = 6.0);
+                   double heartbeat_timeout = 6.0,
+                   const std::string& tls_dir = "");
   LocalCluster* operator->() { return cluster_.get(); }
   bool ok() const { return cluster_ != nullptr; }
+  // A channel to any of the cluster's daemons that carries its token (and
+  // TLS when it runs TLS).
+  std::shared_ptr<grpc::Channel> Channel(const std::string& target) const;
+  // A channel to any daemon at `address` for tests that act as an outside
+  // client (hostile frames, raw stubs): the daemons' channel settings, but no
+  // send limit of its own, so that oversized messages reach the server. Every
+  // raw channel of the tests is made here; it carries the cluster's token
+  // (and TLS), so what it sends reaches the handlers.
+  std::shared_ptr<grpc::Channel> RawChannel(const std::string& target) const;
+  // "--server=ADDR --token_file=FILE": what a `gradsync` command line needs
+  // to reach the coordinator.
+  std::string CliFlags() const;
 
   grpc::Status Submit(const v1::JobSpec& spec, v1::Job* job);
   grpc::Status Get(const std::string& id, v1::Job* job);
@@ -57,11 +71,6 @@ class Cluster {
 
 bool Terminal(const v1::Job& j);
 
-// A channel to any daemon at `address` for tests that act as an outside
-// client (hostile frames, raw stubs): the daemons' channel settings, but no
-// send limit of its own, so that oversized messages reach the server. Every
-// raw channel of the tests is made here (credentials are added here too).
-std::shared_ptr<grpc::Channel> RawChannel(const std::string& address);
 
 // A small valid training spec: batch 32, Adam, lr 0.001.
 v1::JobSpec Spec(const std::string& strategy, const std::string& mode,

@@ -271,7 +271,7 @@ TEST(Integration, AJobTooLargeForTheClusterDoesNotBlockASmallOne) {
 TEST(Integration, JoinStreamThatNeverRegistersIsClosed) {
   Cluster c(1);
   ASSERT_TRUE(c.ok());
-  auto stub = v1::Coordinator::NewStub(MakeChannel(c->coordinator()));
+  auto stub = v1::Coordinator::NewStub(c.Channel(c->coordinator()));
   grpc::ClientContext ctx;
   ctx.set_deadline(ToChrono(absl::Now() + absl::Seconds(30)));  // backstop
   auto stream = stub->Join(&ctx);
@@ -291,7 +291,7 @@ TEST(Integration, CliSubmitWaitListStatusAgainstARunningServer) {
   ASSERT_TRUE(c.ok());
   const std::string dir = TempDir();
   const std::string bin = GRADSYNC_BIN_DIR;
-  const std::string server = absl::StrCat("--server=", c->coordinator());
+  const std::string server = c.CliFlags();
   // A two-shard PS job, submitted and watched to the end.
   int rc = Shell(absl::StrCat(bin, "/gradsync submit ", server,
                               " --strategy=ps --ps-shards=2 --workers=2 --steps=30",
@@ -385,7 +385,7 @@ TEST(Integration, BenchAllreduceAndBroadcastOnThreeWorkersVerifyEveryRow) {
   Cluster c(3);
   ASSERT_TRUE(c.ok());
   const std::string dir = TempDir();
-  const std::string server = absl::StrCat("--server=", c->coordinator());
+  const std::string server = c.CliFlags();
   // 1 MiB + 4 bytes: not a power of two, not a multiple of the segment.
   const std::vector<int64_t> sizes = {4096, 1048580};
   const std::vector<std::pair<std::string, std::string>> runs = {

@@ -93,7 +93,9 @@ TEST(JobHistory, ServerRefusesACorruptHistoryAndLeavesItUntouched) {
     std::ofstream out(db, std::ios::binary);
     out << junk;
   }
-  const std::string server = absl::StrCat(GRADSYNC_BIN_DIR, "/gradsync-server");
+  // A token (not --auth=none, whose warning would be a second line of err).
+  const std::string server = absl::StrCat(
+      "env GRADSYNC_TOKEN=0123456789abcdef0123 ", GRADSYNC_BIN_DIR, "/gradsync-server");
   const int rc = Shell(absl::StrCat(server, " --listen=127.0.0.1:0 --state_dir=",
                                     dir, " > ", dir, "/out 2> ", dir, "/err"),
                        30);

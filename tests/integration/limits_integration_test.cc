@@ -22,6 +22,7 @@
 #include "absl/time/clock.h"
 #include "common/grpc/grpc_util.h"
 #include "common/message_limits.h"
+#include "common/grpc/security.h"
 #include "tests/integration/cluster_fixture.h"
 #include "worker/worker_daemon.h"
 
@@ -159,8 +160,8 @@ TEST(Limits, HostileFramesGetErrorsAndLeaveMemoryFlat) {
   ASSERT_TRUE(c.ok());
   const pid_t server = c->server().pid;
   const pid_t worker = c->workers()[0].pid;
-  auto ps = RawChannel(c->coordinator());
-  auto peer = RawChannel(c->workers()[0].address);
+  auto ps = c.RawChannel(c->coordinator());
+  auto peer = c.RawChannel(c->workers()[0].address);
   // Warm-up: gRPC's own buffers and arenas reach their working size.
   SendHostile(ps.get(), peer.get(), 0, 100);
   const int64_t server_before = RssBytes(server);
@@ -186,7 +187,7 @@ TEST(Limits, HostileFramesGetErrorsAndLeaveMemoryFlat) {
 TEST(Limits, OversizedControlMessageIsRefusedAndTheServerStaysUp) {
   Cluster c(1);
   ASSERT_TRUE(c.ok());
-  auto stub = v1::Coordinator::NewStub(RawChannel(c->coordinator()));
+  auto stub = v1::Coordinator::NewStub(c.RawChannel(c->coordinator()));
   grpc::ClientContext ctx;
   ctx.set_deadline(ToChrono(absl::Now() + absl::Seconds(10)));
   v1::SubmitJobRequest req;
@@ -224,6 +225,9 @@ TEST(Limits, DataDirOutsideTheAllowListFailsWithPermissionDenied) {
 TEST(Limits, AnExceptionInAJobThreadFailsTheJobNotTheWorker) {
   Cluster c(0);
   ASSERT_TRUE(c.ok());
+  // The worker's channels carry the cluster's token, as its main() would set
+  // (each test runs in a process of its own under ctest).
+  SetClusterSecurity(c->client_security());
   WorkerOptions o;
   o.coordinator = c->coordinator();
   o.listen = "127.0.0.1:0";

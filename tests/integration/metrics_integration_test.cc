@@ -15,6 +15,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/grpc/grpc_util.h"
 #include "common/metrics/metrics_server.h"
 #include "tests/integration/cluster_fixture.h"
 
@@ -192,8 +193,8 @@ TEST(MetricsIntegration, ABusyMetricsPortStopsTheDaemonWithAClearError) {
   ASSERT_TRUE(addr.ok()) << addr.status();
   const std::string dir = TempDir();
   for (const std::string& daemon :
-       {std::string("gradsync-server --listen=127.0.0.1:0"),
-        std::string("gradsync-worker --coordinator=127.0.0.1:1")}) {
+       {std::string("gradsync-server --auth=none --listen=127.0.0.1:0"),
+        std::string("gradsync-worker --auth=none --coordinator=127.0.0.1:1")}) {
     SCOPED_TRACE(daemon);
     const int rc = Shell(absl::StrCat(GRADSYNC_BIN_DIR, "/", daemon,
                                       " --metrics_listen=", *addr, " 2> ", dir,
@@ -204,6 +205,31 @@ TEST(MetricsIntegration, ABusyMetricsPortStopsTheDaemonWithAClearError) {
                                   "--metrics_listen: metrics: cannot listen on"))
         << Slurp(dir + "/err");
   }
+}
+
+// Calls without the cluster token are counted where they are refused: a
+// Coordinator call on the server, a Peer stream on a worker.
+TEST(MetricsIntegration, AuthRefusalsAreCountedOnBothDaemons) {
+  Cluster c(1, /*shards=*/1, /*metrics=*/true);
+  ASSERT_TRUE(c.ok());
+  const char kRefusals[] = "gradsync_auth_refusals_total";
+  EXPECT_EQ(Value(Scrape(c->server().metrics), kRefusals), 0);
+  EXPECT_EQ(Value(Scrape(c->workers()[0].metrics), kRefusals), 0);
+  for (int i = 0; i < 3; ++i) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(ToChrono(absl::Now() + absl::Seconds(5)));
+    v1::ListJobsResponse resp;  // this process has no token (MakeChannel)
+    EXPECT_EQ(v1::Coordinator::NewStub(MakeChannel(c->coordinator()))
+                  ->ListJobs(&ctx, v1::ListJobsRequest(), &resp)
+                  .error_code(),
+              grpc::StatusCode::UNAUTHENTICATED);
+  }
+  grpc::ClientContext ctx;
+  ctx.set_deadline(ToChrono(absl::Now() + absl::Seconds(5)));
+  auto stream = v1::Peer::NewStub(MakeChannel(c->workers()[0].address))->Stream(&ctx);
+  EXPECT_EQ(stream->Finish().error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(Value(Scrape(c->server().metrics), kRefusals), 3);
+  EXPECT_EQ(Value(Scrape(c->workers()[0].metrics), kRefusals), 1);
 }
 
 }  // namespace

@@ -81,7 +81,7 @@ TEST(TraceIntegration, RingJobTraceShowsEarlyBucketCommOverlappingBackward) {
   const std::string bin = GRADSYNC_BIN_DIR;
   // 4 KiB buckets: each layer of mlp:784-256-128-10 is its own bucket.
   const int rc = Shell(
-      absl::StrCat(bin, "/gradsync submit --server=", c->coordinator(),
+      absl::StrCat(bin, "/gradsync submit ", c.CliFlags(),
                    " --strategy=ring --mode=sync --workers=2 --steps=40",
                    " --batch_size=64 --bucket_bytes=4096 --trace --wait",
                    " --trace_file=", dir, "/t.json --results=", dir,
