@@ -49,6 +49,13 @@ ABSL_FLAG(std::string, state_dir, "./gradsync-state",
           "PS shards (--role=ps or all) keep job checkpoints in "
           "DIR/checkpoints/JOB/ (see README, Checkpoints and resume); "
           "--role=ps opens no database.");
+ABSL_FLAG(std::string, job_key_file, "",
+          "File with the job key (64+ hex digits, e.g. from `head -c 32 "
+          "/dev/urandom | xxd -p -c 64`) that job secrets are derived from. "
+          "The coordinator and every --role=ps shard of a cluster must be "
+          "given the same file; workers must not. Default: --role=all and "
+          "coordinator make a key of their own (then only PS shard 0, in "
+          "this process, can serve jobs); --role=ps refuses every call.");
 ABSL_FLAG(std::string, log_level, "info",
           "trace, debug, info, warn, error or off.");
 ABSL_FLAG(std::string, metrics_listen, "",
@@ -78,6 +85,22 @@ absl::Status StartCoordinator(
 
 // grpc.health.v1: "" is SERVING once listening (readiness probes), and the
 // services this role runs are SERVING by name.
+// --job_key_file, or a fresh key unless this is only a PS shard (which has
+// no way to learn the coordinator's: it then refuses every call).
+absl::StatusOr<std::shared_ptr<const gradsync::JobKey>> LoadJobKey(
+    const std::string& role) {
+  const std::string path = absl::GetFlag(FLAGS_job_key_file);
+  if (path.empty() && role == "ps") {
+    spdlog::warn("no --job_key_file: this PS shard refuses every job");
+    return nullptr;
+  }
+  absl::StatusOr<gradsync::JobKey> key =
+      path.empty() ? gradsync::JobKey::Generate()
+                   : gradsync::JobKey::ReadFile(path);
+  if (!key.ok()) return key.status();
+  return std::make_shared<const gradsync::JobKey>(*std::move(key));
+}
+
 void MarkServing(grpc::Server* server, bool coordinator, bool ps) {
   grpc::HealthCheckServiceInterface* health = server->GetHealthCheckService();
   if (health == nullptr) return;
@@ -110,10 +133,17 @@ int main(int argc, char** argv) {
   const std::string listen = absl::GetFlag(FLAGS_listen);
   std::vector<grpc::Service*> services;
 
+  auto job_key = LoadJobKey(role);
+  if (!job_key.ok()) {
+    std::cerr << "gradsync-server: --job_key_file: " << job_key.status().message()
+              << "\n";
+    return 2;
+  }
   gradsync::MetricsRegistry metrics_registry;  // this process's; outlives all
   gradsync::PsStore store(absl::GetFlag(FLAGS_state_dir) + "/checkpoints");
+  const gradsync::PsAccess ps_access(*job_key);
   gradsync::PsService ps_service(
-      &store, gradsync::kPsReduceThreads,
+      &store, &ps_access, gradsync::kPsReduceThreads,
       role == "coordinator" ? gradsync::PsTraffic{}
                             : gradsync::RegisterPsTraffic(&metrics_registry));
   // Declared before the coordinator, which writes to it until destroyed.
@@ -129,6 +159,7 @@ int main(int argc, char** argv) {
   gradsync::CoordinatorOptions copts;
   copts.heartbeat_timeout =
       absl::Seconds(absl::GetFlag(FLAGS_heartbeat_timeout));
+  copts.job_key = *job_key;
   if (role != "ps") {
     // With role=all this process is shard 0; its address is known only after
     // binding (port 0), so it is filled in after BuildAndStart.

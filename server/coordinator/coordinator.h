@@ -44,6 +44,9 @@ struct CoordinatorOptions {
   // The job history (job_store.h); nullptr keeps jobs in memory only. Not
   // owned; must outlive the coordinator.
   JobStore* store = nullptr;
+  // Job secrets are derived from it (common/grpc/job_secret.h); the PS shards
+  // hold the same key. Null: a key of this coordinator's own.
+  std::shared_ptr<const JobKey> job_key;
 };
 
 class Coordinator final : public v1::Coordinator::Service {

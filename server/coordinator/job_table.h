@@ -19,12 +19,14 @@
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/grpc/job_secret.h"
 #include "common/spec/model_spec.h"
 #include "gradsync/v1/gradsync.pb.h"
 #include "server/coordinator/clock.h"
@@ -62,6 +64,10 @@ struct ShardEndJob {
   std::string job_id;
   std::vector<std::string> shard_addresses;
   std::string reason;
+  // The job's credential (common/grpc/job_secret.h), sent as call metadata
+  // so the shards know the coordinator is allowed to end it.
+  std::string secret;
+  int world = 0;
 };
 
 // What the caller must do after a JobTable call. `sends` are in decision
@@ -89,6 +95,10 @@ struct JobTableOptions {
   // Where jobs are saved and recovered from; nullptr: memory only. Not
   // owned; must outlive the table.
   JobStore* store = nullptr;
+  // The key job secrets are derived from (common/grpc/job_secret.h); shared
+  // with the PS shards. Null: the table generates one (then only a shard in
+  // this process can verify them).
+  std::shared_ptr<const JobKey> job_key;
 };
 
 // The error of a job that was RUNNING when the coordinator died, with code
@@ -244,9 +254,15 @@ class JobTable {
   void RankFailed(JobEntry* e, const std::string& worker_id,
                   const v1::WorkerMessage::JobDone& d, Decisions* out);
   // Builds the result once every rank reported success: means over ranks,
-  // then the ring replicas' checksums (DATA_LOSS when they differ); bench
-  // jobs: MergeBenchResults (bench_merge.h).
+  // then the final parameter checksums (CheckFinalChecksums); bench jobs:
+  // MergeBenchResults (bench_merge.h).
   void Finalize(JobEntry* e, Decisions* out);
+  // Ranks that must end with equal parameters do: ring replicas, ps-sync
+  // ranks (all take the last step's answer), ps-async ranks (all end with a
+  // final pull after every rank's last push). DATA_LOSS naming the ranks
+  // that disagree with rank 0 (after `what`), else OK.
+  static absl::Status CheckFinalChecksums(const v1::JobResult& result,
+                                          const std::string& what);
   // Floats per rank of the job's assignment: the model's parameters, or for
   // a bench job the largest size / 4.
   static size_t NumParamsOf(const JobEntry& e);
@@ -260,6 +276,7 @@ class JobTable {
 
   const std::string id_prefix_;
   JobStore* const store_;
+  std::shared_ptr<const JobKey> job_key_;  // null only if urandom failed
   WorkerRegistry* const workers_;
   const Clock* const clock_;
   std::vector<std::string> ps_addresses_;
