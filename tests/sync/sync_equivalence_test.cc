@@ -423,6 +423,35 @@ TEST_F(SyncEquivalence, PsPushPullEndsAtItsDeadlineWhenAPeerNeverPushes) {
   ps->server->Shutdown(std::chrono::system_clock::now());
 }
 
+// A Pull for a slice that is never installed ends at the call's deadline and
+// the shard forgets it (the RPC's cancellation reaches the store); an
+// outsider's Pull is refused at once and never waits.
+TEST_F(SyncEquivalence, PsPullForAJobThatNeverStartsEndsAtItsDeadline) {
+  auto ps = StartPs();
+  std::vector<float> params(4, 0.0f);
+  PsPiece piece;
+  piece.key = "never-job/p0";
+  piece.address = ps->address;
+  piece.count = 4;
+  PsClient outsider(0, PsCredentials{std::string(64, 'f'), 1}, {piece});
+  absl::Status st =
+      outsider.Pull(params.data(), true, absl::Now() + absl::Seconds(5));
+  EXPECT_EQ(st.code(), absl::StatusCode::kPermissionDenied) << st;
+  EXPECT_EQ(ps->store.NumPendingPulls(), 0u);
+  PsClient member(0, PsCredentials{TestKey()->SecretOf("never-job", 1), 1},
+                  {piece});
+  const absl::Time t0 = absl::Now();
+  st = member.Pull(params.data(), true, t0 + absl::Milliseconds(300));
+  EXPECT_EQ(st.code(), absl::StatusCode::kDeadlineExceeded) << st;
+  EXPECT_LT(absl::Now() - t0, absl::Seconds(5));
+  const absl::Time until = absl::Now() + absl::Seconds(5);
+  while (ps->store.NumPendingPulls() > 0 && absl::Now() < until) {
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  EXPECT_EQ(ps->store.NumPendingPulls(), 0u);
+  ps->server->Shutdown(std::chrono::system_clock::now());
+}
+
 TEST_F(SyncEquivalence, RingAsyncFollowsTheSerialStaleReference) {
   // Step u's averaged gradient is applied before step u+s+1 computes.
   for (int s : {1, 2, 3}) {
