@@ -128,6 +128,20 @@ absl::StatusOr<std::shared_ptr<JobMailbox>> PeerMailboxes::Check(
   return job.box;
 }
 
+std::vector<PeerMailboxes::Waiting> PeerMailboxes::TakeWaiting(
+    const std::string& job_id) {
+  std::vector<Waiting> out;
+  for (auto it = waiting_.begin(); it != waiting_.end();) {
+    if (it->creds.job_id != job_id) {
+      ++it;
+      continue;
+    }
+    out.push_back(std::move(*it));
+    it = waiting_.erase(it);
+  }
+  return out;
+}
+
 std::shared_ptr<JobMailbox> PeerMailboxes::Open(const std::string& job_id,
                                                 const std::string& secret,
                                                 int world) {
@@ -143,14 +157,7 @@ std::shared_ptr<JobMailbox> PeerMailboxes::Open(const std::string& job_id,
       if (closed_.count(job_id)) job.box->Fail(Ended(job_id));
     }
     box = job.box;
-    for (auto it = waiting_.begin(); it != waiting_.end();) {
-      if (it->creds.job_id != job_id) {
-        ++it;
-        continue;
-      }
-      ready.push_back(std::move(*it));
-      it = waiting_.erase(it);
-    }
+    ready = TakeWaiting(job_id);
   }
   Job job{box, secret, world};
   for (Waiting& w : ready) w.admit(Check(job, w.creds));
@@ -174,14 +181,7 @@ void PeerMailboxes::Close(const std::string& job_id, const absl::Status& why) {
       box = std::move(it->second.box);
       open_.erase(it);
     }
-    for (auto w = waiting_.begin(); w != waiting_.end();) {
-      if (w->creds.job_id != job_id) {
-        ++w;
-        continue;
-      }
-      refused.push_back(std::move(*w));
-      w = waiting_.erase(w);
-    }
+    refused = TakeWaiting(job_id);
   }
   if (box) box->Fail(why);
   for (Waiting& w : refused) w.admit(Ended(job_id));

@@ -129,6 +129,9 @@ class PeerMailboxes {
   // The answer for `creds` against open job `job`.
   static absl::StatusOr<std::shared_ptr<JobMailbox>> Check(
       const Job& job, const PeerCredentials& creds);
+  // Removes and returns the streams waiting for `job_id`.
+  std::vector<Waiting> TakeWaiting(const std::string& job_id)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ReaperLoop();
 
   mutable absl::Mutex mu_;
