@@ -38,20 +38,10 @@ JobTable::JobTable(JobTableOptions options, WorkerRegistry* workers,
                    const Clock* clock)
     : id_prefix_(std::move(options.id_prefix)),
       store_(options.store),
-      job_key_(std::move(options.job_key)),
+      job_key_(KeyOrNew(std::move(options.job_key))),
       workers_(workers),
       clock_(clock),
-      ps_addresses_(std::move(options.ps_addresses)) {
-  if (job_key_ == nullptr) {
-    absl::StatusOr<JobKey> key = JobKey::Generate();
-    if (key.ok()) {
-      job_key_ = std::make_shared<const JobKey>(*std::move(key));
-    } else {
-      spdlog::error("no job key ({}): jobs will be refused by their PS shards "
-                    "and peers", key.status().ToString());
-    }
-  }
-}
+      ps_addresses_(std::move(options.ps_addresses)) {}
 
 void JobTable::SetShardAddress(int shard, const std::string& address) {
   if (shard >= 0 && shard < num_ps_shards()) ps_addresses_[shard] = address;
@@ -231,15 +221,7 @@ v1::Assignment JobTable::MakeAssignment(
   a.set_num_params(num_params);
   for (int width : e.model.widths) a.add_layer_widths(width);
   for (const RegisteredWorker* w : picked) a.add_peer_addresses(w->peer_address);
-  if (job_key_ != nullptr) {
-    a.set_job_secret(job_key_->SecretOf(e.job.id(), spec.workers()));
-    const JobEntry* old = Entry(spec.resume_from());
-    if (old != nullptr) {
-      a.set_resume_world(old->job.spec().workers());
-      a.set_resume_secret(
-          job_key_->SecretOf(old->job.id(), old->job.spec().workers()));
-    }
-  }
+  AddSecrets(e, &a);
   if (UsesPs(spec)) {
     // Shards own no contiguous slice: workers cut their buckets into
     // partitions of <= partition_bytes, partition p on shard p % S.
@@ -310,7 +292,7 @@ void JobTable::EndJob(JobEntry* e, v1::JobState state,
                                  ps_addresses_.begin() + shards);
       end.reason = reason;
       end.world = e->job.spec().workers();
-      if (job_key_ != nullptr) end.secret = job_key_->SecretOf(id, end.world);
+      end.secret = SecretOf(id, end.world);
       out->shard_end_jobs.push_back(std::move(end));
     }
   }
@@ -563,21 +545,6 @@ void JobTable::Finalize(JobEntry* e, Decisions* out) {
   e->job.set_step(res->steps());
   KeepTraces(e);
   EndJob(e, v1::SUCCEEDED, absl::OkStatus(), out);
-}
-
-absl::Status JobTable::CheckFinalChecksums(const v1::JobResult& result,
-                                          const std::string& what) {
-  std::vector<std::string> differ;
-  for (int r = 1; r < result.param_checksums_size(); ++r) {
-    if (result.param_checksums(r) != result.param_checksums(0)) {
-      differ.push_back(absl::StrCat("rank ", r, " has ",
-                                    result.param_checksums(r)));
-    }
-  }
-  if (differ.empty()) return absl::OkStatus();
-  return absl::DataLossError(absl::StrCat(what, ": rank 0 has ",
-                                          result.param_checksums(0), ", ",
-                                          absl::StrJoin(differ, ", ")));
 }
 
 const v1::Job* JobTable::Find(const std::string& id) const {

@@ -263,6 +263,12 @@ class JobTable {
   // that disagree with rank 0 (after `what`), else OK.
   static absl::Status CheckFinalChecksums(const v1::JobResult& result,
                                           const std::string& what);
+  // job_table_secret.cc: `key`, or a fresh one (null if urandom failed).
+  static std::shared_ptr<const JobKey> KeyOrNew(std::shared_ptr<const JobKey> key);
+  // The job's data-plane secret ("" without a key).
+  std::string SecretOf(const std::string& job_id, int world) const;
+  // Sets a's job secret, and the resumed job's when spec.resume_from is set.
+  void AddSecrets(const JobEntry& e, v1::Assignment* a) const;
   // Floats per rank of the job's assignment: the model's parameters, or for
   // a bench job the largest size / 4.
   static size_t NumParamsOf(const JobEntry& e);
