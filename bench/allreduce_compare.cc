@@ -156,7 +156,12 @@ RankTimes RunGradsync(const Config& c, int rank) {
   {
     GrpcTransportOptions topts;
     topts.connections_per_peer = absl::GetFlag(FLAGS_connections);
-    GrpcTransport transport(job, rank, peers, mailboxes.Open(job), topts);
+    // Every rank of this benchmark knows the job; a fixed secret will do.
+    topts.job_secret = job;
+    GrpcTransport transport(
+        job, rank, peers,
+        mailboxes.Open(job, topts.job_secret, static_cast<int>(peers.size())),
+        topts);
     RingOptions opts;
     opts.segment_bytes = static_cast<size_t>(absl::GetFlag(FLAGS_segment_bytes));
     opts.timeout = absl::Seconds(60);

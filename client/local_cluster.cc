@@ -16,6 +16,7 @@
 #include "absl/strings/str_join.h"
 #include "common/grpc/grpc_util.h"
 #include "common/grpc/security_flags.h"
+#include "common/grpc/job_secret.h"
 #include "gradsync/v1/gradsync.grpc.pb.h"
 
 namespace gradsync {
@@ -145,12 +146,18 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(
   const std::string state_dir = options.state_dir.empty()
                                     ? absl::StrCat(options.log_dir, "/state")
                                     : options.state_dir;
+  // The job key (common/grpc/job_secret.h): the server and every PS shard
+  // share it, the workers never see it.
+  const std::string key_file = absl::StrCat(options.log_dir, "/job.key");
+  if (absl::Status st = JobKey::WriteNewFile(key_file); !st.ok()) return st;
+  const std::string key_flag = absl::StrCat("--job_key_file=", key_file);
   std::vector<std::string> extra;
   for (int s = 1; s < options.ps_shards; ++s) {
     // Each shard its own state directory (its checkpoints), as on hosts of
     // their own.
     auto p = c->Spawn(absl::StrCat("ps", s), server_bin,
-                      {"--listen=127.0.0.1:0", "--role=ps", level, metrics,
+                      {"--listen=127.0.0.1:0", "--role=ps", key_flag, level,
+                       metrics,
                        absl::StrCat("--state_dir=", state_dir, "/ps", s)},
                       deadline);
     if (!p.ok()) return p.status();
@@ -161,7 +168,7 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(
       "--role=all", absl::StrCat("--ps_shards=", absl::StrJoin(extra, ",")),
       absl::StrCat("--heartbeat_timeout=", options.heartbeat_timeout),
       absl::StrCat("--state_dir=", state_dir),
-      level, metrics};
+      key_flag, level, metrics};
   std::vector<std::string> server_args = c->server_args_;
   server_args.insert(server_args.begin(), "--listen=127.0.0.1:0");
   auto server = c->Spawn("server", server_bin, server_args, deadline);

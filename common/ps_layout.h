@@ -12,11 +12,18 @@
 #define GRADSYNC_COMMON_PS_LAYOUT_H_
 
 #include <cstddef>
+#include <cstdint>
 #include <vector>
 
 #include "common/partition.h"
 
 namespace gradsync {
+
+// TensorHeader.step of a PULL frame: the job's initial parameters, or the
+// async final pull (answered once every rank asked; PsStore::FinalPull).
+// Any other step: the current parameters.
+inline constexpr int64_t kPullInitialStep = -1;
+inline constexpr int64_t kPullFinalStep = -2;
 
 // Default upper bound on one partition: 4 MiB.
 inline constexpr size_t kPsPartitionBytes = size_t{4} << 20;

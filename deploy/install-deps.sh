@@ -19,7 +19,7 @@ if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 export DEBIAN_FRONTEND=noninteractive
 BUILD="build-essential cmake pkg-config libgrpc++-dev protobuf-compiler-grpc
   libprotobuf-dev protobuf-compiler libabsl-dev libspdlog-dev libopenblas-dev
-  zlib1g-dev nlohmann-json3-dev libcpp-httplib-dev libsqlite3-dev"
+  zlib1g-dev nlohmann-json3-dev libcpp-httplib-dev libsqlite3-dev libssl-dev"
 case "${1:-all}" in
   all) PKGS="$BUILD clang libclang-rt-14-dev libgtest-dev libgmock-dev
          libbenchmark-dev libgloo-dev python3-matplotlib dataset-fashion-mnist

@@ -411,14 +411,18 @@ start_daemons() {
   ip0=$(host_ip 0)
   make_cluster_token
   # The job history lives with this cluster's logs, not in the caller's cwd.
+  # The job key (README, Job-scoped data plane): server and PS shards only.
+  local key="$LOG_DIR/job.key"
+  (umask 077; head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$key")
   local server_flags=(--listen="$ip0:$SERVER_PORT" --advertise="$ip0:$SERVER_PORT"
-                      --state_dir="$LOG_DIR/state")
+                      --state_dir="$LOG_DIR/state" --job_key_file="$key")
   if ((PS_ON_WORKERS)); then
     local shards=() ip
     for ((i = 1; i < HOSTS; i++)); do
       ip=$(host_ip "$i")
       start_daemon "$i" ps "$LOG_DIR/h$i-ps.log" "$bindir/gradsync-server" \
-        --role=ps --listen="$ip:$PS_PORT" --advertise="$ip:$PS_PORT"
+        --role=ps --listen="$ip:$PS_PORT" --advertise="$ip:$PS_PORT" \
+        --job_key_file="$key"
       shards+=("$ip:$PS_PORT")
     done
     server_flags+=(--role=coordinator --ps_shards="$(IFS=,; echo "${shards[*]}")")

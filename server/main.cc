@@ -70,6 +70,13 @@ ABSL_FLAG(int, max_streams, 1024,
 ABSL_FLAG(uint64_t, ps_max_ended_jobs, gradsync::PsStore::kDefaultMaxEndedJobs,
           "PS shard: ended job ids remembered so that their late calls are "
           "refused; the oldest is forgotten first.");
+ABSL_FLAG(std::string, job_key_file, "",
+          "File with the job key (64+ hex digits, e.g. from `head -c 32 "
+          "/dev/urandom | xxd -p -c 64`) that job secrets are derived from. "
+          "The coordinator and every --role=ps shard of a cluster must be "
+          "given the same file; workers must not. Default: --role=all and "
+          "coordinator make a key of their own (then only PS shard 0, in "
+          "this process, can serve jobs); --role=ps refuses every call.");
 ABSL_FLAG(std::string, log_level, "info",
           "trace, debug, info, warn, error or off.");
 ABSL_FLAG(std::string, metrics_listen, "",
@@ -99,6 +106,22 @@ absl::Status StartCoordinator(
 
 // grpc.health.v1: "" is SERVING once listening (readiness probes), and the
 // services this role runs are SERVING by name.
+// --job_key_file, or a fresh key unless this is only a PS shard (which has
+// no way to learn the coordinator's: it then refuses every call).
+absl::StatusOr<std::shared_ptr<const gradsync::JobKey>> LoadJobKey(
+    const std::string& role) {
+  const std::string path = absl::GetFlag(FLAGS_job_key_file);
+  if (path.empty() && role == "ps") {
+    spdlog::warn("no --job_key_file: this PS shard refuses every job");
+    return nullptr;
+  }
+  absl::StatusOr<gradsync::JobKey> key =
+      path.empty() ? gradsync::JobKey::Generate()
+                   : gradsync::JobKey::ReadFile(path);
+  if (!key.ok()) return key.status();
+  return std::make_shared<const gradsync::JobKey>(*std::move(key));
+}
+
 void MarkServing(grpc::Server* server, bool coordinator, bool ps) {
   grpc::HealthCheckServiceInterface* health = server->GetHealthCheckService();
   if (health == nullptr) return;
@@ -140,13 +163,20 @@ int main(int argc, char** argv) {
   const std::string listen = absl::GetFlag(FLAGS_listen);
   std::vector<grpc::Service*> services;
 
+  auto job_key = LoadJobKey(role);
+  if (!job_key.ok()) {
+    std::cerr << "gradsync-server: --job_key_file: " << job_key.status().message()
+              << "\n";
+    return 2;
+  }
   gradsync::MetricsRegistry metrics_registry;  // this process's; outlives all
   gradsync::CountAuthRefusals(&metrics_registry, &*security);
   gradsync::SetClusterSecurity(*std::move(security));
   gradsync::PsStore store(absl::GetFlag(FLAGS_state_dir) + "/checkpoints",
                           absl::GetFlag(FLAGS_ps_max_ended_jobs));
+  const gradsync::PsAccess ps_access(*job_key);
   gradsync::PsService ps_service(
-      &store, gradsync::kPsReduceThreads,
+      &store, &ps_access, gradsync::kPsReduceThreads,
       role == "coordinator" ? gradsync::PsTraffic{}
                             : gradsync::RegisterPsTraffic(&metrics_registry));
   // Declared before the coordinator, which writes to it until destroyed.
@@ -168,6 +198,7 @@ int main(int argc, char** argv) {
   copts.dead_worker_grace =
       absl::Seconds(absl::GetFlag(FLAGS_dead_worker_grace));
   copts.max_streams = absl::GetFlag(FLAGS_max_streams);
+  copts.job_key = *job_key;
   if (role != "ps") {
     // With role=all this process is shard 0; its address is known only after
     // binding (port 0), so it is filled in after BuildAndStart.

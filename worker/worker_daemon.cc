@@ -40,9 +40,11 @@ std::string AdvertiseAddress(const std::string& advertise,
   return advertise;
 }
 
-// The data-plane settings of a validated spec (equal on every rank).
-GrpcTransportOptions TransportOptions(const v1::JobSpec& spec) {
+// The data-plane settings of an assignment (equal on every rank).
+GrpcTransportOptions TransportOptions(const v1::Assignment& a) {
+  const v1::JobSpec& spec = a.spec();
   GrpcTransportOptions o;
+  o.job_secret = a.job_secret();
   o.connections_per_peer = std::max(1, spec.connections_per_peer());
   // Validated by the coordinator; an unknown value cannot reach here.
   o.wire_dtype = WireDtypeOf(spec.wire_dtype()).value_or(WireDtype::kFp32);
@@ -287,6 +289,9 @@ void WorkerDaemon::StartJob(const v1::Assignment& a) {
     job_id_ = a.job_id();
     cancelled_ = false;
   }
+  // Peers' streams for this job are admitted from now on (not only once the
+  // job thread has loaded its data); JobMain closes it.
+  mailboxes_.Open(a.job_id(), a.job_secret(), a.world_size());
   JoinJobThread();  // previous job's thread has finished its work
   job_thread_ = std::thread([this, a] { GuardedJobMain(a); });
 }
@@ -385,7 +390,8 @@ absl::StatusOr<WorkerDaemon::JobParts> WorkerDaemon::PrepareJob(
         a.job_id(), a.rank(),
         std::vector<std::string>(a.peer_addresses().begin(),
                                  a.peer_addresses().end()),
-        mailboxes_.Open(a.job_id()), TransportOptions(a.spec()));
+        mailboxes_.Open(a.job_id(), a.job_secret(), a.world_size()),
+        TransportOptions(a));
     parts.metered = std::make_unique<MeteredTransport>(
         parts.transport.get(), metrics_.peer_sent_bytes,
         metrics_.peer_received_bytes);
@@ -504,7 +510,8 @@ v1::WorkerMessage::JobDone WorkerDaemon::RunBenchJob(const v1::Assignment& a) {
         a.job_id(), a.rank(),
         std::vector<std::string>(a.peer_addresses().begin(),
                                  a.peer_addresses().end()),
-        mailboxes_.Open(a.job_id()), TransportOptions(a.spec()));
+        mailboxes_.Open(a.job_id(), a.job_secret(), a.world_size()),
+        TransportOptions(a));
     MeteredTransport metered(&transport, metrics_.peer_sent_bytes,
                              metrics_.peer_received_bytes);
     BenchRunner runner(a, &metered, options_.tuning.get());

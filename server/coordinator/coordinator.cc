@@ -32,6 +32,7 @@ JobTableOptions MakeJobTableOptions(const CoordinatorOptions& options,
   table.id_prefix = UniqueIdPrefix(start, std::random_device{}());
   table.store = options.store;
   table.retention = options.retention;
+  table.job_key = options.job_key;
   return table;
 }
 
@@ -122,6 +123,8 @@ void Coordinator::EndJobOnShards(const ShardEndJob& end) {
     auto stub = v1::ParameterServer::NewStub(MakeChannel(addr));
     grpc::ClientContext ctx;
     ctx.set_deadline(ToChrono(absl::Now() + kEndJobDeadline));
+    ctx.AddMetadata(kJobWorldMetadata, std::to_string(end.world));
+    ctx.AddMetadata(kJobSecretMetadata, end.secret);
     v1::EndJobRequest req;
     req.set_job_id(end.job_id);
     req.set_reason(end.reason);

@@ -51,6 +51,9 @@ struct CoordinatorOptions {
   // Join and WatchJob streams open at once (each holds a handler thread, a
   // Join also a writer thread); beyond it a new one gets RESOURCE_EXHAUSTED.
   int max_streams = 1024;
+  // Job secrets are derived from it (common/grpc/job_secret.h); the PS shards
+  // hold the same key. Null: a key of this coordinator's own.
+  std::shared_ptr<const JobKey> job_key;
 };
 
 class Coordinator final : public v1::Coordinator::Service {

@@ -38,6 +38,7 @@ JobTable::JobTable(JobTableOptions options, WorkerRegistry* workers,
                    const Clock* clock)
     : id_prefix_(std::move(options.id_prefix)),
       store_(options.store),
+      job_key_(KeyOrNew(std::move(options.job_key))),
       workers_(workers),
       clock_(clock),
       ps_addresses_(std::move(options.ps_addresses)),
@@ -228,6 +229,7 @@ v1::Assignment JobTable::MakeAssignment(
   a.set_num_params(num_params);
   for (int width : e.model.widths) a.add_layer_widths(width);
   for (const RegisteredWorker* w : picked) a.add_peer_addresses(w->peer_address);
+  AddSecrets(e, &a);
   if (UsesPs(spec)) {
     // Shards own no contiguous slice: workers cut their buckets into
     // partitions of <= partition_bytes, partition p on shard p % S.
@@ -303,6 +305,8 @@ void JobTable::EndJob(JobEntry* e, v1::JobState state,
       end.shard_addresses.assign(ps_addresses_.begin(),
                                  ps_addresses_.begin() + shards);
       end.reason = reason;
+      end.world = e->job.spec().workers();
+      end.secret = SecretOf(id, end.world);
       out->shard_end_jobs.push_back(std::move(end));
     }
   }
@@ -553,18 +557,13 @@ void JobTable::Finalize(JobEntry* e, Decisions* out) {
   res->set_ps_shards(spec.strategy() == v1::STRATEGY_PS ? spec.ps_shards() : 0);
   res->set_wall_seconds(absl::ToDoubleSeconds(clock_->Now() - e->started));
   res->set_samples_per_second(max_wall > 0 ? samples / max_wall : 0);
-  if (spec.strategy() == v1::STRATEGY_RING) {
-    for (int r = 1; r < n; ++r) {
-      if (res->param_checksums(r) != res->param_checksums(0)) {
-        EndJob(e, v1::FAILED,
-               absl::DataLossError(absl::StrCat(
-                   "ring replicas diverged: rank 0 has ",
-                   res->param_checksums(0), ", rank ", r, " has ",
-                   res->param_checksums(r))),
-               out);
-        return;
-      }
-    }
+  if (absl::Status same = CheckFinalChecksums(
+          *res, spec.strategy() == v1::STRATEGY_RING
+                    ? "ring replicas diverged"
+                    : "PS ranks ended with different parameters");
+      !same.ok()) {
+    EndJob(e, v1::FAILED, same, out);
+    return;
   }
   e->job.set_step(res->steps());
   KeepTraces(e);

@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/message_limits.h"
+#include "common/grpc/job_secret.h"
 #include "common/spec/model_spec.h"
 #include "gradsync/v1/gradsync.pb.h"
 #include "server/coordinator/clock.h"
@@ -63,6 +65,10 @@ struct ShardEndJob {
   std::string job_id;
   std::vector<std::string> shard_addresses;
   std::string reason;
+  // The job's credential (common/grpc/job_secret.h), sent as call metadata
+  // so the shards know the coordinator is allowed to end it.
+  std::string secret;
+  int world = 0;
 };
 
 // What the caller must do after a JobTable call. `sends` are in decision
@@ -107,6 +113,10 @@ struct JobTableOptions {
   // owned; must outlive the table.
   JobStore* store = nullptr;
   JobRetention retention;
+  // The key job secrets are derived from (common/grpc/job_secret.h); shared
+  // with the PS shards. Null: the table generates one (then only a shard in
+  // this process can verify them).
+  std::shared_ptr<const JobKey> job_key;
 };
 
 // The error of a job that was RUNNING when the coordinator died, with code
@@ -272,9 +282,21 @@ class JobTable {
   void RankFailed(JobEntry* e, const std::string& worker_id,
                   const v1::WorkerMessage::JobDone& d, Decisions* out);
   // Builds the result once every rank reported success: means over ranks,
-  // then the ring replicas' checksums (DATA_LOSS when they differ); bench
-  // jobs: MergeBenchResults (bench_merge.h).
+  // then the final parameter checksums (CheckFinalChecksums); bench jobs:
+  // MergeBenchResults (bench_merge.h).
   void Finalize(JobEntry* e, Decisions* out);
+  // Ranks that must end with equal parameters do: ring replicas, ps-sync
+  // ranks (all take the last step's answer), ps-async ranks (all end with a
+  // final pull after every rank's last push). DATA_LOSS naming the ranks
+  // that disagree with rank 0 (after `what`), else OK.
+  static absl::Status CheckFinalChecksums(const v1::JobResult& result,
+                                          const std::string& what);
+  // job_table_secret.cc: `key`, or a fresh one (null if urandom failed).
+  static std::shared_ptr<const JobKey> KeyOrNew(std::shared_ptr<const JobKey> key);
+  // The job's data-plane secret ("" without a key).
+  std::string SecretOf(const std::string& job_id, int world) const;
+  // Sets a's job secret, and the resumed job's when spec.resume_from is set.
+  void AddSecrets(const JobEntry& e, v1::Assignment* a) const;
   // Floats per rank of the job's assignment: the model's parameters, or for
   // a bench job the largest size / 4.
   static size_t NumParamsOf(const JobEntry& e);
@@ -299,6 +321,7 @@ class JobTable {
 
   const std::string id_prefix_;
   JobStore* const store_;
+  std::shared_ptr<const JobKey> job_key_;  // null only if urandom failed
   WorkerRegistry* const workers_;
   const Clock* const clock_;
   std::vector<std::string> ps_addresses_;

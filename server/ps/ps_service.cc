@@ -6,6 +6,7 @@
 #include "common/exception_status.h"
 #include "common/grpc/grpc_util.h"
 #include "common/grpc/tensor_frame.h"
+#include "common/ps_layout.h"
 #include "common/spec/job_spec.h"
 
 namespace gradsync {
@@ -33,7 +34,81 @@ Reply MakeReply(grpc::ServerUnaryReactor* reactor, grpc::ByteBuffer* response,
   };
 }
 
+// The slice config of an INIT frame's `c`, for a job of `world` ranks.
+absl::StatusOr<ShardJobConfig> ShardJobConfigOf(const v1::ShardConfig& c,
+                                                int world) {
+  absl::StatusOr<OptimizerKind> kind = ToOptimizerKind(c.optimizer());
+  if (!kind.ok()) return kind.status();
+  ShardJobConfig config;
+  config.world_size = world;
+  config.async = c.mode() == v1::SYNC_MODE_ASYNC;
+  config.staleness = c.staleness();
+  config.optimizer.kind = *kind;
+  config.optimizer.lr = c.lr();
+  config.optimizer.momentum = c.momentum();
+  config.checkpoint_every = c.checkpoint_every();
+  config.resume_from = c.resume_from();
+  config.resume_step = c.resume_step();
+  return config;
+}
+
+// The wait of one Pull, shared by its reactor (OnCancel) and the handler
+// that learns the ticket after the store took the reply (which may already
+// have finished and destroyed the reactor by then).
+struct PullWait {
+  absl::Mutex mu;
+  uint64_t ticket ABSL_GUARDED_BY(mu) = 0;
+  bool cancelled ABSL_GUARDED_BY(mu) = false;
+};
+
+// A Pull's reactor: its cancellation (client cancel, or the call's deadline
+// passing) ends the store's wait for it.
+class PullReactor final : public grpc::ServerUnaryReactor {
+ public:
+  PullReactor(PsStore* store, std::shared_ptr<PullWait> wait)
+      : store_(store), wait_(std::move(wait)) {}
+
+  void OnCancel() override {
+    uint64_t ticket;
+    {
+      absl::MutexLock lock(&wait_->mu);
+      wait_->cancelled = true;
+      ticket = wait_->ticket;
+    }
+    if (ticket != 0) {
+      store_->CancelPull(ticket, absl::CancelledError("pull cancelled"));
+    }
+  }
+  void OnDone() override { delete this; }
+
+ private:
+  PsStore* const store_;
+  const std::shared_ptr<PullWait> wait_;
+};
+
+// Records the ticket of a waiting Pull; ends the wait at once if the call
+// was cancelled before the ticket was known.
+void TrackPull(PsStore* store, PullWait* wait, uint64_t ticket) {
+  if (ticket == 0) return;
+  {
+    absl::MutexLock lock(&wait->mu);
+    wait->ticket = ticket;
+    if (!wait->cancelled) return;
+  }
+  store->CancelPull(ticket, absl::CancelledError("pull cancelled"));
+}
+
 }  // namespace
+
+bool PsService::Refused(grpc::CallbackServerContext* ctx,
+                        grpc::ServerUnaryReactor* reactor, const char* method,
+                        const absl::Status& access) const {
+  if (access.ok()) return false;
+  spdlog::warn("PS {} from {} refused: {}", method, ctx->peer(),
+               std::string(access.message()));
+  reactor->Finish(ToGrpcStatus(access));
+  return true;
+}
 
 grpc::ServerUnaryReactor* PsService::Init(grpc::CallbackServerContext* ctx,
                                           const grpc::ByteBuffer* request,
@@ -47,21 +122,22 @@ grpc::ServerUnaryReactor* PsService::Init(grpc::CallbackServerContext* ctx,
   }
   const TensorHeader& h = frame->header();
   const v1::ShardConfig& c = h.config();
-  absl::StatusOr<OptimizerKind> kind = ToOptimizerKind(c.optimizer());
-  if (!kind.ok()) {
-    reactor->Finish(ToGrpcStatus(kind.status()));
+  int world = 0;
+  absl::Status access =
+      access_->CheckMember(ctx->client_metadata(), h.job_id(), h.rank(), &world);
+  if (access.ok() && !c.resume_from().empty()) {
+    access = access_->CheckResume(ctx->client_metadata(), c.resume_from());
+  }
+  if (access.ok() && static_cast<int>(c.world_size()) != world) {
+    access = absl::InvalidArgumentError("config.world_size is not the job's");
+  }
+  if (Refused(ctx, reactor, "Init", access)) return reactor;
+  absl::StatusOr<ShardJobConfig> made = ShardJobConfigOf(c, world);
+  if (!made.ok()) {
+    reactor->Finish(ToGrpcStatus(made.status()));
     return reactor;
   }
-  ShardJobConfig config;
-  config.world_size = static_cast<int>(c.world_size());
-  config.async = c.mode() == v1::SYNC_MODE_ASYNC;
-  config.staleness = c.staleness();
-  config.optimizer.kind = *kind;
-  config.optimizer.lr = c.lr();
-  config.optimizer.momentum = c.momentum();
-  config.checkpoint_every = c.checkpoint_every();
-  config.resume_from = c.resume_from();
-  config.resume_step = c.resume_step();
+  const ShardJobConfig config = *std::move(made);
   auto install = [store = store_, reactor, response, config,
                   f = *std::move(frame)]() {
     const TensorHeader& fh = f.header();
@@ -97,20 +173,36 @@ grpc::ServerUnaryReactor* PsService::Init(grpc::CallbackServerContext* ctx,
 grpc::ServerUnaryReactor* PsService::Pull(grpc::CallbackServerContext* ctx,
                                           const grpc::ByteBuffer* request,
                                           grpc::ByteBuffer* response) {
-  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  auto wait = std::make_shared<PullWait>();
+  auto* reactor = new PullReactor(store_, wait);
   traffic_.pull.Received(request->Length());
   absl::StatusOr<DecodedFrame> frame = DecodedFrame::Parse(*request);
   if (!frame.ok()) {
     reactor->Finish(ToGrpcStatus(frame.status()));
     return reactor;
   }
+  const TensorHeader& h = frame->header();
+  if (Refused(ctx, reactor, "Pull",
+              access_->CheckMember(ctx->client_metadata(), h.job_id(),
+                                   h.rank()))) {
+    return reactor;
+  }
   TensorHeader header;
-  header.set_job_id(frame->header().job_id());
-  header.set_offset(frame->header().offset());
-  // step < 0 asks for the job's initial parameters.
-  store_->Pull(frame->header().job_id(), frame->header().step() < 0,
-               MakeReply(reactor, response, header, frame->dtype(),
-                         &traffic_.pull));
+  header.set_job_id(h.job_id());
+  header.set_offset(h.offset());
+  Reply reply =
+      MakeReply(reactor, response, header, frame->dtype(), &traffic_.pull);
+  // The reactor may be finished (and gone) as soon as the store has `reply`.
+  const absl::Time deadline =
+      ctx->deadline() == std::chrono::system_clock::time_point::max()
+          ? absl::InfiniteFuture()
+          : absl::FromChrono(ctx->deadline());
+  const uint64_t ticket =
+      h.step() == kPullFinalStep
+          ? store_->FinalPull(h.job_id(), h.rank(), std::move(reply), deadline)
+          : store_->Pull(h.job_id(), h.step() == kPullInitialStep,
+                         std::move(reply), deadline);
+  TrackPull(store_, wait.get(), ticket);
   return reactor;
 }
 
@@ -125,6 +217,11 @@ grpc::ServerUnaryReactor* PsService::PushPull(grpc::CallbackServerContext* ctx,
     return reactor;
   }
   const TensorHeader& h = frame->header();
+  if (Refused(ctx, reactor, "PushPull",
+              access_->CheckMember(ctx->client_metadata(), h.job_id(),
+                                   h.rank()))) {
+    return reactor;
+  }
   if (h.kind() != TensorHeader::GRAD) {
     reactor->Finish(ToGrpcStatus(
         absl::InvalidArgumentError("PushPull expects a GRAD frame")));
@@ -148,8 +245,12 @@ grpc::ServerUnaryReactor* PsService::PushPull(grpc::CallbackServerContext* ctx,
 grpc::ServerUnaryReactor* PsService::EndJob(grpc::CallbackServerContext* ctx,
                                             const v1::EndJobRequest* request,
                                             v1::EndJobResponse* response) {
-  store_->EndJob(request->job_id(), request->reason());
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  if (Refused(ctx, reactor, "EndJob",
+              access_->CheckJob(ctx->client_metadata(), request->job_id()))) {
+    return reactor;
+  }
+  store_->EndJob(request->job_id(), request->reason());
   reactor->Finish(grpc::Status::OK);
   return reactor;
 }
@@ -157,10 +258,15 @@ grpc::ServerUnaryReactor* PsService::EndJob(grpc::CallbackServerContext* ctx,
 grpc::ServerUnaryReactor* PsService::Checkpoints(
     grpc::CallbackServerContext* ctx, const v1::CheckpointsRequest* request,
     v1::CheckpointsResponse* response) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  if (Refused(ctx, reactor, "Checkpoints",
+              access_->CheckResume(ctx->client_metadata(),
+                                   request->job_id()))) {
+    return reactor;
+  }
   const CheckpointListing listing = store_->Checkpoints(request->job_id());
   for (int64_t step : listing.steps) response->add_steps(step);
   response->set_slices(listing.slices);
-  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   reactor->Finish(grpc::Status::OK);
   return reactor;
 }

@@ -12,6 +12,11 @@
 //     step runs the optimizer there too;
 //  3. whichever thread completes a reply finishes its reactor with a frame
 //     over the shared parameter snapshot (zero-copy).
+// Every call is first checked by PsAccess (ps_access.h): the caller must
+// prove membership of the call's job (PERMISSION_DENIED otherwise, before
+// anything is parsed further or stored). A Pull that waits (for Init, or at
+// the async final-pull barrier) is bounded in number and time and ends when
+// its call is cancelled or passes its deadline (PsStore::Pull).
 // Init, Pull, EndJob and Checkpoints run on the callback thread: none
 // reduces or steps; an Init that resumes (reads a checkpoint file) runs on
 // the pool. Checkpoint writes happen in step 2 (PsSlice).
@@ -19,6 +24,7 @@
 #define GRADSYNC_SERVER_PS_PS_SERVICE_H_
 
 #include "gradsync/v1/gradsync.grpc.pb.h"
+#include "server/ps/ps_access.h"
 #include "server/ps/ps_store.h"
 #include "server/ps/ps_traffic.h"
 #include "server/ps/reduce_pool.h"
@@ -38,14 +44,17 @@ using PsServiceBase = v1::ParameterServer::WithRawCallbackMethod_Init<
 // are enough to overlap partitions; more only contend for cores).
 inline constexpr int kPsReduceThreads = 2;
 
-// Thread-safe. `store` must outlive the service. Destruction runs the
+// Thread-safe. `store` and `access` must outlive the service. Destruction runs the
 // reductions still queued (their replies then finish) and joins the pool.
 // `traffic` counts requests and bytes for /metrics (default: nothing).
 class PsService final : public PsServiceBase {
  public:
-  explicit PsService(PsStore* store, int reduce_threads = kPsReduceThreads,
-                     PsTraffic traffic = {})
-      : store_(store), pool_(reduce_threads), traffic_(traffic) {}
+  PsService(PsStore* store, const PsAccess* access,
+            int reduce_threads = kPsReduceThreads, PsTraffic traffic = {})
+      : store_(store),
+        access_(access),
+        pool_(reduce_threads),
+        traffic_(traffic) {}
 
   grpc::ServerUnaryReactor* Init(grpc::CallbackServerContext* ctx,
                                  const grpc::ByteBuffer* request,
@@ -73,7 +82,14 @@ class PsService final : public PsServiceBase {
                                            grpc::ByteBuffer* response) override;
 
  private:
+  // Finishes `reactor` with `access` and logs the caller when it is an
+  // error; false when `access` is OK.
+  bool Refused(grpc::CallbackServerContext* ctx,
+               grpc::ServerUnaryReactor* reactor, const char* method,
+               const absl::Status& access) const;
+
   PsStore* const store_;
+  const PsAccess* const access_;
   ReducePool pool_;
   const PsTraffic traffic_;
 };

@@ -120,6 +120,7 @@ class PsSlice {
   void End(const absl::Status& why, PsCompletions* done);
 
   size_t size() const { return size_; }
+  int world_size() const { return config_.world_size; }
 
  private:
   PsSlice(const ShardJobConfig& config, Optimizer optimizer,

@@ -1,5 +1,6 @@
 #include "server/ps/ps_store.h"
 
+#include <algorithm>
 #include <set>
 #include <utility>
 
@@ -31,6 +32,15 @@ absl::Status CheckResumed(const Checkpoint& c, const std::string& path,
 
 absl::Status ShuttingDown() {
   return absl::UnavailableError("parameter server shutting down");
+}
+
+void ReplyAll(std::vector<PendingPull>& waiters, const absl::Status& why) {
+  for (PendingPull& p : waiters) p.reply(why);
+}
+
+absl::Status PullExpired() {
+  return absl::DeadlineExceededError(
+      "pull waited past its deadline on this PS shard");
 }
 
 }  // namespace
@@ -96,7 +106,7 @@ absl::Status PsStore::Init(const std::string& key, const ShardJobConfig& config,
       MakeSlice(key, config, std::move(initial));
   if (!made.ok()) return made.status();
   std::shared_ptr<PsSlice> part = *std::move(made);
-  std::vector<Reply> waiters;
+  std::vector<PendingPull> waiters;
   {
     absl::MutexLock lock(&mu_);
     if (shutdown_) return ShuttingDown();
@@ -109,30 +119,98 @@ absl::Status PsStore::Init(const std::string& key, const ShardJobConfig& config,
           absl::StrCat("job ", key, " already initialised on this shard"));
     }
     slices_[key] = part;
-    if (auto it = pull_waiters_.find(key); it != pull_waiters_.end()) {
-      waiters = std::move(it->second);
-      pull_waiters_.erase(it);
-    }
+    waiters = pull_waiters_.Take(key);
   }
-  for (Reply& r : waiters) r(part->Pull(/*initial=*/true));
+  for (PendingPull& p : waiters) p.reply(part->Pull(/*initial=*/true));
   return absl::OkStatus();
 }
 
-void PsStore::Pull(const std::string& key, bool initial, Reply reply) {
+uint64_t PsStore::Wait(PullWaiters* waiters, const std::string& key,
+                       int rank, Reply* reply, absl::Time deadline,
+                       absl::Status* refused,
+                       std::vector<PendingPull>* expired) {
+  const absl::Time now = absl::Now();
+  for (PullWaiters* w : {&pull_waiters_, &final_waiters_}) {
+    for (PendingPull& p : w->Expire(now)) expired->push_back(std::move(p));
+  }
+  PendingPull p;
+  p.ticket = next_ticket_++;
+  p.reply = std::move(*reply);
+  p.deadline = std::min(deadline, now + kMaxPullWait);
+  p.rank = rank;
+  *refused = waiters->Add(key, p);
+  if (!refused->ok()) {
+    *reply = std::move(p.reply);
+    return 0;
+  }
+  return p.ticket;
+}
+
+uint64_t PsStore::Pull(const std::string& key, bool initial, Reply reply,
+                       absl::Time deadline) {
   absl::StatusOr<std::shared_ptr<PsSlice>> part;
+  std::vector<PendingPull> expired;
+  absl::Status refused;
+  uint64_t ticket = 0;
   {
     absl::MutexLock lock(&mu_);
     part = Find(key);
     if (absl::IsNotFound(part.status())) {
-      pull_waiters_[key].push_back(std::move(reply));
-      return;
+      ticket = Wait(&pull_waiters_, key, -1, &reply, deadline, &refused,
+                    &expired);
     }
   }
-  if (!part.ok()) {
+  ReplyAll(expired, PullExpired());
+  if (ticket != 0) return ticket;
+  if (!refused.ok()) {
+    reply(refused);
+  } else if (!part.ok()) {
     reply(part.status());
-    return;
+  } else {
+    reply((*part)->Pull(initial));
   }
-  reply((*part)->Pull(initial));
+  return 0;
+}
+
+uint64_t PsStore::FinalPull(const std::string& key, int rank, Reply reply,
+                            absl::Time deadline) {
+  absl::StatusOr<std::shared_ptr<PsSlice>> part;
+  std::vector<PendingPull> expired, ready;
+  absl::Status refused;
+  uint64_t ticket = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    part = Find(key);
+    if (part.ok()) {
+      ticket = Wait(&final_waiters_, key, rank, &reply, deadline, &refused,
+                    &expired);
+      if (ticket != 0 && final_waiters_.Ranks(key) >=
+                             static_cast<size_t>((*part)->world_size())) {
+        ready = final_waiters_.Take(key);
+        ticket = 0;
+      }
+    }
+  }
+  ReplyAll(expired, PullExpired());
+  for (PendingPull& p : ready) p.reply((*part)->Pull(/*initial=*/false));
+  if (ticket != 0 || !ready.empty()) return ticket;
+  if (absl::IsNotFound(part.status())) {
+    reply(absl::FailedPreconditionError(absl::StrCat(
+        "final pull for job ", key, " which is not initialised on this shard")));
+  } else {
+    reply(part.ok() ? refused : part.status());
+  }
+  return 0;
+}
+
+void PsStore::CancelPull(uint64_t ticket, const absl::Status& why) {
+  std::optional<PendingPull> p;
+  {
+    absl::MutexLock lock(&mu_);
+    p = pull_waiters_.Cancel(ticket);
+    if (!p) p = final_waiters_.Cancel(ticket);
+  }
+  if (p) p->reply(why);
 }
 
 void PsStore::Push(const std::string& key, int64_t step, int rank,
@@ -161,7 +239,7 @@ void PsStore::EndJob(const std::string& job_id, const std::string& reason) {
   const std::string why =
       reason.empty() ? absl::StrCat("job ", job_id, " ended") : reason;
   std::vector<std::shared_ptr<PsSlice>> dropped;
-  std::vector<Reply> waiters;
+  std::vector<PendingPull> waiters;
   {
     absl::MutexLock lock(&mu_);
     RememberEnded(job_id, why);
@@ -173,37 +251,41 @@ void PsStore::EndJob(const std::string& job_id, const std::string& reason) {
       dropped.push_back(std::move(it->second));
       it = slices_.erase(it);
     }
-    for (auto w = pull_waiters_.begin(); w != pull_waiters_.end();) {
-      if (JobOf(w->first) != job_id) {
-        ++w;
-        continue;
-      }
-      for (Reply& r : w->second) waiters.push_back(std::move(r));
-      w = pull_waiters_.erase(w);
+    auto of_job = [&job_id](const std::string& k) { return JobOf(k) == job_id; };
+    waiters = pull_waiters_.TakeIf(of_job);
+    for (PendingPull& p : final_waiters_.TakeIf(of_job)) {
+      waiters.push_back(std::move(p));
     }
   }
   // A push that found a slice before it was dropped is failed by End.
   PsCompletions done;
   for (auto& part : dropped) part->End(absl::AbortedError(why), &done);
   RunCompletions(&done);
-  for (Reply& r : waiters) r(absl::AbortedError(why));
+  ReplyAll(waiters, absl::AbortedError(why));
 }
 
 void PsStore::Shutdown() {
   std::map<std::string, std::shared_ptr<PsSlice>> dropped;
-  std::map<std::string, std::vector<Reply>> waiters;
+  std::vector<PendingPull> waiters;
   {
     absl::MutexLock lock(&mu_);
     shutdown_ = true;
     dropped.swap(slices_);
-    waiters.swap(pull_waiters_);
+    auto all = [](const std::string&) { return true; };
+    waiters = pull_waiters_.TakeIf(all);
+    for (PendingPull& p : final_waiters_.TakeIf(all)) {
+      waiters.push_back(std::move(p));
+    }
   }
   PsCompletions done;
   for (auto& [key, part] : dropped) part->End(ShuttingDown(), &done);
   RunCompletions(&done);
-  for (auto& [key, list] : waiters) {
-    for (Reply& r : list) r(ShuttingDown());
-  }
+  ReplyAll(waiters, ShuttingDown());
+}
+
+size_t PsStore::NumPendingPulls() const {
+  absl::MutexLock lock(&mu_);
+  return pull_waiters_.size() + final_waiters_.size();
 }
 
 size_t PsStore::NumJobs() const {

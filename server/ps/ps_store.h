@@ -38,6 +38,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "server/ps/ps_slice.h"
+#include "server/ps/pull_waiters.h"
 
 namespace gradsync {
 
@@ -80,8 +81,24 @@ class PsStore {
   // Replies with the current parameters, or with the initial ones when
   // `initial` (so that every rank starts from the same values even if an async
   // peer has already pushed). Waits for Init when the slice is not installed
-  // yet; EndJob or Shutdown ends the wait.
-  void Pull(const std::string& key, bool initial, Reply reply);
+  // yet, until `deadline` (at most kMaxPullWait; then DEADLINE_EXCEEDED),
+  // CancelPull, EndJob or Shutdown; RESOURCE_EXHAUSTED at once when
+  // kMaxPendingPulls wait already. Returns the wait's ticket for CancelPull
+  // (0 when `reply` already ran).
+  uint64_t Pull(const std::string& key, bool initial, Reply reply,
+                absl::Time deadline = absl::InfiniteFuture());
+
+  // The final pull of an async job: replies to each rank of slice `key`
+  // with the current parameters once every rank (config.world_size) has
+  // asked, so that all end with the same values after their last pushes.
+  // Unknown slice -> FAILED_PRECONDITION; waits as Pull (deadline, cancel,
+  // bound). Returns the ticket as Pull.
+  uint64_t FinalPull(const std::string& key, int rank, Reply reply,
+                     absl::Time deadline = absl::InfiniteFuture());
+
+  // Ends the wait of `ticket` with `why` (the RPC was cancelled or passed
+  // its deadline). No-op when it no longer waits.
+  void CancelPull(uint64_t ticket, const absl::Status& why);
 
   // Push of `rank`'s gradient for `step` into slice `key`: unknown slice ->
   // FAILED_PRECONDITION, ended job -> ABORTED, shut down -> UNAVAILABLE;
@@ -107,6 +124,8 @@ class PsStore {
   size_t NumJobs() const;
   // Ended jobs remembered (at most max_ended_jobs).
   size_t NumEndedJobs() const;
+  // Pulls waiting (for Init or at the final barrier), for tests.
+  size_t NumPendingPulls() const;
 
  private:
   // The slice for `key`; NOT_FOUND when not installed (yet), or the error
@@ -114,6 +133,13 @@ class PsStore {
   absl::StatusOr<std::shared_ptr<PsSlice>> Find(const std::string& key)
       const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // The slice Init installs: fresh, or loaded from a checkpoint.
+  // Adds `reply` to `waiters` under a new ticket; runs it with the error
+  // instead when they are full. Also expires overdue waiters of both lists
+  // into `expired` (the caller replies to them after unlocking).
+  uint64_t Wait(PullWaiters* waiters, const std::string& key, int rank,
+                Reply* reply, absl::Time deadline, absl::Status* refused,
+                std::vector<PendingPull>* expired)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<std::unique_ptr<PsSlice>> MakeSlice(
       const std::string& key, ShardJobConfig config,
       std::vector<float> initial) const;
@@ -128,7 +154,10 @@ class PsStore {
 
   mutable absl::Mutex mu_;
   std::map<std::string, std::shared_ptr<PsSlice>> slices_ ABSL_GUARDED_BY(mu_);
-  std::map<std::string, std::vector<Reply>> pull_waiters_ ABSL_GUARDED_BY(mu_);
+  // Pulls waiting for Init / at the final barrier; tickets from next_ticket_.
+  PullWaiters pull_waiters_ ABSL_GUARDED_BY(mu_);
+  PullWaiters final_waiters_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_ticket_ ABSL_GUARDED_BY(mu_) = 1;
   std::map<std::string, std::string> ended_ ABSL_GUARDED_BY(mu_);  // id->reason
   std::deque<std::string> ended_order_ ABSL_GUARDED_BY(mu_);  // oldest first
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;

@@ -1,6 +1,6 @@
 // The gRPC transport's bounds and data path: bounded mailboxes that hold
-// streams back, frames for jobs not opened yet parked (bounded) rather than
-// stored, send blocks reused, SendSum and Forward over real streams.
+// streams back, send blocks reused, SendSum and Forward over real streams.
+// (Admission of streams: peer_admission_test.cc.)
 #include "worker/collectives/transport/grpc/grpc_transport.h"
 
 #include <atomic>
@@ -98,43 +98,6 @@ TEST(JobMailbox, FailResumesParkedStreamsWithTheError) {
   EXPECT_EQ(f.status().code(), absl::StatusCode::kCancelled);
   EXPECT_EQ(box.Push(Frame("j", 1, 0, 1), log.Make()).status().code(),
             absl::StatusCode::kCancelled);
-}
-
-TEST(PeerMailboxes, FramesForAJobNotOpenedYetWaitAndArriveInOrder) {
-  PeerMailboxes boxes;
-  ResumeLog log;
-  auto d0 = boxes.Deliver(Frame("later", 0, 0, 3, 5.0f), log.Make());
-  auto d1 = boxes.Deliver(Frame("later", 1, 0, 3, 6.0f), log.Make());
-  ASSERT_TRUE(d0.ok() && d1.ok());
-  EXPECT_EQ(*d0, Delivery::kParked);
-  EXPECT_EQ(boxes.parked(), 2u);
-  std::shared_ptr<JobMailbox> box = boxes.Open("later");
-  EXPECT_EQ(boxes.parked(), 0u);
-  EXPECT_EQ(log.ok.load(), 2);  // both streams read on
-  auto f = box->Pop(1, 0, absl::Now() + absl::Seconds(1));
-  ASSERT_TRUE(f.ok());
-  std::vector<float> got(3);
-  f->CopyTo(got.data());
-  EXPECT_EQ(got[0], 6.0f);
-}
-
-TEST(PeerMailboxes, ParkedStreamsAreBoundedAndEndedJobsRefused) {
-  PeerMailboxes boxes;
-  ResumeLog log;
-  for (size_t i = 0; i < kMaxParkedStreams; ++i) {
-    auto d = boxes.Deliver(Frame("ghost-" + std::to_string(i % 7), 0, i, 1),
-                           log.Make());
-    ASSERT_TRUE(d.ok()) << i;
-  }
-  auto refused = boxes.Deliver(Frame("ghost-x", 0, 0, 1), log.Make());
-  EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted);
-  EXPECT_EQ(boxes.parked(), kMaxParkedStreams);
-  // Ending a job refuses what waited for it, and what comes later.
-  boxes.Close("ghost-0", absl::CancelledError("cancelled"));
-  EXPECT_GT(log.errors.load(), 0);
-  EXPECT_LT(boxes.parked(), kMaxParkedStreams);
-  auto late = boxes.Deliver(Frame("ghost-0", 0, 0, 1), log.Make());
-  EXPECT_EQ(late.status().code(), absl::StatusCode::kFailedPrecondition);
 }
 
 TEST(BlockPool, BlocksComeBackAndAreReused) {

@@ -328,3 +328,77 @@ TEST(ReducePool, RunsEveryTaskAndDrainsTheQueueOnDestruction) {
 
 }  // namespace
 }  // namespace gradsync
+
+namespace gradsync {
+namespace {
+
+// Pulls for slices not installed (yet) are bounded in number, end at their
+// deadline and on cancellation, and hold nothing afterwards.
+TEST(PsStore, PendingPullsAreBoundedAndEndAtTheirDeadlineOrCancel) {
+  PsStore store;
+  std::vector<Captured> waiting(kMaxPendingPulls);
+  std::vector<uint64_t> tickets;
+  for (size_t i = 0; i < kMaxPendingPulls; ++i) {
+    tickets.push_back(store.Pull(absl::StrCat("ghost-", i % 5), true,
+                                 Capture(&waiting[i])));
+    EXPECT_NE(tickets.back(), 0u);
+  }
+  EXPECT_EQ(store.NumPendingPulls(), kMaxPendingPulls);
+  Captured over;
+  EXPECT_EQ(store.Pull("ghost-x", true, Capture(&over)), 0u);
+  ASSERT_TRUE(over.called);
+  EXPECT_EQ(over.result.status().code(), absl::StatusCode::kResourceExhausted);
+  // Cancellation (the RPC's) ends one wait, once.
+  store.CancelPull(tickets[0], absl::CancelledError("pull cancelled"));
+  ASSERT_TRUE(waiting[0].called);
+  EXPECT_EQ(waiting[0].result.status().code(), absl::StatusCode::kCancelled);
+  store.CancelPull(tickets[0], absl::CancelledError("again"));  // no-op
+  EXPECT_EQ(store.NumPendingPulls(), kMaxPendingPulls - 1);
+  store.EndJob("ghost-1", "gone");
+  EXPECT_EQ(waiting[1].result.status().code(), absl::StatusCode::kAborted);
+  store.Shutdown();
+  EXPECT_EQ(store.NumPendingPulls(), 0u);
+  for (const Captured& c : waiting) EXPECT_TRUE(c.called);
+}
+
+TEST(PsStore, APullPastItsDeadlineIsAnsweredDeadlineExceeded) {
+  PsStore store;
+  Captured early;
+  store.Pull("late", true, Capture(&early), absl::Now() + absl::Milliseconds(20));
+  absl::SleepFor(absl::Milliseconds(50));
+  Captured next;  // any later pull reaps the overdue one
+  store.Pull("other", true, Capture(&next), absl::Now() + absl::Seconds(30));
+  ASSERT_TRUE(early.called);
+  EXPECT_EQ(early.result.status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_FALSE(next.called);
+  EXPECT_EQ(store.NumPendingPulls(), 1u);
+  store.Shutdown();
+}
+
+TEST(PsStore, FinalPullAnswersEveryRankOnceAllHaveAsked) {
+  PsStore store;
+  ASSERT_TRUE(store.Init("j", Config(3, /*async=*/true), std::vector<float>(4, 1)).ok());
+  std::vector<Captured> fin(3);
+  store.FinalPull("j", 0, Capture(&fin[0]));
+  store.FinalPull("j", 0, Capture(&fin[1]));  // the same rank twice counts once
+  EXPECT_FALSE(fin[0].called || fin[1].called);
+  Captured push;
+  PushVec(&store, "j", 0, 2, std::vector<float>(4, 1), &push);  // rank 2's last
+  ASSERT_TRUE(push.result.ok());
+  store.FinalPull("j", 1, Capture(&fin[2]));
+  EXPECT_FALSE(fin[2].called);
+  Captured last;
+  store.FinalPull("j", 2, Capture(&last));
+  for (const Captured* c : {&fin[0], &fin[1], &fin[2], &last}) {
+    ASSERT_TRUE(c->called);
+    ASSERT_TRUE(c->result.ok()) << c->result.status();
+    EXPECT_EQ(*c->result->params, *last.result->params);  // all equal
+  }
+  EXPECT_NE((*last.result->params)[0], 1.0f);  // rank 2's push is in
+  Captured unknown;
+  store.FinalPull("nope", 0, Capture(&unknown));
+  EXPECT_EQ(unknown.result.status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+}  // namespace
+}  // namespace gradsync

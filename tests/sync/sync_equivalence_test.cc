@@ -33,8 +33,17 @@ class NullReporter : public TrainingReporter {
   void EpochDone(const v1::WorkerMessage::EpochDone&) override {}
 };
 
+// The job key of every shard in this test; assignments carry secrets from it.
+const std::shared_ptr<const JobKey>& TestKey() {
+  static const auto* key =
+      new std::shared_ptr<const JobKey>(std::make_shared<const JobKey>(
+          *JobKey::Generate()));
+  return *key;
+}
+
 struct PsServer {
   PsStore store;
+  PsAccess access{TestKey()};
   std::unique_ptr<PsService> service;
   std::unique_ptr<grpc::Server> server;
   std::string address;
@@ -42,7 +51,7 @@ struct PsServer {
 
 std::unique_ptr<PsServer> StartPs() {
   auto s = std::make_unique<PsServer>();
-  s->service = std::make_unique<PsService>(&s->store);
+  s->service = std::make_unique<PsService>(&s->store, &s->access);
   auto started = StartServer("127.0.0.1:0", {s->service.get()});
   EXPECT_TRUE(started.ok()) << started.status();
   s->server = std::move(started->server);
@@ -134,6 +143,7 @@ class SyncEquivalence : public ::testing::Test {
       *as[r].mutable_spec() = *valid;
       as[r].set_rank(r);
       as[r].set_world_size(world);
+      as[r].set_job_secret(TestKey()->SecretOf(job_id, world));
       as[r].set_num_params(n);
       for (int w : model.widths) as[r].add_layer_widths(w);
       for (auto& p : peers) as[r].add_peer_addresses(p->address);
@@ -146,11 +156,14 @@ class SyncEquivalence : public ::testing::Test {
       threads.emplace_back([&, r] {
         std::unique_ptr<GrpcTransport> t;
         if (strategy == "ring") {
+          GrpcTransportOptions topts;
+          topts.job_secret = as[r].job_secret();
           t = std::make_unique<GrpcTransport>(
               job_id, r,
               std::vector<std::string>(as[r].peer_addresses().begin(),
                                        as[r].peer_addresses().end()),
-              peers[r]->mailboxes.Open(job_id));
+              peers[r]->mailboxes.Open(job_id, topts.job_secret, world),
+              topts);
         }
         auto sync = MakeGradientSync(&as[r], t.get());
         if (!sync.ok()) {
@@ -386,7 +399,9 @@ TEST_F(SyncEquivalence, PsPushPullEndsAtItsDeadlineWhenAPeerNeverPushes) {
     piece.count = p < 2 ? 300 : 400;
     pieces.push_back(piece);
   }
-  PsClient client(/*rank=*/0, pieces);
+  PsClient client(/*rank=*/0,
+                  PsCredentials{TestKey()->SecretOf("deadline-job", 2), 2},
+                  pieces);
   v1::ShardConfig config;
   config.set_world_size(2);  // rank 1 never comes
   config.set_mode(v1::SYNC_MODE_SYNC);
@@ -405,6 +420,35 @@ TEST_F(SyncEquivalence, PsPushPullEndsAtItsDeadlineWhenAPeerNeverPushes) {
                        absl::Now() + absl::Seconds(5));
   EXPECT_EQ(st.code(), absl::StatusCode::kFailedPrecondition) << st;
   ps->store.EndJob("deadline-job", "test over");
+  ps->server->Shutdown(std::chrono::system_clock::now());
+}
+
+// A Pull for a slice that is never installed ends at the call's deadline and
+// the shard forgets it (the RPC's cancellation reaches the store); an
+// outsider's Pull is refused at once and never waits.
+TEST_F(SyncEquivalence, PsPullForAJobThatNeverStartsEndsAtItsDeadline) {
+  auto ps = StartPs();
+  std::vector<float> params(4, 0.0f);
+  PsPiece piece;
+  piece.key = "never-job/p0";
+  piece.address = ps->address;
+  piece.count = 4;
+  PsClient outsider(0, PsCredentials{std::string(64, 'f'), 1}, {piece});
+  absl::Status st =
+      outsider.Pull(params.data(), true, absl::Now() + absl::Seconds(5));
+  EXPECT_EQ(st.code(), absl::StatusCode::kPermissionDenied) << st;
+  EXPECT_EQ(ps->store.NumPendingPulls(), 0u);
+  PsClient member(0, PsCredentials{TestKey()->SecretOf("never-job", 1), 1},
+                  {piece});
+  const absl::Time t0 = absl::Now();
+  st = member.Pull(params.data(), true, t0 + absl::Milliseconds(300));
+  EXPECT_EQ(st.code(), absl::StatusCode::kDeadlineExceeded) << st;
+  EXPECT_LT(absl::Now() - t0, absl::Seconds(5));
+  const absl::Time until = absl::Now() + absl::Seconds(5);
+  while (ps->store.NumPendingPulls() > 0 && absl::Now() < until) {
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  EXPECT_EQ(ps->store.NumPendingPulls(), 0u);
   ps->server->Shutdown(std::chrono::system_clock::now());
 }
 

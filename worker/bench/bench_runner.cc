@@ -394,7 +394,8 @@ absl::StatusOr<std::unique_ptr<BenchRunner::Case>> BenchRunner::MakePushPullCase
     pieces.push_back(std::move(p));
   }
   const int n = static_cast<int>(pieces.size());
-  auto client = std::make_unique<PsClient>(transport_->rank(), std::move(pieces));
+  auto client = std::make_unique<PsClient>(
+      transport_->rank(), PsCredentialsOf(a_), std::move(pieces));
   return std::unique_ptr<Case>(std::make_unique<PushPullCase>(
       std::move(client), n, count, transport_->rank(), transport_->size(),
       timeout_));

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/grpc/grpc_util.h"
+#include "common/grpc/job_secret.h"
 #include "common/grpc/tensor_frame.h"
 
 namespace gradsync {
@@ -31,9 +32,31 @@ std::vector<PsPiece> MakePsPieces(const std::string& job_id,
   return pieces;
 }
 
-PsClient::PsClient(int rank, std::vector<PsPiece> pieces, WireDtype wire,
-                   const StallWatch* stall)
-    : rank_(rank), wire_(wire), stall_(stall), pieces_(std::move(pieces)) {
+PsCredentials PsCredentialsOf(const v1::Assignment& a) {
+  PsCredentials c;
+  c.secret = a.job_secret();
+  c.world = a.world_size();
+  c.resume_secret = a.resume_secret();
+  c.resume_world = a.resume_world();
+  return c;
+}
+
+void AddPsCredentials(const PsCredentials& creds, grpc::ClientContext* ctx) {
+  ctx->AddMetadata(kJobWorldMetadata, std::to_string(creds.world));
+  ctx->AddMetadata(kJobSecretMetadata, creds.secret);
+  if (!creds.resume_secret.empty()) {
+    ctx->AddMetadata(kResumeWorldMetadata, std::to_string(creds.resume_world));
+    ctx->AddMetadata(kResumeSecretMetadata, creds.resume_secret);
+  }
+}
+
+PsClient::PsClient(int rank, PsCredentials creds, std::vector<PsPiece> pieces,
+                   WireDtype wire, const StallWatch* stall)
+    : rank_(rank),
+      creds_(std::move(creds)),
+      wire_(wire),
+      stall_(stall),
+      pieces_(std::move(pieces)) {
   for (size_t i = 0; i < pieces_.size(); ++i) {
     all_.push_back(static_cast<int>(i));
     auto& stub = stubs_[pieces_[i].address];
@@ -59,6 +82,7 @@ absl::Status PsClient::CallAll(
   // 1-2.
   for (size_t i = 0; i < n; ++i) {
     ctx[i].set_deadline(ToChrono(deadline));
+    AddPsCredentials(creds_, &ctx[i]);
     const PsPiece& piece = pieces_[which[i]];
     req[i] = request(piece);
     stubs_[piece.address]->UnaryCall(
@@ -177,18 +201,27 @@ absl::Status PsClient::Init(const float* params, const v1::ShardConfig& config,
 }
 
 absl::Status PsClient::Pull(float* params, bool initial, absl::Time deadline) {
+  return PullAt(initial ? kPullInitialStep : 0, params, deadline);
+}
+
+absl::Status PsClient::FinalPull(float* params, absl::Time deadline) {
+  return PullAt(kPullFinalStep, params, deadline);
+}
+
+absl::Status PsClient::PullAt(int64_t step, float* params,
+                              absl::Time deadline) {
   return CallAll(
       "/gradsync.v1.ParameterServer/Pull", all_,
       [&](const PsPiece& p) {
         TensorHeader h;
         h.set_kind(TensorHeader::PULL);
-        h.set_step(initial ? -1 : 0);
+        h.set_step(step);
         h.set_job_id(p.key);
         h.set_rank(rank_);
         h.set_offset(p.offset);
         return EncodeHeaderOnly(h);
       },
-      params, deadline, WaitTag{initial ? -1 : 0, -1, "pull"});
+      params, deadline, WaitTag{std::min<int64_t>(step, 0), -1, "pull"});
 }
 
 absl::Status PsClient::PushPull(int64_t step, const float* grad, float* params,

@@ -41,6 +41,18 @@ std::vector<PsPiece> MakePsPieces(const std::string& job_id,
                                   const std::vector<v1::PsShardInfo>& shards,
                                   const PsLayout& layout);
 
+// What proves to the PS shards that the caller is a member of its job
+// (common/grpc/job_secret.h), sent as metadata on every call.
+struct PsCredentials {
+  std::string secret;          // Assignment.job_secret
+  int world = 0;               // Assignment.world_size
+  std::string resume_secret;   // Assignment.resume_secret (resuming jobs)
+  int resume_world = 0;
+};
+PsCredentials PsCredentialsOf(const v1::Assignment& a);
+// Adds `creds` to a call's metadata.
+void AddPsCredentials(const PsCredentials& creds, grpc::ClientContext* ctx);
+
 // Calls may come from one thread at a time; Abort from any thread.
 class PsClient {
  public:
@@ -48,7 +60,7 @@ class PsClient {
   // Pull always move float32: the starting and final parameters are exact).
   // `stall` (may be null; must outlive this) hears of calls that wait past
   // its threshold, naming the shards still outstanding.
-  PsClient(int rank, std::vector<PsPiece> pieces,
+  PsClient(int rank, PsCredentials creds, std::vector<PsPiece> pieces,
            WireDtype wire = WireDtype::kFp32,
            const StallWatch* stall = nullptr);
 
@@ -58,6 +70,9 @@ class PsClient {
   // params[...] = every piece's current values, or its initial ones when
   // `initial` (waits for Init).
   absl::Status Pull(float* params, bool initial, absl::Time deadline);
+  // Async jobs' last call: params[...] = every piece's values once every
+  // rank of the job has made its final pull (so all ranks end equal).
+  absl::Status FinalPull(float* params, absl::Time deadline);
   // Pushes grad's slices of `pieces` for `step`, all in flight at once;
   // writes each answered piece's parameters into params as it arrives.
   // With a float32 wire, grad[piece] is sent without a copy: it must not
@@ -97,7 +112,11 @@ class PsClient {
   absl::Status TakeReply(const PsPiece& piece, const grpc::Status& status,
                          const grpc::ByteBuffer& response, float* out) const;
 
+  // A PULL frame's call for every piece at `step` (kPullInitialStep, ...).
+  absl::Status PullAt(int64_t step, float* params, absl::Time deadline);
+
   const int rank_;
+  const PsCredentials creds_;
   const WireDtype wire_;
   const StallWatch* const stall_;
   std::vector<PsPiece> pieces_;

@@ -43,6 +43,7 @@ absl::StatusOr<int64_t> PickResumeStep(
 
 absl::StatusOr<int64_t> FindResumeStep(const std::string& old_job,
                                        const std::set<std::string>& shards,
+                                       const PsCredentials& creds,
                                        absl::Time deadline) {
   std::vector<std::vector<int64_t>> lists;
   std::vector<int> slices;
@@ -50,6 +51,7 @@ absl::StatusOr<int64_t> FindResumeStep(const std::string& old_job,
     auto stub = v1::ParameterServer::NewStub(MakeChannel(address));
     grpc::ClientContext ctx;
     ctx.set_deadline(ToChrono(deadline));
+    AddPsCredentials(creds, &ctx);
     v1::CheckpointsRequest req;
     req.set_job_id(old_job);
     v1::CheckpointsResponse resp;

@@ -12,15 +12,18 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "worker/sync/ps_client.h"
 
 namespace gradsync {
 
 // The largest step in every shard's list of common steps (shards with no
 // slice of the job do not count). NOT_FOUND naming the job when no shard has
 // a checkpoint of it or no step is common to all; a shard's RPC error (with
-// its address) otherwise.
+// its address) otherwise. `creds` must hold the old job's resume secret
+// (PERMISSION_DENIED from the shards otherwise).
 absl::StatusOr<int64_t> FindResumeStep(const std::string& old_job,
                                        const std::set<std::string>& shards,
+                                       const PsCredentials& creds,
                                        absl::Time deadline);
 
 // The step from the shards' answers: `lists[i]` the common steps of shard i,

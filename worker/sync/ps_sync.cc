@@ -45,7 +45,7 @@ class PsSync final : public GradientSync {
     {
       absl::MutexLock lock(&mu_);
       client_ = std::make_unique<PsClient>(
-          a_.rank(), std::move(pieces),
+          a_.rank(), PsCredentialsOf(a_), std::move(pieces),
           WireDtypeOf(a_.spec().wire_dtype()).value_or(WireDtype::kFp32),
           stall_);
       if (!aborted_.ok()) client_->Abort(aborted_);
@@ -57,7 +57,8 @@ class PsSync final : public GradientSync {
       std::set<std::string> addresses;
       for (const v1::PsShardInfo& s : shards) addresses.insert(s.address());
       absl::StatusOr<int64_t> step =
-          FindResumeStep(a_.spec().resume_from(), addresses, deadline);
+          FindResumeStep(a_.spec().resume_from(), addresses,
+                         PsCredentialsOf(a_), deadline);
       if (!step.ok()) return step.status();
       start_step_ = *step;
       config.set_resume_from(a_.spec().resume_from());
@@ -83,11 +84,14 @@ class PsSync final : public GradientSync {
                        absl::Now() + timeout_, bucket);
   }
 
+  // Async: every rank ends with the same parameters (the coordinator
+  // compares their checksums), pulled once all ranks have pushed their last
+  // step; the slowest rank may still be training, hence the slack.
   absl::Status Finish(float* params) override {
     if (a_.spec().mode() != v1::SYNC_MODE_ASYNC) return absl::OkStatus();
     PsClient* c = client();
     if (c == nullptr) return absl::FailedPreconditionError("not initialised");
-    return c->Pull(params, /*initial=*/false, absl::Now() + timeout_);
+    return c->FinalPull(params, absl::Now() + timeout_ + kInitialPullSlack);
   }
 
   void Abort(const absl::Status& status) override {

@@ -16,6 +16,8 @@ namespace {
 
 // Each group has its own servers, so one job id serves every group.
 constexpr char kJobId[] = "transport-group";
+// Peer streams are admitted only with the job's secret (peer_mailboxes.h).
+constexpr char kJobSecret[] = "transport-group-secret";
 
 }  // namespace
 
@@ -66,10 +68,11 @@ absl::StatusOr<std::unique_ptr<TransportGroup>> TransportGroup::Create(
   GrpcTransportOptions options;
   options.connections_per_peer = connections_per_peer;
   options.wire_dtype = dtype;
+  options.job_secret = kJobSecret;
   for (int r = 0; r < size; ++r) {
     group->grpc_transports_.push_back(std::make_unique<GrpcTransport>(
-        kJobId, r, addresses, group->peers_[r]->mailboxes.Open(kJobId),
-        options));
+        kJobId, r, addresses,
+        group->peers_[r]->mailboxes.Open(kJobId, kJobSecret, size), options));
   }
   return group;
 }

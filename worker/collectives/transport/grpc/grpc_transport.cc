@@ -5,218 +5,12 @@
 
 #include <spdlog/spdlog.h>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/grpc/grpc_util.h"
+#include "common/grpc/job_secret.h"
 
 namespace gradsync {
-
-// ---------------------------------------------------------------- mailboxes
-
-namespace {
-
-size_t FrameBytes(const DecodedFrame& f) { return f.count() * sizeof(float); }
-
-}  // namespace
-
-absl::StatusOr<Delivery> JobMailbox::Push(DecodedFrame frame, Resume resume) {
-  absl::MutexLock lock(&mu_);
-  if (!error_.ok()) return error_;
-  Source& s = sources_[{frame.header().rank(), frame.header().lane()}];
-  s.bytes += FrameBytes(frame);
-  s.frames.push_back(std::move(frame));
-  if (s.frames.size() < kMailboxFrames && s.bytes < kMailboxBytes) {
-    return Delivery::kTaken;
-  }
-  s.parked = std::move(resume);
-  return Delivery::kParked;
-}
-
-absl::StatusOr<DecodedFrame> JobMailbox::Pop(int src, int lane,
-                                             absl::Time deadline) {
-  Resume wake;
-  absl::StatusOr<DecodedFrame> out;
-  {
-    absl::MutexLock lock(&mu_);
-    const std::pair<int, int> key{src, lane};
-    auto ready = [this, &key]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-      if (!error_.ok()) return true;
-      auto it = sources_.find(key);
-      return it != sources_.end() && !it->second.frames.empty();
-    };
-    if (!mu_.AwaitWithDeadline(absl::Condition(&ready), deadline)) {
-      return absl::DeadlineExceededError(
-          absl::StrCat("no data from rank ", src, " before the step timeout"));
-    }
-    if (!error_.ok()) return error_;
-    Source& s = sources_[key];
-    out = std::move(s.frames.front());
-    s.frames.pop_front();
-    s.bytes -= FrameBytes(*out);
-    if (s.parked && s.frames.size() < kMailboxFrames && s.bytes < kMailboxBytes) {
-      wake = std::move(s.parked);
-      s.parked = nullptr;
-    }
-  }
-  if (wake) wake(absl::OkStatus());  // outside the lock: it starts a read
-  return out;
-}
-
-void JobMailbox::Fail(const absl::Status& status) {
-  std::vector<Resume> wake;
-  {
-    absl::MutexLock lock(&mu_);
-    if (error_.ok()) error_ = status;
-    for (auto& [src, s] : sources_) {
-      if (s.parked) wake.push_back(std::move(s.parked));
-    }
-    sources_.clear();
-  }
-  for (Resume& r : wake) r(status);
-}
-
-std::vector<Resume> PeerMailboxes::ExpireParked(absl::Time now) {
-  std::vector<Resume> expired;
-  for (auto it = parked_.begin(); it != parked_.end();) {
-    auto& list = it->second;
-    for (auto p = list.begin(); p != list.end();) {
-      if (now - p->since < kParkedGrace) {
-        ++p;
-        continue;
-      }
-      expired.push_back(std::move(p->resume));
-      p = list.erase(p);
-      --parked_count_;
-    }
-    it = list.empty() ? parked_.erase(it) : std::next(it);
-  }
-  return expired;
-}
-
-namespace {
-
-void RefuseParked(std::vector<Resume>& expired) {
-  for (Resume& r : expired) {
-    r(absl::NotFoundError("no job with this id started on this worker within "
-                          "the grace period"));
-  }
-}
-
-}  // namespace
-
-std::shared_ptr<JobMailbox> PeerMailboxes::Open(const std::string& job_id) {
-  std::shared_ptr<JobMailbox> box;
-  std::vector<Parked> waiting;
-  std::vector<Resume> expired;
-  {
-    absl::MutexLock lock(&mu_);
-    auto& b = open_[job_id];
-    if (!b) b = std::make_shared<JobMailbox>();
-    box = b;
-    if (closed_.count(job_id)) {
-      box->Fail(absl::FailedPreconditionError(
-          absl::StrCat("job ", job_id, " already ended on this worker")));
-    }
-    auto it = parked_.find(job_id);
-    if (it != parked_.end()) {
-      waiting = std::move(it->second);
-      parked_count_ -= waiting.size();
-      parked_.erase(it);
-    }
-    expired = ExpireParked(absl::Now());
-  }
-  // In arrival order: each stream parked after its first frame, so the order
-  // per source is kept.
-  for (Parked& p : waiting) {
-    Resume resume = p.resume;
-    absl::StatusOr<Delivery> d = box->Push(std::move(p.frame), std::move(p.resume));
-    if (!d.ok()) {
-      resume(d.status());
-    } else if (*d == Delivery::kTaken) {
-      resume(absl::OkStatus());
-    }
-  }
-  RefuseParked(expired);
-  return box;
-}
-
-void PeerMailboxes::Close(const std::string& job_id, const absl::Status& why) {
-  std::shared_ptr<JobMailbox> box;
-  std::vector<Parked> waiting;
-  {
-    absl::MutexLock lock(&mu_);
-    if (closed_.insert(job_id).second) {
-      closed_order_.push_back(job_id);
-      if (closed_order_.size() > kMaxClosedJobs) {
-        closed_.erase(closed_order_.front());
-        closed_order_.pop_front();
-      }
-    }
-    auto it = open_.find(job_id);
-    if (it != open_.end()) {
-      box = std::move(it->second);
-      open_.erase(it);
-    }
-    auto p = parked_.find(job_id);
-    if (p != parked_.end()) {
-      waiting = std::move(p->second);
-      parked_count_ -= waiting.size();
-      parked_.erase(p);
-    }
-  }
-  if (box) box->Fail(why);
-  for (Parked& p : waiting) p.resume(why);
-}
-
-absl::StatusOr<Delivery> PeerMailboxes::Deliver(DecodedFrame frame,
-                                                Resume resume) {
-  std::shared_ptr<JobMailbox> box;
-  std::vector<Resume> expired;
-  absl::Status refused;
-  {
-    absl::MutexLock lock(&mu_);
-    const std::string id = frame.header().job_id();
-    if (closed_.count(id)) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("job ", id, " has ended on this worker"));
-    }
-    auto it = open_.find(id);
-    if (it != open_.end()) {
-      box = it->second;
-    } else {
-      const absl::Time now = absl::Now();
-      expired = ExpireParked(now);
-      if (parked_count_ >= kMaxParkedStreams) {
-        refused = absl::ResourceExhaustedError(absl::StrCat(
-            "too many streams wait for jobs not started on this worker (",
-            kMaxParkedStreams, "); refusing job ", id));
-      } else {
-        parked_[id].push_back({std::move(frame), std::move(resume), now});
-        ++parked_count_;
-      }
-    }
-  }
-  RefuseParked(expired);
-  if (!refused.ok()) return refused;
-  if (!box) return Delivery::kParked;
-  return box->Push(std::move(frame), std::move(resume));
-}
-
-size_t PeerMailboxes::parked() const {
-  absl::MutexLock lock(&mu_);
-  return parked_count_;
-}
-
-void PeerMailboxes::SourceBroken(const std::string& job_id, int src) {
-  std::shared_ptr<JobMailbox> box;
-  {
-    absl::MutexLock lock(&mu_);
-    auto it = open_.find(job_id);
-    if (it == open_.end()) return;
-    box = it->second;
-  }
-  box->Fail(absl::UnavailableError(
-      absl::StrCat("stream from rank ", src, " broke")));
-}
 
 // ---------------------------------------------------------------- server side
 
@@ -231,16 +25,40 @@ struct ReactorGate {
   PeerReactor* reactor ABSL_GUARDED_BY(mu) = nullptr;
 };
 
+// The credentials a stream's client sent when it opened.
+PeerCredentials CredentialsOf(grpc::CallbackServerContext* ctx) {
+  const auto& md = ctx->client_metadata();
+  PeerCredentials c;
+  c.job_id = MetadataValue(md, kJobIdMetadata);
+  c.secret = MetadataValue(md, kJobSecretMetadata);
+  if (!absl::SimpleAtoi(MetadataValue(md, kJobRankMetadata), &c.rank)) {
+    c.rank = -1;
+  }
+  return c;
+}
+
+// One incoming stream:
+//  1. at open, ask the mailboxes to admit its credentials; no read starts
+//     before the answer (a refusal ends the stream with it);
+//  2. each frame read must name the admitted job and rank, else the stream
+//     ends with PERMISSION_DENIED and the frame is dropped;
+//  3. the frame goes into the job's mailbox; a full mailbox parks the
+//     stream until the collective makes room.
 class PeerReactor final
     : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
  public:
-  explicit PeerReactor(PeerMailboxes* mailboxes)
-      : mailboxes_(mailboxes), gate_(std::make_shared<ReactorGate>()) {
+  PeerReactor(PeerMailboxes* mailboxes, PeerCredentials creds)
+      : creds_(std::move(creds)), gate_(std::make_shared<ReactorGate>()) {
     {
       absl::MutexLock lock(&gate_->mu);
       gate_->reactor = this;
     }
-    StartRead(&buf_);
+    // 1. (The answer may come at once, on this thread.)
+    mailboxes->Admit(creds_, [gate = gate_](
+                                 absl::StatusOr<std::shared_ptr<JobMailbox>> b) {
+      absl::MutexLock lock(&gate->mu);
+      if (gate->reactor != nullptr) gate->reactor->Admitted(std::move(b));
+    });
   }
 
   void OnReadDone(bool ok) override {
@@ -254,16 +72,16 @@ class PeerReactor final
       FinishOnce(ToGrpcStatus(frame.status()));
       return;
     }
-    {
-      // OnCancel may run concurrently with this reaction.
-      absl::MutexLock lock(&mu_);
-      if (job_id_.empty()) {
-        job_id_ = frame->header().job_id();
-        src_ = frame->header().rank();
-      }
+    // 2.
+    if (frame->header().job_id() != creds_.job_id ||
+        frame->header().rank() != creds_.rank) {
+      FinishOnce(grpc::Status(
+          grpc::StatusCode::PERMISSION_DENIED,
+          "frame names another job or rank than its stream"));
+      return;
     }
-    absl::StatusOr<Delivery> d =
-        mailboxes_->Deliver(std::move(*frame), MakeResume());
+    // 3. (box_ is set before the first read starts.)
+    absl::StatusOr<Delivery> d = box()->Push(std::move(*frame), MakeResume());
     // After kParked the resume may already have started the next read on
     // another thread: touch nothing but locals from here.
     if (!d.ok()) {
@@ -274,15 +92,12 @@ class PeerReactor final
   }
 
   void OnCancel() override {
-    std::string job;
-    int src;
-    {
-      absl::MutexLock lock(&mu_);
-      job = job_id_;
-      src = src_;
+    // An admitted member's stream broke: its job cannot go on.
+    if (std::shared_ptr<JobMailbox> b = box()) {
+      b->Fail(absl::UnavailableError(
+          absl::StrCat("stream from rank ", creds_.rank, " broke")));
     }
-    if (!job.empty()) mailboxes_->SourceBroken(job, src);
-    // A parked stream has no read in flight to end it.
+    // A parked or waiting stream has no read in flight to end it.
     FinishOnce(grpc::Status(grpc::StatusCode::CANCELLED, "cancelled"));
   }
 
@@ -292,6 +107,20 @@ class PeerReactor final
       gate_->reactor = nullptr;
     }
     delete this;
+  }
+
+  // Step 1's answer: start reading, or end the stream.
+  void Admitted(absl::StatusOr<std::shared_ptr<JobMailbox>> b) {
+    if (!b.ok()) {
+      FinishOnce(ToGrpcStatus(b.status()));
+      return;
+    }
+    {
+      absl::MutexLock lock(&mu_);
+      if (finished_) return;
+      box_ = *std::move(b);
+    }
+    StartRead(&buf_);
   }
 
   // From a Resume: read on, or end the stream with the error.
@@ -311,6 +140,11 @@ class PeerReactor final
   }
 
  private:
+  std::shared_ptr<JobMailbox> box() {
+    absl::MutexLock lock(&mu_);
+    return box_;
+  }
+
   Resume MakeResume() {
     return [gate = gate_](const absl::Status& st) {
       absl::MutexLock lock(&gate->mu);
@@ -327,20 +161,19 @@ class PeerReactor final
     Finish(status);
   }
 
-  PeerMailboxes* const mailboxes_;
+  const PeerCredentials creds_;
   const std::shared_ptr<ReactorGate> gate_;
   grpc::ByteBuffer buf_;  // the one read in flight
   absl::Mutex mu_;
-  std::string job_id_ ABSL_GUARDED_BY(mu_);  // of the first frame
-  int src_ ABSL_GUARDED_BY(mu_) = -1;
+  std::shared_ptr<JobMailbox> box_ ABSL_GUARDED_BY(mu_);  // once admitted
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace
 
 grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* PeerService::Stream(
-    grpc::CallbackServerContext*) {
-  return new PeerReactor(mailboxes_);
+    grpc::CallbackServerContext* ctx) {
+  return new PeerReactor(mailboxes_, CredentialsOf(ctx));
 }
 
 // ---------------------------------------------------------------- client side
@@ -349,10 +182,15 @@ grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* PeerService::Stream
 class PeerSender final
     : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
  public:
-  PeerSender(const std::string& target)
+  // `creds` are presented when the stream opens (PeerReactor step 1).
+  PeerSender(const std::string& target, const PeerCredentials& creds)
       : target_(target),
         channel_(MakeChannel(target, /*own_connection=*/true)),
-        stub_(channel_) {}
+        stub_(channel_) {
+    ctx_.AddMetadata(kJobIdMetadata, creds.job_id);
+    ctx_.AddMetadata(kJobRankMetadata, std::to_string(creds.rank));
+    ctx_.AddMetadata(kJobSecretMetadata, creds.secret);
+  }
 
   absl::Status Start(absl::Time deadline) {
     absl::Status st = WaitForConnected(channel_.get(), target_, deadline);
@@ -513,7 +351,8 @@ absl::StatusOr<PeerSender*> GrpcTransport::SenderFor(int peer, int lane) {
   // Connect without holding mu_ so that Abort is never stuck behind it.
   // Only the collective's thread creates senders, so there is no race to
   // create the same one twice.
-  auto sender = std::make_unique<PeerSender>(peers_[peer]);
+  auto sender = std::make_unique<PeerSender>(
+      peers_[peer], PeerCredentials{job_id_, rank_, options_.job_secret});
   absl::Status st = sender->Start(absl::Now() + options_.connect_timeout);
   if (!st.ok()) {
     return absl::UnavailableError(absl::StrCat(

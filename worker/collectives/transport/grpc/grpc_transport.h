@@ -1,17 +1,16 @@
 // Transport over gRPC: each rank serves the Peer service; frames for a job
-// land in that job's mailbox, one bounded FIFO per sending rank, and are
-// reduced straight out of the received slices. Sending opens one client
-// stream per destination. Payloads are written once, into pooled send blocks
-// (a copy for Send, the reduction's output for SendSum); Forward re-sends
-// received slices without touching the data.
+// land in that job's mailbox (peer_mailboxes.h), one bounded FIFO per
+// sending rank, and are reduced straight out of the received slices. Sending
+// opens one client stream per destination. Payloads are written once, into
+// pooled send blocks (a copy for Send, the reduction's output for SendSum);
+// Forward re-sends received slices without touching the data.
 //
-// Flow control: a mailbox holds at most kMailboxFrames frames or
-// kMailboxBytes bytes per source; beyond that the stream's reactor stops
-// reading until the collective consumes one, so HTTP/2 flow control holds
-// the sender back. Frames for a job this worker has not opened yet (its
-// assignment may arrive after a peer's first frame) park their stream, at
-// most kMaxParkedStreams of them, for at most kParkedGrace; frames for a job
-// that ended are refused.
+// Every stream is authenticated when it opens: its metadata names the job,
+// the sending rank and the job's secret (GrpcTransportOptions.job_secret),
+// and the receiving worker admits it only into a job it runs, with that
+// job's secret and one of its ranks (PeerMailboxes::Admit). Each frame's
+// header must then name the same job and rank, else the stream ends with
+// PERMISSION_DENIED and the frame is not delivered.
 #ifndef GRADSYNC_WORKER_COLLECTIVES_TRANSPORT_GRPC_GRPC_TRANSPORT_H_
 #define GRADSYNC_WORKER_COLLECTIVES_TRANSPORT_GRPC_GRPC_TRANSPORT_H_
 
@@ -32,86 +31,10 @@
 #include "common/grpc/block_pool.h"
 #include "common/grpc/tensor_frame.h"
 #include "gradsync/v1/gradsync.grpc.pb.h"
+#include "worker/collectives/transport/grpc/peer_mailboxes.h"
 #include "worker/collectives/transport.h"
 
 namespace gradsync {
-
-inline constexpr size_t kMailboxFrames = 16;
-inline constexpr size_t kMailboxBytes = size_t{32} << 20;
-inline constexpr size_t kMaxParkedStreams = 256;
-inline constexpr absl::Duration kParkedGrace = absl::Seconds(60);
-// Ended jobs remembered (to refuse their late frames), oldest forgotten first.
-inline constexpr size_t kMaxClosedJobs = 4096;
-
-// Called once to let a parked stream go on: OK to read its next frame, an
-// error to end the stream with it. May run on any thread.
-using Resume = std::function<void(const absl::Status&)>;
-
-// What Push did with a frame.
-enum class Delivery {
-  kTaken,   // read the next frame
-  kParked,  // do not read until `resume` runs
-};
-
-// Received frames of one job, by sending rank and lane (the connection they
-// came on: FIFO order holds per connection only). Thread-safe.
-class JobMailbox {
- public:
-  // Appends a frame. kParked when the source's queue is full: `resume` runs
-  // once a Pop made room (or with the error when the mailbox fails). The
-  // mailbox's error if it has failed.
-  absl::StatusOr<Delivery> Push(DecodedFrame frame, Resume resume);
-  // Oldest frame from `src` on `lane`; DEADLINE_EXCEEDED, or the failure
-  // status.
-  absl::StatusOr<DecodedFrame> Pop(int src, int lane, absl::Time deadline);
-  // Makes pending and future Pops fail with `status` (first failure wins);
-  // parked streams are resumed with it.
-  void Fail(const absl::Status& status);
-
- private:
-  struct Source {
-    std::deque<DecodedFrame> frames;
-    size_t bytes = 0;
-    Resume parked;  // set while the source's stream waits for room
-  };
-  absl::Mutex mu_;
-  std::map<std::pair<int, int>, Source> sources_ ABSL_GUARDED_BY(mu_);
-  absl::Status error_ ABSL_GUARDED_BY(mu_);
-};
-
-// The mailboxes of all jobs on this worker. Thread-safe.
-class PeerMailboxes {
- public:
-  // The job's mailbox; frames parked for it are delivered now.
-  std::shared_ptr<JobMailbox> Open(const std::string& job_id);
-  // Fails the job's mailbox and refuses later frames for it.
-  void Close(const std::string& job_id, const absl::Status& why);
-  // Routes a frame by its header's job id. FAILED_PRECONDITION for a job that
-  // has ended here; RESOURCE_EXHAUSTED when too many streams wait for jobs
-  // not opened yet.
-  absl::StatusOr<Delivery> Deliver(DecodedFrame frame, Resume resume);
-  // Fails the mailbox of `job_id` because rank `src`'s stream broke.
-  void SourceBroken(const std::string& job_id, int src);
-  // Streams parked for jobs not opened yet (for tests).
-  size_t parked() const;
-
- private:
-  struct Parked {
-    DecodedFrame frame;
-    Resume resume;
-    absl::Time since;
-  };
-  // Refuses parked frames older than kParkedGrace; returns their resumes.
-  std::vector<Resume> ExpireParked(absl::Time now)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-
-  mutable absl::Mutex mu_;
-  std::map<std::string, std::shared_ptr<JobMailbox>> open_ ABSL_GUARDED_BY(mu_);
-  std::set<std::string> closed_ ABSL_GUARDED_BY(mu_);
-  std::deque<std::string> closed_order_ ABSL_GUARDED_BY(mu_);
-  std::map<std::string, std::vector<Parked>> parked_ ABSL_GUARDED_BY(mu_);
-  size_t parked_count_ ABSL_GUARDED_BY(mu_) = 0;
-};
 
 // The Peer service: one reactor per incoming stream, one read in flight.
 class PeerService final
@@ -137,6 +60,9 @@ struct GrpcTransportOptions {
   size_t max_cached_send_bytes = size_t{64} << 20;
   // Element format of sent frames. Equal on all ranks of a job.
   WireDtype wire_dtype = WireDtype::kFp32;
+  // The job's secret (Assignment.job_secret): presented when a stream
+  // opens; the receivers opened the job with the same one.
+  std::string job_secret;
 };
 
 // Transport of one rank in one job. Send/Recv from one thread at a time;
