@@ -21,6 +21,7 @@
 #include "absl/time/clock.h"
 #include "common/checkpoint.h"
 #include "common/grpc/grpc_util.h"
+#include "server/ps/ps_access.h"
 #include "server/ps/ps_service.h"
 #include "worker/sync/ring_checkpoint.h"
 
@@ -69,14 +70,18 @@ void BM_RingCheckpointSave(benchmark::State& state) {
   const size_t n = static_cast<size_t>(state.range(0));
   const std::string dir = BenchDir();
   PsStore store(dir);
-  PsService service(&store);
+  const auto key = std::make_shared<const JobKey>(*JobKey::Generate());
+  const PsAccess access(key);
+  PsService service(&store, &access);
   absl::StatusOr<StartedServer> started =
       StartServer("127.0.0.1:0", {&service});
   if (!started.ok()) {
     state.SkipWithError("cannot start the PS service");
     return;
   }
-  RingCheckpointClient client(LocalAddress("127.0.0.1:0", started->port));
+  const std::string secret = key->SecretOf("j-1", 1);
+  RingCheckpointClient client(LocalAddress("127.0.0.1:0", started->port),
+                              PsCredentials{secret, 1, secret, 1});
   RingState s;
   s.params.assign(n, 0.5f);
   s.optimizer = {1, std::vector<float>(n, 0.01f), std::vector<float>(n, 1e-4f)};

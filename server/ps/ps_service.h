@@ -87,6 +87,15 @@ class PsService final : public PsServiceBase {
   bool Refused(grpc::CallbackServerContext* ctx,
                grpc::ServerUnaryReactor* reactor, const char* method,
                const absl::Status& access) const;
+  // The ring-checkpoint calls (ps_service_ckpt.cc): parse the CKPT frame,
+  // check the caller with access(metadata, frame's job), run `work` on the
+  // pool.
+  template <typename Access, typename Work>
+  grpc::ServerUnaryReactor* OnPool(grpc::CallbackServerContext* ctx,
+                                   const char* method,
+                                   const grpc::ByteBuffer& request,
+                                   grpc::ByteBuffer* response, Access access,
+                                   Work work);
 
   PsStore* const store_;
   const PsAccess* const access_;

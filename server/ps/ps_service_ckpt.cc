@@ -72,17 +72,26 @@ absl::StatusOr<grpc::ByteBuffer> LoadPiece(const std::string& root,
   return EncodeFrameShared(h, std::move(data), 0, count);
 }
 
-// Answers a CKPT request: parses it, then runs `work` (which reads or
-// writes a file) on `pool` and finishes with its frame or error.
-template <typename Work>
-grpc::ServerUnaryReactor* OnPool(ReducePool* pool,
-                                 grpc::CallbackServerContext* ctx,
-                                 const grpc::ByteBuffer& request,
-                                 grpc::ByteBuffer* response, Work work) {
+}  // namespace
+
+// Answers a CKPT request: parses it, checks the caller with `access` (the
+// frame's job), then runs `work` (which reads or writes a file) on the pool
+// and finishes with its frame or error.
+template <typename Access, typename Work>
+grpc::ServerUnaryReactor* PsService::OnPool(grpc::CallbackServerContext* ctx,
+                                            const char* method,
+                                            const grpc::ByteBuffer& request,
+                                            grpc::ByteBuffer* response,
+                                            Access access, Work work) {
+  ReducePool* pool = &pool_;
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   absl::StatusOr<DecodedFrame> frame = ParseCkptFrame(request);
   if (!frame.ok()) {
     reactor->Finish(ToGrpcStatus(frame.status()));
+    return reactor;
+  }
+  if (Refused(ctx, reactor, method,
+              access(ctx->client_metadata(), frame->header().job_id()))) {
     return reactor;
   }
   pool->Schedule([reactor, response, work = std::move(work),
@@ -94,12 +103,14 @@ grpc::ServerUnaryReactor* OnPool(ReducePool* pool,
   return reactor;
 }
 
-}  // namespace
-
 grpc::ServerUnaryReactor* PsService::SaveCheckpoint(
     grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
     grpc::ByteBuffer* response) {
-  return OnPool(&pool_, ctx, *request, response,
+  // Rank 0 of the running job saves.
+  auto member = [this](const CallMetadata& md, const std::string& job) {
+    return access_->CheckJob(md, job);
+  };
+  return OnPool(ctx, "SaveCheckpoint", *request, response, member,
                 [root = store_->checkpoint_root()](const DecodedFrame& f)
                     -> absl::StatusOr<grpc::ByteBuffer> {
                   absl::Status st = SavePiece(root, f);
@@ -113,7 +124,11 @@ grpc::ServerUnaryReactor* PsService::SaveCheckpoint(
 grpc::ServerUnaryReactor* PsService::LoadCheckpoint(
     grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
     grpc::ByteBuffer* response) {
-  return OnPool(&pool_, ctx, *request, response,
+  // A resuming job reads its predecessor's checkpoint.
+  auto resumer = [this](const CallMetadata& md, const std::string& job) {
+    return access_->CheckResume(md, job);
+  };
+  return OnPool(ctx, "LoadCheckpoint", *request, response, resumer,
                 [root = store_->checkpoint_root()](const DecodedFrame& f) {
                   return LoadPiece(root, f.header());
                 });

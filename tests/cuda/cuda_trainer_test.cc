@@ -32,6 +32,8 @@
 #include "common/grpc/grpc_util.h"
 #include "common/partition.h"
 #include "common/spec/job_spec.h"
+#include "common/grpc/job_secret.h"
+#include "server/ps/ps_access.h"
 #include "server/ps/ps_service.h"
 #include "server/ps/ps_store.h"
 #include "worker/collectives/transport/inproc/inproc_transport.h"
@@ -80,8 +82,16 @@ class SlowSync : public GradientSync {
   const absl::Duration delay_;
 };
 
+// The PS shard's job key; assignments carry secrets derived from it.
+const std::shared_ptr<const JobKey>& TestKey() {
+  static const auto* key = new std::shared_ptr<const JobKey>(
+      std::make_shared<const JobKey>(*JobKey::Generate()));
+  return *key;
+}
+
 struct PsServer {
   PsStore store;
+  PsAccess access{TestKey()};
   std::unique_ptr<PsService> service;
   std::unique_ptr<grpc::Server> server;
   std::string address;
@@ -185,7 +195,7 @@ class CudaTrainerTest : public ::testing::Test {
     std::unique_ptr<PsServer> ps;
     if (c.strategy == "ps") {
       ps = std::make_unique<PsServer>();
-      ps->service = std::make_unique<PsService>(&ps->store);
+      ps->service = std::make_unique<PsService>(&ps->store, &ps->access);
       absl::StatusOr<StartedServer> started =
           StartServer("127.0.0.1:0", {ps->service.get()});
       ASSERT_TRUE(started.ok()) << started.status();
@@ -199,6 +209,7 @@ class CudaTrainerTest : public ::testing::Test {
       *as[r].mutable_spec() = *valid;
       as[r].set_rank(r);
       as[r].set_world_size(world);
+      as[r].set_job_secret(TestKey()->SecretOf(job_id, world));
       as[r].set_num_params(NumParams(*model_spec));
       for (int w : model_spec->widths) as[r].add_layer_widths(w);
       if (ps) {

@@ -8,12 +8,14 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <numeric>
 
 #include <gtest/gtest.h>
 
 #include "absl/time/clock.h"
 #include "common/grpc/grpc_util.h"
+#include "server/ps/ps_access.h"
 #include "server/ps/ps_service.h"
 #include "server/ps/ring_checkpoints.h"
 
@@ -39,12 +41,22 @@ class RingCheckpointTest : public ::testing::Test {
     char tmpl[] = "/tmp/gradsync-ring-ckpt-XXXXXX";
     root_ = mkdtemp(tmpl);
     store_ = std::make_unique<PsStore>(root_);
-    service_ = std::make_unique<PsService>(store_.get());
+    service_ = std::make_unique<PsService>(store_.get(), &access_);
     auto started = StartServer("127.0.0.1:0", {service_.get()});
     ASSERT_TRUE(started.ok()) << started.status();
     server_ = std::move(started->server);
-    client_ = std::make_unique<RingCheckpointClient>(
-        LocalAddress("127.0.0.1:0", started->port));
+    address_ = LocalAddress("127.0.0.1:0", started->port);
+  }
+  // A client with `job`'s credentials (world 1), as saving and as resuming
+  // from it; `secret` overrides the secret (an outsider's).
+  RingCheckpointClient* C(const std::string& job, std::string secret = "") {
+    if (secret.empty()) secret = key_->SecretOf(job, 1);
+    auto& c = clients_[job + "/" + secret];
+    if (c == nullptr) {
+      c = std::make_unique<RingCheckpointClient>(
+          address_, PsCredentials{secret, 1, secret, 1});
+    }
+    return c.get();
   }
   void TearDown() override {
     server_->Shutdown(ToChrono(absl::Now() + absl::Seconds(1)));
@@ -56,7 +68,11 @@ class RingCheckpointTest : public ::testing::Test {
   std::unique_ptr<PsStore> store_;
   std::unique_ptr<PsService> service_;
   std::unique_ptr<grpc::Server> server_;
-  std::unique_ptr<RingCheckpointClient> client_;
+  std::shared_ptr<const JobKey> key_ =
+      std::make_shared<const JobKey>(*JobKey::Generate());
+  PsAccess access_{key_};
+  std::string address_;
+  std::map<std::string, std::unique_ptr<RingCheckpointClient>> clients_;
 };
 
 TEST(RingCheckpointPieces, CoverTheVectorInOrder) {
@@ -69,13 +85,13 @@ TEST(RingCheckpointPieces, CoverTheVectorInOrder) {
 
 TEST_F(RingCheckpointTest, SavedStateLoadsBackBitForBit) {
   const RingState saved = AdamState(1.0f);
-  ASSERT_TRUE(client_->Save("j-1", 4, saved, Deadline()).ok());
-  absl::StatusOr<int64_t> step = client_->NewestStep("j-1", Deadline());
+  ASSERT_TRUE(C("j-1")->Save("j-1", 4, saved, Deadline()).ok());
+  absl::StatusOr<int64_t> step = C("j-1")->NewestStep("j-1", Deadline());
   ASSERT_TRUE(step.ok()) << step.status();
   EXPECT_EQ(*step, 4);
   RingState loaded;
   loaded.params.resize(kN);
-  absl::Status st = client_->Load("j-1", 4, &loaded, Deadline());
+  absl::Status st = C("j-1")->Load("j-1", 4, &loaded, Deadline());
   ASSERT_TRUE(st.ok()) << st;
   EXPECT_EQ(loaded.params, saved.params);
   EXPECT_EQ(loaded.optimizer.steps, 17);
@@ -85,23 +101,23 @@ TEST_F(RingCheckpointTest, SavedStateLoadsBackBitForBit) {
   // Plain SGD: no moments at all.
   RingState sgd;
   sgd.params = saved.params;
-  ASSERT_TRUE(client_->Save("j-2", 1, sgd, Deadline()).ok());
+  ASSERT_TRUE(C("j-2")->Save("j-2", 1, sgd, Deadline()).ok());
   loaded.params.assign(kN, 0.0f);
-  ASSERT_TRUE(client_->Load("j-2", 1, &loaded, Deadline()).ok());
+  ASSERT_TRUE(C("j-2")->Load("j-2", 1, &loaded, Deadline()).ok());
   EXPECT_EQ(loaded.params, sgd.params);
   EXPECT_TRUE(loaded.optimizer.first.empty());
   EXPECT_TRUE(loaded.optimizer.second.empty());
 }
 
 TEST_F(RingCheckpointTest, NewestCompleteCheckpointWinsAndTwoAreKept) {
-  ASSERT_TRUE(client_->Save("j-1", 4, AdamState(1.0f), Deadline()).ok());
-  ASSERT_TRUE(client_->Save("j-1", 8, AdamState(2.0f), Deadline()).ok());
+  ASSERT_TRUE(C("j-1")->Save("j-1", 4, AdamState(1.0f), Deadline()).ok());
+  ASSERT_TRUE(C("j-1")->Save("j-1", 8, AdamState(2.0f), Deadline()).ok());
   // Step 12 cut off after its first piece (rank 0 died).
   const RingState s12 = AdamState(3.0f);
   CheckpointView piece;
   piece.params = absl::MakeConstSpan(s12.params).subspan(0, 10);
   ASSERT_TRUE(SaveRingPiece(root_, "j-1", 12, 0, piece).ok());
-  absl::StatusOr<int64_t> step = client_->NewestStep("j-1", Deadline());
+  absl::StatusOr<int64_t> step = C("j-1")->NewestStep("j-1", Deadline());
   ASSERT_TRUE(step.ok()) << step.status();
   EXPECT_EQ(*step, 8);
   // Piece 0 keeps steps 8 and 12 only; the others 4 and 8.
@@ -111,14 +127,14 @@ TEST_F(RingCheckpointTest, NewestCompleteCheckpointWinsAndTwoAreKept) {
 }
 
 TEST_F(RingCheckpointTest, DamagedMissingOrMismatchedCheckpointsAreRefused) {
-  ASSERT_TRUE(client_->Save("j-1", 4, AdamState(1.0f), Deadline()).ok());
+  ASSERT_TRUE(C("j-1")->Save("j-1", 4, AdamState(1.0f), Deadline()).ok());
   RingState loaded;
   loaded.params.resize(kN - 1);  // another model
   EXPECT_TRUE(absl::IsFailedPrecondition(
-      client_->Load("j-1", 4, &loaded, Deadline())));
+      C("j-1")->Load("j-1", 4, &loaded, Deadline())));
   loaded.params.resize(kN);
-  EXPECT_TRUE(absl::IsNotFound(client_->Load("j-1", 5, &loaded, Deadline())));
-  absl::StatusOr<int64_t> none = client_->NewestStep("j-9", Deadline());
+  EXPECT_TRUE(absl::IsNotFound(C("j-1")->Load("j-1", 5, &loaded, Deadline())));
+  absl::StatusOr<int64_t> none = C("j-9")->NewestStep("j-9", Deadline());
   EXPECT_TRUE(absl::IsNotFound(none.status()));
   EXPECT_NE(none.status().message().find("j-9"), std::string::npos);
 
@@ -128,9 +144,29 @@ TEST_F(RingCheckpointTest, DamagedMissingOrMismatchedCheckpointsAreRefused) {
     f.seekp(1000);
     f.put('\x5a');
   }
-  absl::Status st = client_->Load("j-1", 4, &loaded, Deadline());
+  absl::Status st = C("j-1")->Load("j-1", 4, &loaded, Deadline());
   EXPECT_TRUE(absl::IsDataLoss(st)) << st;
   EXPECT_NE(st.message().find(path), std::string::npos) << st;
+}
+
+// Without the job's secret nobody saves into, lists or reads its checkpoint.
+TEST_F(RingCheckpointTest, OutsidersCannotSaveListOrLoad) {
+  ASSERT_TRUE(C("j-1")->Save("j-1", 4, AdamState(1.0f), Deadline()).ok());
+  RingCheckpointClient* outsider = C("j-1", std::string(64, 'f'));
+  EXPECT_EQ(outsider->Save("j-1", 8, AdamState(2.0f), Deadline()).code(),
+            absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(outsider->NewestStep("j-1", Deadline()).status().code(),
+            absl::StatusCode::kPermissionDenied);
+  RingState loaded;
+  loaded.params.resize(kN);
+  EXPECT_EQ(outsider->Load("j-1", 4, &loaded, Deadline()).code(),
+            absl::StatusCode::kPermissionDenied);
+  // A member of another job is an outsider here too.
+  EXPECT_EQ(C("j-2")->Load("j-1", 4, &loaded, Deadline()).code(),
+            absl::StatusCode::kPermissionDenied);
+  absl::StatusOr<int64_t> step = C("j-1")->NewestStep("j-1", Deadline());
+  ASSERT_TRUE(step.ok()) << step.status();
+  EXPECT_EQ(*step, 4);  // the refused save left nothing
 }
 
 TEST(RingCheckpointStore, NoStateDirectoryOrBadJobIsRefused) {

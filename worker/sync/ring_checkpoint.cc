@@ -57,14 +57,19 @@ std::vector<Range> RingCheckpointPieces(size_t n) {
   return out;
 }
 
-RingCheckpointClient::RingCheckpointClient(const std::string& address)
-    : address_(address), channel_(MakeChannel(address)), stub_(channel_) {}
+RingCheckpointClient::RingCheckpointClient(const std::string& address,
+                                           PsCredentials creds)
+    : address_(address),
+      creds_(std::move(creds)),
+      channel_(MakeChannel(address)),
+      stub_(channel_) {}
 
 absl::StatusOr<grpc::ByteBuffer> RingCheckpointClient::Call(
     const std::string& method, const grpc::ByteBuffer& request,
     absl::Time deadline) {
   grpc::ClientContext ctx;
   ctx.set_deadline(ToChrono(deadline));
+  AddPsCredentials(creds_, &ctx);
   {
     absl::MutexLock lock(&mu_);
     if (cancelled_) return absl::CancelledError("checkpoint cancelled");
@@ -118,6 +123,7 @@ absl::StatusOr<int64_t> RingCheckpointClient::NewestStep(const std::string& job,
   auto stub = v1::ParameterServer::NewStub(channel_);
   grpc::ClientContext ctx;
   ctx.set_deadline(ToChrono(deadline));
+  AddPsCredentials(creds_, &ctx);
   v1::CheckpointsRequest req;
   req.set_job_id(job);
   v1::CheckpointsResponse resp;

@@ -27,6 +27,7 @@
 #include "absl/time/time.h"
 #include "common/optimizer.h"
 #include "common/partition.h"
+#include "worker/sync/ps_client.h"
 
 namespace gradsync {
 
@@ -49,7 +50,9 @@ struct RingState {
 // in progress (and later ones) with CANCELLED.
 class RingCheckpointClient {
  public:
-  explicit RingCheckpointClient(const std::string& address);
+  // Every call carries `creds` (the job's secret; a resuming job's also the
+  // secret of the job it resumes), as the shard requires (ps_access.h).
+  RingCheckpointClient(const std::string& address, PsCredentials creds);
 
   // Sends `state` as `job`'s checkpoint at `step`, piece by piece (each
   // piece is durable on the shard when its call returns). The shard's error
@@ -79,6 +82,7 @@ class RingCheckpointClient {
                          Range r, RingState* state, absl::Time deadline);
 
   const std::string address_;
+  const PsCredentials creds_;
   const std::shared_ptr<grpc::Channel> channel_;
   grpc::GenericStub stub_;
 

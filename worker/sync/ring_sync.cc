@@ -126,7 +126,8 @@ class RingSync final : public GradientSync {
           "ring checkpoints: the assignment names no PS shard to keep them");
     }
     auto c = std::make_unique<RingCheckpointer>(
-        std::make_unique<RingCheckpointClient>(a_.ps_shards(0).address()),
+        std::make_unique<RingCheckpointClient>(a_.ps_shards(0).address(),
+                                               PsCredentialsOf(a_)),
         a_.job_id(), spec.checkpoint_every(), a_.rank() == 0,
         StepTimeout(spec) + kBroadcastSlack);
     absl::MutexLock lock(&mu_);
