@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/grpc/grpc_util.h"
 #include "common/grpc/job_secret.h"
+#include "common/grpc/security.h"
 #include "gradsync/v1/gradsync.grpc.pb.h"
 #include "tests/integration/cluster_fixture.h"
 
@@ -62,6 +63,13 @@ std::unique_ptr<grpc::ClientContext> Ctx(const std::string& secret,
   return ctx;
 }
 
+// The outsider of these tests holds the cluster token (MakeChannel of this
+// process sends it): the job-scoped checks must stop a cluster member that
+// is not a member of the job, not only strangers (auth_test.cc).
+void ActAsATokenHolder(Cluster& c) {
+  SetClusterSecurity(c->client_security());
+}
+
 // Every data-plane call on `shard` for job `id`, without and with a guessed
 // secret: each PERMISSION_DENIED, and no answer says anything about the job.
 void ExpectShardRefusesOutsider(const std::string& shard, const std::string& id) {
@@ -97,6 +105,7 @@ void ExpectShardRefusesOutsider(const std::string& shard, const std::string& id)
 TEST(JobSecurity, AnOutsiderCannotPullPushEndOrListAPsJob) {
   Cluster c(2, /*shards=*/2);
   ASSERT_TRUE(c.ok());
+  ActAsATokenHolder(c);
   v1::JobSpec spec = Spec("ps", "sync", 2);
   spec.set_ps_shards(2);
   const std::string id = StartJob(c, spec);
@@ -137,6 +146,7 @@ grpc::Status IntrudePeer(const std::string& address, const std::string& job,
 TEST(JobSecurity, AnOutsiderCannotOpenAPeerStreamIntoARingJob) {
   Cluster c(3);
   ASSERT_TRUE(c.ok());
+  ActAsATokenHolder(c);
   const std::string id = StartJob(c, Spec("ring", "sync", 3));
   v1::ListJobsResponse list;
   ASSERT_TRUE(c.List(&list).ok());
@@ -184,6 +194,7 @@ class FakeWorker {
 TEST(JobSecurity, AFakeWorkerCannotCompleteAJob) {
   Cluster c(2);
   ASSERT_TRUE(c.ok());
+  ActAsATokenHolder(c);
   const std::string id = StartJob(c, Spec("ps", "async", 2));
   // A second session under a live worker's id is refused.
   FakeWorker twin(c->coordinator(), "w0");
