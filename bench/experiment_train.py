@@ -37,6 +37,8 @@ import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+from experiment import have_matplotlib  # noqa: E402  (bench/experiment.py)
 MODES = ["ps-sync", "ps-async", "ring-sync", "ring-async"]
 STYLE = {"ps-sync": "C3", "ps-async": "C1", "ring-sync": "C0", "ring-async": "C2"}
 FIELDS = ["workers", "mode", "state", "samples_per_second", "wall_seconds",
@@ -206,14 +208,6 @@ def report(rows):
             r.get("final_train_loss") or 0, r.get("comm_seconds") or 0,
             r.get("exposed_comm_seconds") or 0,
             "" if r.get("state") == "SUCCEEDED" else "  " + str(r.get("state"))))
-
-
-def have_matplotlib():
-    try:
-        import matplotlib  # noqa: F401
-        return True
-    except ImportError:
-        return False
 
 
 def main(argv):
