@@ -7,6 +7,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/exception_status.h"
 #include "common/grpc/grpc_util.h"
 #include "common/grpc/job_secret.h"
 
@@ -61,7 +62,18 @@ class PeerReactor final
     });
   }
 
+  // No exception may leave a reactor callback (it would end the worker):
+  // one from parsing or delivering ends this stream with its status.
   void OnReadDone(bool ok) override {
+    try {
+      HandleRead(ok);
+    } catch (...) {
+      FinishOnce(ToGrpcStatus(CurrentExceptionStatus(
+          absl::StrCat("Peer stream of rank ", creds_.rank))));
+    }
+  }
+
+  void HandleRead(bool ok) {
     if (!ok) {
       FinishOnce(grpc::Status::OK);  // client half-closed (or cancelled)
       return;
