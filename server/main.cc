@@ -104,8 +104,6 @@ absl::Status StartCoordinator(
   return absl::OkStatus();
 }
 
-// grpc.health.v1: "" is SERVING once listening (readiness probes), and the
-// services this role runs are SERVING by name.
 // --job_key_file, or a fresh key unless this is only a PS shard (which has
 // no way to learn the coordinator's: it then refuses every call).
 absl::StatusOr<std::shared_ptr<const gradsync::JobKey>> LoadJobKey(
@@ -122,6 +120,65 @@ absl::StatusOr<std::shared_ptr<const gradsync::JobKey>> LoadJobKey(
   return std::make_shared<const gradsync::JobKey>(*std::move(key));
 }
 
+// The coordinator's settings from the flags. With role=all this process is
+// PS shard 0, whose address is known only after binding (port 0): its entry
+// of ps_addresses is empty until SetShardZeroAddress.
+gradsync::CoordinatorOptions CoordinatorOptionsFromFlags(
+    const std::string& role, std::shared_ptr<const gradsync::JobKey> job_key) {
+  gradsync::CoordinatorOptions copts;
+  copts.heartbeat_timeout =
+      absl::Seconds(absl::GetFlag(FLAGS_heartbeat_timeout));
+  copts.retention.max_ended_jobs = absl::GetFlag(FLAGS_max_ended_jobs);
+  copts.retention.max_events_per_job = absl::GetFlag(FLAGS_max_events_per_job);
+  copts.retention.max_stored_jobs = absl::GetFlag(FLAGS_max_stored_jobs);
+  copts.dead_worker_grace =
+      absl::Seconds(absl::GetFlag(FLAGS_dead_worker_grace));
+  copts.max_streams = absl::GetFlag(FLAGS_max_streams);
+  copts.job_key = std::move(job_key);
+  if (role == "all") copts.ps_addresses.push_back("");
+  for (absl::string_view s :
+       absl::StrSplit(absl::GetFlag(FLAGS_ps_shards), ',', absl::SkipEmpty())) {
+    copts.ps_addresses.emplace_back(s);
+  }
+  return copts;
+}
+
+// What main needs settled before anything starts; INVALID_ARGUMENT-style
+// errors name the flag (main exits 2 with them).
+struct Startup {
+  std::string role;
+  gradsync::ClusterSecurity security;
+  std::shared_ptr<const gradsync::JobKey> job_key;
+};
+
+absl::StatusOr<Startup> CheckStartup() {
+  Startup s;
+  s.role = absl::GetFlag(FLAGS_role);
+  if (s.role != "all" && s.role != "coordinator" && s.role != "ps") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--role must be all, coordinator or ps, got '", s.role, "'"));
+  }
+  if (absl::Status st =
+          gradsync::InitLogging("server", absl::GetFlag(FLAGS_log_level));
+      !st.ok()) {
+    return st;
+  }
+  absl::StatusOr<gradsync::ClusterSecurity> security =
+      gradsync::SecurityFromCommandLine(gradsync::SecurityRole::kDaemon);
+  if (!security.ok()) return security.status();
+  s.security = *std::move(security);
+  absl::StatusOr<std::shared_ptr<const gradsync::JobKey>> key =
+      LoadJobKey(s.role);
+  if (!key.ok()) {
+    return absl::Status(key.status().code(),
+                        absl::StrCat("--job_key_file: ", key.status().message()));
+  }
+  s.job_key = *std::move(key);
+  return s;
+}
+
+// grpc.health.v1: "" is SERVING once listening (readiness probes), and the
+// services this role runs are SERVING by name.
 void MarkServing(grpc::Server* server, bool coordinator, bool ps) {
   grpc::HealthCheckServiceInterface* health = server->GetHealthCheckService();
   if (health == nullptr) return;
@@ -143,38 +200,21 @@ int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
   gradsync::TuneAllocatorForLargeBuffers();
   gradsync::FlushDenormalsToZero();  // before any thread starts
-  const std::string role = absl::GetFlag(FLAGS_role);
-  if (role != "all" && role != "coordinator" && role != "ps") {
-    std::cerr << "gradsync-server: --role must be all, coordinator or ps, got '"
-              << role << "'\n";
+  absl::StatusOr<Startup> startup = CheckStartup();
+  if (!startup.ok()) {
+    std::cerr << "gradsync-server: " << startup.status().message() << "\n";
     return 2;
   }
-  if (absl::Status st = gradsync::InitLogging("server", absl::GetFlag(FLAGS_log_level));
-      !st.ok()) {
-    std::cerr << "gradsync-server: " << st.message() << "\n";
-    return 2;
-  }
-  absl::StatusOr<gradsync::ClusterSecurity> security =
-      gradsync::SecurityFromCommandLine(gradsync::SecurityRole::kDaemon);
-  if (!security.ok()) {
-    std::cerr << "gradsync-server: " << security.status().message() << "\n";
-    return 2;
-  }
+  const std::string role = startup->role;
+  const std::shared_ptr<const gradsync::JobKey> job_key = startup->job_key;
   const std::string listen = absl::GetFlag(FLAGS_listen);
   std::vector<grpc::Service*> services;
-
-  auto job_key = LoadJobKey(role);
-  if (!job_key.ok()) {
-    std::cerr << "gradsync-server: --job_key_file: " << job_key.status().message()
-              << "\n";
-    return 2;
-  }
   gradsync::MetricsRegistry metrics_registry;  // this process's; outlives all
-  gradsync::CountAuthRefusals(&metrics_registry, &*security);
-  gradsync::SetClusterSecurity(*std::move(security));
+  gradsync::CountAuthRefusals(&metrics_registry, &startup->security);
+  gradsync::SetClusterSecurity(std::move(startup->security));
   gradsync::PsStore store(absl::GetFlag(FLAGS_state_dir) + "/checkpoints",
                           absl::GetFlag(FLAGS_ps_max_ended_jobs));
-  const gradsync::PsAccess ps_access(*job_key);
+  const gradsync::PsAccess ps_access(job_key);
   gradsync::PsService ps_service(
       &store, &ps_access, gradsync::kPsReduceThreads,
       role == "coordinator" ? gradsync::PsTraffic{}
@@ -183,27 +223,10 @@ int main(int argc, char** argv) {
   std::unique_ptr<gradsync::SqliteJobStore> history;
   std::unique_ptr<gradsync::Coordinator> coordinator;
   if (role != "coordinator") services.push_back(&ps_service);
-  std::vector<std::string> extra;
-  for (absl::string_view s :
-       absl::StrSplit(absl::GetFlag(FLAGS_ps_shards), ',', absl::SkipEmpty())) {
-    extra.emplace_back(s);
-  }
   const std::string host = listen.substr(0, listen.rfind(':'));
-  gradsync::CoordinatorOptions copts;
-  copts.heartbeat_timeout =
-      absl::Seconds(absl::GetFlag(FLAGS_heartbeat_timeout));
-  copts.retention.max_ended_jobs = absl::GetFlag(FLAGS_max_ended_jobs);
-  copts.retention.max_events_per_job = absl::GetFlag(FLAGS_max_events_per_job);
-  copts.retention.max_stored_jobs = absl::GetFlag(FLAGS_max_stored_jobs);
-  copts.dead_worker_grace =
-      absl::Seconds(absl::GetFlag(FLAGS_dead_worker_grace));
-  copts.max_streams = absl::GetFlag(FLAGS_max_streams);
-  copts.job_key = *job_key;
+  const gradsync::CoordinatorOptions copts =
+      CoordinatorOptionsFromFlags(role, job_key);
   if (role != "ps") {
-    // With role=all this process is shard 0; its address is known only after
-    // binding (port 0), so it is filled in after BuildAndStart.
-    if (role == "all") copts.ps_addresses.push_back("");
-    for (const std::string& e : extra) copts.ps_addresses.push_back(e);
     if (absl::Status st = StartCoordinator(copts, &metrics_registry, &history,
                                            &coordinator);
         !st.ok()) {
