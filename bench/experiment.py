@@ -45,23 +45,31 @@ ALGORITHMS = {
 STYLE = {"ring": "C0", "hd": "C1", "tree": "C2", "ps1": "C3", "psN": "C4"}
 
 
-def die(msg, code=2):
-    print("experiment: " + msg, file=sys.stderr)
+def die(msg, code=2, prog="experiment"):
+    print(prog + ": " + msg, file=sys.stderr)
     sys.exit(code)
 
 
-def parse_args(argv):
+def parse_command(argv, doc, defaults, prog):
+    """`run|plot --key=value...` over `defaults` (shared with
+    experiment_train.py): (command, options as text); --help prints `doc`."""
     if not argv or argv[0] not in ("run", "plot") or "-h" in argv or "--help" in argv:
-        print(__doc__)
+        print(doc)
         sys.exit(0 if argv and ("-h" in argv or "--help" in argv) else 2)
-    opts = {"workers": "2,3,4", "sizes": "4K,64K,1M,16M,64M",
-            "algorithms": "ring,hd,tree,ps1,psN", "rate": "1gbit", "iters": "3",
-            "out": "experiment-results", "build-dir": "build"}
+    opts = dict(defaults)
     for a in argv[1:]:
         m = re.fullmatch(r"--([a-z-]+)=(.*)", a)
         if not m or m.group(1) not in opts:
-            die("unknown argument %s (see --help)" % a)
+            die("unknown argument %s (see --help)" % a, prog=prog)
         opts[m.group(1)] = m.group(2)
+    return argv[0], opts
+
+
+def parse_args(argv):
+    cmd, opts = parse_command(argv, __doc__, {
+        "workers": "2,3,4", "sizes": "4K,64K,1M,16M,64M",
+        "algorithms": "ring,hd,tree,ps1,psN", "rate": "1gbit", "iters": "3",
+        "out": "experiment-results", "build-dir": "build"}, "experiment")
     try:
         opts["workers"] = [int(n) for n in opts["workers"].split(",")]
         opts["iters"] = int(opts["iters"])
@@ -73,7 +81,7 @@ def parse_args(argv):
     for alg in opts["algorithms"]:
         if alg not in ALGORITHMS:
             die("unknown algorithm %s (want %s)" % (alg, ",".join(ALGORITHMS)))
-    return argv[0], opts
+    return cmd, opts
 
 
 def run(opts):

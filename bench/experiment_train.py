@@ -38,7 +38,8 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "bench"))
-from experiment import have_matplotlib  # noqa: E402  (bench/experiment.py)
+import experiment  # noqa: E402  (bench/experiment.py)
+from experiment import have_matplotlib  # noqa: E402
 MODES = ["ps-sync", "ps-async", "ring-sync", "ring-async"]
 STYLE = {"ps-sync": "C3", "ps-async": "C1", "ring-sync": "C0", "ring-async": "C2"}
 FIELDS = ["workers", "mode", "state", "samples_per_second", "wall_seconds",
@@ -47,23 +48,15 @@ FIELDS = ["workers", "mode", "state", "samples_per_second", "wall_seconds",
 
 
 def die(msg, code=2):
-    print("experiment_train: " + msg, file=sys.stderr)
-    sys.exit(code)
+    experiment.die(msg, code, prog="experiment_train")
 
 
 def parse_args(argv):
-    if not argv or argv[0] not in ("run", "plot") or "-h" in argv or "--help" in argv:
-        print(__doc__)
-        sys.exit(0 if argv and ("-h" in argv or "--help" in argv) else 2)
-    opts = {"workers": "1,2,4,8", "epochs": "3", "curves": "4",
-            "out": "experiment-results", "build-dir": "build", "data-dir": "",
-            "model": "mlp:784-256-128-10", "pairs": ",".join(MODES),
-            "train-limit": "0"}
-    for a in argv[1:]:
-        m = re.fullmatch(r"--([a-z-]+)=(.*)", a)
-        if not m or m.group(1) not in opts:
-            die("unknown argument %s (see --help)" % a)
-        opts[m.group(1)] = m.group(2)
+    cmd, opts = experiment.parse_command(argv, __doc__, {
+        "workers": "1,2,4,8", "epochs": "3", "curves": "4",
+        "out": "experiment-results", "build-dir": "build", "data-dir": "",
+        "model": "mlp:784-256-128-10", "pairs": ",".join(MODES),
+        "train-limit": "0"}, "experiment_train")
     try:
         opts["workers"] = [int(n) for n in opts["workers"].split(",")]
         opts["epochs"] = int(opts["epochs"])
@@ -75,7 +68,7 @@ def parse_args(argv):
         die("--workers: each N must be 1..64")
     if opts["epochs"] < 1:
         die("--epochs must be at least 1")
-    return argv[0], opts
+    return cmd, opts
 
 
 def mode_of(job):
