@@ -41,6 +41,26 @@ absl::StatusOr<int64_t> PickResumeStep(
   return *common.rbegin();
 }
 
+absl::StatusOr<v1::CheckpointsResponse> ListCheckpoints(
+    const std::shared_ptr<grpc::Channel>& channel, const std::string& address,
+    const std::string& job, const PsCredentials& creds, absl::Time deadline) {
+  auto stub = v1::ParameterServer::NewStub(channel);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(ToChrono(deadline));
+  AddPsCredentials(creds, &ctx);
+  v1::CheckpointsRequest req;
+  req.set_job_id(job);
+  v1::CheckpointsResponse resp;
+  const grpc::Status st = stub->Checkpoints(&ctx, req, &resp);
+  if (!st.ok()) {
+    const absl::Status s = FromGrpcStatus(st);
+    return absl::Status(s.code(), absl::StrCat("checkpoints of ", job,
+                                               " on PS shard ", address, ": ",
+                                               s.message()));
+  }
+  return resp;
+}
+
 absl::StatusOr<int64_t> FindResumeStep(const std::string& old_job,
                                        const std::set<std::string>& shards,
                                        const PsCredentials& creds,
@@ -48,22 +68,11 @@ absl::StatusOr<int64_t> FindResumeStep(const std::string& old_job,
   std::vector<std::vector<int64_t>> lists;
   std::vector<int> slices;
   for (const std::string& address : shards) {
-    auto stub = v1::ParameterServer::NewStub(MakeChannel(address));
-    grpc::ClientContext ctx;
-    ctx.set_deadline(ToChrono(deadline));
-    AddPsCredentials(creds, &ctx);
-    v1::CheckpointsRequest req;
-    req.set_job_id(old_job);
-    v1::CheckpointsResponse resp;
-    grpc::Status st = stub->Checkpoints(&ctx, req, &resp);
-    if (!st.ok()) {
-      absl::Status s = FromGrpcStatus(st);
-      return absl::Status(s.code(), absl::StrCat("checkpoints of ", old_job,
-                                                 " on PS shard ", address, ": ",
-                                                 s.message()));
-    }
-    lists.emplace_back(resp.steps().begin(), resp.steps().end());
-    slices.push_back(resp.slices());
+    absl::StatusOr<v1::CheckpointsResponse> resp = ListCheckpoints(
+        MakeChannel(address), address, old_job, creds, deadline);
+    if (!resp.ok()) return resp.status();
+    lists.emplace_back(resp->steps().begin(), resp->steps().end());
+    slices.push_back(resp->slices());
   }
   return PickResumeStep(old_job, lists, slices);
 }

@@ -6,15 +6,24 @@
 #define GRADSYNC_WORKER_SYNC_PS_RESUME_H_
 
 #include <cstdint>
+#include <memory>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "gradsync/v1/gradsync.grpc.pb.h"
 #include "worker/sync/ps_client.h"
 
 namespace gradsync {
+
+// The Checkpoints listing of `job` on the shard behind `channel` (at
+// `address`, for the error), with `creds`; a failed call's status names the
+// job and the shard. Used by PS and ring resumption alike.
+absl::StatusOr<v1::CheckpointsResponse> ListCheckpoints(
+    const std::shared_ptr<grpc::Channel>& channel, const std::string& address,
+    const std::string& job, const PsCredentials& creds, absl::Time deadline);
 
 // The largest step in every shard's list of common steps (shards with no
 // slice of the job do not count). NOT_FOUND naming the job when no shard has

@@ -12,6 +12,7 @@
 #include "common/grpc/grpc_util.h"
 #include "common/grpc/tensor_frame.h"
 #include "gradsync/v1/gradsync.grpc.pb.h"
+#include "worker/sync/ps_resume.h"
 
 namespace gradsync {
 namespace {
@@ -120,20 +121,10 @@ absl::Status RingCheckpointClient::Save(const std::string& job, int64_t step,
 
 absl::StatusOr<int64_t> RingCheckpointClient::NewestStep(const std::string& job,
                                                          absl::Time deadline) {
-  auto stub = v1::ParameterServer::NewStub(channel_);
-  grpc::ClientContext ctx;
-  ctx.set_deadline(ToChrono(deadline));
-  AddPsCredentials(creds_, &ctx);
-  v1::CheckpointsRequest req;
-  req.set_job_id(job);
-  v1::CheckpointsResponse resp;
-  const grpc::Status st = stub->Checkpoints(&ctx, req, &resp);
-  if (!st.ok()) {
-    const absl::Status s = FromGrpcStatus(st);
-    return absl::Status(s.code(), absl::StrCat("checkpoints of ", job,
-                                               " on PS shard ", address_, ": ",
-                                               s.message()));
-  }
+  absl::StatusOr<v1::CheckpointsResponse> listed =
+      ListCheckpoints(channel_, address_, job, creds_, deadline);
+  if (!listed.ok()) return listed.status();
+  const v1::CheckpointsResponse& resp = *listed;
   if (resp.steps_size() == 0) {
     return absl::NotFoundError(absl::StrCat(
         "cannot resume ", job, ": PS shard ", address_,
