@@ -435,6 +435,23 @@ TEST(Integration, LocalBenchPassesTheTuningFileAndTheWireDtypeToWorkers) {
   EXPECT_EQ(r["rows"][0]["ok"], true) << Slurp(out);
 }
 
+// A push/pull larger than one gRPC message (64 MiB through one shard; the
+// limit, common/message_limits.h, is 48 MiB) is cut into the PS partitions
+// that training uses, so it succeeds and verifies.
+TEST(Integration, BenchPushPullLargerThanOneMessageThroughOneShard) {
+  const std::string dir = TempDir();
+  const std::string out = dir + "/out.txt";
+  const int rc = Shell(
+      absl::StrCat(GRADSYNC_BIN_DIR, "/gradsync local bench --workers=2",
+                   " --op=pushpull --ps_shards=1 --sizes=64M --iters=1",
+                   " --warmup=0 --results=", dir, "/r.json --log_dir=", dir,
+                   " > ", out, " 2>&1"),
+      120);
+  ASSERT_EQ(rc, 0) << Slurp(out);
+  ExpectBenchJsonSane(nlohmann::json::parse(Slurp(dir + "/r.json")), "pushpull",
+                      2, {int64_t{64} << 20}, 1);
+}
+
 TEST(Integration, BenchRefusesSizesThatAreNotWholeFloats) {
   const std::string dir = TempDir();
   EXPECT_EQ(Shell(absl::StrCat(GRADSYNC_BIN_DIR,

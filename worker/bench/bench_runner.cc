@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/partition.h"
+#include "common/ps_layout.h"
 #include "common/spec/job_spec.h"
 #include "worker/collectives/ring.h"
 #include "worker/sync/ps_client.h"
@@ -372,9 +373,12 @@ absl::StatusOr<std::unique_ptr<BenchRunner::Case>> BenchRunner::MakeCase(
       "bench.op: unknown op ", static_cast<int>(a_.spec().bench().op())));
 }
 
-// The vector of `count` floats split evenly over the job's shards; piece s
-// is keyed "JOB/b<index>s<s>" (the PsPiece key format), so that the shards
-// drop it with the job.
+// The vector of `count` floats laid out over the job's shards as a training
+// job lays out one bucket (common/ps_layout.h: partitions of at most the
+// shards' partition_bytes, round-robin), so that the bench measures the data
+// path that training uses and no message exceeds one partition. Partition p
+// is keyed "JOB/b<index>p<p>" (under the job's prefix, so that the shards
+// drop it with the job).
 absl::StatusOr<std::unique_ptr<BenchRunner::Case>> BenchRunner::MakePushPullCase(
     int index, size_t count) {
   const int shards = a_.ps_shards_size();
@@ -382,16 +386,14 @@ absl::StatusOr<std::unique_ptr<BenchRunner::Case>> BenchRunner::MakePushPullCase
     return absl::FailedPreconditionError(
         "pushpull bench without parameter-server shards in the assignment");
   }
-  const std::vector<Range> parts = PartitionEven(count, shards);
-  std::vector<PsPiece> pieces;
-  for (int s = 0; s < shards; ++s) {
-    if (parts[s].size == 0) continue;
-    PsPiece p;
-    p.key = absl::StrCat(a_.job_id(), "/b", index, "s", s);
-    p.address = a_.ps_shards(s).address();
-    p.offset = parts[s].begin;
-    p.count = parts[s].size;
-    pieces.push_back(std::move(p));
+  const std::vector<v1::PsShardInfo> infos(a_.ps_shards().begin(),
+                                           a_.ps_shards().end());
+  const PsLayout layout = MakePsLayout({Range{0, count}}, shards,
+                                       infos[0].partition_bytes());
+  std::vector<PsPiece> pieces = MakePsPieces(a_.job_id(), infos, layout);
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    pieces[i].key = absl::StrCat(a_.job_id(), "/b", index, "p",
+                                 layout.partitions[i].index);
   }
   const int n = static_cast<int>(pieces.size());
   auto client = std::make_unique<PsClient>(
