@@ -28,6 +28,8 @@ BUILD_DIR="build"
 STATE_DIR="/run/gradsync-netem"
 BURST=""
 LIMIT=""
+SHAPER="tbf"
+WORKERS_PER_HOST=1
 DOWNLINK=1
 WAIT_S=60
 KEEP_LOGS=0
@@ -73,14 +75,23 @@ Flags (--flag=VALUE or --flag VALUE):
   --loss=P%          up: random loss on each host's egress, 0..100% (default 0%).
                      Needs sch_netem; segmentation offload is turned off on the
                      host links (gso_max_segs 1) so it is per wire frame.
-  --burst=BYTES      up: tbf bucket size (default max(rate/8/HZ, 72 KiB); see below).
-  --limit=BYTES      up: tbf queue in bytes (default burst + rate x max(5ms, 2 x delay)).
+  --shaper=tbf|netem up: what enforces --rate (default tbf; see Shaping below).
+                     netem: netem's own rate, no token bucket, so every message,
+                     however small, crosses the link at --rate, as on a real
+                     wire; needs sch_netem. tbf: in every kernel, but its bucket
+                     lets a burst of up to --burst bytes through unshaped.
+  --burst=BYTES      up, tbf: bucket size (default max(rate/8/HZ, 72 KiB); see below).
+  --limit=BYTES      up: queue in bytes (tbf default: burst + rate x max(5ms, 2 x delay);
+                     netem default: rate x max(20ms, 2 x delay), as packets of 1500 B).
   --no-downlink      up: shape only host egress, not the bridge-to-host direction.
   --prefix=NAME      namespace prefix, [A-Za-z0-9_-], at most 32 chars (default gsnet).
   --subnet=A.B.C     up: private /24 (10/8, 172.16/12, 192.168/16; default 10.77.0).
   --start-daemons    up: start gradsync-server on h0 (\${subnet}.10:$SERVER_PORT) and
                      gradsync-worker on h1.. (listen and advertise \${subnet}.(10+i):$WORKER_PORT),
                      then wait until the server lists H-1 idle workers.
+  --workers-per-host=M  up, with --start-daemons: M workers on each worker host
+                     (1..8, default 1; ports $WORKER_PORT..$WORKER_PORT+M-1, ids hI-J), so
+                     that ranks sharing a host form a group for --algorithm=hier.
   --ps-on-workers    up, with --start-daemons: also a PS shard (gradsync-server
                      --role=ps, \${subnet}.(10+i):$PS_PORT) on every worker host, and
                      h0 runs the coordinator only, so a job's --ps_shards=S uses
@@ -92,9 +103,10 @@ Flags (--flag=VALUE or --flag VALUE):
   --keep-logs        down: keep DIR/\${prefix}/ (default: removed).
   -h, --help         this text.
 
-Shaping: each host's eth0 egress gets tbf (rate) and, when --delay or --loss is
-set, a netem root (delay, loss) with the tbf as its child. Unless --no-downlink,
-the bridge port toward each host gets a tbf at the same rate, so a host also
+Shaping: with --shaper=netem, each host's eth0 egress gets one netem qdisc with
+rate, delay and loss. With --shaper=tbf (default), it gets tbf (rate) and, when
+--delay or --loss is set, a netem root (delay, loss) with the tbf as its child. Unless --no-downlink,
+the bridge port toward each host gets the same rate (tbf or netem), so a host also
 receives at most --rate (a server receiving from N workers is limited like a
 real NIC); delay and loss are applied once, on the sender's egress.
 burst: tbf refills its bucket from a timer; rate/8/HZ bytes is what accrues in
@@ -136,6 +148,8 @@ parse_flags() {
       --loss) LOSS=$val ;;
       --burst) BURST=$val ;;
       --limit) LIMIT=$val ;;
+      --shaper) SHAPER=$val ;;
+      --workers-per-host) WORKERS_PER_HOST=$val ;;
       --prefix) PREFIX=$val ;;
       --subnet) SUBNET=$val ;;
       --build-dir) BUILD_DIR=$val ;;
@@ -204,6 +218,9 @@ validate_up() {
   [[ -z $BURST || $BURST =~ ^[1-9][0-9]*$ ]] || usage_error "--burst must be a byte count"
   [[ -z $LIMIT || $LIMIT =~ ^[1-9][0-9]*$ ]] || usage_error "--limit must be a byte count"
   [[ $WAIT_S =~ ^[1-9][0-9]*$ ]] || usage_error "--wait must be a positive number of seconds"
+  [[ $SHAPER == tbf || $SHAPER == netem ]] || usage_error "--shaper must be tbf or netem, got '$SHAPER'"
+  [[ $SHAPER == tbf || -z $BURST ]] || usage_error "--burst is a tbf size; --shaper=netem has no bucket"
+  [[ $WORKERS_PER_HOST =~ ^[1-8]$ ]] || usage_error "--workers-per-host must be 1..8, got '$WORKERS_PER_HOST'"
   validate_subnet
 }
 
@@ -289,10 +306,18 @@ pid_is() {  # pid_is PID START: PID is still the process we recorded
 # least 1000 (the default). With loss, GSO is limited to one segment per skb,
 # because netem drops whole skbs and a 64 KiB GSO skb is ~45 wire frames.
 
-tbf_sizes() {  # sets TBF_BURST, TBF_LIMIT, NETEM_LIMIT from RATE_BPS, DELAY_US
-  local hz bytes_s q_us
+shaper_sizes() {  # sets TBF_BURST, TBF_LIMIT, NETEM_LIMIT, SHAPE_NOTE
+  local hz bytes_s q_us qbytes
   hz=$(kernel_hz)
   bytes_s=$((RATE_BPS / 8))
+  if [[ $SHAPER == netem ]]; then
+    q_us=$((2 * DELAY_US > 20000 ? 2 * DELAY_US : 20000))
+    qbytes=${LIMIT:-$((bytes_s * q_us / 1000000))}
+    NETEM_LIMIT=$(((qbytes + bytes_s * DELAY_US / 1000000) * 2 / 1500))
+    ((NETEM_LIMIT >= 1000)) || NETEM_LIMIT=1000
+    SHAPE_NOTE="netem rate, no bucket, limit ${NETEM_LIMIT} packets"
+    return 0
+  fi
   TBF_BURST=${BURST:-$(((bytes_s + hz - 1) / hz))}
   ((TBF_BURST >= 73728)) || [[ -n $BURST ]] || TBF_BURST=73728
   q_us=$((2 * DELAY_US > 5000 ? 2 * DELAY_US : 5000))
@@ -304,12 +329,20 @@ tbf_sizes() {  # sets TBF_BURST, TBF_LIMIT, NETEM_LIMIT from RATE_BPS, DELAY_US
 
 netem_wanted() { ((DELAY_US > 0 || LOSS_ON)); }
 
-# shape_dev NS DEV WITH_NETEM: root qdisc(s) on DEV's egress.
+# shape_dev NS DEV WITH_IMPAIRMENT: root qdisc(s) on DEV's egress; with
+# WITH_IMPAIRMENT, --delay and --loss too (host side only).
 shape_dev() {
-  local ns=$1 dev=$2 with_netem=$3 parent=root
-  if ((with_netem)); then
-    local opts=(delay "${DELAY_US}us")
+  local ns=$1 dev=$2 impair=$3 parent=root opts=()
+  if ((impair)); then
+    ((DELAY_US > 0)) && opts+=(delay "${DELAY_US}us")
     ((LOSS_ON)) && opts+=(loss "$LOSS")
+  fi
+  if [[ $SHAPER == netem ]]; then
+    tc -n "$ns" qdisc add dev "$dev" root handle 1: netem rate "$RATE" \
+      ${opts[@]+"${opts[@]}"} limit "$NETEM_LIMIT"
+    return 0
+  fi
+  if ((${#opts[@]})); then
     tc -n "$ns" qdisc add dev "$dev" root handle 1: netem "${opts[@]}" limit "$NETEM_LIMIT"
     parent="parent 1:1"
   fi
@@ -321,9 +354,9 @@ shape_dev() {
 # The kernel may lack sch_netem (it is a module in Debian, absent in some VM
 # kernels): try it on the bridge before anything depends on it.
 probe_netem() {
-  netem_wanted || return 0
+  netem_wanted || [[ $SHAPER == netem ]] || return 0
   if ! tc -n "$PREFIX-br" qdisc add dev br0 root handle 1: netem delay 1ms 2>/dev/null; then
-    say "this kernel has no sch_netem (needed for --delay/--loss); try without them"
+    say "this kernel has no sch_netem (needed for --delay/--loss/--shaper=netem); try without them"
     UP_RC=3; return 1
   fi
   tc -n "$PREFIX-br" qdisc del dev br0 root
@@ -366,7 +399,7 @@ make_host() {  # make_host I
   ip -n "$br" link set dev "h$i" master br0
   if ((LOSS_ON)); then ip -n "$ns" link set dev eth0 gso_max_segs 1; fi
   ip -n "$ns" addr add "$(host_ip "$i")/24" dev eth0
-  shape_dev "$ns" eth0 "$(netem_wanted && echo 1 || echo 0)"
+  shape_dev "$ns" eth0 1
   if ((DOWNLINK)); then shape_dev "$br" "h$i" 0; fi
   ip -n "$br" link set dev "h$i" up
   ip -n "$ns" link set dev eth0 up
@@ -429,10 +462,15 @@ start_daemons() {
   fi
   start_daemon 0 server "$LOG_DIR/h0-server.log" "$bindir/gradsync-server" \
     "${server_flags[@]}"
+  local j id role addr
   for ((i = 1; i < HOSTS; i++)); do
-    start_daemon "$i" worker "$LOG_DIR/h$i-worker.log" "$bindir/gradsync-worker" \
-      --coordinator="$ip0:$SERVER_PORT" --id="h$i" \
-      --listen="$(host_ip "$i"):$WORKER_PORT" --advertise="$(host_ip "$i"):$WORKER_PORT"
+    for ((j = 0; j < WORKERS_PER_HOST; j++)); do
+      id="h$i" role=worker
+      ((WORKERS_PER_HOST == 1)) || { id="h$i-$j"; role="worker$j"; }
+      addr="$(host_ip "$i"):$((WORKER_PORT + j))"
+      start_daemon "$i" "$role" "$LOG_DIR/h$i-$role.log" "$bindir/gradsync-worker" \
+        --coordinator="$ip0:$SERVER_PORT" --id="$id" --listen="$addr" --advertise="$addr"
+    done
   done
   wait_workers "$bindir/gradsync" "$ip0:$SERVER_PORT"
 }
@@ -447,8 +485,8 @@ daemons_alive() {  # fails naming the first recorded daemon that has exited
   done < <(state_get pid)
 }
 
-wait_workers() {  # wait_workers CLI SERVER: until H-1 workers are idle
-  local cli=$1 server=$2 want=$((HOSTS - 1)) idle=0 deadline
+wait_workers() {  # wait_workers CLI SERVER: until (H-1) x M workers are idle
+  local cli=$1 server=$2 want=$(((HOSTS - 1) * WORKERS_PER_HOST)) idle=0 deadline
   deadline=$((SECONDS + WAIT_S))
   while ((SECONDS < deadline)); do
     daemons_alive
@@ -489,7 +527,7 @@ cmd_up() {
     ns_exists "$ns" && usage_error "namespace $ns exists and was not created by this tool; refusing"
   done
   if ((START_DAEMONS)); then find_binaries; fi
-  tbf_sizes
+  shaper_sizes
   mkdir -p "$STATE_DIR" "$LOG_DIR"
   TOKEN=$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')
   trap on_up_exit EXIT
@@ -497,7 +535,7 @@ cmd_up() {
   trap 'exit 143' TERM
   { echo "# $PROG state: what 'up' created; 'down' removes exactly this"
     echo "token $TOKEN"
-    echo "config hosts=$HOSTS rate=$RATE delay=$DELAY loss=$LOSS subnet=$SUBNET downlink=$DOWNLINK"
+    echo "config hosts=$HOSTS rate=$RATE shaper=$SHAPER delay=$DELAY loss=$LOSS subnet=$SUBNET downlink=$DOWNLINK"
   } >"$STATE_FILE"
   make_bridge
   probe_netem
