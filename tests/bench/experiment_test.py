@@ -4,6 +4,7 @@
 beta from points made by the model itself, and must fail on data that is
 off the model."""
 import importlib.util
+import math
 import os
 import sys
 import unittest
@@ -48,13 +49,71 @@ class FitTest(unittest.TestCase):
         # At the crossover the two model times meet.
         self.assertAlmostEqual(experiment.model("ring", 8, k, alpha, beta) /
                                experiment.model("tree", 8, k, alpha, beta), 1.0, places=3)
-        # Measured from model points: the first listed size past it.
-        self.assertEqual(c["N8 tree"]["measured"], 1 << 20)
+        # Measured from model points: the first listed size past it, and a
+        # crossing interpolated between it and the size before, near the
+        # model's.
+        self.assertEqual(c["N8 tree"]["first_ring_win"], 1 << 20)
+        self.assertTrue(1 << 16 < c["N8 tree"]["measured"] < 1 << 20)
+        self.assertLess(abs(math.log2(c["N8 tree"]["measured"] / k)), 1.0)
 
     def test_pushpull_model_grows_with_workers_for_one_shard(self):
+        # The shard shares a host with one worker, whose links carry (N-1) x K
+        # each way; 16 partitions pipeline the pulls behind the pushes.
         t2 = experiment.model("ps1", 2, 1 << 26, 0, 125e6)
         t8 = experiment.model("ps1", 8, 1 << 26, 0, 125e6)
-        self.assertAlmostEqual(t8 / t2, 4.0)
+        self.assertAlmostEqual(t8 / t2, 7.0)
+        self.assertAlmostEqual(t2, (1 << 26) / 125e6)
+        # One partition (<= 4 MiB): the pull waits for every push.
+        self.assertAlmostEqual(experiment.model("ps1", 4, 1 << 20, 0, 125e6),
+                               2 * 3 * (1 << 20) / 125e6)
+
+    def test_pushpull_with_a_shard_per_host_moves_what_the_ring_moves(self):
+        # N shards, partitions spread evenly: each host link carries the
+        # ring's 2(N-1)/N x K. Uneven spreads (16 partitions on 3 shards) and
+        # a single partition (all on shard 0) cost more.
+        for n in (2, 4, 8):
+            self.assertAlmostEqual(experiment.model("psN", n, 1 << 26, 0, 125e6),
+                                   experiment.model("ring", n, 1 << 26, 0, 125e6))
+        self.assertGreater(experiment.model("psN", 3, 1 << 26, 0, 125e6),
+                           experiment.model("ring", 3, 1 << 26, 0, 125e6))
+        self.assertAlmostEqual(experiment.model("psN", 4, 1 << 20, 0, 125e6),
+                               experiment.model("ps1", 4, 1 << 20, 0, 125e6))
+
+    def test_relative_fit_recovers_alpha_despite_large_points(self):
+        # Off-model large points (10 % slow) must not swamp the small ones:
+        # with the relative weighting, alpha stays within 10 %.
+        alpha, beta = 80e-6, 117e6
+        rows = rows_from_model(alpha, beta, ("ring",))
+        for r in rows:
+            if r["bytes"] >= 1 << 24:
+                r["time_seconds"] *= 1.1
+        a, _ = experiment.fit(rows)
+        self.assertLess(abs(a / alpha - 1), 0.1)
+
+    def test_hier_model_is_the_leaders_ring_plus_the_host_phases(self):
+        alpha, beta, k = 50e-6, 117e6, 1 << 26
+        local = (10e-6, 2e9)
+        t = experiment.model("hier", 8, k, alpha, beta, per_host=2, local=local)
+        intra = 2 * (local[0] + k / local[1])
+        self.assertAlmostEqual(t, intra + experiment.model("ring", 4, k, alpha, beta))
+
+    def test_measured_crossover_interpolates_between_sizes(self):
+        sizes = [1 << 12, 1 << 14, 1 << 16]
+        ring = {1 << 12: 2.0, 1 << 14: 2.0, 1 << 16: 1.0}
+        tree = {1 << 12: 1.0, 1 << 14: 1.0, 1 << 16: 2.0}
+        first, at = experiment.measured_crossover(sizes, ring, tree)
+        self.assertEqual(first, 1 << 16)
+        self.assertAlmostEqual(at, 1 << 15)  # log-midway: ratio 2 -> 1/2
+        self.assertEqual(experiment.measured_crossover(sizes, tree, ring), (1 << 12, None))
+        self.assertEqual(experiment.measured_crossover(sizes, tree, tree), (None, None))
+
+    def test_split_sizes_and_result_names(self):
+        self.assertEqual(experiment.split_sizes("4K,64K,1M,64M"), ("4K,64K", "1M,64M"))
+        m = experiment.RESULT_NAME.fullmatch("H3x2-hier-small.json")
+        self.assertEqual((m.group(2), m.group(3), m.group(4), m.group(5)),
+                         ("3", "2", "hier", "-small"))
+        m = experiment.RESULT_NAME.fullmatch("N4-psN.json")
+        self.assertEqual((m.group(1), m.group(4), m.group(5)), ("4", "psN", None))
 
 
 if __name__ == "__main__":

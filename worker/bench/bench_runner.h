@@ -53,7 +53,8 @@ class BenchRunner {
   //     a. build the operation once (MakeAllreduce with spec.algorithm and
   //        AllreduceOptionsFor(a, tuning): segment_bytes = spec.chunk_bytes,
   //        the step timeout, host groups; RingBroadcast from rank 0; or a
-  //        PsClient over the PS shards, the vector split evenly over them);
+  //        PsClient over the PS shards, the vector laid out as a training
+  //        bucket: MakePsLayout's partitions, round-robin);
   //     b. `warmup` untimed runs (each preceded by the refill);
   //     c. `iters` timed runs: refill the buffer (untimed), a barrier (a
   //        1-float recursive-doubling allreduce, untimed), the operation
