@@ -76,7 +76,8 @@ ABSL_FLAG(std::string, job_key_file, "",
           "The coordinator and every --role=ps shard of a cluster must be "
           "given the same file; workers must not. Default: --role=all and "
           "coordinator make a key of their own (then only PS shard 0, in "
-          "this process, can serve jobs); --role=ps refuses every call.");
+          "this process, can serve jobs); --role=ps does not start without "
+          "it.");
 ABSL_FLAG(std::string, log_level, "info",
           "trace, debug, info, warn, error or off.");
 ABSL_FLAG(std::string, metrics_listen, "",
@@ -104,14 +105,18 @@ absl::Status StartCoordinator(
   return absl::OkStatus();
 }
 
-// --job_key_file, or a fresh key unless this is only a PS shard (which has
-// no way to learn the coordinator's: it then refuses every call).
+// --job_key_file, or a fresh key for a process with a coordinator. A PS-only
+// shard has no other way to learn the coordinator's key; without one it
+// could serve no job, so it does not start (FAILED_PRECONDITION).
 absl::StatusOr<std::shared_ptr<const gradsync::JobKey>> LoadJobKey(
     const std::string& role) {
   const std::string path = absl::GetFlag(FLAGS_job_key_file);
   if (path.empty() && role == "ps") {
-    spdlog::warn("no --job_key_file: this PS shard refuses every job");
-    return nullptr;
+    return absl::FailedPreconditionError(
+        "required with --role=ps: give this shard the file the coordinator "
+        "was given (made once per cluster, e.g. `head -c 32 /dev/urandom | "
+        "od -An -tx1 | tr -d ' \\n' > FILE`); without the cluster's job key "
+        "a PS shard could serve no job");
   }
   absl::StatusOr<gradsync::JobKey> key =
       path.empty() ? gradsync::JobKey::Generate()

@@ -102,6 +102,29 @@ void ExpectShardRefusesOutsider(const std::string& shard, const std::string& id)
   }
 }
 
+// A --role=ps shard cannot learn the job key from anyone: without
+// --job_key_file it would refuse every job, so it does not start at all.
+TEST(JobSecurity, APsShardWithoutTheJobKeyRefusesToStart) {
+  const std::string dir = TempDir();
+  const std::string ps = absl::StrCat(
+      "env GRADSYNC_TOKEN=0123456789abcdef0123 ", GRADSYNC_BIN_DIR,
+      "/gradsync-server --role=ps --listen=127.0.0.1:0 --state_dir=", dir);
+  EXPECT_EQ(Shell(absl::StrCat(ps, " > ", dir, "/out 2> ", dir, "/err"), 30), 2);
+  const std::string err = Slurp(dir + "/err");
+  EXPECT_EQ(err.rfind("gradsync-server: --job_key_file: required with --role=ps", 0),
+            0u)
+      << err;
+  EXPECT_EQ(Slurp(dir + "/out"), "");
+  // With the key it starts (and runs until `timeout` stops it).
+  ASSERT_TRUE(JobKey::WriteNewFile(dir + "/job.key").ok());
+  EXPECT_EQ(Shell(absl::StrCat(ps, " --job_key_file=", dir, "/job.key > ", dir,
+                               "/out 2>&1"),
+                  3),
+            124);
+  EXPECT_NE(Slurp(dir + "/out").find("listening on"), std::string::npos)
+      << Slurp(dir + "/out");
+}
+
 TEST(JobSecurity, AnOutsiderCannotPullPushEndOrListAPsJob) {
   Cluster c(2, /*shards=*/2);
   ASSERT_TRUE(c.ok());
