@@ -41,8 +41,14 @@ absl::string_view SliceView(const grpc_slice& slice) {
 }
 
 // What gRPC core tells the auth processor about the caller: its certificate
-// name under TLS. (Core does not pass the peer's address to the processor.)
-// Unescaped: RefusalLog escapes what it logs.
+// name under TLS. Unescaped: RefusalLog escapes what it logs.
+// Not its TCP address: in gRPC 1.51 no public API gives it for a call this
+// processor refuses. The processor gets only the auth context and metadata
+// (peer_ip is a certificate IP SAN); server interceptors are never created
+// for a refused call (checked: the factory is not called), and one that
+// refuses in their place can only TryCancel (the client sees CANCELLED and
+// the handler still runs); the socket-mutator vtable is not in the public
+// headers; channelz lists sockets but ties no call to one.
 std::string DescribePeer(const grpc_auth_context* ctx) {
   std::string out;
   grpc_auth_property_iterator it = grpc_auth_context_property_iterator(ctx);
