@@ -76,7 +76,8 @@ ABSL_FLAG(std::string, job_key_file, "",
           "The coordinator and every --role=ps shard of a cluster must be "
           "given the same file; workers must not. Default: --role=all and "
           "coordinator make a key of their own (then only PS shard 0, in "
-          "this process, can serve jobs); --role=ps refuses every call.");
+          "this process, can serve jobs); --role=ps does not start without "
+          "it.");
 ABSL_FLAG(std::string, log_level, "info",
           "trace, debug, info, warn, error or off.");
 ABSL_FLAG(std::string, metrics_listen, "",
@@ -104,14 +105,18 @@ absl::Status StartCoordinator(
   return absl::OkStatus();
 }
 
-// --job_key_file, or a fresh key unless this is only a PS shard (which has
-// no way to learn the coordinator's: it then refuses every call).
+// --job_key_file, or a fresh key for a process with a coordinator. A PS-only
+// shard has no other way to learn the coordinator's key; without one it
+// could serve no job, so it does not start (FAILED_PRECONDITION).
 absl::StatusOr<std::shared_ptr<const gradsync::JobKey>> LoadJobKey(
     const std::string& role) {
   const std::string path = absl::GetFlag(FLAGS_job_key_file);
   if (path.empty() && role == "ps") {
-    spdlog::warn("no --job_key_file: this PS shard refuses every job");
-    return nullptr;
+    return absl::FailedPreconditionError(
+        "required with --role=ps: give this shard the file the coordinator "
+        "was given (made once per cluster, e.g. `head -c 32 /dev/urandom | "
+        "od -An -tx1 | tr -d ' \\n' > FILE`); without the cluster's job key "
+        "a PS shard could serve no job");
   }
   absl::StatusOr<gradsync::JobKey> key =
       path.empty() ? gradsync::JobKey::Generate()
@@ -177,6 +182,14 @@ absl::StatusOr<Startup> CheckStartup() {
   return s;
 }
 
+constexpr char kUsage[] =
+    "gradsync-server --listen=HOST:PORT [--role=all|coordinator|ps] "
+    "[--ps_shards=H:P,...] [--state_dir=DIR] --token_file=PATH|--auth=none "
+    "[--tls_cert=PEM --tls_key=PEM --tls_ca=PEM]\n\nRuns the gradsync coordinator (job queue, "
+    "worker registry, rendezvous) and/or a parameter-server shard. "
+    "Stops cleanly on SIGINT/SIGTERM. The token and TLS flags (a token "
+    "file wins over GRADSYNC_TOKEN): --helpon=security_flags.";
+
 // grpc.health.v1: "" is SERVING once listening (readiness probes), and the
 // services this role runs are SERVING by name.
 void MarkServing(grpc::Server* server, bool coordinator, bool ps) {
@@ -186,17 +199,44 @@ void MarkServing(grpc::Server* server, bool coordinator, bool ps) {
   if (ps) health->SetServingStatus("gradsync.v1.ParameterServer", true);
 }
 
+// Once listening on `port`: marks the services SERVING, gives the
+// coordinator of role all its own PS shard's address, and says where this
+// process listens (on stdout for launchers, and in the log).
+void Announce(grpc::Server* server, const std::string& role,
+              const std::string& listen, int port,
+              gradsync::Coordinator* coordinator, int known_shards) {
+  MarkServing(server, coordinator != nullptr, role != "coordinator");
+  std::string advertise = absl::GetFlag(FLAGS_advertise);
+  if (advertise.empty()) advertise = gradsync::LocalAddress(listen, port);
+  if (coordinator != nullptr && role == "all") {
+    coordinator->SetShardZeroAddress(advertise);
+  }
+  const std::string host = listen.substr(0, listen.rfind(':'));
+  std::cout << "listening on " << absl::StrCat(host, ":", port) << std::endl;
+  spdlog::info("gradsync-server role={} listening on {}:{} (advertised {}), "
+               "{} PS shard(s) known",
+               role, host, port, advertise, known_shards);
+}
+
+// Blocks until SIGINT/SIGTERM, then stops in order: metrics scrapes (they
+// read the coordinator), the coordinator's streams and jobs, the PS store's
+// waiting calls, then the server (2 s for calls in flight).
+void StopOnSignal(grpc::Server* server, gradsync::MetricsServer* metrics,
+                  gradsync::Coordinator* coordinator, gradsync::PsStore* store) {
+  const int sig = gradsync::WaitForTerminationSignal();
+  spdlog::info("signal {}: shutting down", sig);
+  metrics->Stop();
+  if (coordinator != nullptr) coordinator->Shutdown();
+  store->Shutdown();
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  server->Wait();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   gradsync::BlockTerminationSignals();
-  absl::SetProgramUsageMessage(
-      "gradsync-server --listen=HOST:PORT [--role=all|coordinator|ps] "
-      "[--ps_shards=H:P,...] [--state_dir=DIR] --token_file=PATH|--auth=none "
-      "[--tls_cert=PEM --tls_key=PEM --tls_ca=PEM]\n\nRuns the gradsync coordinator (job queue, "
-      "worker registry, rendezvous) and/or a parameter-server shard. "
-      "Stops cleanly on SIGINT/SIGTERM. The token and TLS flags (a token "
-      "file wins over GRADSYNC_TOKEN): --helpon=security_flags.");
+  absl::SetProgramUsageMessage(kUsage);
   absl::ParseCommandLine(argc, argv);
   gradsync::TuneAllocatorForLargeBuffers();
   gradsync::FlushDenormalsToZero();  // before any thread starts
@@ -223,7 +263,6 @@ int main(int argc, char** argv) {
   std::unique_ptr<gradsync::SqliteJobStore> history;
   std::unique_ptr<gradsync::Coordinator> coordinator;
   if (role != "coordinator") services.push_back(&ps_service);
-  const std::string host = listen.substr(0, listen.rfind(':'));
   const gradsync::CoordinatorOptions copts =
       CoordinatorOptionsFromFlags(role, job_key);
   if (role != "ps") {
@@ -235,7 +274,6 @@ int main(int argc, char** argv) {
     }
     services.push_back(coordinator.get());
   }
-  std::string advertise = absl::GetFlag(FLAGS_advertise);
   gradsync::MetricsServer metrics(&metrics_registry);
   if (absl::Status st = gradsync::StartMetricsEndpoint(
           &metrics, absl::GetFlag(FLAGS_metrics_listen));
@@ -251,22 +289,9 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::unique_ptr<grpc::Server> server = std::move(started->server);
-  const int port = started->port;
-  MarkServing(server.get(), coordinator != nullptr, role != "coordinator");
-  if (advertise.empty()) advertise = gradsync::LocalAddress(listen, port);
-  if (coordinator && role == "all") coordinator->SetShardZeroAddress(advertise);
-  std::cout << "listening on " << absl::StrCat(host, ":", port) << std::endl;
-  spdlog::info("gradsync-server role={} listening on {}:{} (advertised {}), "
-               "{} PS shard(s) known",
-               role, host, port, advertise,
-               role == "ps" ? 1 : static_cast<int>(copts.ps_addresses.size()));
-  const int sig = gradsync::WaitForTerminationSignal();
-  spdlog::info("signal {}: shutting down", sig);
-  metrics.Stop();  // scrapes read the coordinator, which is about to go
-  if (coordinator) coordinator->Shutdown();
-  store.Shutdown();
-  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
-  server->Wait();
+  Announce(server.get(), role, listen, started->port, coordinator.get(),
+           role == "ps" ? 1 : static_cast<int>(copts.ps_addresses.size()));
+  StopOnSignal(server.get(), &metrics, coordinator.get(), &store);
   coordinator.reset();
   return 0;
 }

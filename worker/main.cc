@@ -13,6 +13,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
 #include "common/grpc/security_flags.h"
 #include "common/logging.h"
 #include "common/metrics/metrics_server.h"
@@ -63,30 +64,10 @@ ABSL_FLAG(std::string, tuning_file, "",
           "`gradsync bench --tune` writes them. Default: the built-in table. "
           "A missing or malformed file stops the worker at start.");
 
-int main(int argc, char** argv) {
-  gradsync::BlockTerminationSignals();
-  absl::SetProgramUsageMessage(
-      "gradsync-worker --coordinator=HOST:PORT [--listen=HOST:PORT] "
-      "[--advertise=HOST:PORT] --token_file=PATH|--auth=none "
-      "[--tls_cert=PEM --tls_key=PEM --tls_ca=PEM]\n\nJoins the coordinator, waits for jobs, trains "
-      "its shard of the data and synchronises gradients by the job's strategy. "
-      "Stops cleanly on SIGINT/SIGTERM. The token and TLS flags (a token "
-      "file wins over GRADSYNC_TOKEN): --helpon=security_flags.");
-  absl::ParseCommandLine(argc, argv);
-  gradsync::TuneAllocatorForLargeBuffers();
-  gradsync::FlushDenormalsToZero();  // before any thread starts
-  if (absl::Status st =
-          gradsync::InitLogging("worker", absl::GetFlag(FLAGS_log_level));
-      !st.ok()) {
-    std::cerr << "gradsync-worker: " << st.message() << "\n";
-    return 2;
-  }
-  absl::StatusOr<gradsync::ClusterSecurity> security =
-      gradsync::SecurityFromCommandLine(gradsync::SecurityRole::kDaemon);
-  if (!security.ok()) {
-    std::cerr << "gradsync-worker: " << security.status().message() << "\n";
-    return 2;
-  }
+namespace {
+
+// The worker's settings from the flags; errors name the flag.
+absl::StatusOr<gradsync::WorkerOptions> WorkerOptionsFromFlags() {
   gradsync::WorkerOptions o;
   o.coordinator = absl::GetFlag(FLAGS_coordinator);
   o.listen = absl::GetFlag(FLAGS_listen);
@@ -100,29 +81,70 @@ int main(int argc, char** argv) {
   if (const std::string path = absl::GetFlag(FLAGS_tuning_file); !path.empty()) {
     absl::StatusOr<gradsync::TuningTable> table = gradsync::TuningTable::Load(path);
     if (!table.ok()) {
-      std::cerr << "gradsync-worker: --tuning_file: " << table.status().message()
-                << "\n";
-      return 2;
+      return absl::Status(table.status().code(),
+                          absl::StrCat("--tuning_file: ", table.status().message()));
     }
     spdlog::info("allreduce tuning table {} ({} rules)", path,
                  table->rules().size());
     o.tuning = std::make_shared<const gradsync::TuningTable>(*std::move(table));
   }
   if (o.cpu_threads < 0 || o.cpu_threads > 1024) {
-    std::cerr << "gradsync-worker: --cpu_threads must be 0 (auto) to 1024, got "
-              << o.cpu_threads << "\n";
-    return 2;
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--cpu_threads must be 0 (auto) to 1024, got ", o.cpu_threads));
   }
   if (o.gpu >= 0 && o.gpu >= o.num_gpus) {
-    std::cerr << "gradsync-worker: --gpu=" << o.gpu << " but " << o.num_gpus
-              << " GPU(s) are visible\n";
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--gpu=", o.gpu, " but ", o.num_gpus, " GPU(s) are visible"));
+  }
+  return o;
+}
+
+// What main needs settled before anything starts; every error names its
+// flag (main exits 2 with it).
+struct Startup {
+  gradsync::ClusterSecurity security;
+  gradsync::WorkerOptions options;
+};
+
+absl::StatusOr<Startup> CheckStartup() {
+  if (absl::Status st =
+          gradsync::InitLogging("worker", absl::GetFlag(FLAGS_log_level));
+      !st.ok()) {
+    return st;
+  }
+  absl::StatusOr<gradsync::ClusterSecurity> security =
+      gradsync::SecurityFromCommandLine(gradsync::SecurityRole::kDaemon);
+  if (!security.ok()) return security.status();
+  absl::StatusOr<gradsync::WorkerOptions> options = WorkerOptionsFromFlags();
+  if (!options.ok()) return options.status();
+  return Startup{*std::move(security), *std::move(options)};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  gradsync::BlockTerminationSignals();
+  absl::SetProgramUsageMessage(
+      "gradsync-worker --coordinator=HOST:PORT [--listen=HOST:PORT] "
+      "[--advertise=HOST:PORT] --token_file=PATH|--auth=none "
+      "[--tls_cert=PEM --tls_key=PEM --tls_ca=PEM]\n\nJoins the coordinator, waits for jobs, trains "
+      "its shard of the data and synchronises gradients by the job's strategy. "
+      "Stops cleanly on SIGINT/SIGTERM. The token and TLS flags (a token "
+      "file wins over GRADSYNC_TOKEN): --helpon=security_flags.");
+  absl::ParseCommandLine(argc, argv);
+  gradsync::TuneAllocatorForLargeBuffers();
+  gradsync::FlushDenormalsToZero();  // before any thread starts
+  absl::StatusOr<Startup> startup = CheckStartup();
+  if (!startup.ok()) {
+    std::cerr << "gradsync-worker: " << startup.status().message() << "\n";
     return 2;
   }
   // grpc.health.v1.Health on the Peer port: "" is SERVING once listening.
   grpc::EnableDefaultHealthCheckService(true);
-  gradsync::WorkerDaemon daemon(o);
-  gradsync::CountAuthRefusals(daemon.mutable_metrics_registry(), &*security);
-  gradsync::SetClusterSecurity(*std::move(security));
+  gradsync::WorkerDaemon daemon(startup->options);
+  gradsync::CountAuthRefusals(daemon.mutable_metrics_registry(),
+                              &startup->security);
+  gradsync::SetClusterSecurity(std::move(startup->security));
   absl::StatusOr<std::string> addr = daemon.Start();
   if (!addr.ok()) {
     std::cerr << "gradsync-worker: " << addr.status().message() << "\n";

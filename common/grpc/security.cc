@@ -13,14 +13,12 @@
 
 #include <spdlog/spdlog.h>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
-#include "absl/time/clock.h"
+#include "common/grpc/refusal_log.h"
 
 namespace gradsync {
 namespace {
@@ -42,46 +40,15 @@ absl::string_view SliceView(const grpc_slice& slice) {
       GRPC_SLICE_LENGTH(slice));
 }
 
-// At most kLines refusal log lines per kWindow; the count of the lines left
-// out is reported with the first line of a later window, so a flood of bad
-// calls cannot fill the disk. Thread-safe.
-class RefusalLog {
- public:
-  void Refused(absl::string_view peer, absl::string_view path) {
-    int64_t suppressed = 0;
-    {
-      absl::MutexLock lock(&mu_);
-      const absl::Time now = absl::Now();
-      if (now - window_start_ >= kWindow) {
-        suppressed = suppressed_;
-        suppressed_ = 0;
-        lines_ = 0;
-        window_start_ = now;
-      }
-      if (lines_ >= kLines) {
-        ++suppressed_;
-        return;
-      }
-      ++lines_;
-    }
-    spdlog::warn("refused {} from {}: {}{}", std::string(path),
-                 std::string(peer), kRefusalMessage,
-                 suppressed > 0
-                     ? absl::StrCat(" (", suppressed, " earlier refusals not logged)")
-                     : std::string());
-  }
-
- private:
-  static constexpr int kLines = 10;
-  static constexpr absl::Duration kWindow = absl::Seconds(10);
-  absl::Mutex mu_;
-  absl::Time window_start_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
-  int lines_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t suppressed_ ABSL_GUARDED_BY(mu_) = 0;
-};
-
 // What gRPC core tells the auth processor about the caller: its certificate
-// name under TLS. (Core does not pass the peer's address to the processor.)
+// name under TLS. Unescaped: RefusalLog escapes what it logs.
+// Not its TCP address: in gRPC 1.51 no public API gives it for a call this
+// processor refuses. The processor gets only the auth context and metadata
+// (peer_ip is a certificate IP SAN); server interceptors are never created
+// for a refused call (checked: the factory is not called), and one that
+// refuses in their place can only TryCancel (the client sees CANCELLED and
+// the handler still runs); the socket-mutator vtable is not in the public
+// headers; channelz lists sockets but ties no call to one.
 std::string DescribePeer(const grpc_auth_context* ctx) {
   std::string out;
   grpc_auth_property_iterator it = grpc_auth_context_property_iterator(ctx);
@@ -91,7 +58,7 @@ std::string DescribePeer(const grpc_auth_context* ctx) {
         name == GRPC_TRANSPORT_SECURITY_TYPE_PROPERTY_NAME ||
         name == GRPC_PEER_IP_PROPERTY_NAME) {
       absl::StrAppend(&out, out.empty() ? "" : " ", name, "=",
-                      absl::CEscape(absl::string_view(p->value, p->value_length)));
+                      absl::string_view(p->value, p->value_length));
     }
   }
   return out.empty() ? "unknown peer" : out;
@@ -128,7 +95,8 @@ void ProcessToken(void* state, grpc_auth_context* ctx, const grpc_metadata* md,
     return;
   }
   if (check->on_refusal) check->on_refusal();
-  check->log.Refused(DescribePeer(ctx), path.empty() ? "a call" : path);
+  check->log.Refused(path.empty() ? "a call" : path, DescribePeer(ctx),
+                     kRefusalMessage);
   cb(user_data, nullptr, 0, nullptr, 0, GRPC_STATUS_UNAUTHENTICATED,
      kRefusalMessage);
 }

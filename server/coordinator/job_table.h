@@ -50,6 +50,9 @@ inline constexpr absl::Duration kSymptomGrace = absl::Milliseconds(1500);
 inline constexpr int kMaxBackfillPasses = 16;
 inline constexpr absl::Duration kBackfillReserveAfter = absl::Minutes(5);
 
+// SUCCEEDED, FAILED or CANCELLED: the job has ended.
+bool IsTerminal(v1::JobState s);
+
 // "<unix ms, base 36><random, base 36>-": a job-id prefix that differs
 // between coordinator starts, even several within one second.
 std::string UniqueIdPrefix(absl::Time start, uint32_t random);

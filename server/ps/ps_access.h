@@ -30,8 +30,9 @@ std::string JobOfSliceKey(const std::string& key);
 
 class PsAccess {
  public:
-  // `key` null: every call is refused (a shard started without
-  // --job_key_file cannot tell members from outsiders).
+  // `key` null: every call is refused (without the key no member can be
+  // told from an outsider; gradsync-server does not start a --role=ps shard
+  // without --job_key_file).
   explicit PsAccess(std::shared_ptr<const JobKey> key) : key_(std::move(key)) {}
 
   // A data call on slice `slice_key` by `rank`: `md` must carry

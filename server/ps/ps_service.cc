@@ -102,10 +102,9 @@ void TrackPull(PsStore* store, PullWait* wait, uint64_t ticket) {
 
 bool PsService::Refused(grpc::CallbackServerContext* ctx,
                         grpc::ServerUnaryReactor* reactor, const char* method,
-                        const absl::Status& access) const {
+                        const absl::Status& access) {
   if (access.ok()) return false;
-  spdlog::warn("PS {} from {} refused: {}", method, ctx->peer(),
-               std::string(access.message()));
+  refusals_.Refused(absl::StrCat("PS ", method), ctx->peer(), access.message());
   reactor->Finish(ToGrpcStatus(access));
   return true;
 }

@@ -23,6 +23,7 @@
 #ifndef GRADSYNC_SERVER_PS_PS_SERVICE_H_
 #define GRADSYNC_SERVER_PS_PS_SERVICE_H_
 
+#include "common/grpc/refusal_log.h"
 #include "gradsync/v1/gradsync.grpc.pb.h"
 #include "server/ps/ps_access.h"
 #include "server/ps/ps_store.h"
@@ -82,11 +83,11 @@ class PsService final : public PsServiceBase {
                                            grpc::ByteBuffer* response) override;
 
  private:
-  // Finishes `reactor` with `access` and logs the caller when it is an
-  // error; false when `access` is OK.
+  // Finishes `reactor` with `access` and logs it with the caller's address
+  // (rate-limited, refusals_) when it is an error; false when it is OK.
   bool Refused(grpc::CallbackServerContext* ctx,
                grpc::ServerUnaryReactor* reactor, const char* method,
-               const absl::Status& access) const;
+               const absl::Status& access);
   // The ring-checkpoint calls (ps_service_ckpt.cc): parse the CKPT frame,
   // check the caller with access(metadata, frame's job), run `work` on the
   // pool.
@@ -101,6 +102,7 @@ class PsService final : public PsServiceBase {
   const PsAccess* const access_;
   ReducePool pool_;
   const PsTraffic traffic_;
+  RefusalLog refusals_;
 };
 
 }  // namespace gradsync

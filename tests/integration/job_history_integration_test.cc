@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include "absl/strings/str_cat.h"
+#include "common/grpc/job_secret.h"
 #include "tests/integration/cluster_fixture.h"
 
 namespace gradsync {
@@ -106,8 +107,10 @@ TEST(JobHistory, ServerRefusesACorruptHistoryAndLeavesItUntouched) {
   EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
   EXPECT_EQ(Slurp(db), junk);
   // A PS-only server does not open the history at all.
+  ASSERT_TRUE(JobKey::WriteNewFile(dir + "/job.key").ok());
   EXPECT_EQ(Shell(absl::StrCat(server, " --role=ps --listen=127.0.0.1:0 --state_dir=",
-                               dir, " > ", dir, "/ps.out 2>&1"),
+                               dir, " --job_key_file=", dir, "/job.key > ", dir,
+                               "/ps.out 2>&1"),
                   3),
             124);
   EXPECT_NE(Slurp(dir + "/ps.out").find("listening on"), std::string::npos)

@@ -102,6 +102,29 @@ void ExpectShardRefusesOutsider(const std::string& shard, const std::string& id)
   }
 }
 
+// A --role=ps shard cannot learn the job key from anyone: without
+// --job_key_file it would refuse every job, so it does not start at all.
+TEST(JobSecurity, APsShardWithoutTheJobKeyRefusesToStart) {
+  const std::string dir = TempDir();
+  const std::string ps = absl::StrCat(
+      "env GRADSYNC_TOKEN=0123456789abcdef0123 ", GRADSYNC_BIN_DIR,
+      "/gradsync-server --role=ps --listen=127.0.0.1:0 --state_dir=", dir);
+  EXPECT_EQ(Shell(absl::StrCat(ps, " > ", dir, "/out 2> ", dir, "/err"), 30), 2);
+  const std::string err = Slurp(dir + "/err");
+  EXPECT_EQ(err.rfind("gradsync-server: --job_key_file: required with --role=ps", 0),
+            0u)
+      << err;
+  EXPECT_EQ(Slurp(dir + "/out"), "");
+  // With the key it starts (and runs until `timeout` stops it).
+  ASSERT_TRUE(JobKey::WriteNewFile(dir + "/job.key").ok());
+  EXPECT_EQ(Shell(absl::StrCat(ps, " --job_key_file=", dir, "/job.key > ", dir,
+                               "/out 2>&1"),
+                  3),
+            124);
+  EXPECT_NE(Slurp(dir + "/out").find("listening on"), std::string::npos)
+      << Slurp(dir + "/out");
+}
+
 TEST(JobSecurity, AnOutsiderCannotPullPushEndOrListAPsJob) {
   Cluster c(2, /*shards=*/2);
   ASSERT_TRUE(c.ok());
@@ -158,6 +181,46 @@ TEST(JobSecurity, AnOutsiderCannotOpenAPeerStreamIntoARingJob) {
     }
   }
   ExpectSucceeds(c, id);
+}
+
+int Occurrences(const std::string& text, const std::string& needle) {
+  int n = 0;
+  for (size_t at = text.find(needle); at != std::string::npos;
+       at = text.find(needle, at + 1)) {
+    ++n;
+  }
+  return n;
+}
+
+// Refusals are logged with the caller's address, and a flood of them is
+// cut by the refusal log's rate limit (common/grpc/refusal_log.h: 10 lines
+// per 10 s; 200 refused calls on loopback take well under one window, at
+// most a few).
+TEST(JobSecurity, RefusalsAreLoggedWithTheCallersAddressAndRateLimited) {
+  Cluster c(1);
+  ASSERT_TRUE(c.ok());
+  ActAsATokenHolder(c);
+  constexpr int kCalls = 200;
+  auto ps = v1::ParameterServer::NewStub(MakeChannel(c->coordinator()));
+  auto peer = v1::Peer::NewStub(MakeChannel(c->workers()[0].address));
+  for (int i = 0; i < kCalls; ++i) {
+    v1::TensorFrame out;
+    ASSERT_EQ(ps->Pull(Ctx("").get(), Frame(v1::TensorHeader::PULL, "j-9/p0", 0),
+                       &out)
+                  .error_code(),
+              grpc::StatusCode::PERMISSION_DENIED);
+    auto ctx = Ctx("");  // a Peer stream without job, rank or secret
+    ASSERT_EQ(peer->Stream(ctx.get())->Finish().error_code(),
+              grpc::StatusCode::PERMISSION_DENIED);
+  }
+  const int ps_lines = Occurrences(Slurp(c->server().log),
+                                   "refused PS Pull from ipv4:127.0.0.1:");
+  const int peer_lines = Occurrences(Slurp(c->workers()[0].log),
+                                     "refused Peer stream of rank -1 from ipv4:127.0.0.1:");
+  EXPECT_GE(ps_lines, 1) << Slurp(c->server().log);
+  EXPECT_LE(ps_lines, 30);
+  EXPECT_GE(peer_lines, 1) << Slurp(c->workers()[0].log);
+  EXPECT_LE(peer_lines, 30);
 }
 
 // A Join session of a made-up worker.

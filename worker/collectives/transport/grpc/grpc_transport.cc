@@ -48,8 +48,12 @@ PeerCredentials CredentialsOf(grpc::CallbackServerContext* ctx) {
 class PeerReactor final
     : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
  public:
-  PeerReactor(PeerMailboxes* mailboxes, PeerCredentials creds)
-      : creds_(std::move(creds)), gate_(std::make_shared<ReactorGate>()) {
+  PeerReactor(PeerMailboxes* mailboxes, PeerCredentials creds,
+              std::string peer, std::shared_ptr<RefusalLog> refusals)
+      : creds_(std::move(creds)),
+        peer_(std::move(peer)),
+        refusals_(std::move(refusals)),
+        gate_(std::make_shared<ReactorGate>()) {
     {
       absl::MutexLock lock(&gate_->mu);
       gate_->reactor = this;
@@ -87,8 +91,7 @@ class PeerReactor final
     // 2.
     if (frame->header().job_id() != creds_.job_id ||
         frame->header().rank() != creds_.rank) {
-      FinishOnce(grpc::Status(
-          grpc::StatusCode::PERMISSION_DENIED,
+      Refuse(absl::PermissionDeniedError(
           "frame names another job or rank than its stream"));
       return;
     }
@@ -124,7 +127,7 @@ class PeerReactor final
   // Step 1's answer: start reading, or end the stream.
   void Admitted(absl::StatusOr<std::shared_ptr<JobMailbox>> b) {
     if (!b.ok()) {
-      FinishOnce(ToGrpcStatus(b.status()));
+      Refuse(b.status());
       return;
     }
     {
@@ -164,6 +167,17 @@ class PeerReactor final
     };
   }
 
+  // Ends the stream with `st`; a PERMISSION_DENIED is logged with the
+  // caller's address first. (The other answers of admission, an ended job
+  // or one that did not start in time, are not logged as refusals.)
+  void Refuse(const absl::Status& st) {
+    if (absl::IsPermissionDenied(st)) {
+      refusals_->Refused(absl::StrCat("Peer stream of rank ", creds_.rank),
+                         peer_, st.message());
+    }
+    FinishOnce(ToGrpcStatus(st));
+  }
+
   void FinishOnce(const grpc::Status& status) {
     {
       absl::MutexLock lock(&mu_);
@@ -174,6 +188,8 @@ class PeerReactor final
   }
 
   const PeerCredentials creds_;
+  const std::string peer_;  // the caller's address
+  const std::shared_ptr<RefusalLog> refusals_;
   const std::shared_ptr<ReactorGate> gate_;
   grpc::ByteBuffer buf_;  // the one read in flight
   absl::Mutex mu_;
@@ -185,7 +201,8 @@ class PeerReactor final
 
 grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* PeerService::Stream(
     grpc::CallbackServerContext* ctx) {
-  return new PeerReactor(mailboxes_, CredentialsOf(ctx));
+  return new PeerReactor(mailboxes_, CredentialsOf(ctx), ctx->peer(),
+                         refusals_);
 }
 
 // ---------------------------------------------------------------- client side

@@ -29,6 +29,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/grpc/block_pool.h"
+#include "common/grpc/refusal_log.h"
 #include "common/grpc/tensor_frame.h"
 #include "gradsync/v1/gradsync.grpc.pb.h"
 #include "worker/collectives/transport/grpc/peer_mailboxes.h"
@@ -37,15 +38,20 @@
 namespace gradsync {
 
 // The Peer service: one reactor per incoming stream, one read in flight.
+// A stream refused PERMISSION_DENIED is logged with the caller's address
+// (rate-limited, RefusalLog).
 class PeerService final
     : public v1::Peer::WithRawCallbackMethod_Stream<v1::Peer::Service> {
  public:
-  explicit PeerService(PeerMailboxes* mailboxes) : mailboxes_(mailboxes) {}
+  explicit PeerService(PeerMailboxes* mailboxes)
+      : mailboxes_(mailboxes), refusals_(std::make_shared<RefusalLog>()) {}
   grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* Stream(
       grpc::CallbackServerContext* ctx) override;
 
  private:
   PeerMailboxes* const mailboxes_;
+  // Shared with the reactors, whose admission may be answered late.
+  const std::shared_ptr<RefusalLog> refusals_;
 };
 
 class PeerSender;

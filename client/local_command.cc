@@ -1,0 +1,124 @@
+// `gradsync local`: a server, PS shards and workers as processes on
+// loopback (LocalCluster), one job or, with --compare, the job under each
+// strategy-mode pair, then the results; everything is shut down at the end.
+#include <stdlib.h>
+
+#include <cstdio>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "client/cli.h"
+#include "client/local_cluster.h"
+#include "client/report.h"
+#include "common/grpc/security.h"
+#include "common/spec/job_spec.h"
+
+namespace gradsync {
+namespace {
+
+using Pairs = std::vector<std::pair<v1::Strategy, v1::SyncMode>>;
+
+// --compare: the --pairs list; else the one --strategy/--mode pair. Dies (2)
+// naming the flag that does not parse.
+Pairs PairsFromOptions(const CliOptions& o) {
+  Pairs pairs;
+  if (!o.compare) {
+    pairs.emplace_back(EnumFlag(ParseStrategy(o.strategy)),
+                       EnumFlag(ParseSyncMode(o.mode)));
+    return pairs;
+  }
+  for (absl::string_view p : absl::StrSplit(o.pairs, ',', absl::SkipEmpty())) {
+    std::vector<std::string> sm = absl::StrSplit(p, '-');
+    absl::StatusOr<v1::Strategy> strategy =
+        sm.size() == 2 ? ParseStrategy(sm[0]) : absl::InvalidArgumentError("");
+    absl::StatusOr<v1::SyncMode> mode =
+        sm.size() == 2 ? ParseSyncMode(sm[1]) : absl::InvalidArgumentError("");
+    if (!strategy.ok() || !mode.ok()) {
+      Die(absl::StrCat("--pairs: '", p, "' is not STRATEGY-MODE (e.g. ring-async)"), 2);
+    }
+    pairs.emplace_back(*strategy, *mode);
+  }
+  if (pairs.empty()) Die("--pairs is empty", 2);
+  return pairs;
+}
+
+std::string MakeLogDir(const std::string& dir) {
+  if (!dir.empty()) {
+    if (system(absl::StrCat("mkdir -p '", dir, "'").c_str()) != 0) {
+      Die(absl::StrCat("cannot create --log_dir ", dir));
+    }
+    return dir;
+  }
+  char tmpl[] = "/tmp/gradsync-local-XXXXXX";
+  if (mkdtemp(tmpl) == nullptr) Die("cannot create a log directory in /tmp");
+  return tmpl;
+}
+
+// The cluster's settings; validates the locally-checkable flags before any
+// process starts, and makes the log directory.
+LocalClusterOptions ClusterOptions(const CliOptions& cli,
+                                   const Interruption& interruption) {
+  if (cli.workers < 1 || cli.workers > 64) {
+    Die("--workers must be between 1 and 64 for a local cluster", 2);
+  }
+  if (cli.ps_shards < 1 || cli.ps_shards > 16) {
+    Die("--ps_shards must be between 1 and 16 for a local cluster", 2);
+  }
+  LocalClusterOptions o;
+  o.workers = cli.workers;
+  o.ps_shards = cli.ps_shards;
+  o.bin_dir = SelfDir();
+  o.log_dir = MakeLogDir(cli.log_dir);
+  o.data_dir = cli.data_dir;
+  o.tuning_file = cli.tuning_file;
+  o.log_level = cli.log_level;
+  o.heartbeat_timeout = cli.heartbeat_timeout;
+  o.interrupted = interruption.flag();
+  o.tls_dir = cli.tls_dir;
+  return o;
+}
+
+}  // namespace
+
+int LocalCommand(const CliOptions& cli, Interruption* interruption) {
+  const Pairs pairs = PairsFromOptions(cli);
+  const LocalClusterOptions o = ClusterOptions(cli, *interruption);
+  std::printf("starting 1 server, %d PS shard(s), %d workers (logs in %s)\n",
+              o.ps_shards, o.workers, o.log_dir.c_str());
+  std::fflush(stdout);
+  absl::StatusOr<std::unique_ptr<LocalCluster>> cluster = LocalCluster::Start(o);
+  if (!cluster.ok()) {
+    Die(std::string(cluster.status().message()),
+        interruption->interrupted() ? 130 : 1);
+  }
+  SetClusterSecurity((*cluster)->client_security());  // its random token
+  auto stub = Connect((*cluster)->coordinator());
+  std::vector<v1::Job> jobs;
+  std::vector<JobTimeline> timelines;
+  int rc = 0;
+  for (const auto& [strategy, mode] : pairs) {
+    if (interruption->interrupted()) break;
+    v1::JobSpec spec = cli.spec();
+    spec.set_strategy(strategy);
+    spec.set_mode(mode);
+    v1::Job job;
+    JobTimeline timeline;
+    if (SubmitAndWatch(stub.get(), spec, true, cli, interruption, &job,
+                       &timeline) != 0) {
+      rc = 1;
+    }
+    jobs.push_back(job);
+    timelines.push_back(std::move(timeline));
+    if (!cli.compare) PrintJob(job);
+  }
+  (*cluster)->Shutdown();
+  if (interruption->interrupted()) return 130;
+  if (cli.compare) std::printf("\n%s", CompareTable(jobs).c_str());
+  WriteResults(cli, jobs, cli.compare, &timelines);
+  WriteTraces(cli, jobs);
+  return rc;
+}
+
+}  // namespace gradsync

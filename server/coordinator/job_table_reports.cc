@@ -1,0 +1,257 @@
+// The job table's worker reports (see job_table.h): progress, epoch
+// results and JobDone from a rank's session, what they lead to (the job's
+// result, or its failure, with the symptom-grace rule), and lost workers.
+#include <algorithm>
+#include <utility>
+
+#include <spdlog/spdlog.h>
+
+#include "absl/strings/str_cat.h"
+#include "common/spec/job_spec.h"
+#include "server/coordinator/bench_merge.h"
+#include "server/coordinator/job_table.h"
+
+namespace gradsync {
+namespace {
+
+// Codes a rank reports when a peer or the coordinator vanished under it.
+bool LooksLikeSymptom(absl::StatusCode code) {
+  return code == absl::StatusCode::kUnavailable ||
+         code == absl::StatusCode::kCancelled ||
+         code == absl::StatusCode::kAborted ||
+         code == absl::StatusCode::kDeadlineExceeded;
+}
+
+}  // namespace
+
+void JobTable::HandleProgress(const std::string& worker_id,
+                              const v1::WorkerMessage::Progress& p,
+                              Decisions* out) {
+  JobEntry* e = RankEntry(p.job_id(), p.rank(), worker_id);
+  if (e == nullptr || e->job.state() != v1::RUNNING) return;
+  e->rank_samples_per_second[p.rank()] = p.samples_per_second();
+  CheckInitChecksum(e, p, out);
+  if (e->job.state() != v1::RUNNING) {
+    PruneEnded();
+    return;
+  }
+  if (p.rank() != 0) return;
+  UpdateProgressEvent(e, p, out);
+}
+
+void JobTable::CheckInitChecksum(JobEntry* e,
+                                 const v1::WorkerMessage::Progress& p,
+                                 Decisions* out) {
+  if (p.init_checksum().empty() || !e->init_checksums[p.rank()].empty()) return;
+  e->init_checksums[p.rank()] = p.init_checksum();
+  for (int r = 0; r < e->job.workers_size(); ++r) {
+    const std::string& c = e->init_checksums[r];
+    if (!c.empty() && c != p.init_checksum()) {
+      EndJob(e, v1::FAILED,
+             absl::DataLossError(absl::StrCat(
+                 "initial parameters differ: rank ", r, " has ", c, ", rank ",
+                 p.rank(), " has ", p.init_checksum())),
+             out);
+      return;
+    }
+  }
+  e->job.mutable_result()->set_init_checksum(p.init_checksum());
+}
+
+void JobTable::UpdateProgressEvent(JobEntry* e,
+                                   const v1::WorkerMessage::Progress& p,
+                                   Decisions* out) {
+  e->job.set_step(p.step());
+  e->job.set_total_steps(p.total_steps());
+  v1::JobEvent& ev = e->progress;
+  ev.set_kind(v1::JobEvent::PROGRESS);
+  ev.set_job_id(e->job.id());
+  ev.set_state(e->job.state());
+  ev.set_step(p.step());
+  ev.set_total_steps(e->job.total_steps());
+  ev.set_epoch(p.epoch());
+  ev.set_loss(p.loss());
+  double sps = 0;
+  for (double s : e->rank_samples_per_second) sps += s;
+  ev.set_samples_per_second(sps);
+  const double busy = p.comm_seconds() + p.compute_seconds();
+  ev.set_comm_share(busy > 0 ? p.comm_seconds() / busy : 0);
+  ++e->progress_seq;
+  ++e->seq;
+  out->events_changed = true;
+}
+
+void JobTable::HandleEpochDone(const std::string& worker_id,
+                               const v1::WorkerMessage::EpochDone& d,
+                               Decisions* out) {
+  JobEntry* e = RankEntry(d.job_id(), d.rank(), worker_id);
+  if (e == nullptr || e->job.state() != v1::RUNNING) return;
+  std::vector<v1::WorkerMessage::EpochDone>& ranks = e->epochs[d.epoch()];
+  ranks.push_back(d);
+  if (static_cast<int>(ranks.size()) != e->job.workers_size()) return;
+  v1::EpochResult er;
+  er.set_epoch(d.epoch());
+  double loss = 0, secs = 0;
+  for (const v1::WorkerMessage::EpochDone& x : ranks) {
+    loss += x.train_loss();
+    secs = std::max(secs, x.seconds());
+    if (x.rank() == 0) er.set_test_accuracy(x.test_accuracy());
+  }
+  er.set_train_loss(loss / ranks.size());
+  er.set_seconds(secs);
+  *e->job.mutable_result()->add_epochs() = er;
+  v1::JobEvent ev;
+  ev.set_kind(v1::JobEvent::EPOCH);
+  ev.set_job_id(e->job.id());
+  ev.set_state(e->job.state());
+  ev.set_epoch(d.epoch());
+  ev.set_step(e->job.step());
+  ev.set_total_steps(e->job.total_steps());
+  *ev.mutable_epoch_result() = er;
+  if (RoomForEvent(e)) e->events.push_back(std::move(ev));
+  ++e->seq;
+  e->epochs.erase(d.epoch());
+  Save(e).IgnoreError();  // logged by Save
+  spdlog::info("[job {}] epoch {}: train loss {:.4f}, test accuracy {:.4f}, {:.2f} s",
+               e->job.id(), er.epoch(), er.train_loss(),
+               er.test_accuracy(), er.seconds());
+  out->events_changed = true;
+}
+
+void JobTable::HandleJobDone(const std::string& worker_id,
+                             const v1::WorkerMessage::JobDone& d,
+                             Decisions* out) {
+  workers_->Release(worker_id, d.job_id());  // idle again
+  JobEntry* e = RankEntry(d.job_id(), d.rank(), worker_id);
+  if (e != nullptr && !e->done[d.rank()]) {
+    e->done[d.rank()] = true;
+    e->results[d.rank()] = d;
+    if (IsTerminal(e->job.state())) e->results[d.rank()].clear_trace();
+    e->rank_wall[d.rank()] = d.wall_seconds();
+    if (e->job.state() == v1::RUNNING && d.code() != 0) {
+      RankFailed(e, worker_id, d, out);
+    }
+    if (e->job.state() == v1::RUNNING &&
+        std::all_of(e->done.begin(), e->done.end(), [](bool b) { return b; })) {
+      if (e->pending_error.ok()) {
+        Finalize(e, out);
+      } else {
+        const absl::Status pending = e->pending_error;
+        EndJob(e, v1::FAILED, pending, out);
+      }
+    }
+  }
+  Reschedule(out);
+  PruneEnded();
+}
+
+void JobTable::RankFailed(JobEntry* e, const std::string& worker_id,
+                          const v1::WorkerMessage::JobDone& d, Decisions* out) {
+  const auto code = static_cast<absl::StatusCode>(d.code());
+  std::string message = absl::StrCat("rank ", d.rank(), " (worker ", worker_id,
+                                     "): ", d.error());
+  if (!LooksLikeSymptom(code)) {
+    EndJob(e, v1::FAILED, absl::Status(code, message), out);
+    return;
+  }
+  // Name every rank so that "rank 2" in a peer's message can be read.
+  absl::StrAppend(&message, " [ranks:");
+  for (int r = 0; r < e->job.workers_size(); ++r) {
+    absl::StrAppend(&message, " ", r, "=", e->job.workers(r));
+  }
+  absl::StrAppend(&message, "]");
+  if (e->pending_error.ok()) {
+    e->pending_error = absl::Status(code, message);
+    e->pending_since = clock_->Now();
+  }
+}
+
+void JobTable::WorkerLost(const std::string& worker_id, const std::string& why,
+                          Decisions* out) {
+  const RegisteredWorker* w = workers_->MarkDead(worker_id);
+  if (w == nullptr) return;
+  spdlog::warn("worker {} ({}) lost: {}", w->id, w->peer_address, why);
+  // Fewer workers: a waiting head job may no longer be able to run at all.
+  Schedule(out);
+  if (w->job_id.empty()) return;
+  JobEntry* e = Entry(w->job_id);
+  if (e == nullptr || e->job.state() != v1::RUNNING) return;
+  int rank = -1;
+  for (int r = 0; r < e->job.workers_size(); ++r) {
+    if (e->job.workers(r) == w->id) rank = r;
+  }
+  EndJob(e, v1::FAILED,
+         absl::UnavailableError(absl::StrCat("worker ", w->id, " (rank ", rank,
+                                             ", ", w->peer_address,
+                                             ") lost: ", why)),
+         out);
+  PruneEnded();
+}
+
+void JobTable::ExpireSymptoms(Decisions* out) {
+  const absl::Time now = clock_->Now();
+  for (auto& [id, e] : jobs_) {
+    if (e.job.state() == v1::RUNNING && !e.pending_error.ok() &&
+        now - e.pending_since >= kSymptomGrace) {
+      const absl::Status pending = e.pending_error;
+      EndJob(&e, v1::FAILED, pending, out);
+    }
+  }
+  PruneEnded();
+}
+
+void JobTable::Finalize(JobEntry* e, Decisions* out) {
+  if (IsBench(e->job.spec())) {
+    absl::StatusOr<v1::BenchResult> merged =
+        MergeBenchResults(e->job.spec().bench(), e->results);
+    if (merged.ok()) *e->job.mutable_result()->mutable_bench() = *merged;
+    e->job.mutable_result()->set_wall_seconds(
+        absl::ToDoubleSeconds(clock_->Now() - e->started));
+    EndJob(e, merged.ok() ? v1::SUCCEEDED : v1::FAILED, merged.status(), out);
+    return;
+  }
+  const int n = e->job.workers_size();
+  v1::JobResult* res = e->job.mutable_result();
+  double comm = 0, compute = 0, last_loss = 0, max_wall = 0, exposed = 0;
+  int64_t samples = 0;
+  res->clear_param_checksums();
+  res->clear_comm_seconds_per_worker();
+  for (int r = 0; r < n; ++r) {
+    const v1::WorkerMessage::JobDone& d = e->results[r];
+    comm += d.comm_seconds();
+    exposed += d.exposed_comm_seconds();
+    compute += d.compute_seconds();
+    last_loss += d.last_step_loss();
+    samples += d.samples();
+    max_wall = std::max(max_wall, e->rank_wall[r]);
+    res->add_param_checksums(d.param_checksum());
+    res->add_comm_seconds_per_worker(d.comm_seconds());
+  }
+  const v1::JobSpec& spec = e->job.spec();
+  res->set_comm_seconds(comm / n);
+  res->set_exposed_comm_seconds(exposed / n);
+  res->set_device(e->results[0].device());
+  res->mutable_bucket_bytes()->CopyFrom(e->results[0].bucket_bytes());
+  res->mutable_bucket_algorithms()->CopyFrom(e->results[0].bucket_algorithms());
+  res->set_compute_seconds(compute / n);
+  res->set_final_train_loss(last_loss / n);
+  res->set_test_accuracy(e->results[0].test_accuracy());
+  res->set_steps(e->results[0].steps());
+  res->set_global_batch(static_cast<int64_t>(spec.batch_size()) * n);
+  res->set_ps_shards(spec.strategy() == v1::STRATEGY_PS ? spec.ps_shards() : 0);
+  res->set_wall_seconds(absl::ToDoubleSeconds(clock_->Now() - e->started));
+  res->set_samples_per_second(max_wall > 0 ? samples / max_wall : 0);
+  if (absl::Status same = CheckFinalChecksums(
+          *res, spec.strategy() == v1::STRATEGY_RING
+                    ? "ring replicas diverged"
+                    : "PS ranks ended with different parameters");
+      !same.ok()) {
+    EndJob(e, v1::FAILED, same, out);
+    return;
+  }
+  e->job.set_step(res->steps());
+  KeepTraces(e);
+  EndJob(e, v1::SUCCEEDED, absl::OkStatus(), out);
+}
+
+}  // namespace gradsync
