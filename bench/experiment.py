@@ -147,7 +147,12 @@ class Cluster:
         self.binary = os.path.join(ROOT, opts["build-dir"], "bin", "gradsync")
 
     def __enter__(self):
-        subprocess.run(self.cmd + ["up"] + self.flags + self.up, check=True)
+        rc = subprocess.run(self.cmd + ["up"] + self.flags + self.up).returncode
+        if rc != 0:  # up has torn down what it made and said why
+            subprocess.run(["rm", "-rf", self.state], check=False)
+            if rc == 3:
+                die("the emulated cluster cannot run on this machine (see above)", 3)
+            die("deploy/netem-cluster.sh up failed (status %d)" % rc, 1)
         return self
 
     def __exit__(self, *exc):
