@@ -305,9 +305,10 @@ def pushpull_model(n, s, k, alpha, beta):
         held[i % s] += k / p
     push_out = [k - held[h] for h in range(n)]
     push_in = [(n - 1) * held[h] for h in range(n)]
-    # Pull: mirror image (the shard answers with what it was pushed).
+    # The pull is the push's mirror image (each shard answers what it was
+    # pushed), so a phase's busiest link carries max(push_out + push_in).
     if p == 1:
-        return (max(push_out + push_in) + max(push_in + push_out)) / beta + 2 * alpha
+        return 2 * max(push_out + push_in) / beta + 2 * alpha
     load = [push_out[h] + push_in[h] for h in range(n)]  # = up = down per host
     return max(load) / beta + 2 * alpha
 
