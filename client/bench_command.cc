@@ -100,13 +100,14 @@ absl::StatusOr<std::vector<int64_t>> ParseBenchSizes(absl::string_view text) {
   return sizes;
 }
 
-double BusBandwidthFactor(v1::BenchOp op, int workers, int ps_shards) {
+double BusBandwidthFactor(v1::BenchOp op, int workers, int ps_shards,
+                          int64_t bytes) {
   const double n = std::max(1, workers);
   switch (op) {
     case v1::BENCH_OP_ALLREDUCE:
       return 2.0 * (n - 1) / n;
     case v1::BENCH_OP_PUSHPULL:
-      return 2.0 * std::max(1.0, n / std::max(1, ps_shards));
+      return PushPullLinkFactor(workers, ps_shards, bytes);
     default:
       return 1.0;
   }
@@ -125,7 +126,7 @@ std::vector<BenchRowReport> BenchRows(const v1::Job& job) {
     row.error = r.error();
     if (row.time_seconds > 0) row.algbw = row.bytes / row.time_seconds;
     row.busbw = row.algbw * BusBandwidthFactor(spec.bench().op(), spec.workers(),
-                                               spec.ps_shards());
+                                               spec.ps_shards(), row.bytes);
     CostInputs in;
     in.world = spec.workers();
     in.bytes = row.bytes;

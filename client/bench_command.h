@@ -82,11 +82,12 @@ struct BenchRowReport {
 };
 
 // busbw = algbw × this. allreduce: 2(N−1)/N (nccl-tests); broadcast: 1;
-// pushpull: 2·max(1, N/S), the bytes the busiest link (a worker's, or a
-// shard's when N > S) moves in and out per byte of K, the same accounting
-// as the cost model's max(2NK/(Sβ), 2K/β). So busbw = β whenever a run
-// matches the model's bandwidth term.
-double BusBandwidthFactor(v1::BenchOp op, int workers, int ps_shards);
+// pushpull: PushPullLinkFactor(N, S, K) (common/cost_model.h), the bytes the
+// busiest link (a worker's, or a shard's) moves per byte of K, the same
+// accounting as the cost model. So busbw = β whenever a run matches the
+// model's bandwidth term.
+double BusBandwidthFactor(v1::BenchOp op, int workers, int ps_shards,
+                          int64_t bytes);
 
 // The rows of a finished bench job (empty when it has no bench result).
 std::vector<BenchRowReport> BenchRows(const v1::Job& job);

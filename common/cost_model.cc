@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "common/ps_layout.h"
 
 namespace gradsync {
 namespace {
@@ -47,6 +48,16 @@ double Allreduce(v1::Algorithm algorithm, const CostInputs& in) {
 
 }  // namespace
 
+double PushPullLinkFactor(int world, int ps_shards, int64_t bytes) {
+  const int64_t k = std::max<int64_t>(1, bytes);
+  const int64_t partition = static_cast<int64_t>(kPsPartitionBytes);
+  const int64_t p = (k + partition - 1) / partition;
+  const int64_t s = std::max(1, ps_shards);
+  const double per_shard = static_cast<double>((p + s - 1) / s) / p;  // of K
+  const double link = std::max(1.0, std::max(1, world) * per_shard);
+  return p > 1 ? link : 2.0 * link;
+}
+
 absl::StatusOr<double> PredictSeconds(v1::BenchOp op, v1::Algorithm algorithm,
                                       const CostInputs& in) {
   if (in.world < 1 || in.bytes < 0 || !(in.alpha >= 0) || !(in.beta > 0) ||
@@ -68,7 +79,7 @@ absl::StatusOr<double> PredictSeconds(v1::BenchOp op, v1::Algorithm algorithm,
       return (in.world - 2 + segments) * (a + seg / b);
     }
     case v1::BENCH_OP_PUSHPULL:
-      return std::max(2.0 * in.world * k / (in.ps_shards * b), 2.0 * k / b) +
+      return PushPullLinkFactor(in.world, in.ps_shards, in.bytes) * k / b +
              2.0 * a;
     default:
       break;

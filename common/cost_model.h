@@ -36,9 +36,19 @@ struct CostInputs {
 //                   actually ran).
 //  broadcast (ring, pipelined, root 0): segments s = ⌈K/seg⌉ of
 //                   seg = min(K, segment_bytes): (N−2+s)·(α + seg/β).
-//  pushpull (S shards): max(2·N·K/(S·β), 2·K/β) + 2α.
+//  pushpull (S shards on hosts of their own, the tensor laid out as
+//           common/ps_layout.h does): PushPullLinkFactor(N, S, K)·K/β + 2α.
 // 0 for N = 1 (nothing crosses a link). INVALID_ARGUMENT for N < 1, K < 0,
 // α < 0, β <= 0, S < 1, segment_bytes < 1, group_size < 1, or an unknown op.
+// The bytes the busiest link of a push/pull moves in one direction, per byte
+// of K. K is cut into P = ⌈K / kPsPartitionBytes⌉ partitions, round-robin
+// over S shards, so the busiest shard holds ⌈P/S⌉·K/P and its link carries
+// N times that; a worker's link carries K. With P ≥ 2 the answers (pulls) of
+// earlier partitions travel while later ones are pushed, on the other
+// direction of each link: max(K, N·⌈P/S⌉·K/P) / K. With one partition the
+// pull waits for every push: twice that. (N, S, K ≥ 1.)
+double PushPullLinkFactor(int world, int ps_shards, int64_t bytes);
+
 absl::StatusOr<double> PredictSeconds(v1::BenchOp op, v1::Algorithm algorithm,
                                       const CostInputs& in);
 

@@ -2,6 +2,7 @@
 // (time, algbw, busbw, model), and the tuning table it writes, read back
 // with the workers' parser (worker/collectives/tuning.h).
 #include "client/bench_command.h"
+#include "common/cost_model.h"
 
 #include <gtest/gtest.h>
 
@@ -94,11 +95,14 @@ TEST(BenchRows, BandwidthsModelAndRatio) {
 }
 
 TEST(BenchRows, BusBandwidthConventions) {
-  EXPECT_DOUBLE_EQ(BusBandwidthFactor(v1::BENCH_OP_ALLREDUCE, 1, 1), 0);
-  EXPECT_DOUBLE_EQ(BusBandwidthFactor(v1::BENCH_OP_ALLREDUCE, 2, 1), 1);
-  EXPECT_DOUBLE_EQ(BusBandwidthFactor(v1::BENCH_OP_BROADCAST, 8, 1), 1);
-  EXPECT_DOUBLE_EQ(BusBandwidthFactor(v1::BENCH_OP_PUSHPULL, 8, 2), 8);
-  EXPECT_DOUBLE_EQ(BusBandwidthFactor(v1::BENCH_OP_PUSHPULL, 2, 4), 2);
+  EXPECT_DOUBLE_EQ(BusBandwidthFactor(v1::BENCH_OP_ALLREDUCE, 1, 1, 4096), 0);
+  EXPECT_DOUBLE_EQ(BusBandwidthFactor(v1::BENCH_OP_ALLREDUCE, 2, 1, 4096), 1);
+  EXPECT_DOUBLE_EQ(BusBandwidthFactor(v1::BENCH_OP_BROADCAST, 8, 1, 4096), 1);
+  // Push/pull: the cost model's link factor (16 partitions of 64 MiB over 2
+  // shards: a shard's link carries 8 x K/2 each way).
+  EXPECT_DOUBLE_EQ(BusBandwidthFactor(v1::BENCH_OP_PUSHPULL, 8, 2, 64 << 20), 4);
+  EXPECT_DOUBLE_EQ(BusBandwidthFactor(v1::BENCH_OP_PUSHPULL, 8, 2, 64 << 20),
+                   PushPullLinkFactor(8, 2, 64 << 20));
 }
 
 BenchRowReport Row(int64_t bytes, const std::string& algorithm, double t,

@@ -81,14 +81,30 @@ TEST(CostModel, BroadcastIsPipelinedOverSegments) {
 }
 
 TEST(CostModel, PushPullIsBoundByTheShardsOrTheWorkerLink) {
+  // 64 MiB: 16 partitions of 4 MiB, round-robin; pulls overlap pushes.
+  const double k = 64 << 20;
+  CostInputs in = In(8, 64 << 20);
+  in.ps_shards = 2;  // a shard holds K/2, its link carries 8 x K/2 > K
+  EXPECT_DOUBLE_EQ(Predict(v1::BENCH_OP_PUSHPULL, v1::ALGORITHM_AUTO, in),
+                   8 * (k / 2) / kBeta + 2 * kAlpha);
+  in.ps_shards = 16;  // a shard holds K/16: the worker link (K) bounds it
+  EXPECT_DOUBLE_EQ(Predict(v1::BENCH_OP_PUSHPULL, v1::ALGORITHM_AUTO, in),
+                   k / kBeta + 2 * kAlpha);
+  in.ps_shards = 3;  // 16 partitions on 3 shards: the busiest holds 6
+  EXPECT_DOUBLE_EQ(Predict(v1::BENCH_OP_PUSHPULL, v1::ALGORITHM_AUTO, in),
+                   8 * (6 * k / 16) / kBeta + 2 * kAlpha);
+}
+
+TEST(CostModel, PushPullOfOnePartitionUsesOneShardAndWaitsForEveryPush) {
+  // 1 MB fits one 4 MiB partition: shard 0 takes all of it, however many
+  // shards there are, and the pull waits for all 8 pushes.
   const double k = 1e6;
-  CostInputs in = In(8, k);
-  in.ps_shards = 2;  // servers: 2·8·K/2 > worker: 2·K
+  CostInputs in = In(8, 1000000);
+  in.ps_shards = 4;
   EXPECT_DOUBLE_EQ(Predict(v1::BENCH_OP_PUSHPULL, v1::ALGORITHM_AUTO, in),
-                   2.0 * 8 * k / (2 * kBeta) + 2 * kAlpha);
-  in.ps_shards = 16;  // more shards than workers: the worker link bounds it
-  EXPECT_DOUBLE_EQ(Predict(v1::BENCH_OP_PUSHPULL, v1::ALGORITHM_AUTO, in),
-                   2.0 * k / kBeta + 2 * kAlpha);
+                   2 * 8 * k / kBeta + 2 * kAlpha);
+  EXPECT_DOUBLE_EQ(PushPullLinkFactor(8, 4, 1000000), 16);
+  EXPECT_DOUBLE_EQ(PushPullLinkFactor(1, 1, 1), 2);  // one worker: its own link, twice
 }
 
 TEST(CostModel, OneRankCostsNothingAndBadInputsAreRefused) {
