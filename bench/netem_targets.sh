@@ -14,15 +14,18 @@
 #   bash bench/netem_targets.sh [--workers=4] [--rate=1gbit] [--sizes=64M]
 #                               [--iters=5] [--out=DIR] [--build-dir=build]
 #                               [--wire_dtype=fp32|bf16|fp16]
+#                               [--ps_partition_bytes=B]
 #
 # With a 16-bit --wire_dtype the allreduce jobs send half the bytes; the
 # bound stays the float32 one (so %bound may pass 100%), and pushpull is
-# skipped (its bench checks exact float32 parameters).
+# skipped (its bench checks exact float32 parameters). --ps_partition_bytes
+# is the pushpull job's partition size (gradsync --help; default 4 MiB).
 #
 # Root only (network namespaces). Always tears the cluster down (trap).
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 WORKERS=4 RATE=1gbit SIZES=64M ITERS=5 OUT=netem-results BUILD=build WIRE=fp32
+PARTITION=0
 for arg in "$@"; do
   case $arg in
     --workers=*) WORKERS=${arg#*=} ;;
@@ -32,7 +35,8 @@ for arg in "$@"; do
     --out=*) OUT=${arg#*=} ;;
     --build-dir=*) BUILD=${arg#*=} ;;
     --wire_dtype=*) WIRE=${arg#*=} ;;
-    -h|--help) sed -n 2,22p "$0"; exit 0 ;;
+    --ps_partition_bytes=*) PARTITION=${arg#*=} ;;
+    -h|--help) sed -n 2,25p "$0"; exit 0 ;;
     *) echo "netem_targets: unknown argument $arg (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -74,7 +78,7 @@ bench() {  # bench NAME FLAGS...: one bench job from h0, JSON into $OUT
 bench ring --op=allreduce --algorithm=ring --wire_dtype="$WIRE"
 bench hd --op=allreduce --algorithm=hd --wire_dtype="$WIRE"
 if [[ $WIRE == fp32 ]]; then
-  bench pushpull --op=pushpull --ps_shards="$WORKERS"
+  bench pushpull --op=pushpull --ps_shards="$WORKERS" --ps_partition_bytes="$PARTITION"
 else
   rm -f "$OUT/pushpull.json"
   echo "=== pushpull skipped: --wire_dtype=$WIRE (pushpull benches are float32)"

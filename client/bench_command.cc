@@ -6,9 +6,11 @@
 #include <cctype>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <memory>
+#include <system_error>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
@@ -101,13 +103,13 @@ absl::StatusOr<std::vector<int64_t>> ParseBenchSizes(absl::string_view text) {
 }
 
 double BusBandwidthFactor(v1::BenchOp op, int workers, int ps_shards,
-                          int64_t bytes) {
+                          int64_t bytes, int64_t partition_bytes) {
   const double n = std::max(1, workers);
   switch (op) {
     case v1::BENCH_OP_ALLREDUCE:
       return 2.0 * (n - 1) / n;
     case v1::BENCH_OP_PUSHPULL:
-      return PushPullLinkFactor(workers, ps_shards, bytes);
+      return PushPullLinkFactor(workers, ps_shards, bytes, partition_bytes);
     default:
       return 1.0;
   }
@@ -126,13 +128,15 @@ std::vector<BenchRowReport> BenchRows(const v1::Job& job) {
     row.error = r.error();
     if (row.time_seconds > 0) row.algbw = row.bytes / row.time_seconds;
     row.busbw = row.algbw * BusBandwidthFactor(spec.bench().op(), spec.workers(),
-                                               spec.ps_shards(), row.bytes);
+                                               spec.ps_shards(), row.bytes,
+                                               spec.ps_partition_bytes());
     CostInputs in;
     in.world = spec.workers();
     in.bytes = row.bytes;
     in.alpha = b.alpha_seconds();
     in.beta = b.beta_bytes_per_second();
     in.ps_shards = std::max(1, spec.ps_shards());
+    in.ps_partition_bytes = spec.ps_partition_bytes();  // 0: the default
     in.segment_bytes = std::max<int64_t>(4, spec.chunk_bytes());
     absl::StatusOr<v1::Algorithm> algorithm = ParseAlgorithm(row.algorithm);
     absl::StatusOr<double> model = PredictSeconds(
@@ -191,6 +195,8 @@ nlohmann::json BenchToJson(const v1::Job& job,
                         : WireDtypeName(spec.wire_dtype());
   j["workers"] = spec.workers();
   j["ps_shards"] = spec.bench().op() == v1::BENCH_OP_PUSHPULL ? spec.ps_shards() : 0;
+  j["ps_partition_bytes"] =
+      spec.bench().op() == v1::BENCH_OP_PUSHPULL ? spec.ps_partition_bytes() : 0;
   j["iters"] = spec.bench().iters();
   j["warmup"] = spec.bench().warmup();
   j["alpha_seconds"] = b.alpha_seconds();
@@ -253,6 +259,7 @@ v1::JobSpec BenchSpecOf(const BenchCommandOptions& o, v1::Algorithm algorithm) {
   s.set_kind(v1::JOB_KIND_BENCH);
   s.set_workers(o.workers);
   s.set_ps_shards(o.ps_shards);
+  s.set_ps_partition_bytes(o.ps_partition_bytes);
   s.set_algorithm(algorithm);
   s.set_chunk_bytes(o.chunk_bytes);
   s.set_step_timeout_ms(o.step_timeout_ms);
@@ -417,7 +424,15 @@ int LocalBench(const BenchCommandOptions& o, const CommandHooks& hooks) {
   c.ps_shards = o.op == v1::BENCH_OP_PUSHPULL ? std::max(1, o.ps_shards) : 1;
   c.bin_dir = SelfDir();
   c.log_dir = o.log_dir;
-  if (c.log_dir.empty()) {
+  if (!c.log_dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(c.log_dir, ec);
+    if (ec) {
+      std::fprintf(stderr, "gradsync: cannot create --log_dir %s: %s\n",
+                   c.log_dir.c_str(), ec.message().c_str());
+      return 1;
+    }
+  } else {
     char tmpl[] = "/tmp/gradsync-local-XXXXXX";
     if (mkdtemp(tmpl) == nullptr) {
       std::fprintf(stderr, "gradsync: cannot create a log directory in /tmp\n");

@@ -31,6 +31,7 @@ struct BenchCommandOptions {
   int iters = 20;
   int warmup = 5;
   int ps_shards = 1;            // pushpull: shards the job uses
+  int64_t ps_partition_bytes = 0;  // pushpull: largest partition (0 = 4 MiB)
   int64_t chunk_bytes = 1 << 20;
   int step_timeout_ms = 30000;
   int connections_per_peer = 1;
@@ -82,12 +83,12 @@ struct BenchRowReport {
 };
 
 // busbw = algbw × this. allreduce: 2(N−1)/N (nccl-tests); broadcast: 1;
-// pushpull: PushPullLinkFactor(N, S, K) (common/cost_model.h), the bytes the
+// pushpull: PushPullLinkFactor(N, S, K, partition_bytes) (common/cost_model.h), the bytes the
 // busiest link (a worker's, or a shard's) moves per byte of K, the same
 // accounting as the cost model. So busbw = β whenever a run matches the
 // model's bandwidth term.
 double BusBandwidthFactor(v1::BenchOp op, int workers, int ps_shards,
-                          int64_t bytes);
+                          int64_t bytes, int64_t partition_bytes = 0);
 
 // The rows of a finished bench job (empty when it has no bench result).
 std::vector<BenchRowReport> BenchRows(const v1::Job& job);

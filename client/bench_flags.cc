@@ -32,6 +32,7 @@ ABSL_FLAG(std::string, tune, "",
 ABSL_DECLARE_FLAG(std::string, server);
 ABSL_DECLARE_FLAG(int, workers);
 ABSL_DECLARE_FLAG(int, ps_shards);
+ABSL_DECLARE_FLAG(int64_t, ps_partition_bytes);
 ABSL_DECLARE_FLAG(std::string, algorithm);
 ABSL_DECLARE_FLAG(int64_t, chunk_bytes);
 ABSL_DECLARE_FLAG(int, step_timeout_ms);
@@ -66,6 +67,7 @@ absl::StatusOr<BenchCommandOptions> BenchOptionsFromFlags(bool local) {
   o.iters = absl::GetFlag(FLAGS_iters);
   o.warmup = absl::GetFlag(FLAGS_warmup);
   o.ps_shards = absl::GetFlag(FLAGS_ps_shards);
+  o.ps_partition_bytes = absl::GetFlag(FLAGS_ps_partition_bytes);
   o.chunk_bytes = absl::GetFlag(FLAGS_chunk_bytes);
   o.step_timeout_ms = absl::GetFlag(FLAGS_step_timeout_ms);
   o.connections_per_peer = absl::GetFlag(FLAGS_connections_per_peer);

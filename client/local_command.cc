@@ -4,6 +4,8 @@
 #include <stdlib.h>
 
 #include <cstdio>
+#include <filesystem>
+#include <system_error>
 #include <utility>
 #include <vector>
 
@@ -46,9 +48,9 @@ Pairs PairsFromOptions(const CliOptions& o) {
 
 std::string MakeLogDir(const std::string& dir) {
   if (!dir.empty()) {
-    if (system(absl::StrCat("mkdir -p '", dir, "'").c_str()) != 0) {
-      Die(absl::StrCat("cannot create --log_dir ", dir));
-    }
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    if (ec) Die(absl::StrCat("cannot create --log_dir ", dir, ": ", ec.message()));
     return dir;
   }
   char tmpl[] = "/tmp/gradsync-local-XXXXXX";

@@ -55,6 +55,8 @@ nlohmann::json JobToJson(const v1::Job& job) {
   j["staleness"] = s.has_staleness() ? nlohmann::json(s.staleness()) : nlohmann::json();
   j["workers"] = s.workers();
   j["ps_shards"] = s.strategy() == v1::STRATEGY_PS ? s.ps_shards() : 0;
+  j["ps_partition_bytes"] =
+      s.strategy() == v1::STRATEGY_PS ? s.ps_partition_bytes() : 0;
   j["model"] = s.model();
   j["num_params"] = r.num_params();
   j["device"] = DeviceName(s.device());

@@ -48,9 +48,12 @@ double Allreduce(v1::Algorithm algorithm, const CostInputs& in) {
 
 }  // namespace
 
-double PushPullLinkFactor(int world, int ps_shards, int64_t bytes) {
+double PushPullLinkFactor(int world, int ps_shards, int64_t bytes,
+                          int64_t partition_bytes) {
   const int64_t k = std::max<int64_t>(1, bytes);
-  const int64_t partition = static_cast<int64_t>(kPsPartitionBytes);
+  const int64_t partition = partition_bytes > 0
+                                ? partition_bytes
+                                : static_cast<int64_t>(kPsPartitionBytes);
   const int64_t p = (k + partition - 1) / partition;
   const int64_t s = std::max(1, ps_shards);
   const double per_shard = static_cast<double>((p + s - 1) / s) / p;  // of K
@@ -79,7 +82,8 @@ absl::StatusOr<double> PredictSeconds(v1::BenchOp op, v1::Algorithm algorithm,
       return (in.world - 2 + segments) * (a + seg / b);
     }
     case v1::BENCH_OP_PUSHPULL:
-      return PushPullLinkFactor(in.world, in.ps_shards, in.bytes) * k / b +
+      return PushPullLinkFactor(in.world, in.ps_shards, in.bytes,
+                                in.ps_partition_bytes) * k / b +
              2.0 * a;
     default:
       break;

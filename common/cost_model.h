@@ -22,6 +22,7 @@ struct CostInputs {
   int ps_shards = 1;              // pushpull: S
   int64_t segment_bytes = 1 << 20;  // broadcast pipelining unit
   int group_size = 1;             // hierarchical: ranks per host group
+  int64_t ps_partition_bytes = 4 << 20;  // pushpull: largest partition
 };
 
 // Predicted seconds, with P = the largest power of two <= N and
@@ -37,17 +38,20 @@ struct CostInputs {
 //  broadcast (ring, pipelined, root 0): segments s = ⌈K/seg⌉ of
 //                   seg = min(K, segment_bytes): (N−2+s)·(α + seg/β).
 //  pushpull (S shards on hosts of their own, the tensor laid out as
-//           common/ps_layout.h does): PushPullLinkFactor(N, S, K)·K/β + 2α.
+//           common/ps_layout.h does, in partitions of ps_partition_bytes):
+//           PushPullLinkFactor(N, S, K, ps_partition_bytes)·K/β + 2α.
 // 0 for N = 1 (nothing crosses a link). INVALID_ARGUMENT for N < 1, K < 0,
 // α < 0, β <= 0, S < 1, segment_bytes < 1, group_size < 1, or an unknown op.
 // The bytes the busiest link of a push/pull moves in one direction, per byte
-// of K. K is cut into P = ⌈K / kPsPartitionBytes⌉ partitions, round-robin
+// of K. K is cut into P = ⌈K / partition_bytes⌉ partitions, round-robin
 // over S shards, so the busiest shard holds ⌈P/S⌉·K/P and its link carries
 // N times that; a worker's link carries K. With P ≥ 2 the answers (pulls) of
 // earlier partitions travel while later ones are pushed, on the other
 // direction of each link: max(K, N·⌈P/S⌉·K/P) / K. With one partition the
-// pull waits for every push: twice that. (N, S, K ≥ 1.)
-double PushPullLinkFactor(int world, int ps_shards, int64_t bytes);
+// pull waits for every push: twice that. (N, S, K ≥ 1; partition_bytes ≤ 0
+// means kPsPartitionBytes.)
+double PushPullLinkFactor(int world, int ps_shards, int64_t bytes,
+                          int64_t partition_bytes = 0);
 
 absl::StatusOr<double> PredictSeconds(v1::BenchOp op, v1::Algorithm algorithm,
                                       const CostInputs& in);

@@ -25,8 +25,15 @@ namespace gradsync {
 inline constexpr int64_t kPullInitialStep = -1;
 inline constexpr int64_t kPullFinalStep = -2;
 
-// Default upper bound on one partition: 4 MiB.
+// Default upper bound on one partition: 4 MiB, also the largest a job may
+// ask for (JobSpec.ps_partition_bytes); the smallest it may ask for is
+// kMinPsPartitionBytes.
 inline constexpr size_t kPsPartitionBytes = size_t{4} << 20;
+inline constexpr size_t kMinPsPartitionBytes = size_t{64} << 10;
+// Pulls one PS shard keeps waiting, at most (all jobs together; a pull of a
+// partition not initialised yet waits for rank 0's Init). A job whose
+// (workers - 1) * partitions-per-shard exceeds it is refused at submit.
+inline constexpr size_t kMaxShardPendingPulls = 1024;
 
 struct PsPartition {
   int index = 0;   // partition number in the job, 0.. in bucket order

@@ -292,6 +292,17 @@ absl::Status ValidateSizes(v1::JobSpec* s, int available_ps_shards) {
   if (s->chunk_bytes() < 0) return Bad("chunk_bytes", "must be >= 0");
   if (s->chunk_bytes() == 0) s->set_chunk_bytes(kDefaultChunkBytes);
   if (s->chunk_bytes() < 4) return Bad("chunk_bytes", "must be >= 4");
+  if (s->ps_partition_bytes() < 0) return Bad("ps_partition_bytes", "must be >= 0");
+  if (s->ps_partition_bytes() == 0) {
+    s->set_ps_partition_bytes(static_cast<int64_t>(kPsPartitionBytes));
+  }
+  if (s->ps_partition_bytes() < static_cast<int64_t>(kMinPsPartitionBytes) ||
+      s->ps_partition_bytes() > static_cast<int64_t>(kPsPartitionBytes)) {
+    return Bad("ps_partition_bytes",
+               absl::StrCat("must be between ", kMinPsPartitionBytes, " (64 KiB) and ",
+                            kPsPartitionBytes, " (4 MiB), got ",
+                            s->ps_partition_bytes()));
+  }
   if (s->connections_per_peer() < 0) {
     return Bad("connections_per_peer", "must be >= 0");
   }
@@ -309,6 +320,38 @@ absl::Status ValidateSizes(v1::JobSpec* s, int available_ps_shards) {
   if (!IsBench(*s) && s->train_limit() > 0 &&
       s->train_limit() < static_cast<int64_t>(s->workers()) * s->batch_size()) {
     return Bad("train_limit", "smaller than one global batch");
+  }
+  return absl::OkStatus();
+}
+
+// PS jobs: every rank but 0 asks each shard for the initial value of all its
+// partitions at once and those pulls may wait for rank 0's Init; a shard
+// keeps at most kMaxShardPendingPulls waiting. Refuses a job whose
+// partitions (at least ceil(bytes / ps_partition_bytes): exact for a bench,
+// whose vector is one bucket; training buckets can add one each) would
+// exceed that. Runs after ValidateSizes.
+absl::Status ValidatePsPartitions(const v1::JobSpec& s) {
+  if (!UsesPs(s)) return absl::OkStatus();
+  int64_t bytes = 0;
+  if (IsBench(s)) {
+    for (int64_t b : s.bench().sizes()) bytes = std::max(bytes, b);
+  } else {
+    absl::StatusOr<MlpSpec> model = ParseModelSpec(s.model());
+    if (!model.ok()) return absl::OkStatus();  // reported by ValidateModel
+    bytes = static_cast<int64_t>(NumParams(*model) * sizeof(float));
+  }
+  const int64_t partitions =
+      (bytes + s.ps_partition_bytes() - 1) / s.ps_partition_bytes();
+  const int64_t per_shard = (partitions + s.ps_shards() - 1) / s.ps_shards();
+  const int64_t waiting = per_shard * (s.workers() - 1);
+  if (waiting > static_cast<int64_t>(kMaxShardPendingPulls)) {
+    return Bad("ps_partition_bytes",
+               absl::StrCat(bytes, " bytes in partitions of ", s.ps_partition_bytes(),
+                            " bytes over ", s.ps_shards(), " shards make up to ",
+                            per_shard, " partitions per shard, and ", s.workers() - 1,
+                            " workers waiting on each would exceed a shard's ",
+                            kMaxShardPendingPulls,
+                            " pending pulls; use larger partitions or more shards"));
   }
   return absl::OkStatus();
 }
@@ -464,6 +507,7 @@ absl::StatusOr<v1::JobSpec> ValidateJobSpec(const v1::JobSpec& in,
   if (st.ok()) st = IsBench(s) ? ValidateBench(&s) : ValidateModel(&s);
   if (st.ok()) st = ValidateOptimizer(&s);
   if (st.ok()) st = ValidateSizes(&s, available_ps_shards);
+  if (st.ok()) st = ValidatePsPartitions(s);
   if (st.ok()) st = ParseGroups(s.groups(), s.workers()).status();
   if (st.ok()) st = ValidateCheckpoints(s);
   if (!st.ok()) return st;

@@ -225,10 +225,14 @@ v1::Assignment JobTable::MakeAssignment(
   if (UsesPs(spec)) {
     // Shards own no contiguous slice: workers cut their buckets into
     // partitions of <= partition_bytes, partition p on shard p % S.
+    // (Jobs stored before ps_partition_bytes existed have 0: the default.)
+    const int64_t partition = spec.ps_partition_bytes() > 0
+                                  ? spec.ps_partition_bytes()
+                                  : static_cast<int64_t>(kPsPartitionBytes);
     for (int s = 0; s < spec.ps_shards(); ++s) {
       v1::PsShardInfo* info = a.add_ps_shards();
       info->set_address(ps_addresses_[s]);
-      info->set_partition_bytes(kPsPartitionBytes);
+      info->set_partition_bytes(partition);
     }
   } else if ((spec.checkpoint_every() > 0 || !spec.resume_from().empty()) &&
              num_ps_shards() > 0) {

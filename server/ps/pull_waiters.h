@@ -20,12 +20,14 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/ps_layout.h"
 #include "server/ps/ps_slice.h"
 
 namespace gradsync {
 
-// Pulls one shard keeps waiting, at most (all jobs together).
-inline constexpr size_t kMaxPendingPulls = 1024;
+// Pulls one shard keeps waiting, at most (all jobs together; submit refuses
+// a job that alone could exceed it, common/spec/job_spec.cc).
+inline constexpr size_t kMaxPendingPulls = kMaxShardPendingPulls;
 // The longest a Pull waits, whatever its call's deadline.
 inline constexpr absl::Duration kMaxPullWait = absl::Minutes(2);
 

@@ -107,6 +107,21 @@ TEST(CostModel, PushPullOfOnePartitionUsesOneShardAndWaitsForEveryPush) {
   EXPECT_DOUBLE_EQ(PushPullLinkFactor(1, 1, 1), 2);  // one worker: its own link, twice
 }
 
+TEST(CostModel, PushPullFollowsThePartitionSize) {
+  // 3 MiB over 2 shards: in 4 MiB partitions one partition (on shard 0: the
+  // pull waits for all pushes, 2 x 4 workers); in 1 MiB partitions three,
+  // shard 0 holds two of them (4 x 2/3 of K on its link, pulls overlapped).
+  const int64_t k = 3 << 20;
+  EXPECT_DOUBLE_EQ(PushPullLinkFactor(4, 2, k), 8);
+  EXPECT_DOUBLE_EQ(PushPullLinkFactor(4, 2, k, 4 << 20), 8);
+  EXPECT_DOUBLE_EQ(PushPullLinkFactor(4, 2, k, 1 << 20), 4.0 * 2 / 3);
+  CostInputs in = In(4, k);
+  in.ps_shards = 2;
+  in.ps_partition_bytes = 1 << 20;
+  EXPECT_DOUBLE_EQ(Predict(v1::BENCH_OP_PUSHPULL, v1::ALGORITHM_AUTO, in),
+                   4.0 * 2 / 3 * k / kBeta + 2 * kAlpha);
+}
+
 TEST(CostModel, OneRankCostsNothingAndBadInputsAreRefused) {
   EXPECT_EQ(Predict(v1::BENCH_OP_ALLREDUCE, v1::ALGORITHM_RING, In(1, 1 << 20)), 0);
   EXPECT_EQ(Predict(v1::BENCH_OP_BROADCAST, v1::ALGORITHM_RING, In(1, 1 << 20)), 0);

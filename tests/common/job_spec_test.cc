@@ -13,8 +13,9 @@ v1::JobSpec Good() {
   return s;
 }
 
-void ExpectBad(const v1::JobSpec& s, const std::string& field) {
-  auto r = ValidateJobSpec(s, 1);
+void ExpectBad(const v1::JobSpec& s, const std::string& field,
+               int available_ps_shards = 1) {
+  auto r = ValidateJobSpec(s, available_ps_shards);
   ASSERT_FALSE(r.ok()) << field;
   EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(std::string(r.status().message()).rfind(field + ":", 0), 0u)
@@ -306,6 +307,55 @@ TEST(JobSpecBench, PushPullNeedsParameterServerShards) {
   EXPECT_EQ(std::string(refused.status().message()).rfind("ps_shards:", 0), 0u);
   // allreduce and broadcast need none.
   s.mutable_bench()->set_op(v1::BENCH_OP_BROADCAST);
+  EXPECT_TRUE(ValidateJobSpec(s, 0).ok());
+}
+
+TEST(JobSpecValidation, PsPartitionBytesDefaultsToFourMiBAndIsBounded) {
+  auto r = ValidateJobSpec(Good(), 1);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->ps_partition_bytes(), static_cast<int64_t>(kPsPartitionBytes));
+  for (int64_t ok : {int64_t{64} << 10, int64_t{1} << 20, int64_t{4} << 20}) {
+    v1::JobSpec s = Good();
+    s.set_ps_partition_bytes(ok);
+    r = ValidateJobSpec(s, 1);
+    ASSERT_TRUE(r.ok()) << ok << ": " << r.status();
+    EXPECT_EQ(r->ps_partition_bytes(), ok);
+  }
+  for (int64_t bad : {int64_t{-1}, int64_t{4}, (int64_t{64} << 10) - 4,
+                      (int64_t{4} << 20) + 4, int64_t{1} << 40}) {
+    v1::JobSpec s = Good();
+    s.set_ps_partition_bytes(bad);
+    ExpectBad(s, "ps_partition_bytes");
+  }
+}
+
+TEST(JobSpecBench, PushPullRefusesMorePartitionsThanAShardLetsWait) {
+  // 64 MiB in 64 KiB partitions: 1024 partitions. On one shard, 3 workers
+  // waiting for rank 0's Init could ask for 3072 of them at once.
+  v1::JobSpec s = GoodBench();
+  s.set_workers(4);
+  s.mutable_bench()->set_op(v1::BENCH_OP_PUSHPULL);
+  s.mutable_bench()->add_sizes(64 << 20);
+  s.set_ps_partition_bytes(64 << 10);
+  ExpectBad(s, "ps_partition_bytes", /*available_ps_shards=*/4);
+  s.set_ps_shards(4);  // 256 per shard, 768 waiting: fine
+  EXPECT_TRUE(ValidateJobSpec(s, 4).ok());
+  s.set_ps_shards(1);
+  s.set_ps_partition_bytes(1 << 20);  // 64 per shard
+  EXPECT_TRUE(ValidateJobSpec(s, 4).ok());
+  // A training job counts its model's parameters: 784-4096-4096-10 is
+  // 80.2 MB, 1224 partitions of 64 KiB.
+  v1::JobSpec t = Good();
+  t.set_strategy(v1::STRATEGY_PS);
+  t.set_model("mlp:784-4096-4096-10");
+  t.set_workers(2);
+  t.set_ps_partition_bytes(64 << 10);
+  ExpectBad(t, "ps_partition_bytes", 1);
+  t.set_ps_shards(2);
+  EXPECT_TRUE(ValidateJobSpec(t, 2).ok());
+  // Allreduce benches and ring jobs use no shards: no limit.
+  s.mutable_bench()->set_op(v1::BENCH_OP_ALLREDUCE);
+  s.set_ps_partition_bytes(64 << 10);
   EXPECT_TRUE(ValidateJobSpec(s, 0).ok());
 }
 

@@ -452,6 +452,33 @@ TEST(Integration, BenchPushPullLargerThanOneMessageThroughOneShard) {
                       2, {int64_t{64} << 20}, 1);
 }
 
+// --ps_partition_bytes reaches the job (its JSON) and the bench still
+// verifies; a size out of range is refused with the field named, exit 2.
+TEST(Integration, BenchPushPullTakesThePartitionSize) {
+  const std::string dir = TempDir();
+  const std::string out = dir + "/out.txt";
+  const int rc = Shell(
+      absl::StrCat(GRADSYNC_BIN_DIR, "/gradsync local bench --workers=2",
+                   " --op=pushpull --ps_shards=2 --sizes=1048588 --iters=2",
+                   " --warmup=1 --ps_partition_bytes=65536 --results=", dir,
+                   "/r.json --log_dir=", dir, " > ", out, " 2>&1"),
+      120);
+  ASSERT_EQ(rc, 0) << Slurp(out);
+  const nlohmann::json j = nlohmann::json::parse(Slurp(dir + "/r.json"));
+  ExpectBenchJsonSane(j, "pushpull", 2, {(int64_t{1} << 20) + 12}, 2);
+  EXPECT_EQ(j["ps_partition_bytes"], 65536) << j.dump();
+  const int bad = Shell(
+      absl::StrCat(GRADSYNC_BIN_DIR, "/gradsync local bench --workers=2",
+                   " --op=pushpull --ps_shards=1 --sizes=4K --iters=1",
+                   " --ps_partition_bytes=1000 --log_dir=", dir, "/bad > ", out,
+                   " 2>&1"),
+      60);
+  EXPECT_EQ(bad, 2) << Slurp(out);
+  EXPECT_NE(Slurp(out).find("ps_partition_bytes: must be between"),
+            std::string::npos)
+      << Slurp(out);
+}
+
 TEST(Integration, BenchRefusesSizesThatAreNotWholeFloats) {
   const std::string dir = TempDir();
   EXPECT_EQ(Shell(absl::StrCat(GRADSYNC_BIN_DIR,

@@ -177,6 +177,23 @@ TEST_F(JobTableTest, PsJobGetsItsShardsAndThePartitionBound) {
   }
 }
 
+TEST_F(JobTableTest, PsJobsPartitionSizeReachesTheWorkers) {
+  Join("w0");
+  Join("w1");
+  v1::JobSpec spec = Spec(v1::STRATEGY_PS, 2);
+  spec.set_ps_shards(2);
+  spec.set_ps_partition_bytes(256 << 10);
+  table_.SetShardAddress(0, "self:5");
+  Decisions d;
+  Submit(spec, &d);
+  ASSERT_EQ(d.sends.size(), 2u);
+  const v1::Assignment& a = d.sends[1].message.assignment();
+  ASSERT_EQ(a.ps_shards_size(), 2);
+  for (int s = 0; s < 2; ++s) {
+    EXPECT_EQ(a.ps_shards(s).partition_bytes(), uint64_t{256} << 10);
+  }
+}
+
 TEST_F(JobTableTest, CudaJobOnAWorkerWithoutGpuFailsAtPlacement) {
   Join("w0", /*gpus=*/1);
   Join("w1", /*gpus=*/0);
