@@ -910,7 +910,7 @@ def plot_sizes(plt, out, rows, fit_text, bucket):
 def plot_workers(plt, out, rows, fit_text):
     """Time against N at the largest size."""
     kmax = max(r["bytes"] for r in rows)
-    fig, ax = plt.subplots(figsize=(6.5, 4.4))
+    fig, ax = plt.subplots(figsize=(7.6, 4.6))
     for alg in SWEEP:
         pts = series([r for r in rows if r["bytes"] == kmax], alg, "workers", "time_seconds")
         if pts:
