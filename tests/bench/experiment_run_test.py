@@ -2,7 +2,8 @@
 """bench/experiment.py run end to end, small: 1 + 2 emulated hosts (ring and
 ps1 at 4 KiB and 64 MiB, so a push/pull larger than one gRPC message goes
 through one shard) and 1 + 2 hosts with 2 workers each (ring and hier); then
-every expected row must be in experiment.json and verified OK, the fit must
+every expected row must be in experiment.json and verified OK, the run's
+configuration (tbf, 72 KiB bucket) must be recorded and modelled, the fit must
 be finite and the summary must count every point. Prints SKIPPED and passes
 where the emulated cluster cannot run (not root, no network namespaces)."""
 import json
@@ -48,6 +49,12 @@ def main():
         if not (0 <= d["alpha_seconds"] < 1 and 1e6 < d["beta_bytes_per_second"] < 1e12):
             print("experiment_run_test: FAIL: fit out of range: %s %s" % (
                 d["alpha_seconds"], d["beta_bytes_per_second"]))
+            return 1
+        cfg = d.get("config") or {}
+        if (cfg.get("shaper"), cfg.get("burst"), cfg.get("workers"), cfg.get("iters")) != (
+                "tbf", 73728, [2], 1) or d.get("model") != "alpha-beta+bucket":
+            print("experiment_run_test: FAIL: config %s, model %s: want the run's tbf "
+                  "bucket recorded and modelled" % (cfg, d.get("model")))
             return 1
         if d["within_tolerance"]["of"] != len(want):
             print("experiment_run_test: FAIL: summary counts %d points, want %d" % (

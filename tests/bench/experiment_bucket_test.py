@@ -1,0 +1,249 @@
+#!/usr/bin/env python3
+"""Checks bench/experiment.py's token-bucket model of the emulated link
+(tbf) on synthetic data (no network, no root, no matplotlib): without a
+bucket it is the plain alpha-beta model; a message that fits a refilled
+bucket costs alpha alone; a long transfer takes K/beta less at most one
+bucket; the fit recovers alpha and beta from points the model made; the
+rounds are the collectives' messages; the bucket comes from the run's
+configuration, --burst, or run's default, and netem means no bucket."""
+import importlib.util
+import json
+import os
+import shutil
+import tempfile
+import unittest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+spec = importlib.util.spec_from_file_location(
+    "experiment", os.path.join(ROOT, "bench", "experiment.py"))
+experiment = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(experiment)
+
+ALPHA, BETA, RATE, BURST = 100e-6, 118e6, 125e6, 73728
+ALGS = ("ring", "hd", "tree", "ps1", "psN")
+
+
+def rows_from_model(alpha, beta, burst, rate, algorithms=("ring", "hd", "tree")):
+    rows = []
+    for n in (2, 3, 4, 8):
+        for k in (4096, 1 << 14, 1 << 16, 1 << 20, 1 << 24):
+            for alg in algorithms:
+                rows.append({"workers": n, "per_host": 1, "algorithm": alg, "bytes": k,
+                             "ok": True, "job_alpha": None, "job_beta": None,
+                             "time_seconds": experiment.model(alg, n, k, alpha, beta,
+                                                              burst=burst, rate=rate)})
+    return rows
+
+
+class LinkTest(unittest.TestCase):
+    def test_without_a_bucket_a_message_takes_m_over_beta(self):
+        link = experiment.Link(BETA, 0)
+        self.assertAlmostEqual(link.send(1.0, 1e6), 1.0 + 1e6 / BETA)
+        # FIFO: the next one waits for the link.
+        self.assertAlmostEqual(link.send(1.0, 1e6), 1.0 + 2e6 / BETA)
+
+    def test_a_message_that_fits_the_refilled_bucket_leaves_at_once(self):
+        link = experiment.Link(BETA, BURST)
+        self.assertEqual(link.send(0.0, 60000), 0.0)
+        # 13728 tokens left: 20000 bytes wait for 6272 more.
+        self.assertAlmostEqual(link.send(0.0, 20000), 6272 / BETA)
+        # After a long idle the bucket is full again, not fuller.
+        t = 10.0
+        self.assertEqual(link.send(t, BURST), t)
+        self.assertAlmostEqual(link.send(t, 1000), t + 1000 / BETA)
+
+    def test_a_long_transfer_takes_k_over_beta_less_one_bucket(self):
+        link = experiment.Link(BETA, BURST)
+        k = 1 << 30
+        self.assertAlmostEqual(link.send(5.0, k), 5.0 + (k - BURST) / BETA)
+
+    def test_payload_burst_counts_headers(self):
+        self.assertAlmostEqual(experiment.payload_burst(BURST, RATE, BETA), BURST * BETA / RATE)
+        self.assertEqual(experiment.payload_burst(BURST, None, BETA), BURST)
+        self.assertEqual(experiment.payload_burst(BURST, RATE, 2 * RATE), BURST)
+
+
+class ModelTest(unittest.TestCase):
+    def test_zero_burst_is_plain_alpha_beta(self):
+        # The round-by-round simulation without a bucket is the closed form
+        # (cost_model.h's formulas and the push/pull busiest link).
+        for alg in ALGS:
+            for n in range(2, 9):
+                for k in (4096, 1 << 16, 1 << 22, (1 << 22) + 4, 1 << 26):
+                    rounds = (experiment.pushpull_rounds(n, 1 if alg == "ps1" else n, k)
+                              if alg in ("ps1", "psN") else
+                              [(1, r) for r in experiment.schedule(alg, n, k)])
+                    plain = experiment.model(alg, n, k, ALPHA, BETA)
+                    self.assertAlmostEqual(
+                        experiment.shaped_seconds(n, rounds, ALPHA, BETA, 0) / plain, 1.0,
+                        places=12, msg="%s N=%d K=%d" % (alg, n, k))
+                    self.assertEqual(experiment.model(alg, n, k, ALPHA, BETA, burst=0,
+                                                      rate=RATE), plain)
+
+    def test_small_messages_cost_alpha_alone(self):
+        # Each ring step's K/N bytes fit what the bucket regains while the
+        # previous step waits alpha: 2(N-1) x alpha, no bandwidth term.
+        for n in (2, 4, 8):
+            self.assertAlmostEqual(
+                experiment.model("ring", n, 4096, ALPHA, BETA, burst=BURST, rate=RATE),
+                2 * (n - 1) * ALPHA)
+        self.assertAlmostEqual(
+            experiment.model("tree", 8, 16384, ALPHA, BETA, burst=BURST, rate=RATE), 3 * ALPHA)
+        # Without the bucket the same points pay K/beta per message.
+        self.assertGreater(experiment.model("tree", 8, 16384, ALPHA, BETA),
+                           3 * ALPHA + 3 * 16384 / BETA * 0.99)
+
+    def test_large_sizes_approach_the_plain_model(self):
+        k = 1 << 30
+        for alg in ALGS:
+            for n in (2, 5, 8):
+                plain = experiment.model(alg, n, k, ALPHA, BETA)
+                bucket = experiment.model(alg, n, k, ALPHA, BETA, burst=BURST, rate=RATE)
+                self.assertLessEqual(bucket, plain * (1 + 1e-12))
+                self.assertLess(1 - bucket / plain, 1e-3, "%s N=%d" % (alg, n))
+
+    def test_a_bucket_never_slows_a_link(self):
+        for alg in ALGS:
+            for n in (2, 3, 6, 8):
+                for k in (4096, 1 << 16, 1 << 18, 1 << 20, 1 << 24):
+                    self.assertLessEqual(
+                        experiment.model(alg, n, k, ALPHA, BETA, burst=BURST, rate=RATE),
+                        experiment.model(alg, n, k, ALPHA, BETA) * (1 + 1e-12))
+
+    def test_rounds_are_the_collectives_messages(self):
+        k = 1 << 20
+        for n in range(2, 9):
+            p = 1 << (n.bit_length() - 1)
+            levels, fold = p.bit_length() - 1, 2 * (n != p)
+            ring = experiment.schedule("ring", n, k)
+            self.assertEqual(len(ring), 2 * (n - 1))
+            sent = sum(m for rnd in ring for s, _, m in rnd if s == 0)
+            self.assertAlmostEqual(sent, 2 * (n - 1) / n * k)
+            self.assertEqual(len(experiment.schedule("hd", n, k)), 2 * levels + fold)
+            self.assertEqual(len(experiment.schedule("tree", n, k)), levels + fold)
+            if n == p:  # every rank sends what the ring sends, in fewer messages
+                hd = experiment.schedule("hd", n, k)
+                for rank in range(n):
+                    self.assertAlmostEqual(
+                        sum(m for rnd in hd for s, _, m in rnd if s == rank), sent)
+        # At N = 2 halving-doubling is the ring, message for message.
+        self.assertEqual(experiment.schedule("hd", 2, k), experiment.schedule("ring", 2, k))
+
+
+class FitTest(unittest.TestCase):
+    def test_fit_recovers_alpha_and_beta_from_bucket_points(self):
+        for alpha, beta in ((100e-6, 118e6), (40e-6, 60e6)):
+            rows = rows_from_model(alpha, beta, BURST, RATE)
+            a, b = experiment.fit(rows, BURST, RATE)
+            self.assertAlmostEqual(a / alpha, 1.0, places=5)
+            self.assertAlmostEqual(b / beta, 1.0, places=5)
+
+    def test_the_plain_fit_is_biased_by_the_bucket(self):
+        # The same points fitted without the bucket: alpha comes out low (the
+        # 16 KiB points cost less than alpha + K/beta per message).
+        rows = rows_from_model(100e-6, 118e6, BURST, RATE)
+        a, _ = experiment.fit(rows)
+        self.assertLess(a, 0.9 * 100e-6)
+
+
+class CrossoverTest(unittest.TestCase):
+    def test_hd_stops_beating_the_ring_only_with_the_bucket(self):
+        rows = rows_from_model(ALPHA, BETA, BURST, RATE)
+        c = experiment.crossovers(rows, ALPHA, BETA, BURST, RATE, (ALPHA, BETA))
+        # Plain alpha-beta: the same bytes and fewer alphas, hd always wins.
+        self.assertIsNone(c["N8 hd"]["model_plain"])
+        # With the bucket the alphas are hidden once the messages outgrow
+        # what it regains in one alpha: then the two take the same time.
+        k = c["N8 hd"]["model"]
+        self.assertTrue(1 << 14 < k < 1 << 20)
+        self.assertEqual(c["N8 hd"]["model_then"], "tie")
+        m = lambda alg, size: experiment.model(alg, 8, size, ALPHA, BETA, burst=BURST, rate=RATE)
+        self.assertLess(m("hd", k / 2), m("ring", k / 2))
+        self.assertAlmostEqual(m("hd", 4 * k) / m("ring", 4 * k), 1.0, places=9)
+        # Points made by the model cross where the model does, within the
+        # sizes' spacing (4x); tree sends more than the ring, so the ring
+        # wins outright past it.
+        self.assertEqual(c["N8 tree"]["model_then"], "ring")
+        self.assertLess(abs(c["N8 tree"]["measured_over_model"] - 1), 3.0)
+        self.assertLess(c["N8 tree"]["model"], c["N8 tree"]["first_ring_win"])
+        # hd at N = 2 sends the ring's messages: no model crossover.
+        self.assertTrue(c["N2 hd"]["same_messages"])
+        self.assertIsNone(c["N2 hd"]["model"])
+
+    def test_model_crossover_orders(self):
+        mc = experiment.model_crossover
+        self.assertEqual(mc(lambda k: 2.0, lambda k: 1.0), (0.0, "ring"))
+        self.assertEqual(mc(lambda k: 1.0, lambda k: 1.0), (None, None))
+        k, then = mc(lambda k: k, lambda k: 1e4)   # other faster, then ring
+        self.assertAlmostEqual(k / 1e4, 1.0, places=6)
+        self.assertEqual(then, "ring")
+        k, then = mc(lambda k: min(k, 1e4), lambda k: 1e4)  # other faster, then a tie
+        self.assertAlmostEqual(k / 1e4, 1.0, places=6)
+        self.assertEqual(then, "tie")
+        k, then = mc(lambda k: max(k, 1e4), lambda k: 1e4)  # tie, then ring faster
+        self.assertAlmostEqual(k / 1e4, 1.0, places=6)
+        self.assertEqual(then, "ring")
+
+
+class ShapingTest(unittest.TestCase):
+    def test_rate_syntax(self):
+        self.assertEqual(experiment.rate_bytes("1gbit"), 125e6)
+        self.assertEqual(experiment.rate_bytes("100mbit"), 12.5e6)
+        self.assertEqual(experiment.rate_bytes("10mbps"), 10e6)
+        self.assertEqual(experiment.rate_bytes("1kibit"), 128)
+        self.assertIsNone(experiment.rate_bytes("fast"))
+
+    def test_where_the_bucket_comes_from(self):
+        s = experiment.shaping
+        self.assertEqual(s(None, None)["burst_bytes"], 73728)
+        self.assertIn("default", s(None, None)["burst_from"])
+        self.assertEqual(s(None, None)["limit_bytes"], 73728 + 625000)
+        cfg = {"shaper": "tbf", "rate": "100mbit", "burst": 16384, "limit": 8388608}
+        link = s(None, cfg)
+        self.assertEqual((link["burst_bytes"], link["limit_bytes"]), (16384, 8388608))
+        self.assertEqual(link["rate_bytes_per_second"], 12.5e6)
+        self.assertEqual(s("4096", cfg)["burst_bytes"], 4096)
+        self.assertEqual(s(None, dict(cfg, shaper="netem", burst=None))["burst_bytes"], 0)
+        self.assertEqual(s(None, dict(cfg, burst=None))["burst_bytes"], 73728)
+
+    def test_netem_runs_get_the_plain_model(self):
+        rows = rows_from_model(ALPHA, BETA, 0, None)
+        link = experiment.shaping(None, {"shaper": "netem", "rate": "1gbit", "burst": None})
+        summary = experiment.analyse(rows, link, {"shaper": "netem"})
+        self.assertEqual(summary["model"], "alpha-beta")
+        self.assertEqual(list(summary["models"]), ["alpha-beta"])
+        for r in rows:
+            self.assertEqual(r["model_seconds"], r["plain_model_seconds"])
+            self.assertAlmostEqual(r["measured_over_model"], 1.0, places=6)
+        self.assertEqual(summary["within_tolerance"]["within"], len(rows))
+
+    def test_tables_keep_the_config_and_notes(self):
+        rows = rows_from_model(ALPHA, BETA, BURST, RATE, ALGS)
+        for r in rows:
+            if r["algorithm"] == "ps1" and r["workers"] == 8 and r["bytes"] in (4096, 1 << 20):
+                r["time_seconds"] *= 3     # a stall (1 MiB) and a slow small point
+        config = {"shaper": "tbf", "rate": "1gbit", "burst": BURST, "limit": None}
+        out = tempfile.mkdtemp(prefix="experiment-bucket-test.")
+        try:
+            summary = experiment.analyse(rows, experiment.shaping(None, config), config)
+            experiment.write_tables(out, summary)
+            with open(os.path.join(out, "experiment.json")) as f:
+                d = json.load(f)
+            self.assertEqual(d["config"], config)
+            self.assertEqual(d["model"], "alpha-beta+bucket")
+            self.assertEqual(set(d["models"]), {"alpha-beta", "alpha-beta+bucket"})
+            notes = {(r["algorithm"], r["workers"], r["bytes"]): r["note"] for r in d["rows"]}
+            self.assertEqual(notes[("ps1", 8, 1 << 20)], "stall")
+            self.assertEqual(notes[("ps1", 8, 4096)], "latency")
+            self.assertEqual(notes[("ring", 8, 1 << 20)], "")
+            self.assertEqual(d["within_tolerance"]["outside_by_note"], {"stall": 1, "latency": 1})
+            # plot redraws from experiment.json alone: the same rows and config.
+            again, cfg = experiment.collect(out)
+            self.assertEqual(cfg, config)
+            self.assertFalse(set(experiment.DERIVED) & set(again[0]))
+        finally:
+            shutil.rmtree(out, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    unittest.main()
