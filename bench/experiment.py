@@ -6,6 +6,7 @@
                                    [--rate=1gbit] [--shaper=tbf] [--burst=73728] [--limit=B]
                                    [--iters=3] [--iters-small=20]
                                    [--hier-hosts=2,3,4] [--hier-per-host=2]
+                                   [--ps-partition-bytes=B]
                                    [--out=DIR] [--build-dir=build]
   python3 bench/experiment.py plot [--out=DIR] [--burst=B]
 
@@ -33,7 +34,10 @@ results do not record it; the output says which it used).
 
 Algorithms: ring, hd (halving-doubling), tree (recursive doubling): an
 allreduce of K bytes on every worker; ps1, psN: push K bytes and pull them
-back through 1 or N parameter-server shards (one per host, colocated).
+back through 1 or N parameter-server shards (one per host, colocated),
+in partitions of at most --ps-partition-bytes (the jobs' ps_partition_bytes,
+65536..4194304; default 4 MiB), which the model follows (the bench's JSON
+records it per job).
 
 Two models, each with one alpha (seconds per message) and one beta
 (bytes/s) fitted to the ring's points on the relative error: beta from the
@@ -123,7 +127,8 @@ def parse_args(argv):
         "workers": "2,3,4", "sizes": "4K,64K,1M,16M,64M",
         "algorithms": ",".join(SWEEP), "rate": "1gbit", "shaper": "tbf",
         "burst": None, "limit": "", "iters": "3", "iters-small": "20", "hier-hosts": "2,3,4",
-        "hier-per-host": "2", "out": "experiment-results", "build-dir": "build"},
+        "hier-per-host": "2", "ps-partition-bytes": "", "out": "experiment-results",
+        "build-dir": "build"},
         "experiment")
     opts["workers"] = int_list(opts["workers"], "workers", 2, 16)
     opts["hier-hosts"] = int_list(opts["hier-hosts"], "hier-hosts", 2, 16)
@@ -136,7 +141,7 @@ def parse_args(argv):
     # the model assumes (not given: the run's configuration, see shaping()).
     if opts["burst"] is None and cmd == "run":
         opts["burst"] = str(DEFAULT_BURST)
-    for flag in ("burst", "limit"):
+    for flag in ("burst", "limit", "ps-partition-bytes"):
         if opts[flag] and not opts[flag].isdigit():
             die("--%s takes a byte count, got %r" % (flag, opts[flag]))
     if cmd == "plot" and opts["burst"] == "":
@@ -204,6 +209,8 @@ class Cluster:
         small, large = split_sizes(opts["sizes"])
         for alg in algs:
             extra = ["--ps_shards=%d" % n] if alg == "psN" else []
+            if alg in ("ps1", "psN") and opts["ps-partition-bytes"]:
+                extra.append("--ps_partition_bytes=" + opts["ps-partition-bytes"])
             base = os.path.join(opts["out"], stem % alg)
             self.bench(n, alg, small, opts["iters-small"], base + "-small.json", extra)
             self.bench(n, alg, large, opts["iters"], base + ".json", extra)
@@ -240,7 +247,8 @@ def run_config(opts):
             "limit": size(opts["limit"]), "iters": opts["iters"],
             "iters_small": opts["iters-small"], "sizes": opts["sizes"],
             "workers": opts["workers"], "algorithms": opts["algorithms"],
-            "hier_hosts": opts["hier-hosts"], "hier_per_host": opts["hier-per-host"]}
+            "hier_hosts": opts["hier-hosts"], "hier_per_host": opts["hier-per-host"],
+            "ps_partition_bytes": size(opts["ps-partition-bytes"]) or PARTITION_BYTES}
 
 
 RESULT_NAME = re.compile(r"(?:N(\d+)|H(\d+)x(\d+))-(\w+?)(-small)?\.json")
@@ -272,7 +280,8 @@ def collect(out):
                          "ran": r["algorithm"], "bytes": r["bytes"],
                          "time_seconds": r["time_seconds"], "busbw": r["busbw"],
                          "ok": r["ok"], "job_alpha": d.get("alpha_seconds"),
-                         "job_beta": d.get("beta_bytes_per_second")})
+                         "job_beta": d.get("beta_bytes_per_second"),
+                         "ps_partition_bytes": d.get("ps_partition_bytes") or None})
     if not rows and os.path.exists(os.path.join(out, "experiment.json")):
         # A directory of tables only (docs/experiment): redraw from them.
         with open(os.path.join(out, "experiment.json")) as f:
@@ -475,13 +484,13 @@ def schedule(alg, n, k):
     raise ValueError("no schedule for " + alg)
 
 
-def pushpull_rounds(n, s, k):
+def pushpull_rounds(n, s, k, partition=None):
     """Push/pull of K bytes through S shards on hosts 0..S-1 (see
     pushpull_model) as (latencies, messages) rounds, each message (sender
     host, receiver host, bytes) of one partition. One partition: the push,
     then the pull. Two or more: the pulls of earlier partitions overlap the
     pushes of later ones, so one round of both that costs two latencies."""
-    p = max(1, -(-int(k) // PARTITION_BYTES))
+    p = max(1, -(-int(k) // (partition or PARTITION_BYTES)))
     push = [(h, i % s, k / p) for h in range(n) for i in range(p) if i % s != h]
     pull = [(d, h, m) for h, d, m in push]
     return [(1, push), (1, pull)] if p == 1 else [(2, push + pull)]
@@ -525,13 +534,15 @@ def shaped_seconds(n, rounds, alpha, beta, burst):
     return seconds
 
 
-def model(alg, n, k, alpha, beta, per_host=1, local=None, burst=0, rate=None):
+def model(alg, n, k, alpha, beta, per_host=1, local=None, burst=0, rate=None,
+          partition=None):
     """Predicted seconds (see the module text). `local`: (alpha, beta) of the
     link between two ranks on one host, for hier's intra-host phases. burst
     (bytes) > 0: the links between hosts are token buckets of that size
     (tbf's --burst) shaped to `rate` bytes/s (payload_burst; None: the
     bucket taken as payload bytes), simulated (shaped_seconds); 0: plain
-    alpha-beta, the closed forms below, which the simulation then equals."""
+    alpha-beta, the closed forms below, which the simulation then equals.
+    partition: push/pull's largest partition in bytes (None: 4 MiB)."""
     if alg == "hier":
         hosts = n // per_host
         la, lb = local if local else (alpha, beta)
@@ -541,7 +552,7 @@ def model(alg, n, k, alpha, beta, per_host=1, local=None, burst=0, rate=None):
     if burst > 0:
         b = payload_burst(burst, rate, beta)
         if alg in ("ps1", "psN"):
-            rounds = pushpull_rounds(n, 1 if alg == "ps1" else n, k)
+            rounds = pushpull_rounds(n, 1 if alg == "ps1" else n, k, partition)
         else:
             rounds = [(1, r) for r in schedule(alg, n, k)]
         return shaped_seconds(n, rounds, alpha, beta, b)
@@ -553,22 +564,23 @@ def model(alg, n, k, alpha, beta, per_host=1, local=None, burst=0, rate=None):
         return 2 * math.log2(p) * alpha + 2 * (p - 1) / p * k / beta + fold
     if alg == "tree":
         return math.log2(p) * (alpha + k / beta) + fold
-    return pushpull_model(n, 1 if alg == "ps1" else n, k, alpha, beta)
+    return pushpull_model(n, 1 if alg == "ps1" else n, k, alpha, beta, partition)
 
 
 PARTITION_BYTES = 4 << 20   # common/ps_layout.h kPsPartitionBytes
 
 
-def pushpull_model(n, s, k, alpha, beta):
+def pushpull_model(n, s, k, alpha, beta, partition=None):
     """Push K bytes and pull them back through S shards colocated with
-    workers 0..S-1, laid out as common/ps_layout.h does (P = ceil(K / 4 MiB)
-    partitions, round-robin over the shards). Every byte a host sends (its
+    workers 0..S-1, laid out as common/ps_layout.h does (P = ceil(K /
+    partition) partitions, partition = the job's ps_partition_bytes, default
+    4 MiB, round-robin over the shards). Every byte a host sends (its
     pushes to other hosts' shards, its shard's answers to other hosts) shares
     its uplink, every byte it receives its downlink. With P >= 2 the pushes of
     later partitions overlap the pulls of earlier ones, so the time is the
     busiest link's total; with one partition the pull waits for every push,
     so it is the busiest push link plus the busiest pull link."""
-    p = max(1, -(-k // PARTITION_BYTES))
+    p = max(1, -(-k // (partition or PARTITION_BYTES)))
     held = [0.0] * n   # bytes of the tensor on host h's shard
     for i in range(p):
         held[i % s] += k / p
@@ -585,7 +597,7 @@ def pushpull_model(n, s, k, alpha, beta):
 def row_model(r, alpha, beta, burst=0, rate=None):
     local = (r["job_alpha"], r["job_beta"]) if r["job_alpha"] and r["job_beta"] else None
     return model(r["algorithm"], r["workers"], r["bytes"], alpha, beta,
-                 r.get("per_host", 1), local, burst, rate)
+                 r.get("per_host", 1), local, burst, rate, r.get("ps_partition_bytes"))
 
 
 def rate_bytes(text):
@@ -668,9 +680,9 @@ def analyse(rows, link, config=None):
     return summary
 
 
-def push_fan_in(alg, n, k):
+def push_fan_in(alg, n, k, partition=None):
     """The most bytes one host receives in the first round of push/pull."""
-    lat, msgs = pushpull_rounds(n, 1 if alg == "ps1" else n, k)[0]
+    lat, msgs = pushpull_rounds(n, 1 if alg == "ps1" else n, k, partition)[0]
     into = [0.0] * n
     for _, dst, m in msgs:
         into[dst] += m
@@ -693,7 +705,8 @@ def note(r, link):
     if not r["ok"] or abs(ratio - 1) <= TOLERANCE:
         return ""
     if (r["algorithm"] in ("ps1", "psN") and ratio > 1 and
-            push_fan_in(r["algorithm"], r["workers"], r["bytes"]) > (link["limit_bytes"] or 0)):
+            push_fan_in(r["algorithm"], r["workers"], r["bytes"],
+                        r.get("ps_partition_bytes")) > (link["limit_bytes"] or 0)):
         return "stall" if ratio > STALL else "queue"
     if r["bytes"] <= LATENCY_UPTO:
         return "latency"

@@ -67,6 +67,24 @@ class FitTest(unittest.TestCase):
         self.assertAlmostEqual(experiment.model("ps1", 4, 1 << 20, 0, 125e6),
                                2 * 3 * (1 << 20) / 125e6)
 
+    def test_pushpull_model_follows_the_jobs_partition_size(self):
+        # 3 MiB through one shard at N = 4: one 4 MiB partition makes the
+        # pull wait for the pushes (2 x 3 x K); 1 MiB partitions overlap them
+        # (3 x K), and a row that records its partition size gets that model.
+        k, beta = 3 << 20, 125e6
+        self.assertAlmostEqual(experiment.model("ps1", 4, k, 0, beta), 6 * k / beta)
+        self.assertAlmostEqual(experiment.model("ps1", 4, k, 0, beta, partition=1 << 20),
+                               3 * k / beta)
+        row = {"algorithm": "ps1", "workers": 4, "bytes": k, "job_alpha": None,
+               "job_beta": None, "ps_partition_bytes": 1 << 20}
+        self.assertAlmostEqual(experiment.row_model(row, 0, beta), 3 * k / beta)
+        row["ps_partition_bytes"] = None  # older results: the 4 MiB default
+        self.assertAlmostEqual(experiment.row_model(row, 0, beta), 6 * k / beta)
+        # The bucket model's rounds take it too: 3 partitions, pushes and
+        # pulls in one round.
+        self.assertEqual(len(experiment.pushpull_rounds(4, 1, k, 1 << 20)), 1)
+        self.assertEqual(len(experiment.pushpull_rounds(4, 1, k)), 2)
+
     def test_pushpull_with_a_shard_per_host_moves_what_the_ring_moves(self):
         # N shards, partitions spread evenly: each host link carries the
         # ring's 2(N-1)/N x K. Uneven spreads (16 partitions on 3 shards) and
