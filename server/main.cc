@@ -14,6 +14,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/strings/str_split.h"
 #include "common/grpc/grpc_util.h"
 #include "common/grpc/security_flags.h"
@@ -235,6 +236,10 @@ void StopOnSignal(grpc::Server* server, gradsync::MetricsServer* metrics,
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Debian's abseil is built with Mutex deadlock detection on: every lock
+  // (gRPC's included) updates a global lock graph under a global lock, which
+  // costs the PS data path CPU on every partition (as in worker/main.cc).
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   gradsync::BlockTerminationSignals();
   absl::SetProgramUsageMessage(kUsage);
   absl::ParseCommandLine(argc, argv);
