@@ -36,8 +36,10 @@ ABSL_FLAG(int, staleness, -1,
           "flight behind compute (-1 = default 1).");
 ABSL_FLAG(int, workers, 4, "Number of workers (world size).");
 ABSL_FLAG(int, ps_shards, 1,
-          "Parameter-server shards for ps jobs; the flat parameter vector is "
-          "split evenly by bytes. `local` starts the extra shard servers.");
+          "Parameter-server shards for ps jobs (and pushpull benches): every "
+          "gradient bucket is cut into partitions of at most "
+          "--ps_partition_bytes, partition p on shard p % S. `local` starts "
+          "the extra shard servers.");
 ABSL_FLAG(int64_t, ps_partition_bytes, 0,
           "PS jobs and pushpull benches: cut every gradient bucket into "
           "partitions of at most this many bytes, partition p on shard p % S "
