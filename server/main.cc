@@ -8,18 +8,16 @@
 #include <grpcpp/health_check_service_interface.h>
 #include <spdlog/spdlog.h>
 
-#include "common/float_env.h"
-#include "common/memory.h"
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/strings/str_split.h"
 #include "common/grpc/grpc_util.h"
 #include "common/grpc/security_flags.h"
 #include "common/logging.h"
 #include "common/metrics/metrics_server.h"
+#include "common/process_setup.h"
 #include "common/signals.h"
 #include "server/coordinator/coordinator.h"
 #include "server/coordinator/sqlite_job_store.h"
@@ -236,15 +234,10 @@ void StopOnSignal(grpc::Server* server, gradsync::MetricsServer* metrics,
 }  // namespace
 
 int main(int argc, char** argv) {
-  // Debian's abseil is built with Mutex deadlock detection on: every lock
-  // (gRPC's included) updates a global lock graph under a global lock, which
-  // costs the PS data path CPU on every partition (as in worker/main.cc).
-  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   gradsync::BlockTerminationSignals();
   absl::SetProgramUsageMessage(kUsage);
   absl::ParseCommandLine(argc, argv);
-  gradsync::TuneAllocatorForLargeBuffers();
-  gradsync::FlushDenormalsToZero();  // before any thread starts
+  gradsync::PrepareDaemonProcess();  // before any thread starts
   absl::StatusOr<Startup> startup = CheckStartup();
   if (!startup.ok()) {
     std::cerr << "gradsync-server: " << startup.status().message() << "\n";

@@ -8,16 +8,14 @@
 #include <grpcpp/health_check_service_interface.h>
 #include <spdlog/spdlog.h>
 
-#include "common/float_env.h"
-#include "common/memory.h"
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "common/grpc/security_flags.h"
 #include "common/logging.h"
 #include "common/metrics/metrics_server.h"
+#include "common/process_setup.h"
 #include "common/signals.h"
 #include "worker/collectives/tuning.h"
 #include "worker/worker_daemon.h"
@@ -124,10 +122,6 @@ absl::StatusOr<Startup> CheckStartup() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // Debian's abseil is built with Mutex deadlock detection on: every lock
-  // (gRPC's included) updates a global lock graph under a global lock, which
-  // on a small machine costs several percent of the CPU of each message.
-  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   gradsync::BlockTerminationSignals();
   absl::SetProgramUsageMessage(
       "gradsync-worker --coordinator=HOST:PORT [--listen=HOST:PORT] "
@@ -137,8 +131,7 @@ int main(int argc, char** argv) {
       "Stops cleanly on SIGINT/SIGTERM. The token and TLS flags (a token "
       "file wins over GRADSYNC_TOKEN): --helpon=security_flags.");
   absl::ParseCommandLine(argc, argv);
-  gradsync::TuneAllocatorForLargeBuffers();
-  gradsync::FlushDenormalsToZero();  // before any thread starts
+  gradsync::PrepareDaemonProcess();  // before any thread starts
   absl::StatusOr<Startup> startup = CheckStartup();
   if (!startup.ok()) {
     std::cerr << "gradsync-worker: " << startup.status().message() << "\n";
