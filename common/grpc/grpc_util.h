@@ -24,6 +24,15 @@ absl::Status FromGrpcStatus(const grpc::Status& status);
 inline constexpr int kKeepaliveTimeMs = 5000;
 inline constexpr int kKeepaliveTimeoutMs = 5000;
 
+// How long one connection attempt may take, TCP handshake to the server's
+// HTTP/2 SETTINGS. gRPC reads it from GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, so
+// a short reconnect backoff alone would also cut every handshake short: at
+// 200 ms a worker joining links that other ranks already fill (or a shard
+// busy on a loaded machine) failed its first call with "timed out before
+// receiving SETTINGS frame". A refused connection still fails at once and is
+// retried after the short backoff.
+inline constexpr int kMinConnectTimeoutMs = 5000;
+
 // Message sizes limited to kMaxMessageBytes (common/message_limits.h) both
 // ways, keepalive as above.
 // `own_connection` gives the channel its own subchannel pool, i.e. its own
