@@ -83,6 +83,10 @@ absl::StatusOr<LocalCluster::Process> LocalCluster::Spawn(
   std::vector<char*> argv;
   for (std::string& s : argv_s) argv.push_back(s.data());
   argv.push_back(nullptr);
+  // A reused --log_dir holds the last run's files: remove them here, or the
+  // loop below may read the old "listening on" before the child truncates.
+  unlink(p.out.c_str());
+  unlink(p.log.c_str());
   const pid_t parent = getpid();
   pid_t pid = fork();
   if (pid < 0) return absl::InternalError("fork failed");

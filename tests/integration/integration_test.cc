@@ -66,6 +66,29 @@ TEST(Integration, LocalCompareFourPairsOneEpochReach80PercentAccuracy) {
 // 16-bit wire formats through the real daemons: each strategy trains to
 // within 2 points of the same float32 job, ring replicas stay bit-identical,
 // and the parameters differ from the float32 run's (the format was used).
+TEST(Integration, LocalClusterReusesALogDirectoryWithoutStaleAddresses) {
+  // The last run's daemons announced ports that nobody listens on now; the
+  // launcher must read the new announcements, not these.
+  const std::string dir = TempDir();
+  for (const char* name : {"server", "ps1", "worker0", "worker1"}) {
+    std::ofstream(absl::StrCat(dir, "/", name, ".out"))
+        << "listening on 127.0.0.1:1\n";
+  }
+  LocalClusterOptions o;
+  o.workers = 2;
+  o.ps_shards = 2;
+  o.bin_dir = GRADSYNC_BIN_DIR;
+  o.log_dir = dir;
+  o.start_timeout = absl::Seconds(30);
+  absl::StatusOr<std::unique_ptr<LocalCluster>> c = LocalCluster::Start(o);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_NE((*c)->coordinator(), "127.0.0.1:1");
+  for (const LocalCluster::Process& w : (*c)->workers()) {
+    EXPECT_NE(w.address, "127.0.0.1:1") << w.name;
+  }
+  (*c)->Shutdown();
+}
+
 TEST(Integration, SixteenBitWireTrainsLikeFloat32OnBothStrategies) {
   Cluster c(3, 2);
   ASSERT_TRUE(c.ok());
