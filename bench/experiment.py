@@ -36,8 +36,9 @@ Algorithms: ring, hd (halving-doubling), tree (recursive doubling): an
 allreduce of K bytes on every worker; ps1, psN: push K bytes and pull them
 back through 1 or N parameter-server shards (one per host, colocated),
 in partitions of at most --ps-partition-bytes (the jobs' ps_partition_bytes,
-65536..4194304; default 4 MiB), which the model follows (the bench's JSON
-records it per job).
+65536..4194304; default: the job's own, 1 MiB unless a shard could not let
+that many pulls wait), which the model follows (the bench's JSON records it
+per job; data without it had 4 MiB partitions).
 
 Two models, each with one alpha (seconds per message) and one beta
 (bytes/s) fitted to the ring's points on the relative error: beta from the
@@ -248,7 +249,8 @@ def run_config(opts):
             "iters_small": opts["iters-small"], "sizes": opts["sizes"],
             "workers": opts["workers"], "algorithms": opts["algorithms"],
             "hier_hosts": opts["hier-hosts"], "hier_per_host": opts["hier-per-host"],
-            "ps_partition_bytes": size(opts["ps-partition-bytes"]) or PARTITION_BYTES}
+            # None: each job's own (in its rows)
+            "ps_partition_bytes": size(opts["ps-partition-bytes"])}
 
 
 RESULT_NAME = re.compile(r"(?:N(\d+)|H(\d+)x(\d+))-(\w+?)(-small)?\.json")
@@ -567,7 +569,9 @@ def model(alg, n, k, alpha, beta, per_host=1, local=None, burst=0, rate=None,
     return pushpull_model(n, 1 if alg == "ps1" else n, k, alpha, beta, partition)
 
 
-PARTITION_BYTES = 4 << 20   # common/ps_layout.h kPsPartitionBytes
+# Rows that do not record their partition size were measured when every job
+# used 4 MiB (common/ps_layout.h kPsPartitionBytes); newer rows record theirs.
+PARTITION_BYTES = 4 << 20
 
 
 def pushpull_model(n, s, k, alpha, beta, partition=None):

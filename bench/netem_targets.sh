@@ -19,7 +19,7 @@
 # With a 16-bit --wire_dtype the allreduce jobs send half the bytes; the
 # bound stays the float32 one (so %bound may pass 100%), and pushpull is
 # skipped (its bench checks exact float32 parameters). --ps_partition_bytes
-# is the pushpull job's partition size (gradsync --help; default 4 MiB).
+# is the pushpull job's partition size (gradsync --help; default 1 MiB).
 #
 # Root only (network namespaces). Always tears the cluster down (trap).
 set -euo pipefail

@@ -293,11 +293,10 @@ absl::Status ValidateSizes(v1::JobSpec* s, int available_ps_shards) {
   if (s->chunk_bytes() == 0) s->set_chunk_bytes(kDefaultChunkBytes);
   if (s->chunk_bytes() < 4) return Bad("chunk_bytes", "must be >= 4");
   if (s->ps_partition_bytes() < 0) return Bad("ps_partition_bytes", "must be >= 0");
-  if (s->ps_partition_bytes() == 0) {
-    s->set_ps_partition_bytes(static_cast<int64_t>(kPsPartitionBytes));
-  }
-  if (s->ps_partition_bytes() < static_cast<int64_t>(kMinPsPartitionBytes) ||
-      s->ps_partition_bytes() > static_cast<int64_t>(kPsPartitionBytes)) {
+  // 0: ValidatePsPartitions picks the size.
+  if (s->ps_partition_bytes() != 0 &&
+      (s->ps_partition_bytes() < static_cast<int64_t>(kMinPsPartitionBytes) ||
+       s->ps_partition_bytes() > static_cast<int64_t>(kPsPartitionBytes))) {
     return Bad("ps_partition_bytes",
                absl::StrCat("must be between ", kMinPsPartitionBytes, " (64 KiB) and ",
                             kPsPartitionBytes, " (4 MiB), got ",
@@ -330,7 +329,16 @@ absl::Status ValidateSizes(v1::JobSpec* s, int available_ps_shards) {
 // partitions (at least ceil(bytes / ps_partition_bytes): exact for a bench,
 // whose vector is one bucket; training buckets can add one each) would
 // exceed that. Runs after ValidateSizes.
-absl::Status ValidatePsPartitions(const v1::JobSpec& s) {
+// A job that names no partition size gets the smallest power of two from
+// kPreferredPsPartitionBytes to kPsPartitionBytes that passes (or the
+// largest, refused as above when even that does not).
+absl::Status ValidatePsPartitions(v1::JobSpec* spec) {
+  const v1::JobSpec& s = *spec;
+  const bool pick = s.ps_partition_bytes() == 0;
+  if (pick) {
+    spec->set_ps_partition_bytes(
+        static_cast<int64_t>(kPreferredPsPartitionBytes));
+  }
   if (!UsesPs(s)) return absl::OkStatus();
   int64_t bytes = 0;
   if (IsBench(s)) {
@@ -340,10 +348,17 @@ absl::Status ValidatePsPartitions(const v1::JobSpec& s) {
     if (!model.ok()) return absl::OkStatus();  // reported by ValidateModel
     bytes = static_cast<int64_t>(NumParams(*model) * sizeof(float));
   }
-  const int64_t partitions =
-      (bytes + s.ps_partition_bytes() - 1) / s.ps_partition_bytes();
-  const int64_t per_shard = (partitions + s.ps_shards() - 1) / s.ps_shards();
-  const int64_t waiting = per_shard * (s.workers() - 1);
+  auto waiting_at = [&](int64_t partition) {
+    const int64_t partitions = (bytes + partition - 1) / partition;
+    const int64_t per_shard = (partitions + s.ps_shards() - 1) / s.ps_shards();
+    return std::make_pair(per_shard, per_shard * (s.workers() - 1));
+  };
+  while (pick && s.ps_partition_bytes() < static_cast<int64_t>(kPsPartitionBytes) &&
+         waiting_at(s.ps_partition_bytes()).second >
+             static_cast<int64_t>(kMaxShardPendingPulls)) {
+    spec->set_ps_partition_bytes(s.ps_partition_bytes() * 2);
+  }
+  const auto [per_shard, waiting] = waiting_at(s.ps_partition_bytes());
   if (waiting > static_cast<int64_t>(kMaxShardPendingPulls)) {
     return Bad("ps_partition_bytes",
                absl::StrCat(bytes, " bytes in partitions of ", s.ps_partition_bytes(),
@@ -507,7 +522,7 @@ absl::StatusOr<v1::JobSpec> ValidateJobSpec(const v1::JobSpec& in,
   if (st.ok()) st = IsBench(s) ? ValidateBench(&s) : ValidateModel(&s);
   if (st.ok()) st = ValidateOptimizer(&s);
   if (st.ok()) st = ValidateSizes(&s, available_ps_shards);
-  if (st.ok()) st = ValidatePsPartitions(s);
+  if (st.ok()) st = ValidatePsPartitions(&s);
   if (st.ok()) st = ParseGroups(s.groups(), s.workers()).status();
   if (st.ok()) st = ValidateCheckpoints(s);
   if (!st.ok()) return st;

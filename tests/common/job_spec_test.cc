@@ -310,10 +310,11 @@ TEST(JobSpecBench, PushPullNeedsParameterServerShards) {
   EXPECT_TRUE(ValidateJobSpec(s, 0).ok());
 }
 
-TEST(JobSpecValidation, PsPartitionBytesDefaultsToFourMiBAndIsBounded) {
+TEST(JobSpecValidation, PsPartitionBytesDefaultsToOneMiBAndIsBounded) {
   auto r = ValidateJobSpec(Good(), 1);
   ASSERT_TRUE(r.ok()) << r.status();
-  EXPECT_EQ(r->ps_partition_bytes(), static_cast<int64_t>(kPsPartitionBytes));
+  EXPECT_EQ(r->ps_partition_bytes(), int64_t{1} << 20);
+  EXPECT_EQ(static_cast<int64_t>(kPreferredPsPartitionBytes), int64_t{1} << 20);
   for (int64_t ok : {int64_t{64} << 10, int64_t{1} << 20, int64_t{4} << 20}) {
     v1::JobSpec s = Good();
     s.set_ps_partition_bytes(ok);
@@ -327,6 +328,37 @@ TEST(JobSpecValidation, PsPartitionBytesDefaultsToFourMiBAndIsBounded) {
     s.set_ps_partition_bytes(bad);
     ExpectBad(s, "ps_partition_bytes");
   }
+}
+
+TEST(JobSpecBench, AnUnsetPartitionSizeGrowsUntilAShardCanLetEveryPullWait) {
+  // 256 MiB on one shard: 1 MiB partitions are 256 per shard.
+  v1::JobSpec s = GoodBench();
+  s.mutable_bench()->set_op(v1::BENCH_OP_PUSHPULL);
+  s.mutable_bench()->add_sizes(256 << 20);
+  s.set_ps_shards(1);
+  const std::vector<std::pair<int, int64_t>> want = {
+      {5, int64_t{1} << 20},    // 4 * 256 = 1024 waiting: fits
+      {6, int64_t{2} << 20},    // 5 * 256 > 1024; 5 * 128 fits
+      {10, int64_t{4} << 20},   // 9 * 128 > 1024; 9 * 64 fits
+  };
+  for (const auto& [workers, partition] : want) {
+    s.set_workers(workers);
+    auto r = ValidateJobSpec(s, 1);
+    ASSERT_TRUE(r.ok()) << workers << ": " << r.status();
+    EXPECT_EQ(r->ps_partition_bytes(), partition) << workers << " workers";
+  }
+  // Even 4 MiB is too small for 20 workers (19 * 64 waiting): refused,
+  // naming the largest size.
+  s.set_workers(20);
+  auto refused = ValidateJobSpec(s, 1);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("partitions of 4194304"),
+            std::string::npos)
+      << refused.status();
+  // A size the job names is kept, or refused, never changed.
+  s.set_workers(6);
+  s.set_ps_partition_bytes(1 << 20);
+  ExpectBad(s, "ps_partition_bytes", 1);
 }
 
 TEST(JobSpecBench, PushPullRefusesMorePartitionsThanAShardLetsWait) {

@@ -172,7 +172,7 @@ TEST_F(JobTableTest, PsJobGetsItsShardsAndThePartitionBound) {
   const std::vector<std::string> addr = {"self:5", "ps1:1", "ps2:1"};
   for (int s = 0; s < 3; ++s) {
     EXPECT_EQ(a.ps_shards(s).address(), addr[s]);
-    EXPECT_EQ(a.ps_shards(s).partition_bytes(), kPsPartitionBytes);
+    EXPECT_EQ(a.ps_shards(s).partition_bytes(), kPreferredPsPartitionBytes);  // unset
     EXPECT_EQ(a.ps_shards(s).count(), 0u);
   }
 }

@@ -9,6 +9,7 @@
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
+#include "absl/strings/str_cat.h"
 #include "common/grpc/grpc_util.h"
 #include "common/kernels.h"
 #include "common/optimizer.h"
@@ -421,6 +422,74 @@ TEST_F(SyncEquivalence, PsPushPullEndsAtItsDeadlineWhenAPeerNeverPushes) {
   EXPECT_EQ(st.code(), absl::StatusCode::kFailedPrecondition) << st;
   ps->store.EndJob("deadline-job", "test over");
   ps->server->Shutdown(std::chrono::system_clock::now());
+}
+
+// PushPull with the smallest window (raised to the number of shards) over
+// many odd-sized pieces on two shards: four ranks push in their staggered
+// orders, no step waits on a piece another rank has not sent, and every
+// rank gets every piece's averaged SGD step. Two steps, so the second runs
+// while the shards still answer the first's last pieces to slower ranks.
+TEST_F(SyncEquivalence, PsPushPullWithTheSmallestWindowUpdatesEveryPiece) {
+  constexpr int kWorld = 4;
+  auto ps_a = StartPs();
+  auto ps_b = StartPs();
+  std::vector<PsPiece> pieces;
+  uint64_t offset = 0;
+  for (int p = 0; p < 37; ++p) {
+    PsPiece piece;
+    piece.key = absl::StrCat("window-job/p", p);
+    piece.address = p % 2 == 0 ? ps_a->address : ps_b->address;
+    piece.offset = offset;
+    piece.count = 1 + (p * 7) % 13;
+    offset += piece.count;
+    pieces.push_back(piece);
+  }
+  const size_t total = offset;
+  std::vector<int> all(pieces.size());
+  for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int>(i);
+  const PsCredentials creds{TestKey()->SecretOf("window-job", kWorld), kWorld};
+  v1::ShardConfig config;
+  config.set_world_size(kWorld);
+  config.set_mode(v1::SYNC_MODE_SYNC);
+  config.set_optimizer(v1::OPTIMIZER_SGD);
+  config.set_lr(0.1f);
+  const std::vector<float> init(total, 0.5f);
+  {
+    PsClient rank0(0, creds, pieces);
+    ASSERT_TRUE(
+        rank0.Init(init.data(), config, absl::Now() + absl::Seconds(10)).ok());
+  }
+  std::vector<std::vector<float>> params(kWorld, std::vector<float>(total, 0));
+  std::vector<absl::Status> status(kWorld);
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < kWorld; ++r) {
+    ranks.emplace_back([&, r] {
+      PsClient client(r, creds, pieces);
+      client.set_push_window(1);
+      if (client.push_window() != 2) {
+        status[r] = absl::InternalError("window not raised to the shards");
+        return;
+      }
+      const std::vector<float> grad(total, static_cast<float>(r + 1));
+      const absl::Time deadline = absl::Now() + absl::Seconds(20);
+      for (int64_t step = 0; step < 2 && status[r].ok(); ++step) {
+        status[r] = client.PushPull(step, grad.data(), params[r].data(), all,
+                                    deadline);
+      }
+    });
+  }
+  for (std::thread& t : ranks) t.join();
+  // Each step: params -= 0.1 * mean(1, 2, 3, 4) = 0.25.
+  for (int r = 0; r < kWorld; ++r) {
+    ASSERT_TRUE(status[r].ok()) << "rank " << r << ": " << status[r];
+    for (size_t i = 0; i < total; ++i) {
+      ASSERT_NEAR(params[r][i], 0.0f, 1e-6) << "rank " << r << " float " << i;
+    }
+  }
+  for (auto* ps : {ps_a.get(), ps_b.get()}) {
+    ps->store.EndJob("window-job", "test over");
+    ps->server->Shutdown(std::chrono::system_clock::now());
+  }
 }
 
 // A Pull for a slice that is never installed ends at the call's deadline and

@@ -1,7 +1,11 @@
 #include "worker/sync/ps_client.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <mutex>
 
+#include "absl/strings/numbers.h"
+#include "spdlog/spdlog.h"
 #include "absl/strings/str_cat.h"
 #include "common/grpc/grpc_util.h"
 #include "common/grpc/job_secret.h"
@@ -62,13 +66,35 @@ PsClient::PsClient(int rank, PsCredentials creds, std::vector<PsPiece> pieces,
     auto& stub = stubs_[pieces_[i].address];
     if (!stub) stub = std::make_unique<grpc::GenericStub>(MakeChannel(pieces_[i].address));
   }
+  set_push_window(DefaultPushWindow(stubs_.size()));
+}
+
+size_t PsClient::DefaultPushWindow(size_t shards) {
+  const size_t fallback = 2 * shards + 2;
+  const char* env = std::getenv(kPushWindowEnv);
+  if (env == nullptr || *env == '\0') return fallback;
+  uint32_t w = 0;
+  if (!absl::SimpleAtoi(env, &w)) {
+    static std::once_flag warned;
+    std::call_once(warned, [env, fallback] {
+      spdlog::warn("{}='{}' is not a whole number; using {}", kPushWindowEnv,
+                   env, fallback);
+    });
+    return fallback;
+  }
+  return w;
+}
+
+void PsClient::set_push_window(size_t window) {
+  push_window_ = window == 0 ? 0 : std::max(window, stubs_.size());
 }
 
 absl::Status PsClient::CallAll(
     const std::string& method, const std::vector<int>& which,
     const std::function<grpc::ByteBuffer(const PsPiece&)>& request, float* out,
-    absl::Time deadline, const WaitTag& tag) {
+    absl::Time deadline, const WaitTag& tag, size_t window) {
   const size_t n = which.size();
+  if (window == 0 || window > n) window = n;
   std::vector<grpc::ClientContext> ctx(n);
   std::vector<grpc::ByteBuffer> req(n), resp(n);
   std::vector<grpc::Status> status(n);
@@ -79,8 +105,9 @@ absl::Status PsClient::CallAll(
     if (!aborted_.ok()) return aborted_;
     for (size_t i = 0; i < n; ++i) active_.insert(&ctx[i]);
   }
-  // 1-2.
-  for (size_t i = 0; i < n; ++i) {
+  // 1-2. (An Abort before a call starts cancels it as it starts.)
+  size_t launched = 0;
+  auto launch = [&](size_t i) {
     ctx[i].set_deadline(ToChrono(deadline));
     AddPsCredentials(creds_, &ctx[i]);
     const PsPiece& piece = pieces_[which[i]];
@@ -92,14 +119,15 @@ absl::Status PsClient::CallAll(
           absl::MutexLock l(&done_mu);
           finished.push_back(i);
         });
-  }
+  };
+  for (; launched < window; ++launched) launch(launched);
   // 3-4.
   absl::Status first;
   bool cancelled = false;
   std::vector<size_t> batch;
   StallWait stall(stall_);
   std::vector<bool> answered(n, false);
-  for (size_t taken = 0; taken < n; taken += batch.size()) {
+  for (size_t taken = 0; taken < launched; taken += batch.size()) {
     bool stalled = false;
     {
       absl::MutexLock l(&done_mu);
@@ -131,6 +159,15 @@ absl::Status PsClient::CallAll(
       for (auto& c : ctx) c.TryCancel();
       cancelled = true;
     }
+    // Each finished call lets the next one start (never once cancelled).
+    for (size_t k = 0; k < batch.size() && launched < n && !cancelled; ++k) {
+      launch(launched++);
+    }
+  }
+  if (launched < n && first.ok()) {
+    first = absl::DeadlineExceededError(absl::StrCat(
+        "PS ", tag.phase, " of step ", tag.step, ": ", n - launched, " of ",
+        n, " pieces not sent before the deadline"));
   }
   {
     absl::MutexLock lock(&mu_);
@@ -228,7 +265,7 @@ absl::Status PsClient::PushPull(int64_t step, const float* grad, float* params,
                                 const std::vector<int>& pieces,
                                 absl::Time deadline, int bucket) {
   return CallAll(
-      "/gradsync.v1.ParameterServer/PushPull", pieces,
+      "/gradsync.v1.ParameterServer/PushPull", StaggeredOrder(pieces),
       [&](const PsPiece& p) {
         TensorHeader h;
         h.set_kind(TensorHeader::GRAD);
@@ -244,7 +281,19 @@ absl::Status PsClient::PushPull(int64_t step, const float* grad, float* params,
         }
         return EncodeFrame(h, grad + p.offset, p.count, nullptr);
       },
-      params, deadline, WaitTag{step, bucket, "push-pull"});
+      params, deadline, WaitTag{step, bucket, "push-pull"}, push_window_);
+}
+
+std::vector<int> PsClient::StaggeredOrder(const std::vector<int>& pieces) const {
+  const size_t s = stubs_.size();
+  std::vector<int> order(pieces);
+  if (s < 2) return order;
+  const size_t shift = static_cast<size_t>(rank_) % s;
+  for (size_t begin = 0; begin + s <= order.size(); begin += s) {
+    std::rotate(order.begin() + begin, order.begin() + begin + shift,
+                order.begin() + begin + s);
+  }
+  return order;
 }
 
 void PsClient::Abort(const absl::Status& status) {

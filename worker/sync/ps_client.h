@@ -1,6 +1,6 @@
 // Client of a job's parameter-server shards: pushes gradient slices and pulls
-// parameter slices, every listed piece in flight at once (one async unary
-// call each), tensor data zero-copy both ways: requests carry a slice over the
+// parameter slices, one async unary call per piece, many in flight at once
+// (pulls: all; pushes: a window, see set_push_window), tensor data zero-copy both ways: requests carry a slice over the
 // caller's gradient memory, replies are copied straight out of the received
 // slices into the caller's parameters, each as soon as it arrives.
 #ifndef GRADSYNC_WORKER_SYNC_PS_CLIENT_H_
@@ -73,8 +73,8 @@ class PsClient {
   // Async jobs' last call: params[...] = every piece's values once every
   // rank of the job has made its final pull (so all ranks end equal).
   absl::Status FinalPull(float* params, absl::Time deadline);
-  // Pushes grad's slices of `pieces` for `step`, all in flight at once;
-  // writes each answered piece's parameters into params as it arrives.
+  // Pushes grad's slices of `pieces` for `step`, a window of them in flight
+  // at once (set_push_window); writes each answered piece's parameters into params as it arrives.
   // With a float32 wire, grad[piece] is sent without a copy: it must not
   // change until this returns (it is not read after); a 16-bit wire
   // converts it into the request.
@@ -82,6 +82,20 @@ class PsClient {
   absl::Status PushPull(int64_t step, const float* grad, float* params,
                         const std::vector<int>& pieces, absl::Time deadline,
                         int bucket = -1);
+  // PushPull keeps at most `window` calls in flight (0: all at once), taken
+  // in StaggeredOrder; a window below the number of shards is raised to it,
+  // since with fewer every rank could hold calls that wait for pieces
+  // another rank has not sent yet. The constructor sets DefaultPushWindow.
+  void set_push_window(size_t window);
+  size_t push_window() const { return push_window_; }
+  // 2 * shards + 2, or the environment's GRADSYNC_PS_PUSH_WINDOW (0: all at
+  // once). On emulated 1 Gbit hosts with S = N = 4 shards and 1 MiB
+  // partitions, all at once left the links idle at the end of each step
+  // (every partition completes last, then every answer is sent); a window
+  // of 10 sends answers while later pieces are still being pushed.
+  static size_t DefaultPushWindow(size_t shards);
+  static constexpr char kPushWindowEnv[] = "GRADSYNC_PS_PUSH_WINDOW";
+
   // Cancels calls in flight; later calls fail with `status`.
   void Abort(const absl::Status& status);
 
@@ -92,9 +106,11 @@ class PsClient {
     int bucket = -1;
     const char* phase = "";
   };
-  // Runs one call per listed piece, all in flight at once, each with
-  // `deadline`:
-  //  1. request(p) builds piece p's frame; the call starts at once;
+  // Runs one call per listed piece, in the listed order, at most `window`
+  // in flight (0: all at once), each with `deadline`:
+  //  1. request(p) builds piece p's frame and the call starts: the first
+  //     `window` at once, then one for each call that finishes (none once
+  //     the calls are cancelled);
   //  2. gRPC's callback only queues the finished call (never blocks);
   //  3. this thread takes finished calls as they come and copies each reply's
   //     data to out + offset (if out); the first error cancels the rest;
@@ -104,7 +120,15 @@ class PsClient {
   // is reported once (tag and the pieces not answered yet), then goes on.
   absl::Status CallAll(const std::string& method, const std::vector<int>& which,
                        const std::function<grpc::ByteBuffer(const PsPiece&)>& request,
-                       float* out, absl::Time deadline, const WaitTag& tag);
+                       float* out, absl::Time deadline, const WaitTag& tag,
+                       size_t window = 0);
+  // `pieces` in the order this rank pushes them: each run of S consecutive
+  // pieces (S shards, assigned round-robin) rotated by rank, so that at any
+  // moment the ranks push to different shards. Every rank's runs hold the
+  // same pieces, which with a window of at least S keeps a step from
+  // deadlocking: a rank that has not sent all of the earliest incomplete
+  // run holds fewer than S calls and can start another.
+  std::vector<int> StaggeredOrder(const std::vector<int>& pieces) const;
   // A stall report of the calls of `which` not `answered` yet.
   StallReport DescribeStall(const WaitTag& tag, const std::vector<int>& which,
                             const std::vector<bool>& answered) const;
@@ -121,6 +145,7 @@ class PsClient {
   const StallWatch* const stall_;
   std::vector<PsPiece> pieces_;
   std::vector<int> all_;
+  size_t push_window_ = 0;  // PushPull calls in flight at most (0: all)
   std::map<std::string, std::unique_ptr<grpc::GenericStub>> stubs_;  // by address
 
   absl::Mutex mu_;

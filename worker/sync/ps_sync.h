@@ -1,7 +1,7 @@
 // GradientSync through parameter-server shards: every bucket is cut into
-// partitions of <= 4 MiB spread round-robin over the shards
-// (common/ps_layout.h); all of a bucket's partitions are pushed at once and
-// each is answered with its new parameters.
+// partitions of <= ps_partition_bytes spread round-robin over the shards
+// (common/ps_layout.h); a bucket's partitions are pushed a window at a time
+// (PsClient::set_push_window), each answered with its new parameters.
 #ifndef GRADSYNC_WORKER_SYNC_PS_SYNC_H_
 #define GRADSYNC_WORKER_SYNC_PS_SYNC_H_
 
