@@ -31,7 +31,7 @@ struct BenchCommandOptions {
   int iters = 20;
   int warmup = 5;
   int ps_shards = 1;            // pushpull: shards the job uses
-  int64_t ps_partition_bytes = 0;  // pushpull: largest partition (0 = 4 MiB)
+  int64_t ps_partition_bytes = 0;  // pushpull: largest partition (0: submit picks)
   int64_t chunk_bytes = 1 << 20;
   int step_timeout_ms = 30000;
   int connections_per_peer = 1;

@@ -330,14 +330,19 @@ absl::Status ValidateSizes(v1::JobSpec* s, int available_ps_shards) {
 // whose vector is one bucket; training buckets can add one each) would
 // exceed that. Runs after ValidateSizes.
 // A job that names no partition size gets the smallest power of two from
-// kPreferredPsPartitionBytes to kPsPartitionBytes that passes (or the
-// largest, refused as above when even that does not).
+// kPreferredPsPartitionBytes to kPsPartitionBytes whose pulls fill at most
+// half of that (training buckets can add partitions, and other jobs may
+// share the shard), or the largest, checked as above. A job that resumes
+// another (resume_from) and names none gets kPsPartitionBytes: the jobs
+// that could checkpoint before ps_partition_bytes existed all used it, and
+// its checkpoint only fits the same layout (a resubmitted spec keeps its
+// size).
 absl::Status ValidatePsPartitions(v1::JobSpec* spec) {
   const v1::JobSpec& s = *spec;
-  const bool pick = s.ps_partition_bytes() == 0;
-  if (pick) {
-    spec->set_ps_partition_bytes(
-        static_cast<int64_t>(kPreferredPsPartitionBytes));
+  const bool pick = s.ps_partition_bytes() == 0 && s.resume_from().empty();
+  if (s.ps_partition_bytes() == 0) {
+    spec->set_ps_partition_bytes(static_cast<int64_t>(
+        pick ? kPreferredPsPartitionBytes : kPsPartitionBytes));
   }
   if (!UsesPs(s)) return absl::OkStatus();
   int64_t bytes = 0;
@@ -355,18 +360,20 @@ absl::Status ValidatePsPartitions(v1::JobSpec* spec) {
   };
   while (pick && s.ps_partition_bytes() < static_cast<int64_t>(kPsPartitionBytes) &&
          waiting_at(s.ps_partition_bytes()).second >
-             static_cast<int64_t>(kMaxShardPendingPulls)) {
+             static_cast<int64_t>(kMaxShardPendingPulls / 2)) {
     spec->set_ps_partition_bytes(s.ps_partition_bytes() * 2);
   }
   const auto [per_shard, waiting] = waiting_at(s.ps_partition_bytes());
   if (waiting > static_cast<int64_t>(kMaxShardPendingPulls)) {
+    const bool largest =
+        s.ps_partition_bytes() >= static_cast<int64_t>(kPsPartitionBytes);
     return Bad("ps_partition_bytes",
                absl::StrCat(bytes, " bytes in partitions of ", s.ps_partition_bytes(),
                             " bytes over ", s.ps_shards(), " shards make up to ",
                             per_shard, " partitions per shard, and ", s.workers() - 1,
                             " workers waiting on each would exceed a shard's ",
-                            kMaxShardPendingPulls,
-                            " pending pulls; use larger partitions or more shards"));
+                            kMaxShardPendingPulls, " pending pulls; use ",
+                            largest ? "more shards" : "larger partitions or more shards"));
   }
   return absl::OkStatus();
 }

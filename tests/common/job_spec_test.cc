@@ -331,15 +331,17 @@ TEST(JobSpecValidation, PsPartitionBytesDefaultsToOneMiBAndIsBounded) {
 }
 
 TEST(JobSpecBench, AnUnsetPartitionSizeGrowsUntilAShardCanLetEveryPullWait) {
-  // 256 MiB on one shard: 1 MiB partitions are 256 per shard.
+  // 256 MiB on one shard: 1 MiB partitions are 256 per shard. The pick
+  // keeps the waiting pulls within half of a shard's 1024.
   v1::JobSpec s = GoodBench();
   s.mutable_bench()->set_op(v1::BENCH_OP_PUSHPULL);
   s.mutable_bench()->add_sizes(256 << 20);
   s.set_ps_shards(1);
   const std::vector<std::pair<int, int64_t>> want = {
-      {5, int64_t{1} << 20},    // 4 * 256 = 1024 waiting: fits
-      {6, int64_t{2} << 20},    // 5 * 256 > 1024; 5 * 128 fits
-      {10, int64_t{4} << 20},   // 9 * 128 > 1024; 9 * 64 fits
+      {3, int64_t{1} << 20},    // 2 * 256 = 512 waiting: fits
+      {4, int64_t{2} << 20},    // 3 * 256 > 512; 3 * 128 fits
+      {6, int64_t{4} << 20},    // 5 * 128 > 512; 5 * 64 fits
+      {10, int64_t{4} << 20},   // 9 * 64 = 576: the largest, within 1024
   };
   for (const auto& [workers, partition] : want) {
     s.set_workers(workers);
@@ -348,17 +350,32 @@ TEST(JobSpecBench, AnUnsetPartitionSizeGrowsUntilAShardCanLetEveryPullWait) {
     EXPECT_EQ(r->ps_partition_bytes(), partition) << workers << " workers";
   }
   // Even 4 MiB is too small for 20 workers (19 * 64 waiting): refused,
-  // naming the largest size.
+  // naming the largest size and only the remedy left.
   s.set_workers(20);
   auto refused = ValidateJobSpec(s, 1);
   ASSERT_FALSE(refused.ok());
-  EXPECT_NE(refused.status().message().find("partitions of 4194304"),
-            std::string::npos)
-      << refused.status();
+  const std::string why(refused.status().message());
+  EXPECT_NE(why.find("partitions of 4194304"), std::string::npos) << why;
+  EXPECT_NE(why.find("use more shards"), std::string::npos) << why;
   // A size the job names is kept, or refused, never changed.
   s.set_workers(6);
   s.set_ps_partition_bytes(1 << 20);
   ExpectBad(s, "ps_partition_bytes", 1);
+}
+
+TEST(JobSpecValidation, AResumedPsJobWithoutAPartitionSizeKeepsTheOldFourMiB) {
+  // Jobs checkpointed before ps_partition_bytes existed were cut into 4 MiB
+  // partitions; their checkpoints only fit that layout.
+  v1::JobSpec s = Good();
+  s.set_strategy(v1::STRATEGY_PS);
+  s.set_resume_from("j-abcdef-1");
+  auto r = ValidateJobSpec(s, 1);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->ps_partition_bytes(), static_cast<int64_t>(kPsPartitionBytes));
+  s.set_ps_partition_bytes(1 << 20);  // named: kept
+  r = ValidateJobSpec(s, 1);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->ps_partition_bytes(), int64_t{1} << 20);
 }
 
 TEST(JobSpecBench, PushPullRefusesMorePartitionsThanAShardLetsWait) {

@@ -63,9 +63,6 @@ TEST(Integration, LocalCompareFourPairsOneEpochReach80PercentAccuracy) {
                                           "ring-async"}));
 }
 
-// 16-bit wire formats through the real daemons: each strategy trains to
-// within 2 points of the same float32 job, ring replicas stay bit-identical,
-// and the parameters differ from the float32 run's (the format was used).
 TEST(Integration, LocalClusterReusesALogDirectoryWithoutStaleAddresses) {
   // The last run's daemons announced ports that nobody listens on now; the
   // launcher must read the new announcements, not these.
@@ -89,6 +86,9 @@ TEST(Integration, LocalClusterReusesALogDirectoryWithoutStaleAddresses) {
   (*c)->Shutdown();
 }
 
+// 16-bit wire formats through the real daemons: each strategy trains to
+// within 2 points of the same float32 job, ring replicas stay bit-identical,
+// and the parameters differ from the float32 run's (the format was used).
 TEST(Integration, SixteenBitWireTrainsLikeFloat32OnBothStrategies) {
   Cluster c(3, 2);
   ASSERT_TRUE(c.ok());

@@ -148,7 +148,7 @@ absl::Status PsClient::CallAll(
       finished.clear();
     }
     if (stalled) {
-      stall.Check([&] { return DescribeStall(tag, which, answered); });
+      stall.Check([&] { return DescribeStall(tag, which, answered, launched); });
     }
     for (size_t i : batch) {
       answered[i] = true;
@@ -179,13 +179,14 @@ absl::Status PsClient::CallAll(
 
 StallReport PsClient::DescribeStall(const WaitTag& tag,
                                     const std::vector<int>& which,
-                                    const std::vector<bool>& answered) const {
+                                    const std::vector<bool>& answered,
+                                    size_t launched) const {
   StallReport r;
   r.step = tag.step;
   r.bucket = tag.bucket;
   r.phase = tag.phase;
   size_t outstanding = 0;
-  for (size_t i = 0; i < which.size(); ++i) {
+  for (size_t i = 0; i < launched; ++i) {
     if (answered[i]) continue;
     if (outstanding++ == 0) {
       const PsPiece& p = pieces_[which[i]];
@@ -195,6 +196,10 @@ StallReport PsClient::DescribeStall(const WaitTag& tag,
   if (outstanding > 1) {
     absl::StrAppend(&r.waiting_for, " and ", outstanding - 1, " more piece",
                     outstanding > 2 ? "s" : "");
+  }
+  if (launched < which.size()) {
+    absl::StrAppend(&r.waiting_for, " (", which.size() - launched,
+                    " not sent yet)");
   }
   return r;
 }

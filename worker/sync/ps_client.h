@@ -129,9 +129,11 @@ class PsClient {
   // deadlocking: a rank that has not sent all of the earliest incomplete
   // run holds fewer than S calls and can start another.
   std::vector<int> StaggeredOrder(const std::vector<int>& pieces) const;
-  // A stall report of the calls of `which` not `answered` yet.
+  // A stall report of the calls of `which` started (the first `launched`)
+  // and not `answered` yet, and how many are not started.
   StallReport DescribeStall(const WaitTag& tag, const std::vector<int>& which,
-                            const std::vector<bool>& answered) const;
+                            const std::vector<bool>& answered,
+                            size_t launched) const;
   // Step 3 for one finished call.
   absl::Status TakeReply(const PsPiece& piece, const grpc::Status& status,
                          const grpc::ByteBuffer& response, float* out) const;
