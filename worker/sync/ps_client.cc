@@ -89,38 +89,80 @@ void PsClient::set_push_window(size_t window) {
   push_window_ = window == 0 ? 0 : std::max(window, stubs_.size());
 }
 
+namespace {
+
+// The calls of one CallAll: call i's context, buffers and status, and the
+// calls gRPC has finished that the caller has not taken yet.
+class Calls {
+ public:
+  explicit Calls(size_t n) : ctx_(n), req_(n), resp_(n), status_(n) {}
+
+  grpc::ClientContext& context(size_t i) { return ctx_[i]; }
+  const grpc::Status& status(size_t i) const { return status_[i]; }
+  const grpc::ByteBuffer& response(size_t i) const { return resp_[i]; }
+
+  // Starts call i; its callback only records that it finished.
+  void Start(size_t i, grpc::GenericStub* stub, const std::string& method,
+             grpc::ByteBuffer request, const PsCredentials& creds,
+             absl::Time deadline) {
+    ctx_[i].set_deadline(ToChrono(deadline));
+    AddPsCredentials(creds, &ctx_[i]);
+    req_[i] = std::move(request);
+    stub->UnaryCall(&ctx_[i], method, grpc::StubOptions(), &req_[i], &resp_[i],
+                    [this, i](grpc::Status s) {
+                      status_[i] = std::move(s);
+                      absl::MutexLock l(&mu_);
+                      finished_.push_back(i);
+                    });
+  }
+
+  // Waits until a call finished or `wake`; moves the finished ones (maybe
+  // none) into `batch`. False when it woke at `wake` with none.
+  bool Take(absl::Time wake, std::vector<size_t>* batch) {
+    absl::MutexLock l(&mu_);
+    auto any = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return !finished_.empty();
+    };
+    const bool woke = mu_.AwaitWithDeadline(absl::Condition(&any), wake);
+    batch->swap(finished_);
+    finished_.clear();
+    return woke;
+  }
+
+  void CancelAll() {
+    for (auto& c : ctx_) c.TryCancel();  // each call then ends promptly
+  }
+
+ private:
+  std::vector<grpc::ClientContext> ctx_;
+  std::vector<grpc::ByteBuffer> req_, resp_;
+  std::vector<grpc::Status> status_;
+  absl::Mutex mu_;
+  std::vector<size_t> finished_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace
+
 absl::Status PsClient::CallAll(
     const std::string& method, const std::vector<int>& which,
     const std::function<grpc::ByteBuffer(const PsPiece&)>& request, float* out,
     absl::Time deadline, const WaitTag& tag, size_t window) {
   const size_t n = which.size();
   if (window == 0 || window > n) window = n;
-  std::vector<grpc::ClientContext> ctx(n);
-  std::vector<grpc::ByteBuffer> req(n), resp(n);
-  std::vector<grpc::Status> status(n);
-  absl::Mutex done_mu;
-  std::vector<size_t> finished;  // guarded by done_mu: calls not taken yet
+  Calls calls(n);
   {
     absl::MutexLock lock(&mu_);
     if (!aborted_.ok()) return aborted_;
-    for (size_t i = 0; i < n; ++i) active_.insert(&ctx[i]);
+    for (size_t i = 0; i < n; ++i) active_.insert(&calls.context(i));
   }
   // 1-2. (An Abort before a call starts cancels it as it starts.)
   size_t launched = 0;
-  auto launch = [&](size_t i) {
-    ctx[i].set_deadline(ToChrono(deadline));
-    AddPsCredentials(creds_, &ctx[i]);
-    const PsPiece& piece = pieces_[which[i]];
-    req[i] = request(piece);
-    stubs_[piece.address]->UnaryCall(
-        &ctx[i], method, grpc::StubOptions(), &req[i], &resp[i],
-        [&, i](grpc::Status s) {
-          status[i] = std::move(s);
-          absl::MutexLock l(&done_mu);
-          finished.push_back(i);
-        });
+  auto launch = [&]() {
+    const PsPiece& piece = pieces_[which[launched]];
+    calls.Start(launched++, stubs_[piece.address].get(), method, request(piece),
+                creds_, deadline);
   };
-  for (; launched < window; ++launched) launch(launched);
+  while (launched < window) launch();
   // 3-4.
   absl::Status first;
   bool cancelled = false;
@@ -128,40 +170,31 @@ absl::Status PsClient::CallAll(
   StallWait stall(stall_);
   std::vector<bool> answered(n, false);
   for (size_t taken = 0; taken < launched; taken += batch.size()) {
-    bool stalled = false;
-    {
-      absl::MutexLock l(&done_mu);
-      auto any = [&finished]() { return !finished.empty(); };
-      // Once cancelled, every call reports promptly; keep each wait bounded.
-      const absl::Time until =
-          (cancelled ? absl::Now() : deadline) + kCallGrace;
-      const absl::Time wake = cancelled ? until : stall.Until(until);
-      if (!done_mu.AwaitWithDeadline(absl::Condition(&any), wake)) {
-        if (wake < until) {
-          stalled = true;
-        } else if (!cancelled) {
-          for (auto& c : ctx) c.TryCancel();  // each call then ends promptly
-          cancelled = true;
-        }
+    // Once cancelled, every call reports promptly; keep each wait bounded.
+    const absl::Time until = (cancelled ? absl::Now() : deadline) + kCallGrace;
+    const absl::Time wake = cancelled ? until : stall.Until(until);
+    if (!calls.Take(wake, &batch)) {
+      if (wake < until) {
+        stall.Check(
+            [&] { return DescribeStall(tag, which, answered, launched); });
+      } else if (!cancelled) {
+        calls.CancelAll();
+        cancelled = true;
       }
-      batch.swap(finished);
-      finished.clear();
-    }
-    if (stalled) {
-      stall.Check([&] { return DescribeStall(tag, which, answered, launched); });
     }
     for (size_t i : batch) {
       answered[i] = true;
-      absl::Status st = TakeReply(pieces_[which[i]], status[i], resp[i], out);
+      absl::Status st = TakeReply(pieces_[which[i]], calls.status(i),
+                                  calls.response(i), out);
       if (st.ok() || !first.ok()) continue;
       first = std::move(st);
       // The step cannot succeed any more: do not wait for the others.
-      for (auto& c : ctx) c.TryCancel();
+      calls.CancelAll();
       cancelled = true;
     }
     // Each finished call lets the next one start (never once cancelled).
     for (size_t k = 0; k < batch.size() && launched < n && !cancelled; ++k) {
-      launch(launched++);
+      launch();
     }
   }
   if (launched < n && first.ok()) {
@@ -171,7 +204,7 @@ absl::Status PsClient::CallAll(
   }
   {
     absl::MutexLock lock(&mu_);
-    for (size_t i = 0; i < n; ++i) active_.erase(&ctx[i]);
+    for (size_t i = 0; i < n; ++i) active_.erase(&calls.context(i));
   }
   if (!first.ok()) stall.Failed();
   return first;
