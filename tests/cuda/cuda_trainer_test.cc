@@ -58,11 +58,14 @@ class Quiet : public TrainingReporter {
   void EpochDone(const v1::WorkerMessage::EpochDone&) override {}
 };
 
-// Forwards to `inner`, sleeping `delay` before every SyncBucket.
+// Forwards to `inner`, sleeping `delay` before every SyncBucket; with
+// `hide_identity` it says it is not the identity even where inner is.
 class SlowSync : public GradientSync {
  public:
-  SlowSync(std::unique_ptr<GradientSync> inner, absl::Duration delay)
-      : inner_(std::move(inner)), delay_(delay) {}
+  SlowSync(std::unique_ptr<GradientSync> inner, absl::Duration delay,
+           bool hide_identity = false)
+      : inner_(std::move(inner)), delay_(delay),
+        hide_identity_(hide_identity) {}
   absl::Status Initialize(const std::vector<Range>& buckets,
                           float* params) override {
     return inner_->Initialize(buckets, params);
@@ -76,10 +79,14 @@ class SlowSync : public GradientSync {
   void Abort(const absl::Status& status) override { inner_->Abort(status); }
   Output output() const override { return inner_->output(); }
   int pipeline_depth() const override { return inner_->pipeline_depth(); }
+  bool identity() const override {
+    return !hide_identity_ && inner_->identity();
+  }
 
  private:
   const std::unique_ptr<GradientSync> inner_;
   const absl::Duration delay_;
+  const bool hide_identity_;
 };
 
 // The PS shard's job key; assignments carry secrets derived from it.
@@ -107,6 +114,7 @@ struct JobCase {
   bool evaluate = false;
   absl::Duration sync_delay = absl::Milliseconds(2);
   int64_t bucket_bytes = 200 << 10;  // 2 buckets for 784-256-128-10
+  bool hide_identity = false;        // one rank: still copy and SyncBucket
 };
 
 std::string Describe(const JobCase& c) {
@@ -234,7 +242,8 @@ class CudaTrainerTest : public ::testing::Test {
       absl::StatusOr<std::unique_ptr<GradientSync>> s = MakeGradientSync(
           &as[r], c.strategy == "ring" ? group.transport(r) : nullptr);
       ASSERT_TRUE(s.ok()) << "rank " << r << ": " << s.status();
-      syncs.push_back(std::make_unique<SlowSync>(std::move(*s), c.sync_delay));
+      syncs.push_back(std::make_unique<SlowSync>(std::move(*s), c.sync_delay,
+                                                 c.hide_identity));
     }
 
     out->assign(world, TrainingOutcome());
@@ -310,6 +319,29 @@ TEST_F(CudaTrainerTest, RingMatchesTheCpuWithoutDelay) {
   c.sync_delay = absl::ZeroDuration();
   c.steps = 40;
   CompareWithCpu(c, /*ranks_bit_identical=*/true);
+}
+
+// One rank: the gradient stays on the device (no copy, no SyncBucket), and
+// the parameters equal those of the same job through the host copies, bit
+// for bit, and the CPU's within the usual error.
+TEST_F(CudaTrainerTest, OneRankKeepsItsGradientOnTheDevice) {
+  for (const char* opt : {"sgd", "adam"}) {
+    JobCase c;
+    c.optimizer = opt;
+    c.devices = {0};
+    c.sync_delay = absl::ZeroDuration();
+    std::vector<TrainingOutcome> own, copied;
+    ASSERT_NO_FATAL_FAILURE(RunJob(c, &own));
+    EXPECT_EQ(own[0].done.comm_seconds(), 0.0) << opt;
+    c.hide_identity = true;
+    ASSERT_NO_FATAL_FAILURE(RunJob(c, &copied));
+    EXPECT_GT(copied[0].done.comm_seconds(), 0.0) << opt;
+    EXPECT_TRUE(BitIdentical(own[0].params, copied[0].params))
+        << opt << ": relative difference "
+        << RelErr(own[0].params, copied[0].params);
+    c.hide_identity = false;
+    CompareWithCpu(c, /*ranks_bit_identical=*/false);
+  }
 }
 
 // One rank on the GPU, one on the CPU: still bit-identical replicas.

@@ -2,6 +2,7 @@
 // how far computation runs ahead of synchronisation, and failure paths.
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <atomic>
 #include <deque>
 #include <memory>
@@ -92,6 +93,9 @@ class CountingModel final : public DeviceModel {
   absl::Status ApplyGradient(int b, const float* h) override {
     return inner_->ApplyGradient(b, h);
   }
+  absl::Status ApplyOwnGradient(int b) override {
+    return inner_->ApplyOwnGradient(b);
+  }
   absl::StatusOr<Mlp::Eval> Evaluate(const float* x, const uint8_t* y,
                                      int64_t n) override {
     return inner_->Evaluate(x, y, n);
@@ -117,6 +121,7 @@ class SlowSync final : public GradientSync {
     return absl::OkStatus();
   }
   absl::Status SyncBucket(int64_t step, int bucket, float*, float*) override {
+    ++calls_;
     if (fail_at_ >= 0 && step == fail_at_) {
       return absl::UnavailableError("peer vanished");
     }
@@ -137,9 +142,12 @@ class SlowSync final : public GradientSync {
   }
   Output output() const override { return Output::kAveragedGradient; }
   int pipeline_depth() const override { return depth_; }
+  bool identity() const override { return identity_; }
 
   int64_t max_ahead_ = 0;  // communication thread only, read after the run
   int64_t fail_at_ = -1;
+  bool identity_ = false;          // set before the run
+  std::atomic<int64_t> calls_{0};  // SyncBucket calls
 
  private:
   const int depth_;
@@ -221,6 +229,7 @@ class SleepyModel final : public DeviceModel {
   absl::Status ApplyGradient(int, const float*) override {
     return absl::OkStatus();
   }
+  absl::Status ApplyOwnGradient(int) override { return absl::OkStatus(); }
   absl::StatusOr<Mlp::Eval> Evaluate(const float*, const uint8_t*,
                                      int64_t) override {
     return Mlp::Eval{};
@@ -377,6 +386,10 @@ class StreamModel final : public DeviceModel {
     Enqueue(absl::ZeroDuration());
     return absl::OkStatus();
   }
+  absl::Status ApplyOwnGradient(int) override {
+    Enqueue(absl::ZeroDuration());
+    return absl::OkStatus();
+  }
   absl::StatusOr<Mlp::Eval> Evaluate(const float*, const uint8_t*,
                                      int64_t) override {
     absl::Status st = Drain();
@@ -460,6 +473,52 @@ TEST(TrainingLoop, HostWorkOverlapsTheDeviceWithoutLockStep) {
   std::printf("device 30 ms/step: %.1f ms per step alone, %.1f with 20 ms of "
               "host work\n", 1e3 * device_only, 1e3 * with_host);
   EXPECT_LE(with_host, 1.15 * device_only);
+}
+
+// A sync that is the identity (one rank) lets the loop apply each gradient
+// where backward left it, without copies or SyncBucket, and the parameters
+// come out bit for bit as through the copies; with depth 1 the loop still
+// goes through SyncBucket (the model holds one step's gradient only).
+TEST(TrainingLoop, OneRankAppliesItsOwnGradientBitForBit) {
+  constexpr int kSteps = 25;
+  const Dataset data = TinyData(64);
+  for (v1::Optimizer opt : {v1::OPTIMIZER_SGD, v1::OPTIMIZER_ADAM}) {
+    SCOPED_TRACE(v1::Optimizer_Name(opt));
+    v1::Assignment a = OneRank(kSteps);
+    a.mutable_spec()->set_optimizer(opt);
+    std::vector<float> want;
+    int64_t buckets = 0;
+    for (bool identity : {false, true}) {
+      auto model = Model();
+      SlowSync sync(0, absl::ZeroDuration(), nullptr);
+      sync.identity_ = identity;
+      Quiet q;
+      TrainingOutcome out =
+          RunTraining(a, data, Dataset{}, model.get(), &sync, &q, nullptr);
+      ASSERT_TRUE(out.status.ok()) << out.status;
+      ASSERT_EQ(out.done.steps(), kSteps);
+      if (!identity) {
+        want = out.params;
+        buckets = out.done.bucket_bytes_size();
+        ASSERT_GT(buckets, 1);
+        EXPECT_EQ(sync.calls_, kSteps * buckets);
+        continue;
+      }
+      EXPECT_EQ(sync.calls_, 0);
+      EXPECT_EQ(out.done.comm_seconds(), 0.0);
+      ASSERT_EQ(out.params.size(), want.size());
+      EXPECT_EQ(0, std::memcmp(out.params.data(), want.data(),
+                               want.size() * sizeof(float)));
+    }
+    auto model = Model();
+    SlowSync stale(1, absl::ZeroDuration(), nullptr);
+    stale.identity_ = true;
+    Quiet q;
+    TrainingOutcome out =
+        RunTraining(a, data, Dataset{}, model.get(), &stale, &q, nullptr);
+    ASSERT_TRUE(out.status.ok()) << out.status;
+    EXPECT_EQ(stale.calls_, kSteps * buckets);
+  }
 }
 
 TEST(TrainingLoop, ASyncFailureEndsTheRunWithItsStatus) {

@@ -38,6 +38,7 @@ class MeteredSync final : public GradientSync {
   void Abort(const absl::Status& status) override { inner_->Abort(status); }
   Output output() const override { return inner_->output(); }
   int pipeline_depth() const override { return inner_->pipeline_depth(); }
+  bool identity() const override { return inner_->identity(); }
   std::vector<v1::Algorithm> bucket_algorithms() const override {
     return inner_->bucket_algorithms();
   }

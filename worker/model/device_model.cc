@@ -147,6 +147,14 @@ class CpuModel final : public DeviceModel {
     optimizers_[bucket].Apply(params_.data() + buckets_[bucket].begin, host);
     return absl::OkStatus();
   }
+  absl::Status ApplyOwnGradient(int bucket) override {
+    if (bucket < 0 || bucket >= static_cast<int>(buckets_.size())) {
+      return absl::InvalidArgumentError(absl::StrCat("no bucket ", bucket));
+    }
+    const Range& r = buckets_[bucket];
+    optimizers_[bucket].Apply(params_.data() + r.begin, grad_.data() + r.begin);
+    return absl::OkStatus();
+  }
 
   absl::StatusOr<Mlp::Eval> Evaluate(const float* x, const uint8_t* y,
                                      int64_t n) override {

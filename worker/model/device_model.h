@@ -89,6 +89,13 @@ class DeviceModel {
   // Optimizer step of bucket b with the averaged gradient host[0..size).
   virtual absl::Status ApplyGradient(int bucket, const float* host) = 0;
 
+  // Optimizer step of bucket b with the gradient the last ForwardBackward
+  // produced, where it lies (a GPU: on the device, ordered after that
+  // backward). For a job whose synchronisation is the identity
+  // (GradientSync::identity(): one rank); the result equals
+  // StartGradCopy + ApplyGradient of the same gradient, bit for bit.
+  virtual absl::Status ApplyOwnGradient(int bucket) = 0;
+
   virtual absl::StatusOr<Mlp::Eval> Evaluate(const float* x, const uint8_t* y,
                                              int64_t n) = 0;
 

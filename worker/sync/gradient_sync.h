@@ -67,6 +67,13 @@ class GradientSync {
   // the staleness bound; 0 elsewhere).
   virtual int pipeline_depth() const = 0;
 
+  // True when SyncBucket would leave every gradient as it is and touch
+  // nothing else (a ring of one rank averages with itself). With
+  // output() == kAveragedGradient and depth 0 the caller may then apply its
+  // own gradient where it lies (on a GPU: no copy to the host and back) and
+  // not call SyncBucket at all.
+  virtual bool identity() const { return false; }
+
   // The collective algorithm each bucket runs, in bucket order, once
   // Initialize has succeeded (never ALGORITHM_AUTO: what auto chose).
   // Empty for strategies without collectives (ps).

@@ -94,6 +94,8 @@ class RingSync final : public GradientSync {
   }
   Output output() const override { return Output::kAveragedGradient; }
   int pipeline_depth() const override { return depth_; }
+  // One rank: the allreduce moves nothing and the scale is 1.
+  bool identity() const override { return transport_->size() == 1; }
   std::vector<v1::Algorithm> bucket_algorithms() const override {
     std::vector<v1::Algorithm> out;
     for (const auto& algo : allreduces_) out.push_back(algo->algorithm());

@@ -100,6 +100,10 @@ class TrainingRun {
   std::unique_ptr<TraceRecorder> trace_;  // spec.trace; outlives comm_
   std::unique_ptr<CommPipeline> comm_;
   RingCheckpointer* ckpt_ = nullptr;  // the sync's; null: no checkpoints
+  // The synchronisation is the identity (one rank, depth 0): each step's
+  // gradient is applied where backward left it, without copies or
+  // SyncBucket.
+  bool own_gradient_ = false;
   double exposed_ = 0;
   int64_t applied_ = 0;
   absl::Time t0_;
@@ -129,6 +133,8 @@ absl::Status TrainingRun::Setup() {
     // those not yet applied.
     return absl::InternalError("parameter output needs pipeline depth 0");
   }
+  own_gradient_ = sync_->identity() && depth == 0 &&
+                  sync_->output() == Output::kAveragedGradient;
   absl::Status st =
       model_->Configure(buckets_, OptimizerFromSpec(a_.spec()), depth + 2);
   if (!st.ok()) return st;
@@ -152,8 +158,9 @@ absl::Status TrainingRun::Setup() {
   if (st.ok()) st = model_->SetParams(params_);
   if (!st.ok()) return st;
   const std::string init_sum = ChecksumHex(params_, n);
-  spdlog::info("{}{}: initial parameters {} ({} floats, {} buckets, depth {})",
-               tag_, model_->name(), init_sum, n, buckets_.size(), depth);
+  spdlog::info("{}{}: initial parameters {} ({} floats, {} buckets, depth {}{})",
+               tag_, model_->name(), init_sum, n, buckets_.size(), depth,
+               own_gradient_ ? "; one rank: gradients stay in the model" : "");
 
   absl::StatusOr<StepPlan> plan = StepPlan::Make(a_, train_);
   if (!plan.ok()) return plan.status();
@@ -217,6 +224,7 @@ absl::Status TrainingRun::Compute(int64_t step) {
   absl::Status st = model_->ForwardBackward(plan_->batch(), [&](int b) {
     if (!failed.ok()) return;
     TraceInstant(trace_.get(), "bucket ready", "compute", kTraceTrain, step, b);
+    if (own_gradient_) return;  // ApplyThrough applies it in place
     // Start the bucket's copy off the device now, not when the network is
     // free; the communication threads wait for it.
     failed = b >= 0 && b < static_cast<int>(buckets_.size())
@@ -241,6 +249,23 @@ absl::Status TrainingRun::StepDone(int64_t step) {
 }
 
 absl::Status TrainingRun::ApplyThrough(int64_t upto) {
+  if (own_gradient_ && applied_ <= upto) {
+    // The model holds one gradient: that of the step computed last.
+    if (applied_ != upto) {
+      return absl::InternalError(absl::StrCat(
+          "applying steps ", applied_, "..", upto, " from one gradient"));
+    }
+    TraceSpan span(trace_.get(), "optimizer", "optimizer", kTraceTrain,
+                   applied_);
+    for (size_t b = 0; b < buckets_.size(); ++b) {
+      absl::Status st = model_->ApplyOwnGradient(static_cast<int>(b));
+      if (!st.ok()) return st;
+    }
+    ++applied_;
+    return ckpt_ != nullptr && ckpt_->Due(applied_)
+               ? StartCheckpoint(applied_)
+               : absl::OkStatus();
+  }
   for (; applied_ <= upto; ++applied_) {
     const absl::Time w = absl::Now();
     absl::Status st;

@@ -117,6 +117,7 @@ class CudaModel final : public DeviceModel {
   absl::Status StartGradCopy(int bucket, int slot, float* host) override;
   absl::Status WaitGradCopy(int bucket, int slot) override;
   absl::Status ApplyGradient(int bucket, const float* host) override;
+  absl::Status ApplyOwnGradient(int bucket) override;
 
   absl::StatusOr<Mlp::Eval> Evaluate(const float* x, const uint8_t* y,
                                      int64_t n) override {
@@ -382,6 +383,18 @@ absl::Status CudaModel::ApplyGradient(int bucket, const float* host) {
   if (!st.ok()) return st;
   return optimizers_[bucket].Apply(mlp_->params() + r.begin,
                                    avg_.get() + r.begin, compute());
+}
+
+// The gradient stays in the model's gradient buffer: the optimizer reads it
+// on the compute stream, behind the backward that wrote it and ahead of the
+// next backward that overwrites it.
+absl::Status CudaModel::ApplyOwnGradient(int bucket) {
+  absl::Status st = CheckBucketSlot(bucket, 0);
+  if (st.ok()) st = MakeCurrent();
+  if (!st.ok()) return st;
+  const Range& r = buckets_[bucket];
+  return optimizers_[bucket].Apply(mlp_->params() + r.begin,
+                                   mlp_->grad() + r.begin, compute());
 }
 
 }  // namespace
