@@ -10,6 +10,8 @@
 #   bash .devbundle/run-gpu-checks.sh            # everything (~5-8 minutes)
 #   bash .devbundle/run-gpu-checks.sh tests      # only the test binaries
 #   bash .devbundle/run-gpu-checks.sh perf       # only the measurements
+#   bash .devbundle/run-sweep.sh NAME [experiment.py run flags]
+#                          # issue 8's sweep on emulated hosts (16 cores)
 # Each phase leaves at most 6 files in $OUT (the device tool returns 8):
 # tests.json + tests.log, perf.json + perf.log, summary.txt, raw.tar.gz. The
 # summary table is printed at the end and can be rebuilt here from one or
@@ -296,6 +298,58 @@ if __name__ == "__main__":
     main()
 PY
 chmod +x .devbundle/gpu_summary.py
+
+# The emulated hosts of issue 8's experiment (deploy/netem-cluster.sh) need
+# ip and tc, which the GPU machine lacks (its kernel has veth, bridge and
+# tbf; not sch_netem): this machine's iproute2 and its libraries, behind
+# wrappers that point the loader at them.
+if command -v ip >/dev/null && command -v tc >/dev/null; then
+  mkdir -p .devbundle/net/bin .devbundle/net/real .devbundle/net/lib
+  for b in ip tc; do
+    cp -L "$(command -v $b)" .devbundle/net/real/
+    cat > .devbundle/net/bin/$b <<EOF
+#!/bin/sh
+D=\$(cd "\$(dirname "\$0")/.." && pwd)
+LD_LIBRARY_PATH=\$D/lib:\${LD_LIBRARY_PATH:-} exec "\$D/real/$b" "\$@"
+EOF
+    chmod +x .devbundle/net/bin/$b
+  done
+  for b in .devbundle/net/real/*; do ldd "$b"; done | awk '/=>/{print $3}' \
+    | sort -u | grep -vE '/(libc|libm|libpthread|libdl|librt)\.so' \
+    | xargs -I{} cp -L {} .devbundle/net/lib/
+else
+  echo "devbundle: no ip/tc here (apt-get install iproute2); run-sweep.sh will not work" >&2
+fi
+
+cat > .devbundle/run-sweep.sh <<'RUN'
+#!/usr/bin/env bash
+# On the GPU machine (16 cores): issue 8's sweep on emulated hosts, e.g.
+#   bash .devbundle/run-sweep.sh a --workers=2,3,4,5 --hier-hosts=2,3,4 ...
+# NAME and bench/experiment.py run's flags; the results come back as
+# $OUT/exp-NAME.tar.gz (merge and redraw here with experiment.py plot).
+# SWEEP_LIMIT (seconds, default 530) bounds the run so the tarball is
+# always written.
+set -u
+D=$(cd "$(dirname "$0")" && pwd)
+[ -d "$D/bin" ] || tar -C "$D" -xJf "$D/bin-lib.tar.xz"
+export PATH=$D/net/bin:$PATH
+export LD_LIBRARY_PATH=$D/lib:${LD_LIBRARY_PATH:-}
+name=${1:?usage: run-sweep.sh NAME [experiment.py run flags]}; shift
+OUT=${OUT:-/tmp/sweep-out}; mkdir -p "$OUT"
+ip -V && tc -V || exit 1
+# The kernel's parts, before the sweep: veth and tbf.
+if ip netns add gs-probe && ip -n gs-probe link add va type veth peer name vb &&
+   tc -n gs-probe qdisc add dev va root tbf rate 1gbit burst 73728 limit 8388608; then
+  echo "probe: veth + tbf ok"
+else
+  echo "probe: no veth or tbf here"; ip netns del gs-probe 2>/dev/null; exit 1
+fi
+ip netns del gs-probe
+timeout "${SWEEP_LIMIT:-530}" python3 "$D/../bench/experiment.py" run \
+  --build-dir="$D" --out="/tmp/exp-$name" "$@" 2>&1 | tail -80
+tar -C /tmp -czf "$OUT/exp-$name.tar.gz" "exp-$name"
+RUN
+chmod +x .devbundle/run-sweep.sh
 
 # Binaries and libraries compress well (OpenBLAS alone is 36 MB); the data is
 # already gzip. The run script unpacks them first.
