@@ -486,38 +486,36 @@ TEST(TrainingLoop, OneRankAppliesItsOwnGradientBitForBit) {
     SCOPED_TRACE(v1::Optimizer_Name(opt));
     v1::Assignment a = OneRank(kSteps);
     a.mutable_spec()->set_optimizer(opt);
-    std::vector<float> want;
-    int64_t buckets = 0;
-    for (bool identity : {false, true}) {
+    // One run with a sync of pipeline depth `depth`; its SyncBucket calls.
+    auto run = [&](int depth, bool identity, int64_t* calls) {
       auto model = Model();
-      SlowSync sync(0, absl::ZeroDuration(), nullptr);
+      SlowSync sync(depth, absl::ZeroDuration(), nullptr);
       sync.identity_ = identity;
       Quiet q;
       TrainingOutcome out =
           RunTraining(a, data, Dataset{}, model.get(), &sync, &q, nullptr);
-      ASSERT_TRUE(out.status.ok()) << out.status;
-      ASSERT_EQ(out.done.steps(), kSteps);
-      if (!identity) {
-        want = out.params;
-        buckets = out.done.bucket_bytes_size();
-        ASSERT_GT(buckets, 1);
-        EXPECT_EQ(sync.calls_, kSteps * buckets);
-        continue;
-      }
-      EXPECT_EQ(sync.calls_, 0);
-      EXPECT_EQ(out.done.comm_seconds(), 0.0);
-      ASSERT_EQ(out.params.size(), want.size());
-      EXPECT_EQ(0, std::memcmp(out.params.data(), want.data(),
-                               want.size() * sizeof(float)));
-    }
-    auto model = Model();
-    SlowSync stale(1, absl::ZeroDuration(), nullptr);
-    stale.identity_ = true;
-    Quiet q;
-    TrainingOutcome out =
-        RunTraining(a, data, Dataset{}, model.get(), &stale, &q, nullptr);
-    ASSERT_TRUE(out.status.ok()) << out.status;
-    EXPECT_EQ(stale.calls_, kSteps * buckets);
+      *calls = sync.calls_;
+      return out;
+    };
+    int64_t copied_calls = 0, own_calls = 0, stale_calls = 0;
+    const TrainingOutcome copied = run(0, false, &copied_calls);
+    ASSERT_TRUE(copied.status.ok()) << copied.status;
+    const int64_t buckets = copied.done.bucket_bytes_size();
+    ASSERT_GT(buckets, 1);
+    EXPECT_EQ(copied_calls, kSteps * buckets);
+
+    const TrainingOutcome own = run(0, true, &own_calls);
+    ASSERT_TRUE(own.status.ok()) << own.status;
+    EXPECT_EQ(own.done.steps(), kSteps);
+    EXPECT_EQ(own_calls, 0);
+    EXPECT_EQ(own.done.comm_seconds(), 0.0);
+    ASSERT_EQ(own.params.size(), copied.params.size());
+    EXPECT_EQ(0, std::memcmp(own.params.data(), copied.params.data(),
+                             own.params.size() * sizeof(float)));
+
+    const TrainingOutcome stale = run(1, true, &stale_calls);
+    ASSERT_TRUE(stale.status.ok()) << stale.status;
+    EXPECT_EQ(stale_calls, kSteps * buckets);
   }
 }
 
