@@ -249,37 +249,30 @@ absl::Status TrainingRun::StepDone(int64_t step) {
 }
 
 absl::Status TrainingRun::ApplyThrough(int64_t upto) {
-  if (own_gradient_ && applied_ <= upto) {
-    // The model holds one gradient: that of the step computed last.
-    if (applied_ != upto) {
-      return absl::InternalError(absl::StrCat(
-          "applying steps ", applied_, "..", upto, " from one gradient"));
-    }
-    TraceSpan span(trace_.get(), "optimizer", "optimizer", kTraceTrain,
-                   applied_);
-    for (size_t b = 0; b < buckets_.size(); ++b) {
-      absl::Status st = model_->ApplyOwnGradient(static_cast<int>(b));
-      if (!st.ok()) return st;
-    }
-    ++applied_;
-    return ckpt_ != nullptr && ckpt_->Due(applied_)
-               ? StartCheckpoint(applied_)
-               : absl::OkStatus();
+  // With own_gradient_ the model holds one gradient, that of the step
+  // computed last (depth 0: `upto`), and there is nothing to wait for.
+  if (own_gradient_ && applied_ < upto) {
+    return absl::InternalError(absl::StrCat(
+        "applying steps ", applied_, "..", upto, " from one gradient"));
   }
   for (; applied_ <= upto; ++applied_) {
-    const absl::Time w = absl::Now();
     absl::Status st;
-    {
-      TraceSpan wait(trace_.get(), "wait comm", "wait", kTraceTrain, applied_);
-      st = comm_->WaitSynced(applied_);
+    if (!own_gradient_) {
+      const absl::Time w = absl::Now();
+      {
+        TraceSpan wait(trace_.get(), "wait comm", "wait", kTraceTrain,
+                       applied_);
+        st = comm_->WaitSynced(applied_);
+      }
+      exposed_ += absl::ToDoubleSeconds(absl::Now() - w);
+      if (!st.ok()) return st;
     }
-    exposed_ += absl::ToDoubleSeconds(absl::Now() - w);
-    if (!st.ok()) return st;
     TraceSpan span(trace_.get(), "optimizer", "optimizer", kTraceTrain,
                    applied_);
     const float* g = comm_->slot(applied_);
     for (size_t b = 0; b < buckets_.size(); ++b) {
-      st = sync_->output() == Output::kAveragedGradient
+      st = own_gradient_ ? model_->ApplyOwnGradient(static_cast<int>(b))
+           : sync_->output() == Output::kAveragedGradient
                ? model_->ApplyGradient(b, g + buckets_[b].begin)
                : model_->SetParamsRange(buckets_[b], params_);
       if (!st.ok()) return st;
