@@ -35,6 +35,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "common/grpc/grpc_util.h"
+#include "common/grpc/transport_flags.h"
 #include "worker/collectives/ring.h"
 #include "worker/collectives/transport/grpc/grpc_transport.h"
 
@@ -146,7 +147,7 @@ RankTimes RunGradsync(const Config& c, int rank) {
   PeerMailboxes mailboxes;
   PeerService service(&mailboxes);
   absl::StatusOr<StartedServer> server =
-      StartServer(peers[rank], {&service});
+      StartPeerServer(peers[rank], {&service});
   if (!server.ok()) {
     std::fprintf(stderr, "rank %d: %s\n", rank, server.status().ToString().c_str());
     return {};
@@ -336,5 +337,7 @@ int main(int argc, char** argv) {
       "loopback.\n  allreduce_compare --ranks=2 --sizes=64M --rounds=3");
   absl::ParseCommandLine(argc, argv);
   gradsync::TuneAllocatorForLargeBuffers();
+  // --peer_bdp_probe (common/grpc/transport_flags.h), as workers take it.
+  gradsync::ApplyTransportFlags();
   return gradsync::Main();
 }

@@ -15,17 +15,20 @@
 #                               [--iters=5] [--out=DIR] [--build-dir=build]
 #                               [--wire_dtype=fp32|bf16|fp16]
 #                               [--ps_partition_bytes=B]
+#                               [--peer_bdp_probe=true|false]
 #
 # With a 16-bit --wire_dtype the allreduce jobs send half the bytes; the
 # bound stays the float32 one (so %bound may pass 100%), and pushpull is
 # skipped (its bench checks exact float32 parameters). --ps_partition_bytes
 # is the pushpull job's partition size (gradsync --help; default 1 MiB).
+# --peer_bdp_probe is every worker's (gradsync --help; default true).
 #
 # Root only (network namespaces). Always tears the cluster down (trap).
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 WORKERS=4 RATE=1gbit SIZES=64M ITERS=5 OUT=netem-results BUILD=build WIRE=fp32
 PARTITION=0
+BDP=""
 for arg in "$@"; do
   case $arg in
     --workers=*) WORKERS=${arg#*=} ;;
@@ -36,7 +39,8 @@ for arg in "$@"; do
     --build-dir=*) BUILD=${arg#*=} ;;
     --wire_dtype=*) WIRE=${arg#*=} ;;
     --ps_partition_bytes=*) PARTITION=${arg#*=} ;;
-    -h|--help) sed -n 2,25p "$0"; exit 0 ;;
+    --peer_bdp_probe=*) BDP=${arg#*=} ;;
+    -h|--help) sed -n 2,26p "$0"; exit 0 ;;
     *) echo "netem_targets: unknown argument $arg (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -65,7 +69,8 @@ cleanup() {
 trap cleanup EXIT INT TERM
 
 "${CLUSTER[@]}" up "${FLAGS[@]}" --hosts=$((WORKERS + 1)) --rate="$RATE" \
-  --subnet="$SUBNET" --start-daemons --ps-on-workers --build-dir="$BUILD"
+  --subnet="$SUBNET" --start-daemons --ps-on-workers --build-dir="$BUILD" \
+  ${BDP:+--peer-bdp-probe="$BDP"}
 
 bench() {  # bench NAME FLAGS...: one bench job from h0, JSON into $OUT
   local name=$1

@@ -16,6 +16,7 @@
 #include "absl/strings/str_join.h"
 #include "common/grpc/grpc_util.h"
 #include "common/grpc/security_flags.h"
+#include "common/grpc/transport_flags.h"
 #include "common/grpc/job_secret.h"
 #include "gradsync/v1/gradsync.grpc.pb.h"
 
@@ -144,6 +145,8 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(
   const std::string server_bin = absl::StrCat(options.bin_dir, "/gradsync-server");
   const std::string worker_bin = absl::StrCat(options.bin_dir, "/gradsync-worker");
   const std::string level = absl::StrCat("--log_level=", options.log_level);
+  // The workers use this process's --peer_bdp_probe.
+  const std::string bdp = PeerBdpProbeArg();
   // An empty --metrics_listen is the default: off.
   const std::string metrics = absl::StrCat(
       "--metrics_listen=", options.metrics ? "127.0.0.1:0" : "");
@@ -181,7 +184,8 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(
   for (int w = 0; w < options.workers; ++w) {
     std::vector<std::string> args = {
         absl::StrCat("--coordinator=", c->server_.address),
-        "--listen=127.0.0.1:0", absl::StrCat("--id=w", w), level, metrics};
+        "--listen=127.0.0.1:0", absl::StrCat("--id=w", w), level, metrics,
+        bdp};
     if (!options.data_dir.empty()) {
       args.push_back(absl::StrCat("--data_dir=", options.data_dir));
     }

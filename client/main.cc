@@ -22,6 +22,7 @@
 #include "client/cli.h"
 #include "common/grpc/security.h"
 #include "common/grpc/security_flags.h"
+#include "common/grpc/transport_flags.h"
 #include "common/spec/job_spec.h"
 
 ABSL_FLAG(std::string, server, "127.0.0.1:50051",
@@ -256,6 +257,7 @@ int Run(const std::vector<char*>& args, Interruption* interruption) {
       SecurityFromCommandLine(SecurityRole::kClient);
   if (!security.ok()) Die(std::string(security.status().message()), 2);
   SetClusterSecurity(*std::move(security));
+  ApplyTransportFlags();
   if (IsBench(args)) return Bench(cmd == "local", interruption);
   const CliOptions o = CliOptionsFromFlags();
   if (cmd == "local") return LocalCommand(o, interruption);
@@ -289,6 +291,7 @@ int main(int argc, char** argv) {
   cfg.contains_help_flags = [](absl::string_view f) {
     return f.find("client/main.cc") != absl::string_view::npos ||
            f.find("grpc/security_flags.cc") != absl::string_view::npos ||
+           f.find("grpc/transport_flags.cc") != absl::string_view::npos ||
            f.find("client/bench_flags.cc") != absl::string_view::npos;
   };
   absl::SetFlagsUsageConfig(cfg);

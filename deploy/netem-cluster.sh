@@ -33,6 +33,7 @@ WORKERS_PER_HOST=1
 DOWNLINK=1
 WAIT_S=60
 KEEP_LOGS=0
+PEER_BDP_PROBE=""
 
 # Derived / runtime state.
 STATE_FILE=""
@@ -97,6 +98,9 @@ Flags (--flag=VALUE or --flag VALUE):
                      h0 runs the coordinator only, so a job's --ps_shards=S uses
                      the shards of h1..hS (one per host, colocated as in BytePS).
   --build-dir=DIR    up: where bin/gradsync* are (default build).
+  --peer-bdp-probe=true|false  up, with --start-daemons: every worker's
+                     --peer_bdp_probe (gRPC's BDP probing on the streams between
+                     workers; default: the workers' own, true).
   --wait=SECONDS     up: deadline for the workers to register (default 60).
   --state-dir=DIR    state files and daemon logs (default /run/gradsync-netem):
                      DIR/\${prefix}.state and DIR/\${prefix}/*.log.
@@ -155,6 +159,7 @@ parse_flags() {
       --build-dir) BUILD_DIR=$val ;;
       --wait) WAIT_S=$val ;;
       --state-dir) STATE_DIR=$val ;;
+      --peer-bdp-probe) PEER_BDP_PROBE=$val ;;
       *) usage_error "unknown flag '$key'" ;;
     esac
   done
@@ -218,6 +223,8 @@ validate_up() {
   [[ -z $BURST || $BURST =~ ^[1-9][0-9]*$ ]] || usage_error "--burst must be a byte count"
   [[ -z $LIMIT || $LIMIT =~ ^[1-9][0-9]*$ ]] || usage_error "--limit must be a byte count"
   [[ $WAIT_S =~ ^[1-9][0-9]*$ ]] || usage_error "--wait must be a positive number of seconds"
+  [[ -z $PEER_BDP_PROBE || $PEER_BDP_PROBE == true || $PEER_BDP_PROBE == false ]] ||
+    usage_error "--peer-bdp-probe must be true or false"
   [[ $SHAPER == tbf || $SHAPER == netem ]] || usage_error "--shaper must be tbf or netem, got '$SHAPER'"
   [[ $SHAPER == tbf || -z $BURST ]] || usage_error "--burst is a tbf size; --shaper=netem has no bucket"
   [[ $WORKERS_PER_HOST =~ ^[1-8]$ ]] || usage_error "--workers-per-host must be 1..8, got '$WORKERS_PER_HOST'"
@@ -411,8 +418,11 @@ start_daemon() {  # start_daemon I ROLE LOG BIN ARGS...: background in host I
   # No job control here, so the child is not a process-group leader: setsid
   # makes it a session leader without forking and ip netns exec execs, so $!
   # is the daemon itself (checked below through /proc/PID/exe).
+  local extra=()
+  [[ -z $PEER_BDP_PROBE || $bin != */gradsync-worker ]] ||
+    extra+=(--peer_bdp_probe="$PEER_BDP_PROBE")
   setsid ip netns exec "$PREFIX-h$i" "$bin" "$@" --token_file="$LOG_DIR/token" \
-    >"$log" 2>&1 </dev/null &
+    "${extra[@]}" >"$log" 2>&1 </dev/null &
   pid=$!
   STARTED_PIDS+=("$pid")
   for ((k = 0; k < 50; k++)); do

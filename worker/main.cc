@@ -13,6 +13,7 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "common/grpc/security_flags.h"
+#include "common/grpc/transport_flags.h"
 #include "common/logging.h"
 #include "common/metrics/metrics_server.h"
 #include "common/process_setup.h"
@@ -114,6 +115,7 @@ absl::StatusOr<Startup> CheckStartup() {
   absl::StatusOr<gradsync::ClusterSecurity> security =
       gradsync::SecurityFromCommandLine(gradsync::SecurityRole::kDaemon);
   if (!security.ok()) return security.status();
+  gradsync::ApplyTransportFlags();
   absl::StatusOr<gradsync::WorkerOptions> options = WorkerOptionsFromFlags();
   if (!options.ok()) return options.status();
   return Startup{*std::move(security), *std::move(options)};

@@ -110,7 +110,7 @@ WorkerDaemon::~WorkerDaemon() {
 absl::StatusOr<std::string> WorkerDaemon::Start() {
   peer_service_ = std::make_unique<PeerService>(&mailboxes_);
   absl::StatusOr<StartedServer> started =
-      StartServer(options_.listen, {peer_service_.get()});
+      StartPeerServer(options_.listen, {peer_service_.get()});
   if (!started.ok()) return started.status();
   server_ = std::move(started->server);
   advertise_ =

@@ -1,5 +1,7 @@
 #include "common/grpc/grpc_util.h"
 
+#include <atomic>
+
 #include "absl/strings/str_cat.h"
 #include "common/grpc/security.h"
 #include "common/message_limits.h"
@@ -17,6 +19,22 @@ absl::Status FromGrpcStatus(const grpc::Status& status) {
   return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
                       status.error_message());
 }
+
+namespace {
+
+std::atomic<bool> peer_bdp_probe{true};
+
+// Calls set(name, value) for the Peer service's extra arguments.
+template <typename Set>
+void AddPeerArgs(Set set) {
+  if (!PeerBdpProbe()) set(GRPC_ARG_HTTP2_BDP_PROBE, 0);
+}
+
+}  // namespace
+
+void SetPeerBdpProbe(bool on) { peer_bdp_probe.store(on); }
+
+bool PeerBdpProbe() { return peer_bdp_probe.load(); }
 
 grpc::ChannelArguments DefaultChannelArgs(bool own_connection) {
   grpc::ChannelArguments args;
@@ -55,10 +73,27 @@ void ConfigureServerBuilder(grpc::ServerBuilder* builder) {
       GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 1000);
 }
 
-absl::StatusOr<StartedServer> StartServer(
-    const std::string& listen, const std::vector<grpc::Service*>& services) {
+grpc::ChannelArguments PeerChannelArgs() {
+  grpc::ChannelArguments args = DefaultChannelArgs(/*own_connection=*/true);
+  AddPeerArgs([&](const char* name, int v) { args.SetInt(name, v); });
+  return args;
+}
+
+std::shared_ptr<grpc::Channel> MakePeerChannel(const std::string& target) {
+  return MakeSecureChannel(target, PeerChannelArgs(), GetClusterSecurity());
+}
+
+namespace {
+
+absl::StatusOr<StartedServer> Start(const std::string& listen,
+                                    const std::vector<grpc::Service*>& services,
+                                    bool peer) {
   grpc::ServerBuilder builder;
   ConfigureServerBuilder(&builder);
+  if (peer) {
+    AddPeerArgs(
+        [&](const char* name, int v) { builder.AddChannelArgument(name, v); });
+  }
   StartedServer out;
   builder.AddListeningPort(listen, ServerCredentialsFor(GetClusterSecurity()),
                            &out.port);
@@ -69,6 +104,18 @@ absl::StatusOr<StartedServer> StartServer(
         "cannot listen on ", listen, " (address in use or invalid)"));
   }
   return out;
+}
+
+}  // namespace
+
+absl::StatusOr<StartedServer> StartServer(
+    const std::string& listen, const std::vector<grpc::Service*>& services) {
+  return Start(listen, services, /*peer=*/false);
+}
+
+absl::StatusOr<StartedServer> StartPeerServer(
+    const std::string& listen, const std::vector<grpc::Service*>& services) {
+  return Start(listen, services, /*peer=*/true);
 }
 
 std::string LocalAddress(const std::string& listen, int port) {

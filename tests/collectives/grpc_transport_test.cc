@@ -230,5 +230,61 @@ TEST(GrpcTransport, RingOverSeveralConnectionsPerPeer) {
   }
 }
 
+// The integer channel argument `name`, or -1 when absent.
+int IntArg(const grpc::ChannelArguments& args, const char* name) {
+  const grpc_channel_args c = args.c_channel_args();
+  for (size_t i = 0; i < c.num_args; ++i) {
+    if (std::string(c.args[i].key) == name && c.args[i].type == GRPC_ARG_INTEGER) {
+      return c.args[i].value.integer;
+    }
+  }
+  return -1;
+}
+
+// Peer channels turn BDP probing off when told to (common/grpc/grpc_util.h);
+// other channels never do; by default nobody does.
+TEST(PeerBdpProbe, OnlyPeerChannelsTurnItOff) {
+  EXPECT_TRUE(PeerBdpProbe());
+  EXPECT_EQ(IntArg(PeerChannelArgs(), GRPC_ARG_HTTP2_BDP_PROBE), -1);
+  EXPECT_EQ(IntArg(PeerChannelArgs(), GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL), 1);
+  SetPeerBdpProbe(false);
+  EXPECT_EQ(IntArg(PeerChannelArgs(), GRPC_ARG_HTTP2_BDP_PROBE), 0);
+  EXPECT_EQ(IntArg(DefaultChannelArgs(), GRPC_ARG_HTTP2_BDP_PROBE), -1);
+  EXPECT_EQ(IntArg(DefaultChannelArgs(true), GRPC_ARG_HTTP2_BDP_PROBE), -1);
+  SetPeerBdpProbe(true);
+  EXPECT_EQ(IntArg(PeerChannelArgs(), GRPC_ARG_HTTP2_BDP_PROBE), -1);
+}
+
+// The ring stays exact with probing off (windows stay at gRPC's initial
+// size: every 1 MiB segment waits for window updates) and on.
+TEST(PeerBdpProbe, RingIsExactEitherWay) {
+  for (bool probe : {false, true}) {
+    SetPeerBdpProbe(probe);
+    const int world = 3;
+    auto group = TransportGroup::Create(TransportKind::kGrpc, world);
+    ASSERT_TRUE(group.ok()) << group.status();
+    const size_t n = (1 << 20) + 3;
+    std::vector<std::vector<float>> data(world, std::vector<float>(n));
+    std::vector<absl::Status> st(world);
+    std::vector<std::thread> threads;
+    for (int r = 0; r < world; ++r) {
+      for (size_t i = 0; i < n; ++i) data[r][i] = static_cast<float>((i % 11) * (r + 1));
+      threads.emplace_back([&, r] {
+        RingAllreduce ring((*group)->transport(r), n, RingOptions{});
+        st[r] = ring.Run(data[r].data(), 0, 0);
+      });
+    }
+    for (auto& t : threads) t.join();
+    for (int r = 0; r < world; ++r) {
+      ASSERT_TRUE(st[r].ok()) << "probe " << probe << ": " << st[r];
+      for (size_t i = 0; i < n; i += 101) {
+        ASSERT_EQ(data[r][i], static_cast<float>(i % 11) * 6.0f) << "probe " << probe;
+      }
+      ASSERT_EQ(data[r], data[0]);
+    }
+  }
+  SetPeerBdpProbe(true);
+}
+
 }  // namespace
 }  // namespace gradsync

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -500,6 +501,29 @@ TEST(Integration, BenchPushPullTakesThePartitionSize) {
   EXPECT_NE(Slurp(out).find("ps_partition_bytes: must be between"),
             std::string::npos)
       << Slurp(out);
+}
+
+// `local bench --peer_bdp_probe=false` starts its workers so and the ring
+// bench verifies; a value that is not a bool is refused before anything
+// starts.
+TEST(Integration, LocalBenchPassesPeerBdpProbeToItsWorkers) {
+  const std::string dir = TempDir();
+  const std::string out = dir + "/out.txt";
+  const int rc = Shell(
+      absl::StrCat(GRADSYNC_BIN_DIR, "/gradsync local bench --workers=3",
+                   " --algorithm=ring --sizes=1048588 --iters=2 --warmup=1",
+                   " --peer_bdp_probe=false --log_dir=", dir, " > ", out, " 2>&1"),
+      120);
+  ASSERT_EQ(rc, 0) << Slurp(out);
+  EXPECT_NE(Slurp(out).find("OK"), std::string::npos) << Slurp(out);
+  const int bad = Shell(
+      absl::StrCat(GRADSYNC_BIN_DIR, "/gradsync local bench --workers=2",
+                   " --sizes=4K --iters=1 --peer_bdp_probe=maybe --log_dir=", dir,
+                   "/bad > ", out, " 2>&1"),
+      60);
+  EXPECT_NE(bad, 0) << Slurp(out);
+  EXPECT_NE(Slurp(out).find("peer_bdp_probe"), std::string::npos) << Slurp(out);
+  EXPECT_FALSE(std::filesystem::exists(dir + "/bad/worker0.log")) << Slurp(out);
 }
 
 TEST(Integration, BenchRefusesSizesThatAreNotWholeFloats) {

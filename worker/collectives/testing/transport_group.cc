@@ -58,7 +58,7 @@ absl::StatusOr<std::unique_ptr<TransportGroup>> TransportGroup::Create(
     auto peer = std::make_unique<GrpcPeer>();
     peer->service = std::make_unique<PeerService>(&peer->mailboxes);
     absl::StatusOr<StartedServer> started =
-        StartServer("127.0.0.1:0", {peer->service.get()});
+        StartPeerServer("127.0.0.1:0", {peer->service.get()});
     // On failure ~TransportGroup stops the servers already started.
     if (!started.ok()) return started.status();
     peer->server = std::move(started->server);

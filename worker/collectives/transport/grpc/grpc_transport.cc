@@ -214,7 +214,7 @@ class PeerSender final
   // `creds` are presented when the stream opens (PeerReactor step 1).
   PeerSender(const std::string& target, const PeerCredentials& creds)
       : target_(target),
-        channel_(MakeChannel(target, /*own_connection=*/true)),
+        channel_(MakePeerChannel(target)),
         stub_(channel_) {
     ctx_.AddMetadata(kJobIdMetadata, creds.job_id);
     ctx_.AddMetadata(kJobRankMetadata, std::to_string(creds.rank));
