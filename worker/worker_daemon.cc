@@ -288,6 +288,7 @@ void WorkerDaemon::StartJob(const v1::Assignment& a) {
     }
     job_id_ = a.job_id();
     cancelled_ = false;
+    cancel_requested_ = false;
   }
   // Peers' streams for this job are admitted from now on (not only once the
   // job thread has loaded its data); JobMain closes it.
@@ -324,6 +325,7 @@ void WorkerDaemon::CancelJob(const std::string& job_id, const std::string& reaso
   if (job_id_ != job_id) return;
   spdlog::warn("{}cancelled: {}", JobTag(job_id, -1), reason);
   cancelled_ = true;
+  cancel_requested_ = true;
   AbortJobLocked(absl::CancelledError(absl::StrCat("job cancelled: ", reason)));
 }
 
@@ -436,6 +438,7 @@ void WorkerDaemon::JobMain(v1::Assignment a) {
   } else {
     RecordFailure(parts.status(), &outcome);
   }
+  ClassifyCancelledPeerFailure(&outcome);
   if (!outcome.status.ok()) {
     spdlog::warn("{}failed: {}", tag, outcome.status.ToString());
   }
@@ -450,6 +453,23 @@ void WorkerDaemon::JobMain(v1::Assignment a) {
     parts->model.reset();
   }
   ReportJobDone(outcome.done);
+}
+
+void WorkerDaemon::ClassifyCancelledPeerFailure(TrainingOutcome* outcome) {
+  const absl::StatusCode code = outcome->status.code();
+  if (code != absl::StatusCode::kUnavailable &&
+      code != absl::StatusCode::kAborted) {
+    return;
+  }
+  absl::MutexLock lock(&mu_);
+  if (!mu_.AwaitWithTimeout(absl::Condition(&cancel_requested_),
+                            kCancelAfterPeerFailureWait)) {
+    return;
+  }
+  RecordFailure(absl::CancelledError(absl::StrCat(
+                    "job cancelled (a peer stopped first: ",
+                    outcome->status.message(), ")")),
+                outcome);
 }
 
 std::unique_ptr<StallWatch> WorkerDaemon::MakeStallWatch(

@@ -25,11 +25,13 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "gradsync/v1/gradsync.grpc.pb.h"
 #include "worker/model/data_dirs.h"
 #include "worker/model/dataset.h"
 #include "worker/model/device_model.h"
 #include "worker/sync/gradient_sync.h"
+#include "worker/train/trainer.h"
 #include "worker/collectives/transport/grpc/grpc_transport.h"
 #include "worker/collectives/tuning.h"
 #include "worker/metrics/metered_transport.h"
@@ -99,6 +101,15 @@ class WorkerDaemon {
   void StartJob(const v1::Assignment& a);
   void CancelJob(const std::string& job_id, const std::string& reason);
   void JobMain(v1::Assignment a);
+  // A rank whose peer was cancelled first sees that peer's streams break
+  // (UNAVAILABLE or ABORTED) just before the coordinator's cancel reaches
+  // it. After such a failure, waits up to kCancelAfterPeerFailureWait for
+  // that cancel and, when it comes, reports the job as CANCELLED (naming
+  // the peer failure) instead of failed.
+  void ClassifyCancelledPeerFailure(TrainingOutcome* outcome)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  static constexpr absl::Duration kCancelAfterPeerFailureWait =
+      absl::Milliseconds(300);
   // The job thread's body: JobMain, with any exception it throws turned into
   // a failed JobDone (std::bad_alloc: RESOURCE_EXHAUSTED, anything else:
   // INTERNAL, each naming the rank and this worker), so that none escapes
@@ -155,6 +166,9 @@ class WorkerDaemon {
   GradientSync* sync_ ABSL_GUARDED_BY(mu_) = nullptr;
   BenchRunner* bench_ ABSL_GUARDED_BY(mu_) = nullptr;  // bench jobs
   std::atomic<bool> cancelled_{false};
+  // The coordinator cancelled the running job (CancelJob), as opposed to
+  // the worker stopping or losing the coordinator.
+  bool cancel_requested_ ABSL_GUARDED_BY(mu_) = false;
   std::thread job_thread_;
   std::map<std::string, std::shared_ptr<const Dataset>> data_cache_
       ABSL_GUARDED_BY(mu_);
