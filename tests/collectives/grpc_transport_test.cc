@@ -10,6 +10,7 @@
 
 #include <gtest/gtest.h>
 
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "common/grpc/block_pool.h"
@@ -195,6 +196,32 @@ TEST(GrpcTransport, SendSumAndForwardCarryTheRightData) {
   }
 }
 
+// Runs one ring allreduce of n floats on every rank of `group` (rank r
+// holds (i % 13) * (r + 1)) and expects exact sums, identical on all ranks.
+void ExpectExactRing(TransportGroup* group, size_t n, const RingOptions& opts,
+                     const std::string& what) {
+  const int world = group->size();
+  std::vector<std::vector<float>> data(world, std::vector<float>(n));
+  std::vector<absl::Status> st(world);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < world; ++r) {
+    for (size_t i = 0; i < n; ++i) data[r][i] = static_cast<float>((i % 13) * (r + 1));
+    threads.emplace_back([&, r] {
+      RingAllreduce ring(group->transport(r), n, opts);
+      st[r] = ring.Run(data[r].data(), 0, 0);
+    });
+  }
+  for (auto& t : threads) t.join();
+  const float scale = world * (world + 1) / 2.0f;
+  for (int r = 0; r < world; ++r) {
+    ASSERT_TRUE(st[r].ok()) << what << ": " << st[r];
+    for (size_t i = 0; i < n; i += 97) {
+      ASSERT_EQ(data[r][i], static_cast<float>(i % 13) * scale) << what << " at " << i;
+    }
+    ASSERT_EQ(data[r], data[0]) << what;
+  }
+}
+
 // Several connections per peer: segments are striped over them (FIFO holds
 // per connection only) and the ring still gets exact, identical sums.
 TEST(GrpcTransport, RingOverSeveralConnectionsPerPeer) {
@@ -203,29 +230,10 @@ TEST(GrpcTransport, RingOverSeveralConnectionsPerPeer) {
       auto group =
           TransportGroup::Create(TransportKind::kGrpc, world, connections);
       ASSERT_TRUE(group.ok()) << group.status();
-      const size_t n = (1 << 18) + 3;
       RingOptions opts;
       opts.segment_bytes = 64 << 10;  // many segments: every lane is used
-      std::vector<std::vector<float>> data(world, std::vector<float>(n));
-      std::vector<absl::Status> st(world);
-      std::vector<std::thread> threads;
-      for (int r = 0; r < world; ++r) {
-        for (size_t i = 0; i < n; ++i) data[r][i] = static_cast<float>((i % 13) * (r + 1));
-        threads.emplace_back([&, r] {
-          RingAllreduce ring((*group)->transport(r), n, opts);
-          st[r] = ring.Run(data[r].data(), 0, 0);
-        });
-      }
-      for (auto& t : threads) t.join();
-      const float scale = world * (world + 1) / 2.0f;
-      for (int r = 0; r < world; ++r) {
-        ASSERT_TRUE(st[r].ok()) << st[r];
-        for (size_t i = 0; i < n; i += 997) {
-          ASSERT_EQ(data[r][i], static_cast<float>(i % 13) * scale)
-              << "connections " << connections << " world " << world;
-        }
-        ASSERT_EQ(data[r], data[0]);
-      }
+      ExpectExactRing(group->get(), (1 << 18) + 3, opts,
+                      absl::StrCat("connections ", connections, " world ", world));
     }
   }
 }
@@ -260,28 +268,10 @@ TEST(PeerBdpProbe, OnlyPeerChannelsTurnItOff) {
 TEST(PeerBdpProbe, RingIsExactEitherWay) {
   for (bool probe : {false, true}) {
     SetPeerBdpProbe(probe);
-    const int world = 3;
-    auto group = TransportGroup::Create(TransportKind::kGrpc, world);
+    auto group = TransportGroup::Create(TransportKind::kGrpc, 3);
     ASSERT_TRUE(group.ok()) << group.status();
-    const size_t n = (1 << 20) + 3;
-    std::vector<std::vector<float>> data(world, std::vector<float>(n));
-    std::vector<absl::Status> st(world);
-    std::vector<std::thread> threads;
-    for (int r = 0; r < world; ++r) {
-      for (size_t i = 0; i < n; ++i) data[r][i] = static_cast<float>((i % 11) * (r + 1));
-      threads.emplace_back([&, r] {
-        RingAllreduce ring((*group)->transport(r), n, RingOptions{});
-        st[r] = ring.Run(data[r].data(), 0, 0);
-      });
-    }
-    for (auto& t : threads) t.join();
-    for (int r = 0; r < world; ++r) {
-      ASSERT_TRUE(st[r].ok()) << "probe " << probe << ": " << st[r];
-      for (size_t i = 0; i < n; i += 101) {
-        ASSERT_EQ(data[r][i], static_cast<float>(i % 11) * 6.0f) << "probe " << probe;
-      }
-      ASSERT_EQ(data[r], data[0]);
-    }
+    ExpectExactRing(group->get(), (1 << 20) + 3, RingOptions{},
+                    absl::StrCat("probe ", probe));
   }
   SetPeerBdpProbe(true);
 }
