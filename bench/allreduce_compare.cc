@@ -7,7 +7,9 @@
 //   build/bench/allreduce_compare --ranks=2 --sizes=64M --rounds=3
 //
 // Every result is checked (ranks fill rank+1, the sum is N(N+1)/2, exact in
-// float32). Prints one row per (round, implementation, size) and a summary
+// float32). Each timed allreduce starts after a barrier (the implementation's
+// own: gloo::barrier, or a one-float gradsync ring), so a rank's time never
+// includes a peer still filling or checking its tensor. Prints one row per (round, implementation, size) and a summary
 // of gradsync/gloo busbw ratios; --json=FILE writes the rows.
 #include <sys/wait.h>
 #include <unistd.h>
@@ -21,6 +23,7 @@
 #include <vector>
 
 #include <gloo/allreduce.h>
+#include <gloo/barrier.h>
 #include <gloo/math.h>
 #include <gloo/rendezvous/context.h>
 #include <gloo/rendezvous/file_store.h>
@@ -90,22 +93,24 @@ using RankTimes = std::vector<std::vector<double>>;
 
 bool Check(const std::vector<float>& data, int ranks) {
   const float want = static_cast<float>(ranks * (ranks + 1) / 2);
-  for (float x : data) {
-    if (x != want) return false;
-  }
-  return true;
+  // No early exit, so the loop vectorizes (it runs on every iteration).
+  bool bad = false;
+  for (float x : data) bad |= x != want;
+  return !bad;
 }
 
-// Runs fn(data, n) warmup + iters times per size; returns the timed seconds,
-// or an empty result when a check failed or fn reported an error.
-template <typename Fn>
-RankTimes TimeSizes(const Config& c, int rank, Fn fn) {
+// Runs barrier(), then fn(data, n) timed, warmup + iters times per size;
+// returns the timed seconds, or an empty result when a check failed or fn
+// or barrier reported an error.
+template <typename Fn, typename Barrier>
+RankTimes TimeSizes(const Config& c, int rank, Fn fn, Barrier barrier) {
   RankTimes out;
   for (size_t bytes : c.sizes) {
     std::vector<float> data(bytes / sizeof(float));
     std::vector<double> times;
     for (int i = 0; i < c.warmup + c.iters; ++i) {
       std::fill(data.begin(), data.end(), static_cast<float>(rank + 1));
+      if (!barrier()) return {};
       const absl::Time t0 = absl::Now();
       if (!fn(data.data(), data.size(), i)) return {};
       const double s = absl::ToDoubleSeconds(absl::Now() - t0);
@@ -126,16 +131,23 @@ RankTimes RunGloo(const Config& c, int rank, const std::string& dir) {
   gloo::rendezvous::FileStore store(dir);
   auto ctx = std::make_shared<gloo::rendezvous::Context>(rank, c.ranks);
   ctx->connectFullMesh(store, dev);
-  return TimeSizes(c, rank, [&](float* data, size_t n, int) {
-    gloo::AllreduceOptions opts(ctx);
-    opts.setOutput(data, n);
-    opts.setAlgorithm(gloo::AllreduceOptions::Algorithm::RING);
-    opts.setReduceFunction(
-        static_cast<void (*)(void*, const void*, const void*, size_t)>(
-            &gloo::sum<float>));
-    gloo::allreduce(opts);
-    return true;
-  });
+  return TimeSizes(
+      c, rank,
+      [&](float* data, size_t n, int) {
+        gloo::AllreduceOptions opts(ctx);
+        opts.setOutput(data, n);
+        opts.setAlgorithm(gloo::AllreduceOptions::Algorithm::RING);
+        opts.setReduceFunction(
+            static_cast<void (*)(void*, const void*, const void*, size_t)>(
+                &gloo::sum<float>));
+        gloo::allreduce(opts);
+        return true;
+      },
+      [&] {
+        gloo::BarrierOptions opts(ctx);
+        gloo::barrier(opts);
+        return true;
+      });
 }
 
 RankTimes RunGradsync(const Config& c, int rank) {
@@ -167,12 +179,21 @@ RankTimes RunGradsync(const Config& c, int rank) {
     opts.segment_bytes = static_cast<size_t>(absl::GetFlag(FLAGS_segment_bytes));
     opts.timeout = absl::Seconds(60);
     int64_t step = 0;
-    out = TimeSizes(c, rank, [&](float* data, size_t n, int) {
-      RingAllreduce ring(&transport, n, opts);
-      absl::Status st = ring.Run(data, step++, 0);
+    auto report = [rank](const absl::Status& st) {
       if (!st.ok()) std::fprintf(stderr, "rank %d: %s\n", rank, st.ToString().c_str());
       return st.ok();
-    });
+    };
+    // The barrier: an allreduce of one float, as bucket 1 of the same step
+    // (frames from one peer arrive in order, so it never meets the data's).
+    RingAllreduce one(&transport, 1, opts);
+    float token = 0;
+    out = TimeSizes(
+        c, rank,
+        [&](float* data, size_t n, int) {
+          RingAllreduce ring(&transport, n, opts);
+          return report(ring.Run(data, step++, 0));
+        },
+        [&] { return report(one.Run(&token, step, 1)); });
     // Keep serving until every rank is done sending to us.
     absl::SleepFor(absl::Milliseconds(200));
   }
