@@ -39,6 +39,7 @@ struct CliOptions {
   // local only
   bool compare = false;      // run the job under each of `pairs`
   std::string pairs;         // "ps-sync,ring-async,..."
+  bool compare_warmup = true;  // --compare: a one-step job first, unreported
   std::string strategy;      // without --compare: the one pair
   std::string mode;
   int workers = 4;

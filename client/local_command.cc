@@ -82,6 +82,33 @@ LocalClusterOptions ClusterOptions(const CliOptions& cli,
   return o;
 }
 
+// Workers load a dataset on their first job and keep it (WorkerDaemon::
+// LoadData), so without this the first compared job alone would pay for the
+// load in its wall time. One step of the first pair, without checkpoints,
+// resume or trace; 1 when it does not succeed (the comparison still runs).
+int WarmUp(v1::Coordinator::Stub* stub, const CliOptions& cli,
+           const std::pair<v1::Strategy, v1::SyncMode>& pair,
+           Interruption* interruption) {
+  v1::JobSpec spec = cli.spec();
+  spec.set_name("warm-up");
+  spec.set_strategy(pair.first);
+  spec.set_mode(pair.second);
+  spec.set_steps(1);
+  spec.set_checkpoint_every(0);
+  spec.clear_resume_from();
+  spec.set_trace(false);
+  std::printf("warm-up: a one-step job loads the dataset into every worker "
+              "(not in the table; --compare_warmup=false skips it)\n");
+  std::fflush(stdout);
+  v1::Job job;
+  if (SubmitAndWatch(stub, spec, true, cli, interruption, &job) != 0) {
+    std::printf("warm-up job %s did not succeed; comparing anyway\n",
+                job.id().c_str());
+    return 1;
+  }
+  return 0;
+}
+
 }  // namespace
 
 int LocalCommand(const CliOptions& cli, Interruption* interruption) {
@@ -100,6 +127,9 @@ int LocalCommand(const CliOptions& cli, Interruption* interruption) {
   std::vector<v1::Job> jobs;
   std::vector<JobTimeline> timelines;
   int rc = 0;
+  if (cli.compare && cli.compare_warmup && !interruption->interrupted()) {
+    rc = WarmUp(stub.get(), cli, pairs.front(), interruption);
+  }
   for (const auto& [strategy, mode] : pairs) {
     if (interruption->interrupted()) break;
     v1::JobSpec spec = cli.spec();

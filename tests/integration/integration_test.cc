@@ -64,6 +64,32 @@ TEST(Integration, LocalCompareFourPairsOneEpochReach80PercentAccuracy) {
                                           "ring-async"}));
 }
 
+// --compare runs a one-step warm-up job first (so that the first compared
+// job does not also pay for loading the dataset), and leaves it out of the
+// table and the results; --compare_warmup=false runs none.
+TEST(Integration, LocalCompareRunsAnUnreportedWarmUpJobFirst) {
+  for (const bool warm : {true, false}) {
+    const std::string dir = TempDir();
+    const std::string json = dir + "/results.json";
+    const int rc = Shell(
+        absl::StrCat(GRADSYNC_BIN_DIR, "/gradsync local --compare --pairs=ring-sync",
+                     " --workers 2 --steps 2 --compare_warmup=", warm ? "true" : "false",
+                     " --results=", json, " --log_dir=", dir, " > ", dir,
+                     "/out.txt 2>&1"),
+        120);
+    const std::string out = Slurp(dir + "/out.txt");
+    ASSERT_EQ(rc, 0) << out;
+    EXPECT_EQ(out.find("warm-up:") != std::string::npos, warm) << out;
+    nlohmann::json r = nlohmann::json::parse(Slurp(json));
+    ASSERT_EQ(r["jobs"].size(), 1u) << out;
+    const std::string id = r["jobs"][0]["job_id"].get<std::string>();
+    // The coordinator numbers jobs from 1: the warm-up took the first.
+    EXPECT_EQ(id.substr(id.rfind('-')), warm ? "-2" : "-1") << out;
+    EXPECT_EQ(r["jobs"][0]["state"], "SUCCEEDED") << out;
+    EXPECT_EQ(r["jobs"][0]["steps"], 2) << out;
+  }
+}
+
 TEST(Integration, LocalClusterReusesALogDirectoryWithoutStaleAddresses) {
   // The last run's daemons announced ports that nobody listens on now; the
   // launcher must read the new announcements, not these.
