@@ -102,8 +102,10 @@ int WarmUp(v1::Coordinator::Stub* stub, const CliOptions& cli,
   std::fflush(stdout);
   v1::Job job;
   if (SubmitAndWatch(stub, spec, true, cli, interruption, &job) != 0) {
-    std::printf("warm-up job %s did not succeed; comparing anyway\n",
-                job.id().c_str());
+    if (!interruption->interrupted()) {
+      std::printf("warm-up job %s did not succeed; comparing anyway\n",
+                  job.id().c_str());
+    }
     return 1;
   }
   return 0;
