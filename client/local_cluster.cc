@@ -145,8 +145,9 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(
   const std::string server_bin = absl::StrCat(options.bin_dir, "/gradsync-server");
   const std::string worker_bin = absl::StrCat(options.bin_dir, "/gradsync-worker");
   const std::string level = absl::StrCat("--log_level=", options.log_level);
-  // The workers use this process's --peer_bdp_probe.
+  // The workers use this process's --peer_bdp_probe and --ps_push_streams.
   const std::string bdp = PeerBdpProbeArg();
+  const std::string ps_streams = PsPushStreamsArg();
   // An empty --metrics_listen is the default: off.
   const std::string metrics = absl::StrCat(
       "--metrics_listen=", options.metrics ? "127.0.0.1:0" : "");
@@ -185,7 +186,7 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(
     std::vector<std::string> args = {
         absl::StrCat("--coordinator=", c->server_.address),
         "--listen=127.0.0.1:0", absl::StrCat("--id=w", w), level, metrics,
-        bdp};
+        bdp, ps_streams};
     if (!options.data_dir.empty()) {
       args.push_back(absl::StrCat("--data_dir=", options.data_dir));
     }

@@ -23,6 +23,7 @@ absl::Status FromGrpcStatus(const grpc::Status& status) {
 namespace {
 
 std::atomic<bool> peer_bdp_probe{true};
+std::atomic<bool> ps_push_streams{true};
 
 // Calls set(name, value) for the Peer service's extra arguments.
 template <typename Set>
@@ -35,6 +36,10 @@ void AddPeerArgs(Set set) {
 void SetPeerBdpProbe(bool on) { peer_bdp_probe.store(on); }
 
 bool PeerBdpProbe() { return peer_bdp_probe.load(); }
+
+void SetPsPushStreams(bool on) { ps_push_streams.store(on); }
+
+bool PsPushStreams() { return ps_push_streams.load(); }
 
 grpc::ChannelArguments DefaultChannelArgs(bool own_connection) {
   grpc::ChannelArguments args;

@@ -50,6 +50,12 @@ inline constexpr int kMinConnectTimeoutMs = 5000;
 void SetPeerBdpProbe(bool on);
 bool PeerBdpProbe();
 
+// PS push/pull: whether a worker sends its pushes over one stream per shard
+// (ParameterServer.PushPullStream, default) or one unary call per partition
+// (PushPull). Read when a PsClient is made (worker/sync/ps_client.h).
+void SetPsPushStreams(bool on);
+bool PsPushStreams();
+
 // Message sizes limited to kMaxMessageBytes (common/message_limits.h) both
 // ways, keepalive as above.
 // `own_connection` gives the channel its own subchannel pool, i.e. its own

@@ -15,12 +15,27 @@ ABSL_FLAG(bool, peer_bdp_probe, true,
           "a cluster the same value; `gradsync local` passes its own to the "
           "workers it starts.");
 
+ABSL_FLAG(bool, ps_push_streams, true,
+          "PS push/pull: send a worker's gradient partitions to each PS shard "
+          "over one stream that stays open for the job (true), or as one "
+          "unary call per partition (false, the older path). The stream "
+          "saves each partition a call's headers, trailers and credential "
+          "check (README \"PS push streams\"). Shards serve both; "
+          "`gradsync local` passes its own value to the workers it starts.");
+
 namespace gradsync {
 
-void ApplyTransportFlags() { SetPeerBdpProbe(absl::GetFlag(FLAGS_peer_bdp_probe)); }
+void ApplyTransportFlags() {
+  SetPeerBdpProbe(absl::GetFlag(FLAGS_peer_bdp_probe));
+  SetPsPushStreams(absl::GetFlag(FLAGS_ps_push_streams));
+}
 
 std::string PeerBdpProbeArg() {
   return absl::StrCat("--peer_bdp_probe=", PeerBdpProbe() ? "true" : "false");
+}
+
+std::string PsPushStreamsArg() {
+  return absl::StrCat("--ps_push_streams=", PsPushStreams() ? "true" : "false");
 }
 
 }  // namespace gradsync

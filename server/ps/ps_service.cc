@@ -241,6 +241,13 @@ grpc::ServerUnaryReactor* PsService::PushPull(grpc::CallbackServerContext* ctx,
   return reactor;
 }
 
+grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>*
+PsService::PushPullStream(grpc::CallbackServerContext* ctx) {
+  return NewPushPullStreamReactor(
+      PsStreamDeps{store_, access_, &pool_, &traffic_.push_pull, &refusals_},
+      ctx);
+}
+
 grpc::ServerUnaryReactor* PsService::EndJob(grpc::CallbackServerContext* ctx,
                                             const v1::EndJobRequest* request,
                                             v1::EndJobResponse* response) {

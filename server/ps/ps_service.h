@@ -17,6 +17,7 @@
 // anything is parsed further or stored). A Pull that waits (for Init, or at
 // the async final-pull barrier) is bounded in number and time and ends when
 // its call is cancelled or passes its deadline (PsStore::Pull).
+// PushPullStream (ps_stream.h) does steps 1-3 per frame of one stream.
 // Init, Pull, EndJob and Checkpoints run on the callback thread: none
 // reduces or steps; an Init that resumes (reads a checkpoint file) runs on
 // the pool. Checkpoint writes happen in step 2 (PsSlice).
@@ -27,6 +28,7 @@
 #include "gradsync/v1/gradsync.grpc.pb.h"
 #include "server/ps/ps_access.h"
 #include "server/ps/ps_store.h"
+#include "server/ps/ps_stream.h"
 #include "server/ps/ps_traffic.h"
 #include "server/ps/reduce_pool.h"
 
@@ -35,11 +37,12 @@ namespace gradsync {
 using PsServiceBase = v1::ParameterServer::WithRawCallbackMethod_Init<
     v1::ParameterServer::WithRawCallbackMethod_Pull<
         v1::ParameterServer::WithRawCallbackMethod_PushPull<
-            v1::ParameterServer::WithCallbackMethod_EndJob<
-                v1::ParameterServer::WithCallbackMethod_Checkpoints<
-                    v1::ParameterServer::WithRawCallbackMethod_SaveCheckpoint<
-                        v1::ParameterServer::WithRawCallbackMethod_LoadCheckpoint<
-                            v1::ParameterServer::Service>>>>>>>;
+            v1::ParameterServer::WithRawCallbackMethod_PushPullStream<
+                v1::ParameterServer::WithCallbackMethod_EndJob<
+                    v1::ParameterServer::WithCallbackMethod_Checkpoints<
+                        v1::ParameterServer::WithRawCallbackMethod_SaveCheckpoint<
+                            v1::ParameterServer::WithRawCallbackMethod_LoadCheckpoint<
+                                v1::ParameterServer::Service>>>>>>>>;
 
 // Threads that reduce and step (a shard's CPU work is memory-bound: a few
 // are enough to overlap partitions; more only contend for cores).
@@ -66,6 +69,10 @@ class PsService final : public PsServiceBase {
   grpc::ServerUnaryReactor* PushPull(grpc::CallbackServerContext* ctx,
                                      const grpc::ByteBuffer* request,
                                      grpc::ByteBuffer* response) override;
+  // PushPull over one stream per (job, rank, shard) (server/ps/ps_stream.h):
+  // the same reductions, without a call per partition.
+  grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* PushPullStream(
+      grpc::CallbackServerContext* ctx) override;
   grpc::ServerUnaryReactor* EndJob(grpc::CallbackServerContext* ctx,
                                    const v1::EndJobRequest* request,
                                    v1::EndJobResponse* response) override;

@@ -70,8 +70,9 @@ void ActAsATokenHolder(Cluster& c) {
   SetClusterSecurity(c->client_security());
 }
 
-// Every data-plane call on `shard` for job `id`, without and with a guessed
-// secret: each PERMISSION_DENIED, and no answer says anything about the job.
+// Every data-plane call on `shard` for job `id` (the push stream included),
+// without and with a guessed secret: each PERMISSION_DENIED, and no answer
+// says anything about the job.
 void ExpectShardRefusesOutsider(const std::string& shard, const std::string& id) {
   auto stub = v1::ParameterServer::NewStub(MakeChannel(shard));
   const std::string guess(64, 'a');
@@ -84,6 +85,14 @@ void ExpectShardRefusesOutsider(const std::string& shard, const std::string& id)
     got.push_back(stub->PushPull(Ctx(secret).get(), Frame(v1::TensorHeader::GRAD, key, 1), &out));
     got.push_back(stub->PushPull(Ctx(secret, 100).get(),
                                  Frame(v1::TensorHeader::GRAD, key, 50), &out));
+    for (int rank : {1, 50}) {  // a member's rank, one past any world
+      auto ctx = Ctx(secret, rank == 1 ? 2 : 100);
+      auto stream = stub->PushPullStream(ctx.get());
+      stream->Write(Frame(v1::TensorHeader::GRAD, key, rank));
+      stream->WritesDone();
+      while (stream->Read(&out)) ADD_FAILURE() << "an outsider's push was answered";
+      got.push_back(stream->Finish());
+    }
     v1::EndJobRequest end;
     end.set_job_id(id);
     end.set_reason("outsider");

@@ -24,6 +24,7 @@
 #include "worker/sync/ps_client.h"
 #include "worker/train/trainer.h"
 #include "worker/train/training_steps.h"
+#include "tests/sync/ps_test_util.h"
 
 namespace gradsync {
 namespace {
@@ -33,32 +34,6 @@ class NullReporter : public TrainingReporter {
   void Progress(const v1::WorkerMessage::Progress&) override {}
   void EpochDone(const v1::WorkerMessage::EpochDone&) override {}
 };
-
-// The job key of every shard in this test; assignments carry secrets from it.
-const std::shared_ptr<const JobKey>& TestKey() {
-  static const auto* key =
-      new std::shared_ptr<const JobKey>(std::make_shared<const JobKey>(
-          *JobKey::Generate()));
-  return *key;
-}
-
-struct PsServer {
-  PsStore store;
-  PsAccess access{TestKey()};
-  std::unique_ptr<PsService> service;
-  std::unique_ptr<grpc::Server> server;
-  std::string address;
-};
-
-std::unique_ptr<PsServer> StartPs() {
-  auto s = std::make_unique<PsServer>();
-  s->service = std::make_unique<PsService>(&s->store, &s->access);
-  auto started = StartServer("127.0.0.1:0", {s->service.get()});
-  EXPECT_TRUE(started.ok()) << started.status();
-  s->server = std::move(started->server);
-  s->address = LocalAddress("127.0.0.1:0", started->port);
-  return s;
-}
 
 struct PeerServer {
   PeerMailboxes mailboxes;

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstdlib>
 #include <mutex>
+#include <optional>
+#include <utility>
 
 #include "absl/strings/numbers.h"
 #include "spdlog/spdlog.h"
@@ -45,12 +47,21 @@ PsCredentials PsCredentialsOf(const v1::Assignment& a) {
   return c;
 }
 
-void AddPsCredentials(const PsCredentials& creds, grpc::ClientContext* ctx) {
-  ctx->AddMetadata(kJobWorldMetadata, std::to_string(creds.world));
-  ctx->AddMetadata(kJobSecretMetadata, creds.secret);
+std::vector<std::pair<std::string, std::string>> PsCredentialMetadata(
+    const PsCredentials& creds) {
+  std::vector<std::pair<std::string, std::string>> md = {
+      {kJobWorldMetadata, std::to_string(creds.world)},
+      {kJobSecretMetadata, creds.secret}};
   if (!creds.resume_secret.empty()) {
-    ctx->AddMetadata(kResumeWorldMetadata, std::to_string(creds.resume_world));
-    ctx->AddMetadata(kResumeSecretMetadata, creds.resume_secret);
+    md.emplace_back(kResumeWorldMetadata, std::to_string(creds.resume_world));
+    md.emplace_back(kResumeSecretMetadata, creds.resume_secret);
+  }
+  return md;
+}
+
+void AddPsCredentials(const PsCredentials& creds, grpc::ClientContext* ctx) {
+  for (const auto& [key, value] : PsCredentialMetadata(creds)) {
+    ctx->AddMetadata(key, value);
   }
 }
 
@@ -60,7 +71,8 @@ PsClient::PsClient(int rank, PsCredentials creds, std::vector<PsPiece> pieces,
       creds_(std::move(creds)),
       wire_(wire),
       stall_(stall),
-      pieces_(std::move(pieces)) {
+      pieces_(std::move(pieces)),
+      push_stream_(PsPushStreams()) {
   for (size_t i = 0; i < pieces_.size(); ++i) {
     all_.push_back(static_cast<int>(i));
     auto& stub = stubs_[pieces_[i].address];
@@ -89,32 +101,27 @@ void PsClient::set_push_window(size_t window) {
   push_window_ = window == 0 ? 0 : std::max(window, stubs_.size());
 }
 
-namespace {
-
-// The calls of one CallAll: call i's context, buffers and status, and the
-// calls gRPC has finished that the caller has not taken yet.
-class Calls {
+// The calls of one CallAll, one per piece: started one by one, each
+// finishing once with a status and (when OK) the answer frame; the caller
+// takes finished calls as they come.
+class PsPieceCalls {
  public:
-  explicit Calls(size_t n) : ctx_(n), req_(n), resp_(n), status_(n) {}
+  explicit PsPieceCalls(size_t n) : resp_(n), status_(n) {}
+  virtual ~PsPieceCalls() = default;
 
-  grpc::ClientContext& context(size_t i) { return ctx_[i]; }
-  const grpc::Status& status(size_t i) const { return status_[i]; }
+  // Starts call i: piece's `request`, due by `deadline`.
+  virtual void Start(size_t i, const PsPiece& piece, grpc::ByteBuffer request,
+                     absl::Time deadline) = 0;
+  // Ends every call still running, promptly; each then reports `why` or
+  // its own end (thread-safe).
+  virtual void CancelAll(const absl::Status& why) = 0;
+  // How long past the deadline a call may take to report by itself before
+  // the caller cancels it.
+  virtual absl::Duration grace() const = 0;
+
+  // Call i's outcome, its message naming the shard (and piece, if known).
+  const absl::Status& status(size_t i) const { return status_[i]; }
   const grpc::ByteBuffer& response(size_t i) const { return resp_[i]; }
-
-  // Starts call i; its callback only records that it finished.
-  void Start(size_t i, grpc::GenericStub* stub, const std::string& method,
-             grpc::ByteBuffer request, const PsCredentials& creds,
-             absl::Time deadline) {
-    ctx_[i].set_deadline(ToChrono(deadline));
-    AddPsCredentials(creds, &ctx_[i]);
-    req_[i] = std::move(request);
-    stub->UnaryCall(&ctx_[i], method, grpc::StubOptions(), &req_[i], &resp_[i],
-                    [this, i](grpc::Status s) {
-                      status_[i] = std::move(s);
-                      absl::MutexLock l(&mu_);
-                      finished_.push_back(i);
-                    });
-  }
 
   // Waits until a call finished or `wake`; moves the finished ones (maybe
   // none) into `batch`. False when it woke at `wake` with none.
@@ -129,16 +136,196 @@ class Calls {
     return woke;
   }
 
-  void CancelAll() {
-    for (auto& c : ctx_) c.TryCancel();  // each call then ends promptly
+ protected:
+  // Records call i's end (once per call; never blocks).
+  void Finish(size_t i, absl::Status status, grpc::ByteBuffer response) {
+    status_[i] = std::move(status);
+    resp_[i] = std::move(response);
+    absl::MutexLock l(&mu_);
+    finished_.push_back(i);
   }
 
  private:
-  std::vector<grpc::ClientContext> ctx_;
-  std::vector<grpc::ByteBuffer> req_, resp_;
-  std::vector<grpc::Status> status_;
+  std::vector<grpc::ByteBuffer> resp_;
+  std::vector<absl::Status> status_;
   absl::Mutex mu_;
   std::vector<size_t> finished_ ABSL_GUARDED_BY(mu_);
+};
+
+namespace {
+
+// `st` (not OK) from `piece`'s shard, naming both.
+absl::Status FromPiece(const PsPiece& piece, const absl::Status& st) {
+  return absl::Status(st.code(), absl::StrCat("PS shard ", piece.address, " (",
+                                              piece.key, "): ", st.message()));
+}
+
+// One async unary call per piece; gRPC ends each at its deadline.
+class UnaryCalls final : public PsPieceCalls {
+ public:
+  UnaryCalls(size_t n, std::string method, const PsCredentials* creds,
+             std::function<grpc::GenericStub*(const std::string&)> stub_for)
+      : PsPieceCalls(n),
+        method_(std::move(method)),
+        creds_(creds),
+        stub_for_(std::move(stub_for)),
+        ctx_(n),
+        req_(n),
+        out_(n) {}
+
+  void Start(size_t i, const PsPiece& piece, grpc::ByteBuffer request,
+             absl::Time deadline) override {
+    ctx_[i].set_deadline(ToChrono(deadline));
+    AddPsCredentials(*creds_, &ctx_[i]);
+    req_[i] = std::move(request);
+    stub_for_(piece.address)
+        ->UnaryCall(&ctx_[i], method_, grpc::StubOptions(), &req_[i],
+                    &out_[i], [this, i, &piece](grpc::Status s) {
+                      absl::Status st;
+                      if (!s.ok()) st = FromPiece(piece, FromGrpcStatus(s));
+                      Finish(i, std::move(st), std::move(out_[i]));
+                    });
+  }
+
+  // (Calls not started yet are cancelled as they start.)
+  void CancelAll(const absl::Status&) override {
+    for (auto& c : ctx_) c.TryCancel();  // each call then ends promptly
+  }
+
+  absl::Duration grace() const override { return kCallGrace; }
+
+ private:
+  const std::string method_;
+  const PsCredentials* const creds_;
+  const std::function<grpc::GenericStub*(const std::string&)> stub_for_;
+  std::vector<grpc::ClientContext> ctx_;
+  std::vector<grpc::ByteBuffer> req_, out_;
+};
+
+// PushPull over the client's push streams (ps_stream.h), one per shard:
+// a piece's call is its GRAD frame written on its shard's stream, answered
+// when that stream brings back a frame naming the piece's slice. A stream
+// that ends fails every piece still waiting on it. No deadline travels
+// with a frame: the caller cancels at the deadline (grace() is zero).
+class StreamCalls final : public PsPieceCalls {
+ public:
+  using StreamFor = std::function<absl::StatusOr<std::shared_ptr<PsPushStream>>(
+      const std::string& address)>;
+
+  StreamCalls(size_t n, StreamFor stream_for)
+      : PsPieceCalls(n), stream_for_(std::move(stream_for)) {}
+
+  ~StreamCalls() override {
+    // Answers after this (none are expected) are dropped by the streams.
+    for (auto& [address, sink] : sinks_) sink->stream->Attach(nullptr);
+  }
+
+  void Start(size_t i, const PsPiece& piece, grpc::ByteBuffer request,
+             absl::Time) override {
+    absl::StatusOr<Sink*> sink = SinkFor(piece.address);
+    if (!sink.ok()) {
+      Finish(i, FromPiece(piece, sink.status()), {});
+      return;
+    }
+    (*sink)->Expect(piece, i);
+    absl::Status st = (*sink)->stream->Write(std::move(request));
+    if (!st.ok()) (*sink)->Lost(piece.key, st);
+  }
+
+  void CancelAll(const absl::Status& why) override {
+    std::vector<std::shared_ptr<PsPushStream>> streams;
+    {
+      absl::MutexLock lock(&mu_);
+      if (why_.ok()) why_ = why;
+      for (auto& [address, sink] : sinks_) streams.push_back(sink->stream);
+    }
+    // Each stream's end reaches its sink, which fails the waiting pieces.
+    for (auto& s : streams) s->Cancel();
+  }
+
+  absl::Duration grace() const override { return absl::ZeroDuration(); }
+
+ private:
+  // The pieces waiting on one stream, by slice key.
+  struct Sink final : PsStreamSink {
+    Sink(StreamCalls* owner, std::shared_ptr<PsPushStream> s)
+        : owner(owner), stream(std::move(s)) {}
+
+    void Expect(const PsPiece& piece, size_t i) {
+      absl::MutexLock lock(&mu);
+      waiting[piece.key] = Waiter{&piece, i};
+    }
+    // The piece's frame could not be written.
+    void Lost(const std::string& key, const absl::Status& st) {
+      std::optional<Waiter> w = Take(key);
+      if (w) owner->Finish(w->i, FromPiece(*w->piece, st), {});
+    }
+    void Answered(grpc::ByteBuffer frame) override {
+      absl::StatusOr<DecodedFrame> f = DecodedFrame::Parse(frame);
+      if (!f.ok()) return;  // no piece to fail: the ones waiting time out
+      std::optional<Waiter> w = Take(f->header().job_id());
+      if (w) owner->Finish(w->i, absl::OkStatus(), std::move(frame));
+    }
+    void Ended(const absl::Status& why) override {
+      std::map<std::string, Waiter> left;
+      {
+        absl::MutexLock lock(&mu);
+        left.swap(waiting);
+      }
+      const absl::Status cause = owner->Cause(why);
+      for (auto& [key, w] : left) owner->Finish(w.i, FromPiece(*w.piece, cause), {});
+    }
+
+    struct Waiter {
+      const PsPiece* piece;
+      size_t i;
+    };
+    std::optional<Waiter> Take(const std::string& key) {
+      absl::MutexLock lock(&mu);
+      auto it = waiting.find(key);
+      if (it == waiting.end()) return std::nullopt;
+      Waiter w = it->second;
+      waiting.erase(it);
+      return w;
+    }
+
+    StreamCalls* const owner;
+    const std::shared_ptr<PsPushStream> stream;
+    absl::Mutex mu;
+    std::map<std::string, Waiter> waiting ABSL_GUARDED_BY(mu);
+  };
+
+  // Why a stream's pieces failed: the caller's reason when it cancelled.
+  absl::Status Cause(const absl::Status& stream_end) {
+    absl::MutexLock lock(&mu_);
+    return why_.ok() ? stream_end : why_;
+  }
+
+  // The sink of `address`'s stream, attached on first use (this thread
+  // only creates sinks).
+  absl::StatusOr<Sink*> SinkFor(const std::string& address) {
+    {
+      absl::MutexLock lock(&mu_);
+      auto it = sinks_.find(address);
+      if (it != sinks_.end()) return it->second.get();
+    }
+    absl::StatusOr<std::shared_ptr<PsPushStream>> stream = stream_for_(address);
+    if (!stream.ok()) return stream.status();
+    auto sink = std::make_unique<Sink>(this, *std::move(stream));
+    Sink* raw = sink.get();
+    {
+      absl::MutexLock lock(&mu_);
+      sinks_[address] = std::move(sink);
+    }
+    // Not under mu_: a stream that ended already tells the sink at once.
+    raw->stream->Attach(raw);
+    return raw;
+  }
+
+  const StreamFor stream_for_;
+  absl::Mutex mu_;
+  std::map<std::string, std::unique_ptr<Sink>> sinks_ ABSL_GUARDED_BY(mu_);
+  absl::Status why_ ABSL_GUARDED_BY(mu_);  // the first CancelAll's reason
 };
 
 }  // namespace
@@ -146,21 +333,29 @@ class Calls {
 absl::Status PsClient::CallAll(
     const std::string& method, const std::vector<int>& which,
     const std::function<grpc::ByteBuffer(const PsPiece&)>& request, float* out,
-    absl::Time deadline, const WaitTag& tag, size_t window) {
+    absl::Time deadline, const WaitTag& tag, size_t window, bool stream) {
   const size_t n = which.size();
   if (window == 0 || window > n) window = n;
-  Calls calls(n);
+  std::unique_ptr<PsPieceCalls> made;
+  if (stream) {
+    made = std::make_unique<StreamCalls>(
+        n, [this](const std::string& address) { return StreamFor(address); });
+  } else {
+    made = std::make_unique<UnaryCalls>(
+        n, method, &creds_,
+        [this](const std::string& address) { return stubs_[address].get(); });
+  }
+  PsPieceCalls& calls = *made;
   {
     absl::MutexLock lock(&mu_);
     if (!aborted_.ok()) return aborted_;
-    for (size_t i = 0; i < n; ++i) active_.insert(&calls.context(i));
+    active_.insert(&calls);
   }
   // 1-2. (An Abort before a call starts cancels it as it starts.)
   size_t launched = 0;
   auto launch = [&]() {
     const PsPiece& piece = pieces_[which[launched]];
-    calls.Start(launched++, stubs_[piece.address].get(), method, request(piece),
-                creds_, deadline);
+    calls.Start(launched++, piece, request(piece), deadline);
   };
   while (launched < window) launch();
   // 3-4.
@@ -171,14 +366,17 @@ absl::Status PsClient::CallAll(
   std::vector<bool> answered(n, false);
   for (size_t taken = 0; taken < launched; taken += batch.size()) {
     // Once cancelled, every call reports promptly; keep each wait bounded.
-    const absl::Time until = (cancelled ? absl::Now() : deadline) + kCallGrace;
+    const absl::Time until =
+        cancelled ? absl::Now() + kCallGrace : deadline + calls.grace();
     const absl::Time wake = cancelled ? until : stall.Until(until);
     if (!calls.Take(wake, &batch)) {
       if (wake < until) {
         stall.Check(
             [&] { return DescribeStall(tag, which, answered, launched); });
       } else if (!cancelled) {
-        calls.CancelAll();
+        calls.CancelAll(absl::DeadlineExceededError(absl::StrCat(
+            "no answer to the ", tag.phase, " of step ", tag.step,
+            " before the deadline")));
         cancelled = true;
       }
     }
@@ -189,7 +387,8 @@ absl::Status PsClient::CallAll(
       if (st.ok() || !first.ok()) continue;
       first = std::move(st);
       // The step cannot succeed any more: do not wait for the others.
-      calls.CancelAll();
+      calls.CancelAll(absl::CancelledError(absl::StrCat(
+          "the ", tag.phase, " of step ", tag.step, " failed on another piece")));
       cancelled = true;
     }
     // Each finished call lets the next one start (never once cancelled).
@@ -204,10 +403,40 @@ absl::Status PsClient::CallAll(
   }
   {
     absl::MutexLock lock(&mu_);
-    for (size_t i = 0; i < n; ++i) active_.erase(&calls.context(i));
+    active_.erase(&calls);
   }
   if (!first.ok()) stall.Failed();
   return first;
+}
+
+absl::StatusOr<std::shared_ptr<PsPushStream>> PsClient::StreamFor(
+    const std::string& address) {
+  absl::MutexLock lock(&mu_);
+  if (!aborted_.ok()) return aborted_;
+  std::shared_ptr<PsPushStream>& s = streams_[address];
+  if (s == nullptr || s->ended()) {
+    s = PsPushStream::Open(stubs_[address].get(), address,
+                           PsCredentialMetadata(creds_));
+    ++streams_opened_;
+  }
+  return s;
+}
+
+int64_t PsClient::streams_opened() const {
+  absl::MutexLock lock(&mu_);
+  return streams_opened_;
+}
+
+PsClient::~PsClient() {
+  std::map<std::string, std::shared_ptr<PsPushStream>> streams;
+  {
+    absl::MutexLock lock(&mu_);
+    streams.swap(streams_);
+  }
+  // Nothing is pending between calls: a shard answers the half-close at
+  // once; one that does not (stopped) is cancelled.
+  const absl::Time deadline = absl::Now() + kStreamCloseWait;
+  for (auto& [address, s] : streams) s->Close(deadline);
 }
 
 StallReport PsClient::DescribeStall(const WaitTag& tag,
@@ -238,14 +467,10 @@ StallReport PsClient::DescribeStall(const WaitTag& tag,
 }
 
 absl::Status PsClient::TakeReply(const PsPiece& piece,
-                                 const grpc::Status& status,
+                                 const absl::Status& status,
                                  const grpc::ByteBuffer& response,
                                  float* out) const {
-  if (!status.ok()) {
-    absl::Status st = FromGrpcStatus(status);
-    return absl::Status(st.code(), absl::StrCat("PS shard ", piece.address, " (",
-                                                piece.key, "): ", st.message()));
-  }
+  if (!status.ok()) return status;
   if (out == nullptr) return absl::OkStatus();
   absl::StatusOr<DecodedFrame> f = DecodedFrame::Parse(response);
   if (!f.ok()) return f.status();
@@ -319,7 +544,8 @@ absl::Status PsClient::PushPull(int64_t step, const float* grad, float* params,
         }
         return EncodeFrame(h, grad + p.offset, p.count, nullptr);
       },
-      params, deadline, WaitTag{step, bucket, "push-pull"}, push_window_);
+      params, deadline, WaitTag{step, bucket, "push-pull"}, push_window_,
+      push_stream_);
 }
 
 std::vector<int> PsClient::StaggeredOrder(const std::vector<int>& pieces) const {
@@ -337,7 +563,8 @@ std::vector<int> PsClient::StaggeredOrder(const std::vector<int>& pieces) const 
 void PsClient::Abort(const absl::Status& status) {
   absl::MutexLock lock(&mu_);
   if (aborted_.ok()) aborted_ = status;
-  for (grpc::ClientContext* c : active_) c->TryCancel();
+  for (PsPieceCalls* c : active_) c->CancelAll(status);
+  for (auto& [address, s] : streams_) s->Cancel();
 }
 
 }  // namespace gradsync

@@ -1,8 +1,11 @@
 // Client of a job's parameter-server shards: pushes gradient slices and pulls
-// parameter slices, one async unary call per piece, many in flight at once
-// (pulls: all; pushes: a window, see set_push_window), tensor data zero-copy both ways: requests carry a slice over the
-// caller's gradient memory, replies are copied straight out of the received
-// slices into the caller's parameters, each as soon as it arrives.
+// parameter slices, many pieces in flight at once (pulls: all; pushes: a
+// window, see set_push_window), tensor data zero-copy both ways: requests
+// carry a slice over the caller's gradient memory, replies are copied
+// straight out of the received slices into the caller's parameters, each as
+// soon as it arrives. Init and Pull are one async unary call per piece;
+// PushPull writes each piece on a stream per shard that stays open for the
+// job (ps_stream.h), or, with PsPushStreams() off, a unary call per piece.
 #ifndef GRADSYNC_WORKER_SYNC_PS_CLIENT_H_
 #define GRADSYNC_WORKER_SYNC_PS_CLIENT_H_
 
@@ -10,6 +13,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <grpcpp/generic/generic_stub.h>
@@ -17,11 +21,13 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/ps_layout.h"
 #include "common/wire_dtype.h"
 #include "gradsync/v1/gradsync.pb.h"
+#include "worker/sync/ps_stream.h"
 #include "worker/sync/stall_watch.h"
 
 namespace gradsync {
@@ -50,8 +56,13 @@ struct PsCredentials {
   int resume_world = 0;
 };
 PsCredentials PsCredentialsOf(const v1::Assignment& a);
+// `creds` as call metadata (key, value).
+std::vector<std::pair<std::string, std::string>> PsCredentialMetadata(
+    const PsCredentials& creds);
 // Adds `creds` to a call's metadata.
 void AddPsCredentials(const PsCredentials& creds, grpc::ClientContext* ctx);
+
+class PsPieceCalls;  // ps_client.cc
 
 // Calls may come from one thread at a time; Abort from any thread.
 class PsClient {
@@ -60,9 +71,17 @@ class PsClient {
   // Pull always move float32: the starting and final parameters are exact).
   // `stall` (may be null; must outlive this) hears of calls that wait past
   // its threshold, naming the shards still outstanding.
+  // PushPull uses the push streams when PsPushStreams() (grpc_util.h) is
+  // on at construction.
   PsClient(int rank, PsCredentials creds, std::vector<PsPiece> pieces,
            WireDtype wire = WireDtype::kFp32,
            const StallWatch* stall = nullptr);
+  // Half-closes the push streams (cancels those not ended within
+  // kStreamCloseWait).
+  ~PsClient();
+  PsClient(const PsClient&) = delete;
+  PsClient& operator=(const PsClient&) = delete;
+  static constexpr absl::Duration kStreamCloseWait = absl::Seconds(1);
 
   // Installs params[offset..offset+count) of every piece (rank 0, once).
   absl::Status Init(const float* params, const v1::ShardConfig& config,
@@ -99,6 +118,9 @@ class PsClient {
   // Cancels calls in flight; later calls fail with `status`.
   void Abort(const absl::Status& status);
 
+  // Push streams opened so far (tests check that steps reuse them).
+  int64_t streams_opened() const;
+
  private:
   // Names a CallAll in stall reports.
   struct WaitTag {
@@ -107,21 +129,26 @@ class PsClient {
     const char* phase = "";
   };
   // Runs one call per listed piece, in the listed order, at most `window`
-  // in flight (0: all at once), each with `deadline`:
+  // in flight (0: all at once), each with `deadline`, as unary calls of
+  // `method` or (`stream`) frames on the push streams:
   //  1. request(p) builds piece p's frame and the call starts: the first
   //     `window` at once, then one for each call that finishes (none once
   //     the calls are cancelled);
   //  2. gRPC's callback only queues the finished call (never blocks);
   //  3. this thread takes finished calls as they come and copies each reply's
   //     data to out + offset (if out); the first error cancels the rest;
-  //  4. returns when every call has finished (all have by deadline + a grace
-  //     period: then the stragglers are cancelled), with the first error.
+  //  4. returns when every call has finished (unary calls by deadline + a
+  //     grace period, stream frames by the deadline: then the stragglers
+  //     are cancelled), with the first error.
   // Step 3 waits at most until the stall threshold at first: a wait past it
   // is reported once (tag and the pieces not answered yet), then goes on.
   absl::Status CallAll(const std::string& method, const std::vector<int>& which,
                        const std::function<grpc::ByteBuffer(const PsPiece&)>& request,
                        float* out, absl::Time deadline, const WaitTag& tag,
-                       size_t window = 0);
+                       size_t window = 0, bool stream = false);
+  // `address`'s push stream: the open one, or a new one when it ended.
+  absl::StatusOr<std::shared_ptr<PsPushStream>> StreamFor(
+      const std::string& address);
   // `pieces` in the order this rank pushes them: each run of S consecutive
   // pieces (S shards, assigned round-robin) rotated by rank, so that at any
   // moment the ranks push to different shards. Every rank's runs hold the
@@ -135,7 +162,7 @@ class PsClient {
                             const std::vector<bool>& answered,
                             size_t launched) const;
   // Step 3 for one finished call.
-  absl::Status TakeReply(const PsPiece& piece, const grpc::Status& status,
+  absl::Status TakeReply(const PsPiece& piece, const absl::Status& status,
                          const grpc::ByteBuffer& response, float* out) const;
 
   // A PULL frame's call for every piece at `step` (kPullInitialStep, ...).
@@ -148,10 +175,15 @@ class PsClient {
   std::vector<PsPiece> pieces_;
   std::vector<int> all_;
   size_t push_window_ = 0;  // PushPull calls in flight at most (0: all)
+  const bool push_stream_;  // PushPull over the push streams
   std::map<std::string, std::unique_ptr<grpc::GenericStub>> stubs_;  // by address
 
-  absl::Mutex mu_;
-  std::set<grpc::ClientContext*> active_ ABSL_GUARDED_BY(mu_);
+  mutable absl::Mutex mu_;
+  std::set<PsPieceCalls*> active_ ABSL_GUARDED_BY(mu_);  // CallAlls running
+  // By shard address; opened by the first PushPull to each shard.
+  std::map<std::string, std::shared_ptr<PsPushStream>> streams_
+      ABSL_GUARDED_BY(mu_);
+  int64_t streams_opened_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Status aborted_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -1,0 +1,54 @@
+// The server side of ParameterServer.PushPullStream: PushPull over one
+// long-lived stream per (job, rank, shard) instead of one unary call per
+// partition. A unary call costs a new HTTP/2 stream, headers and trailers
+// both ways, the caller's credentials checked again, and a call object on
+// each side; on the stream a push is one DATA frame and so is its answer.
+//
+// Frame by frame:
+//  1. a read on the gRPC callback thread: parse the frame (references to the
+//     received slices, no copy); check the caller with PsAccess against the
+//     stream's metadata (once per (job, rank), then remembered); a GRAD
+//     frame only;
+//  2. hand it to the shard's ReducePool, exactly as a unary PushPull, and
+//     start the next read. The client keeps a bounded window of pushes
+//     unanswered (PsClient::set_push_window), which bounds what a stream
+//     holds here;
+//  3. the reply (a PARAMS frame over the shared parameter snapshot, naming
+//     the slice and the step) joins the stream's write queue, one write in
+//     flight, from whichever thread completed it.
+// The first error (a refused, malformed or failed push) ends the stream
+// with its status, the slice named in the message; replies already queued
+// are dropped. A cancelled stream (client gone, or its deadline) drops the
+// replies still to come: the reply callbacks reach the reactor only
+// through a gate that its OnDone closes.
+#ifndef GRADSYNC_SERVER_PS_PS_STREAM_H_
+#define GRADSYNC_SERVER_PS_PS_STREAM_H_
+
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/support/server_callback.h>
+
+#include "common/grpc/refusal_log.h"
+#include "server/ps/ps_access.h"
+#include "server/ps/ps_store.h"
+#include "server/ps/ps_traffic.h"
+#include "server/ps/reduce_pool.h"
+
+namespace gradsync {
+
+// What a PushPullStream reactor uses; all must outlive the server's calls.
+struct PsStreamDeps {
+  PsStore* store = nullptr;
+  const PsAccess* access = nullptr;
+  ReducePool* pool = nullptr;
+  const PsMethodTraffic* traffic = nullptr;
+  RefusalLog* refusals = nullptr;
+};
+
+// A new reactor for one PushPullStream call (deletes itself when done).
+grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>*
+NewPushPullStreamReactor(const PsStreamDeps& deps,
+                         grpc::CallbackServerContext* ctx);
+
+}  // namespace gradsync
+
+#endif  // GRADSYNC_SERVER_PS_PS_STREAM_H_

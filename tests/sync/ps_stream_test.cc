@@ -1,0 +1,316 @@
+// PS push/pull over the push streams (worker/sync/ps_stream.h,
+// server/ps/ps_stream.h) against the unary calls they replace: both paths
+// give every rank the same step, end at the deadline, on Abort and on
+// EndJob, fail fast when the shard is gone, and the stream admits only what
+// its credentials prove. A real PsService on loopback, in one process.
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+
+#include "absl/strings/str_cat.h"
+#include "common/grpc/grpc_util.h"
+#include "common/grpc/job_secret.h"
+#include "gradsync/v1/gradsync.grpc.pb.h"
+#include "tests/sync/ps_test_util.h"
+#include "worker/sync/ps_client.h"
+
+namespace gradsync {
+namespace {
+
+// Sets PsPushStreams() for one test, back to the default after it.
+class PsPushPaths : public ::testing::TestWithParam<bool> {
+ protected:
+  void SetUp() override { SetPsPushStreams(GetParam()); }
+  void TearDown() override { SetPsPushStreams(true); }
+};
+
+INSTANTIATE_TEST_SUITE_P(, PsPushPaths, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& p) {
+                           return p.param ? "Streams" : "Unary";
+                         });
+
+// `count` pieces of odd sizes for job `job`, alternating over `shards`.
+std::vector<PsPiece> OddPieces(const std::string& job, int count,
+                               const std::vector<PsServer*>& shards,
+                               size_t* total) {
+  std::vector<PsPiece> pieces;
+  uint64_t offset = 0;
+  for (int p = 0; p < count; ++p) {
+    PsPiece piece;
+    piece.key = absl::StrCat(job, "/p", p);
+    piece.address = shards[p % shards.size()]->address;
+    piece.offset = offset;
+    piece.count = 1 + (p * 5) % 11;
+    offset += piece.count;
+    pieces.push_back(piece);
+  }
+  *total = offset;
+  return pieces;
+}
+
+v1::ShardConfig SgdConfig(int world) {
+  v1::ShardConfig config;
+  config.set_world_size(world);
+  config.set_mode(v1::SYNC_MODE_SYNC);
+  config.set_optimizer(v1::OPTIMIZER_SGD);
+  config.set_lr(0.1f);
+  return config;
+}
+
+std::vector<int> AllOf(const std::vector<PsPiece>& pieces) {
+  std::vector<int> all(pieces.size());
+  for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int>(i);
+  return all;
+}
+
+// Three ranks, two shards, odd pieces, three steps: every rank gets every
+// piece's averaged SGD step each time. With streams, each rank opens one
+// stream per shard for all the steps.
+TEST_P(PsPushPaths, EveryRankGetsTheSameStepEveryStep) {
+  constexpr int kWorld = 3;
+  auto a = StartPs();
+  auto b = StartPs();
+  size_t total = 0;
+  const std::vector<PsPiece> pieces =
+      OddPieces("paths-job", 11, {a.get(), b.get()}, &total);
+  const PsCredentials creds{TestKey()->SecretOf("paths-job", kWorld), kWorld};
+  const std::vector<float> init(total, 1.0f);
+  {
+    PsClient rank0(0, creds, pieces);
+    ASSERT_TRUE(rank0.Init(init.data(), SgdConfig(kWorld),
+                           absl::Now() + absl::Seconds(10))
+                    .ok());
+  }
+  std::vector<std::vector<float>> params(kWorld, std::vector<float>(total));
+  std::vector<absl::Status> status(kWorld);
+  std::vector<int64_t> opened(kWorld, -1);
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < kWorld; ++r) {
+    ranks.emplace_back([&, r] {
+      PsClient client(r, creds, pieces);
+      // Gradients 1, 2, 3: the mean is 2, each step moves 0.2.
+      const std::vector<float> grad(total, static_cast<float>(r + 1));
+      const absl::Time deadline = absl::Now() + absl::Seconds(20);
+      for (int64_t step = 0; step < 3 && status[r].ok(); ++step) {
+        status[r] = client.PushPull(step, grad.data(), params[r].data(),
+                                    AllOf(pieces), deadline);
+      }
+      opened[r] = client.streams_opened();
+    });
+  }
+  for (std::thread& t : ranks) t.join();
+  for (int r = 0; r < kWorld; ++r) {
+    ASSERT_TRUE(status[r].ok()) << "rank " << r << ": " << status[r];
+    EXPECT_EQ(opened[r], GetParam() ? 2 : 0) << "rank " << r;
+    for (size_t i = 0; i < total; ++i) {
+      ASSERT_NEAR(params[r][i], 1.0f - 3 * 0.2f, 1e-6)
+          << "rank " << r << " float " << i;
+    }
+  }
+  for (auto* ps : {a.get(), b.get()}) ps->store.EndJob("paths-job", "test over");
+}
+
+// One rank of two pushes and the other never does: the push ends at its
+// deadline, and a retry of the same step is refused (the shard holds the
+// first push), not summed twice.
+TEST_P(PsPushPaths, APushNobodyCompletesEndsAtItsDeadline) {
+  auto ps = StartPs();
+  size_t total = 0;
+  const std::vector<PsPiece> pieces = OddPieces("late-job", 3, {ps.get()}, &total);
+  PsClient client(0, PsCredentials{TestKey()->SecretOf("late-job", 2), 2},
+                  pieces);
+  const std::vector<float> init(total, 0.5f), grad(total, 1.0f);
+  std::vector<float> params(total);
+  ASSERT_TRUE(
+      client.Init(init.data(), SgdConfig(2), absl::Now() + absl::Seconds(10)).ok());
+  const absl::Time t0 = absl::Now();
+  absl::Status st = client.PushPull(0, grad.data(), params.data(), AllOf(pieces),
+                                    t0 + absl::Milliseconds(300));
+  EXPECT_EQ(st.code(), absl::StatusCode::kDeadlineExceeded) << st;
+  EXPECT_NE(st.message().find("PS shard " + ps->address), std::string::npos)
+      << st;
+  EXPECT_LT(absl::Now() - t0, absl::Seconds(3));
+  st = client.PushPull(0, grad.data(), params.data(), {0},
+                       absl::Now() + absl::Seconds(5));
+  EXPECT_EQ(st.code(), absl::StatusCode::kFailedPrecondition) << st;
+  EXPECT_NE(st.message().find("late-job/p0"), std::string::npos) << st;
+  ps->store.EndJob("late-job", "test over");
+}
+
+// A push that waits for a rank that never comes ends at once when the
+// worker aborts (the job failed elsewhere), with the abort's reason, and
+// when the shard ends the job (ABORTED).
+TEST_P(PsPushPaths, AbortAndEndJobEndAWaitingPushAtOnce) {
+  auto ps = StartPs();
+  size_t total = 0;
+  const std::vector<PsPiece> pieces = OddPieces("abort-job", 4, {ps.get()}, &total);
+  const PsCredentials creds{TestKey()->SecretOf("abort-job", 2), 2};
+  const std::vector<float> init(total, 0.5f), grad(total, 1.0f);
+  std::vector<float> params(total);
+  PsClient client(0, creds, pieces);
+  ASSERT_TRUE(
+      client.Init(init.data(), SgdConfig(2), absl::Now() + absl::Seconds(10)).ok());
+  absl::Time t0 = absl::Now();
+  std::thread aborter([&] {
+    absl::SleepFor(absl::Milliseconds(200));
+    client.Abort(absl::CancelledError("job cancelled by the test"));
+  });
+  absl::Status st = client.PushPull(0, grad.data(), params.data(), AllOf(pieces),
+                                    t0 + absl::Seconds(30));
+  aborter.join();
+  EXPECT_FALSE(st.ok());
+  EXPECT_LT(absl::Now() - t0, absl::Seconds(5)) << st;
+  // Later calls fail with the abort's reason, without reaching the shard.
+  st = client.PushPull(1, grad.data(), params.data(), {0},
+                       absl::Now() + absl::Seconds(5));
+  EXPECT_EQ(st, absl::CancelledError("job cancelled by the test"));
+
+  // Rank 1's client (rank 0's first push of step 0 is held): the shard
+  // ends the job while rank 1's step 1 waits for rank 0.
+  PsClient rank1(1, creds, pieces);
+  ASSERT_TRUE(rank1.PushPull(0, grad.data(), params.data(), AllOf(pieces),
+                             absl::Now() + absl::Seconds(10))
+                  .ok());
+  t0 = absl::Now();
+  std::thread ender([&] {
+    absl::SleepFor(absl::Milliseconds(200));
+    ps->store.EndJob("abort-job", "ended by the test");
+  });
+  st = rank1.PushPull(1, grad.data(), params.data(), AllOf(pieces),
+                      t0 + absl::Seconds(30));
+  ender.join();
+  EXPECT_EQ(st.code(), absl::StatusCode::kAborted) << st;
+  EXPECT_NE(st.message().find("ended by the test"), std::string::npos) << st;
+  EXPECT_LT(absl::Now() - t0, absl::Seconds(5)) << st;
+}
+
+// A shard that is gone fails the next push quickly (UNAVAILABLE), whether
+// the stream to it was open or is opened anew: never a wait to the
+// deadline.
+TEST_P(PsPushPaths, AShardThatIsGoneFailsThePushQuickly) {
+  auto ps = StartPs();
+  size_t total = 0;
+  const std::vector<PsPiece> pieces = OddPieces("gone-job", 2, {ps.get()}, &total);
+  PsClient client(0, PsCredentials{TestKey()->SecretOf("gone-job", 1), 1}, pieces);
+  const std::vector<float> init(total, 0.5f), grad(total, 1.0f);
+  std::vector<float> params(total);
+  ASSERT_TRUE(
+      client.Init(init.data(), SgdConfig(1), absl::Now() + absl::Seconds(10)).ok());
+  ASSERT_TRUE(client.PushPull(0, grad.data(), params.data(), AllOf(pieces),
+                              absl::Now() + absl::Seconds(10))
+                  .ok());
+  ps->server->Shutdown(std::chrono::system_clock::now());
+  ps->server->Wait();
+  for (int64_t step = 1; step <= 2; ++step) {
+    const absl::Time t0 = absl::Now();
+    absl::Status st = client.PushPull(step, grad.data(), params.data(),
+                                      AllOf(pieces), t0 + absl::Seconds(30));
+    EXPECT_FALSE(st.ok()) << "step " << step;
+    EXPECT_LT(absl::Now() - t0, absl::Seconds(10)) << "step " << step << ": " << st;
+  }
+}
+
+// Raw PushPullStream calls: what a stream's credentials prove is checked for
+// every job and rank its frames name, not only for the first frame.
+class PushPullStreamAccess : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ps_ = StartPs();
+    PsPiece piece;
+    piece.key = "member-job/p0";
+    piece.address = ps_->address;
+    piece.count = 4;
+    PsClient rank0(0, PsCredentials{TestKey()->SecretOf("member-job", 1), 1},
+                   {piece});
+    const std::vector<float> init(4, 1.0f);
+    ASSERT_TRUE(
+        rank0.Init(init.data(), SgdConfig(1), absl::Now() + absl::Seconds(10)).ok());
+  }
+  void TearDown() override { ps_->store.EndJob("member-job", "test over"); }
+
+  // Opens a stream as a member of member-job (world 1), writes `frames`,
+  // reads every answer, and returns how the stream ended.
+  grpc::Status Run(const std::vector<v1::TensorFrame>& frames,
+                   std::vector<v1::TensorFrame>* answers) {
+    auto stub = v1::ParameterServer::NewStub(MakeChannel(ps_->address));
+    grpc::ClientContext ctx;
+    ctx.set_deadline(ToChrono(absl::Now() + absl::Seconds(10)));
+    AddPsCredentials(
+        PsCredentials{TestKey()->SecretOf("member-job", 1), 1}, &ctx);
+    auto stream = stub->PushPullStream(&ctx);
+    for (const v1::TensorFrame& f : frames) {
+      if (!stream->Write(f)) break;
+      v1::TensorFrame answer;
+      if (!stream->Read(&answer)) break;
+      answers->push_back(answer);
+    }
+    stream->WritesDone();
+    v1::TensorFrame extra;
+    while (stream->Read(&extra)) answers->push_back(extra);
+    return stream->Finish();
+  }
+
+  static v1::TensorFrame Grad(const std::string& key, int rank, int64_t step) {
+    v1::TensorFrame f;
+    f.mutable_header()->set_kind(v1::TensorHeader::GRAD);
+    f.mutable_header()->set_job_id(key);
+    f.mutable_header()->set_rank(rank);
+    f.mutable_header()->set_step(step);
+    f.mutable_header()->set_count(4);
+    f.set_data(std::string(16, '\0'));
+    return f;
+  }
+
+  std::unique_ptr<PsServer> ps_;
+};
+
+TEST_F(PushPullStreamAccess, AMemberPushesAndGetsItsSliceBack) {
+  std::vector<v1::TensorFrame> answers;
+  grpc::Status st = Run({Grad("member-job/p0", 0, 0), Grad("member-job/p0", 0, 1)},
+                        &answers);
+  EXPECT_TRUE(st.ok()) << st.error_message();
+  ASSERT_EQ(answers.size(), 2u);
+  for (size_t i = 0; i < answers.size(); ++i) {
+    EXPECT_EQ(answers[i].header().kind(), v1::TensorHeader::PARAMS);
+    EXPECT_EQ(answers[i].header().job_id(), "member-job/p0");
+    EXPECT_EQ(answers[i].header().step(), static_cast<int64_t>(i + 1));
+    EXPECT_EQ(answers[i].header().count(), 4u);
+  }
+}
+
+TEST_F(PushPullStreamAccess, AFrameForAnotherJobEndsTheStreamUnsummed) {
+  std::vector<v1::TensorFrame> answers;
+  grpc::Status st =
+      Run({Grad("member-job/p0", 0, 0), Grad("other-job/p0", 0, 0)}, &answers);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::PERMISSION_DENIED)
+      << st.error_message();
+  EXPECT_NE(st.error_message().find("other-job/p0"), std::string::npos)
+      << st.error_message();
+  EXPECT_EQ(answers.size(), 1u);  // the member's own push was answered
+}
+
+TEST_F(PushPullStreamAccess, ARankOutsideTheWorldEndsTheStream) {
+  std::vector<v1::TensorFrame> answers;
+  grpc::Status st =
+      Run({Grad("member-job/p0", 0, 0), Grad("member-job/p0", 1, 1)}, &answers);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::PERMISSION_DENIED)
+      << st.error_message();
+  EXPECT_EQ(answers.size(), 1u);
+}
+
+TEST_F(PushPullStreamAccess, OnlyGradFramesArePushed) {
+  v1::TensorFrame pull = Grad("member-job/p0", 0, 0);
+  pull.mutable_header()->set_kind(v1::TensorHeader::PULL);
+  std::vector<v1::TensorFrame> answers;
+  grpc::Status st = Run({pull}, &answers);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT)
+      << st.error_message();
+  EXPECT_TRUE(answers.empty());
+}
+
+}  // namespace
+}  // namespace gradsync
