@@ -169,7 +169,10 @@ class PushPullStreamReactor final
       store->Push(fh.job_id(), fh.step(), fh.rank(), f.count(),
                   [&f](float* dst) { f.AddTo(dst); }, std::move(reply));
     });
-    StartRead(&buf_);
+    // Under mu_, so that no read starts after Finish (no reaction runs
+    // inline in StartRead).
+    absl::MutexLock lock(&mu_);
+    if (!finishing_) StartRead(&buf_);
   }
 
   // The caller's right to push `h`: checked once per (job, rank) of the

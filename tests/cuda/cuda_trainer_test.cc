@@ -36,6 +36,7 @@
 #include "server/ps/ps_access.h"
 #include "server/ps/ps_service.h"
 #include "server/ps/ps_store.h"
+#include "tests/sync/ps_test_util.h"
 #include "worker/collectives/transport/inproc/inproc_transport.h"
 #include "worker/model/cuda/cuda_backend.h"
 #include "worker/model/cuda/cuda_model.h"
@@ -87,21 +88,6 @@ class SlowSync : public GradientSync {
   const std::unique_ptr<GradientSync> inner_;
   const absl::Duration delay_;
   const bool hide_identity_;
-};
-
-// The PS shard's job key; assignments carry secrets derived from it.
-const std::shared_ptr<const JobKey>& TestKey() {
-  static const auto* key = new std::shared_ptr<const JobKey>(
-      std::make_shared<const JobKey>(*JobKey::Generate()));
-  return *key;
-}
-
-struct PsServer {
-  PsStore store;
-  PsAccess access{TestKey()};
-  std::unique_ptr<PsService> service;
-  std::unique_ptr<grpc::Server> server;
-  std::string address;
 };
 
 struct JobCase {
@@ -202,13 +188,8 @@ class CudaTrainerTest : public ::testing::Test {
 
     std::unique_ptr<PsServer> ps;
     if (c.strategy == "ps") {
-      ps = std::make_unique<PsServer>();
-      ps->service = std::make_unique<PsService>(&ps->store, &ps->access);
-      absl::StatusOr<StartedServer> started =
-          StartServer("127.0.0.1:0", {ps->service.get()});
-      ASSERT_TRUE(started.ok()) << started.status();
-      ps->server = std::move(started->server);
-      ps->address = LocalAddress("127.0.0.1:0", started->port);
+      ps = StartPs();
+      ASSERT_NE(ps->server, nullptr);
     }
     const std::string job_id = absl::StrCat("cuda-trainer-", ++job_counter);
     std::vector<v1::Assignment> as(world);

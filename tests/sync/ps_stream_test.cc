@@ -67,6 +67,32 @@ std::vector<int> AllOf(const std::vector<PsPiece>& pieces) {
   return all;
 }
 
+// Rank 0 of job `job` (`world` ranks, SGD sync) with `count` odd pieces on
+// one shard, installed (Init) from 0.5; gradients of 1.
+struct OneShardJob {
+  OneShardJob(PsServer* ps, const std::string& job, int count, int world)
+      : pieces(OddPieces(job, count, {ps}, &total)),
+        creds{TestKey()->SecretOf(job, world), world},
+        client(0, creds, pieces),
+        grad(total, 1.0f),
+        params(total) {
+    const std::vector<float> init(total, 0.5f);
+    EXPECT_TRUE(client.Init(init.data(), SgdConfig(world),
+                            absl::Now() + absl::Seconds(10))
+                    .ok());
+  }
+  absl::Status Push(int64_t step, absl::Duration timeout) {
+    return client.PushPull(step, grad.data(), params.data(), AllOf(pieces),
+                           absl::Now() + timeout);
+  }
+
+  size_t total = 0;
+  const std::vector<PsPiece> pieces;
+  const PsCredentials creds;
+  PsClient client;
+  std::vector<float> grad, params;
+};
+
 // Three ranks, two shards, odd pieces, three steps: every rank gets every
 // piece's averaged SGD step each time. With streams, each rank opens one
 // stream per shard for all the steps.
@@ -119,23 +145,15 @@ TEST_P(PsPushPaths, EveryRankGetsTheSameStepEveryStep) {
 // first push), not summed twice.
 TEST_P(PsPushPaths, APushNobodyCompletesEndsAtItsDeadline) {
   auto ps = StartPs();
-  size_t total = 0;
-  const std::vector<PsPiece> pieces = OddPieces("late-job", 3, {ps.get()}, &total);
-  PsClient client(0, PsCredentials{TestKey()->SecretOf("late-job", 2), 2},
-                  pieces);
-  const std::vector<float> init(total, 0.5f), grad(total, 1.0f);
-  std::vector<float> params(total);
-  ASSERT_TRUE(
-      client.Init(init.data(), SgdConfig(2), absl::Now() + absl::Seconds(10)).ok());
+  OneShardJob job(ps.get(), "late-job", 3, 2);
   const absl::Time t0 = absl::Now();
-  absl::Status st = client.PushPull(0, grad.data(), params.data(), AllOf(pieces),
-                                    t0 + absl::Milliseconds(300));
+  absl::Status st = job.Push(0, absl::Milliseconds(300));
   EXPECT_EQ(st.code(), absl::StatusCode::kDeadlineExceeded) << st;
   EXPECT_NE(st.message().find("PS shard " + ps->address), std::string::npos)
       << st;
   EXPECT_LT(absl::Now() - t0, absl::Seconds(3));
-  st = client.PushPull(0, grad.data(), params.data(), {0},
-                       absl::Now() + absl::Seconds(5));
+  st = job.client.PushPull(0, job.grad.data(), job.params.data(), {0},
+                           absl::Now() + absl::Seconds(5));
   EXPECT_EQ(st.code(), absl::StatusCode::kFailedPrecondition) << st;
   EXPECT_NE(st.message().find("late-job/p0"), std::string::npos) << st;
   ps->store.EndJob("late-job", "test over");
@@ -193,25 +211,65 @@ TEST_P(PsPushPaths, AbortAndEndJobEndAWaitingPushAtOnce) {
 // deadline.
 TEST_P(PsPushPaths, AShardThatIsGoneFailsThePushQuickly) {
   auto ps = StartPs();
-  size_t total = 0;
-  const std::vector<PsPiece> pieces = OddPieces("gone-job", 2, {ps.get()}, &total);
-  PsClient client(0, PsCredentials{TestKey()->SecretOf("gone-job", 1), 1}, pieces);
-  const std::vector<float> init(total, 0.5f), grad(total, 1.0f);
-  std::vector<float> params(total);
-  ASSERT_TRUE(
-      client.Init(init.data(), SgdConfig(1), absl::Now() + absl::Seconds(10)).ok());
-  ASSERT_TRUE(client.PushPull(0, grad.data(), params.data(), AllOf(pieces),
-                              absl::Now() + absl::Seconds(10))
-                  .ok());
+  OneShardJob job(ps.get(), "gone-job", 2, 1);
+  ASSERT_TRUE(job.Push(0, absl::Seconds(10)).ok());
   ps->server->Shutdown(std::chrono::system_clock::now());
   ps->server->Wait();
   for (int64_t step = 1; step <= 2; ++step) {
     const absl::Time t0 = absl::Now();
-    absl::Status st = client.PushPull(step, grad.data(), params.data(),
-                                      AllOf(pieces), t0 + absl::Seconds(30));
+    absl::Status st = job.Push(step, absl::Seconds(30));
     EXPECT_FALSE(st.ok()) << "step " << step;
     EXPECT_LT(absl::Now() - t0, absl::Seconds(10)) << "step " << step << ": " << st;
   }
+}
+
+// A piece that fails on one shard cancels the streams to the others, whose
+// pieces were answered already; the client is then destroyed at once, as a
+// failed worker does (closing streams whose end is still on its way). Many
+// rounds, to give that race its chances; each ends promptly.
+TEST(PsPushStreams, AFailedPieceThenAnImmediateTeardownNeverHangs) {
+  SetPsPushStreams(true);
+  auto a = StartPs();
+  auto b = StartPs();
+  for (int round = 0; round < 20; ++round) {
+    const std::string job = absl::StrCat("teardown-", round);
+    size_t total = 0;
+    const std::vector<PsPiece> pieces =
+        OddPieces(job, 2, {a.get(), b.get()}, &total);
+    const PsCredentials creds{TestKey()->SecretOf(job, 1), 1};
+    const std::vector<float> init(total, 0.5f), grad(total, 1.0f);
+    std::vector<float> params(total);
+    {
+      // Only piece 0 (on shard a) is installed; piece 1 fails on b.
+      PsClient installer(0, creds, {pieces[0]});
+      ASSERT_TRUE(installer.Init(init.data(), SgdConfig(1),
+                                 absl::Now() + absl::Seconds(10)).ok());
+    }
+    const absl::Time t0 = absl::Now();
+    {
+      PsClient client(0, creds, pieces);
+      absl::Status st = client.PushPull(0, grad.data(), params.data(),
+                                        AllOf(pieces), t0 + absl::Seconds(30));
+      EXPECT_EQ(st.code(), absl::StatusCode::kFailedPrecondition) << st;
+      EXPECT_NE(st.message().find(job + "/p1"), std::string::npos) << st;
+    }
+    EXPECT_LT(absl::Now() - t0, absl::Seconds(5)) << "round " << round;
+    a->store.EndJob(job, "test over");
+  }
+}
+
+// A piece listed twice in one push fails at once (a stream could not tell
+// its two answers apart), instead of leaving one copy waiting.
+TEST(PsPushStreams, APieceListedTwiceFailsAtOnce) {
+  SetPsPushStreams(true);
+  auto ps = StartPs();
+  OneShardJob job(ps.get(), "twice-job", 2, 1);
+  const absl::Time t0 = absl::Now();
+  absl::Status st = job.client.PushPull(0, job.grad.data(), job.params.data(),
+                                        {0, 1, 0}, t0 + absl::Seconds(30));
+  EXPECT_FALSE(st.ok());
+  EXPECT_LT(absl::Now() - t0, absl::Seconds(10)) << st;
+  ps->store.EndJob("twice-job", "test over");
 }
 
 // Raw PushPullStream calls: what a stream's credentials prove is checked for

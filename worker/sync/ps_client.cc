@@ -160,6 +160,12 @@ absl::Status FromPiece(const PsPiece& piece, const absl::Status& st) {
                                               piece.key, "): ", st.message()));
 }
 
+// `st` (not OK) from the shard at `address`, naming it.
+absl::Status FromShard(const std::string& address, const absl::Status& st) {
+  return absl::Status(st.code(),
+                      absl::StrCat("PS shard ", address, ": ", st.message()));
+}
+
 // One async unary call per piece; gRPC ends each at its deadline.
 class UnaryCalls final : public PsPieceCalls {
  public:
@@ -227,7 +233,12 @@ class StreamCalls final : public PsPieceCalls {
       Finish(i, FromPiece(piece, sink.status()), {});
       return;
     }
-    (*sink)->Expect(piece, i);
+    if (!(*sink)->Expect(piece, i)) {
+      Finish(i, FromPiece(piece, absl::InvalidArgumentError(
+                                     "piece listed twice in one push")),
+             {});
+      return;
+    }
     absl::Status st = (*sink)->stream->Write(std::move(request));
     if (!st.ok()) (*sink)->Lost(piece.key, st);
   }
@@ -251,18 +262,20 @@ class StreamCalls final : public PsPieceCalls {
     Sink(StreamCalls* owner, std::shared_ptr<PsPushStream> s)
         : owner(owner), stream(std::move(s)) {}
 
-    void Expect(const PsPiece& piece, size_t i) {
+    // False when the piece waits already (listed twice in one call).
+    bool Expect(const PsPiece& piece, size_t i) {
       absl::MutexLock lock(&mu);
-      waiting[piece.key] = Waiter{&piece, i};
+      return waiting.emplace(piece.key, Waiter{&piece, i}).second;
     }
     // The piece's frame could not be written.
     void Lost(const std::string& key, const absl::Status& st) {
       std::optional<Waiter> w = Take(key);
       if (w) owner->Finish(w->i, FromPiece(*w->piece, st), {});
     }
+    // (The stream ends itself on a frame that does not parse.)
     void Answered(grpc::ByteBuffer frame) override {
       absl::StatusOr<DecodedFrame> f = DecodedFrame::Parse(frame);
-      if (!f.ok()) return;  // no piece to fail: the ones waiting time out
+      if (!f.ok()) return;
       std::optional<Waiter> w = Take(f->header().job_id());
       if (w) owner->Finish(w->i, absl::OkStatus(), std::move(frame));
     }
@@ -272,8 +285,12 @@ class StreamCalls final : public PsPieceCalls {
         absl::MutexLock lock(&mu);
         left.swap(waiting);
       }
+      // The stream's end concerns the stream, not one piece: name the
+      // shard only (a shard's error names the slice it is about).
       const absl::Status cause = owner->Cause(why);
-      for (auto& [key, w] : left) owner->Finish(w.i, FromPiece(*w.piece, cause), {});
+      for (auto& [key, w] : left) {
+        owner->Finish(w.i, FromShard(w.piece->address, cause), {});
+      }
     }
 
     struct Waiter {
@@ -350,6 +367,13 @@ absl::Status PsClient::CallAll(
     absl::MutexLock lock(&mu_);
     if (!aborted_.ok()) return aborted_;
     active_.insert(&calls);
+  }
+  if (stream && deadline <= absl::Now()) {
+    // A frame carries no deadline: send nothing a unary call would refuse.
+    absl::MutexLock lock(&mu_);
+    active_.erase(&calls);
+    return absl::DeadlineExceededError(absl::StrCat(
+        "PS ", tag.phase, " of step ", tag.step, ": deadline already passed"));
   }
   // 1-2. (An Abort before a call starts cancels it as it starts.)
   size_t launched = 0;

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/grpc/grpc_util.h"
+#include "common/grpc/tensor_frame.h"
 
 namespace gradsync {
 
@@ -78,7 +79,9 @@ void PsPushStream::Close(absl::Time deadline) {
     if (done_) return;
     closing_ = true;
     stopping_ = true;
-    if (!writing_ && !writes_done_) {
+    // Only while the hold is ours: once Cancel or the shard's end released
+    // it, the call may be gone before OnDone runs (then just wait for it).
+    if (!hold_released_ && !writing_ && !writes_done_) {
       writes_done_ = true;
       StartWritesDone();
     }
@@ -115,6 +118,14 @@ void PsPushStream::OnWriteDone(bool ok) {
 }
 
 void PsPushStream::OnReadDone(bool ok) {
+  if (ok && !DecodedFrame::Parse(read_).ok()) {
+    // An answer that names no slice cannot be matched: rather than leave
+    // the pieces waiting until their deadline, end the stream (its end
+    // fails them at once).
+    read_.Clear();
+    ctx_.TryCancel();
+    ok = false;
+  }
   if (ok) {
     {
       absl::MutexLock lock(&mu_);
@@ -142,9 +153,7 @@ void PsPushStream::OnDone(const grpc::Status& s) {
     done_ = true;
     queue_.clear();
     if (!s.ok()) {
-      const absl::Status st = FromGrpcStatus(s);
-      end_ = absl::Status(st.code(), absl::StrCat("PS shard ", address_, ": ",
-                                                  st.message()));
+      end_ = FromGrpcStatus(s);  // the sink names the shard
     } else {
       end_ = absl::UnavailableError(
           absl::StrCat("PS shard ", address_, " closed the push stream"));
