@@ -347,33 +347,34 @@ class StreamCalls final : public PsPieceCalls {
 
 }  // namespace
 
+std::unique_ptr<PsPieceCalls> PsClient::MakeCalls(const std::string& method,
+                                                  size_t n, bool stream) {
+  if (stream) {
+    return std::make_unique<StreamCalls>(
+        n, [this](const std::string& address) { return StreamFor(address); });
+  }
+  return std::make_unique<UnaryCalls>(
+      n, method, &creds_,
+      [this](const std::string& address) { return stubs_[address].get(); });
+}
+
 absl::Status PsClient::CallAll(
     const std::string& method, const std::vector<int>& which,
     const std::function<grpc::ByteBuffer(const PsPiece&)>& request, float* out,
     absl::Time deadline, const WaitTag& tag, size_t window, bool stream) {
   const size_t n = which.size();
   if (window == 0 || window > n) window = n;
-  std::unique_ptr<PsPieceCalls> made;
-  if (stream) {
-    made = std::make_unique<StreamCalls>(
-        n, [this](const std::string& address) { return StreamFor(address); });
-  } else {
-    made = std::make_unique<UnaryCalls>(
-        n, method, &creds_,
-        [this](const std::string& address) { return stubs_[address].get(); });
+  if (stream && deadline <= absl::Now()) {
+    // A frame carries no deadline: send nothing a unary call would refuse.
+    return absl::DeadlineExceededError(absl::StrCat(
+        "PS ", tag.phase, " of step ", tag.step, ": deadline already passed"));
   }
+  const std::unique_ptr<PsPieceCalls> made = MakeCalls(method, n, stream);
   PsPieceCalls& calls = *made;
   {
     absl::MutexLock lock(&mu_);
     if (!aborted_.ok()) return aborted_;
     active_.insert(&calls);
-  }
-  if (stream && deadline <= absl::Now()) {
-    // A frame carries no deadline: send nothing a unary call would refuse.
-    absl::MutexLock lock(&mu_);
-    active_.erase(&calls);
-    return absl::DeadlineExceededError(absl::StrCat(
-        "PS ", tag.phase, " of step ", tag.step, ": deadline already passed"));
   }
   // 1-2. (An Abort before a call starts cancels it as it starts.)
   size_t launched = 0;

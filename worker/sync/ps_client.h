@@ -146,6 +146,10 @@ class PsClient {
                        const std::function<grpc::ByteBuffer(const PsPiece&)>& request,
                        float* out, absl::Time deadline, const WaitTag& tag,
                        size_t window = 0, bool stream = false);
+  // The n calls of one CallAll: unary calls of `method`, or (`stream`)
+  // frames on the push streams.
+  std::unique_ptr<PsPieceCalls> MakeCalls(const std::string& method, size_t n,
+                                          bool stream);
   // `address`'s push stream: the open one, or a new one when it ended.
   absl::StatusOr<std::shared_ptr<PsPushStream>> StreamFor(
       const std::string& address);
