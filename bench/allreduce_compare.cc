@@ -56,6 +56,10 @@ ABSL_FLAG(int64_t, segment_bytes, 1 << 20, "gradsync ring segment size.");
 ABSL_FLAG(int, connections, 1,
           "gradsync: TCP connections per peer (segments striped over them).");
 ABSL_FLAG(std::string, json, "", "Write the rows as JSON to this file.");
+ABSL_FLAG(int64_t, peer_bulk_bytes, 4 << 20,
+          "gradsync: allreduces of at least this many bytes go on the bulk "
+          "connections (ports base_port + ranks + rank, no BDP probing), as "
+          "in a job; 0 = never.");
 
 namespace gradsync {
 namespace {
@@ -153,22 +157,32 @@ RankTimes RunGloo(const Config& c, int rank, const std::string& dir) {
 RankTimes RunGradsync(const Config& c, int rank) {
   const int base = absl::GetFlag(FLAGS_base_port);
   std::vector<std::string> peers;
+  std::vector<std::string> bulk_peers;  // as the workers' --bulk_port
   for (int r = 0; r < c.ranks; ++r) {
     peers.push_back(absl::StrCat("127.0.0.1:", base + r));
+    bulk_peers.push_back(absl::StrCat("127.0.0.1:", base + c.ranks + r));
   }
   PeerMailboxes mailboxes;
   PeerService service(&mailboxes);
+  PeerService bulk_service(&mailboxes);
   absl::StatusOr<StartedServer> server =
       StartPeerServer(peers[rank], {&service});
-  if (!server.ok()) {
-    std::fprintf(stderr, "rank %d: %s\n", rank, server.status().ToString().c_str());
-    return {};
+  absl::StatusOr<StartedServer> bulk_server =
+      StartPeerServer(bulk_peers[rank], {&bulk_service}, /*bulk=*/true);
+  for (const auto* s : {&server, &bulk_server}) {
+    if (!s->ok()) {
+      std::fprintf(stderr, "rank %d: %s\n", rank, s->status().ToString().c_str());
+      return {};
+    }
   }
   const std::string job = "compare";
   RankTimes out;
   {
     GrpcTransportOptions topts;
     topts.connections_per_peer = absl::GetFlag(FLAGS_connections);
+    const int64_t bulk = absl::GetFlag(FLAGS_peer_bulk_bytes);
+    topts.bulk_bytes = bulk > 0 ? static_cast<size_t>(bulk) : 0;
+    topts.bulk_peer_addresses = bulk_peers;
     // Every rank of this benchmark knows the job; a fixed secret will do.
     topts.job_secret = job;
     GrpcTransport transport(
@@ -198,6 +212,7 @@ RankTimes RunGradsync(const Config& c, int rank) {
     absl::SleepFor(absl::Milliseconds(200));
   }
   server->server->Shutdown(ToChrono(absl::Now() + absl::Seconds(1)));
+  bulk_server->server->Shutdown(ToChrono(absl::Now() + absl::Seconds(1)));
   return out;
 }
 

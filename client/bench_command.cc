@@ -264,6 +264,7 @@ v1::JobSpec BenchSpecOf(const BenchCommandOptions& o, v1::Algorithm algorithm) {
   s.set_chunk_bytes(o.chunk_bytes);
   s.set_step_timeout_ms(o.step_timeout_ms);
   s.set_connections_per_peer(o.connections_per_peer);
+  s.set_peer_bulk_bytes(o.peer_bulk_bytes);
   s.set_wire_dtype(o.wire_dtype);
   s.set_groups(o.groups);
   v1::BenchSpec* b = s.mutable_bench();

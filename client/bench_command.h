@@ -35,6 +35,7 @@ struct BenchCommandOptions {
   int64_t chunk_bytes = 1 << 20;
   int step_timeout_ms = 30000;
   int connections_per_peer = 1;
+  int64_t peer_bulk_bytes = 0;  // JobSpec.peer_bulk_bytes
   v1::WireDtype wire_dtype = v1::WIRE_DTYPE_FP32;
   std::string groups;           // hier: a host group id per rank, "0,0,1,1"
   std::string results;          // results JSON path; empty = none

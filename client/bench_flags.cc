@@ -37,6 +37,7 @@ ABSL_DECLARE_FLAG(std::string, algorithm);
 ABSL_DECLARE_FLAG(int64_t, chunk_bytes);
 ABSL_DECLARE_FLAG(int, step_timeout_ms);
 ABSL_DECLARE_FLAG(int, connections_per_peer);
+ABSL_DECLARE_FLAG(int64_t, peer_bulk_bytes);
 ABSL_DECLARE_FLAG(std::string, wire_dtype);
 ABSL_DECLARE_FLAG(std::string, tuning_file);
 ABSL_DECLARE_FLAG(std::string, groups);
@@ -71,6 +72,7 @@ absl::StatusOr<BenchCommandOptions> BenchOptionsFromFlags(bool local) {
   o.chunk_bytes = absl::GetFlag(FLAGS_chunk_bytes);
   o.step_timeout_ms = absl::GetFlag(FLAGS_step_timeout_ms);
   o.connections_per_peer = absl::GetFlag(FLAGS_connections_per_peer);
+  o.peer_bulk_bytes = absl::GetFlag(FLAGS_peer_bulk_bytes);
   absl::StatusOr<v1::WireDtype> wire =
       ParseWireDtype(absl::GetFlag(FLAGS_wire_dtype));
   if (!wire.ok()) return wire.status();

@@ -79,6 +79,13 @@ ABSL_FLAG(int, connections_per_peer, 1,
           "Ring: TCP connections to each neighbour, segments striped over "
           "them (1..8; more helps where one connection's transport work "
           "saturates a core).");
+ABSL_FLAG(int64_t, peer_bulk_bytes, 0,
+          "Ring strategy and benches: collectives over at least this many "
+          "bytes travel on the workers' bulk connections, whose receivers "
+          "keep gRPC's initial flow-control windows instead of growing them "
+          "by bandwidth-delay probing, so a sender waits for its receiver "
+          "rather than filling its memory (README 'Bulk connections'). "
+          "0 = the default, 4 MiB; -1 = never.");
 ABSL_FLAG(std::string, wire_dtype, "fp32",
           "Element format of gradients and parameters on the wire, both "
           "strategies: fp32, bf16 or fp16 (16-bit halves the bytes; values "
@@ -193,6 +200,7 @@ v1::JobSpec SpecFromFlags() {
   s.set_device(EnumFlag(ParseDevice(absl::GetFlag(FLAGS_device))));
   s.set_chunk_bytes(absl::GetFlag(FLAGS_chunk_bytes));
   s.set_connections_per_peer(absl::GetFlag(FLAGS_connections_per_peer));
+  s.set_peer_bulk_bytes(absl::GetFlag(FLAGS_peer_bulk_bytes));
   s.set_algorithm(EnumFlag(ParseAlgorithm(absl::GetFlag(FLAGS_algorithm))));
   s.set_groups(absl::GetFlag(FLAGS_groups));
   s.set_wire_dtype(EnumFlag(ParseWireDtype(absl::GetFlag(FLAGS_wire_dtype))));

@@ -33,6 +33,16 @@ ABSL_FLAG(std::string, advertise, "",
           "listen address with 0.0.0.0 replaced by 127.0.0.1). Set it in "
           "containers, e.g. --advertise=worker1:7000, or to 'auto': this "
           "host's name and the listen port (compose --scale, StatefulSets).");
+ABSL_FLAG(int, bulk_port, 0,
+          "Port of this worker's second Peer server, for bulk connections: "
+          "collectives of at least the job's peer_bulk_bytes (client flag "
+          "--peer_bulk_bytes, default 4 MiB) travel there, on connections "
+          "whose receiver does not grow its HTTP/2 windows by probing "
+          "(faster for large tensors, see README 'Bulk connections'). On the "
+          "--listen host, advertised with the --advertise host. 0 picks a "
+          "free port; -1 serves none, and peers send everything to --listen. "
+          "A peer that cannot reach this port falls back to --listen after "
+          "3 s, with a warning.");
 ABSL_FLAG(std::string, id, "", "Worker id shown in listings and errors "
           "(default: hostname-pid).");
 ABSL_FLAG(std::string, data_dir, "",
@@ -72,6 +82,12 @@ absl::StatusOr<gradsync::WorkerOptions> WorkerOptionsFromFlags() {
   o.coordinator = absl::GetFlag(FLAGS_coordinator);
   o.listen = absl::GetFlag(FLAGS_listen);
   o.advertise = absl::GetFlag(FLAGS_advertise);
+  o.bulk_port = absl::GetFlag(FLAGS_bulk_port);
+  if (o.bulk_port < -1 || o.bulk_port > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--bulk_port must be a port (0 = any free one) or -1, got ",
+        o.bulk_port));
+  }
   o.id = absl::GetFlag(FLAGS_id);
   o.data_dir = absl::GetFlag(FLAGS_data_dir);
   o.allowed_data_dirs = absl::GetFlag(FLAGS_allowed_data_dirs);
@@ -127,7 +143,7 @@ int main(int argc, char** argv) {
   gradsync::BlockTerminationSignals();
   absl::SetProgramUsageMessage(
       "gradsync-worker --coordinator=HOST:PORT [--listen=HOST:PORT] "
-      "[--advertise=HOST:PORT] --token_file=PATH|--auth=none "
+      "[--advertise=HOST:PORT] [--bulk_port=PORT] --token_file=PATH|--auth=none "
       "[--tls_cert=PEM --tls_key=PEM --tls_ca=PEM]\n\nJoins the coordinator, waits for jobs, trains "
       "its shard of the data and synchronises gradients by the job's strategy. "
       "Stops cleanly on SIGINT/SIGTERM. The token and TLS flags (a token "

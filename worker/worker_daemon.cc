@@ -48,6 +48,12 @@ GrpcTransportOptions TransportOptions(const v1::Assignment& a) {
   o.connections_per_peer = std::max(1, spec.connections_per_peer());
   // Validated by the coordinator; an unknown value cannot reach here.
   o.wire_dtype = WireDtypeOf(spec.wire_dtype()).value_or(WireDtype::kFp32);
+  // -1 (never), or 0 from a coordinator that predates the field: no bulk.
+  o.bulk_bytes = spec.peer_bulk_bytes() > 0
+                     ? static_cast<size_t>(spec.peer_bulk_bytes())
+                     : 0;
+  o.bulk_peer_addresses.assign(a.bulk_peer_addresses().begin(),
+                               a.bulk_peer_addresses().end());
   return o;
 }
 
@@ -101,20 +107,39 @@ WorkerDaemon::WorkerDaemon(WorkerOptions options)
 WorkerDaemon::~WorkerDaemon() {
   Stop();
   JoinJobThread();
-  if (server_) {
-    server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
-    server_->Wait();
+  for (grpc::Server* s : {server_.get(), bulk_server_.get()}) {
+    if (s == nullptr) continue;
+    s->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+    s->Wait();
   }
 }
 
 absl::StatusOr<std::string> WorkerDaemon::Start() {
-  peer_service_ = std::make_unique<PeerService>(&mailboxes_);
+  peer_service_ = std::make_unique<PeerService>(
+      &mailboxes_, metrics_.peer_streams->WithLabels({"peer"}));
   absl::StatusOr<StartedServer> started =
       StartPeerServer(options_.listen, {peer_service_.get()});
   if (!started.ok()) return started.status();
   server_ = std::move(started->server);
   advertise_ =
       AdvertiseAddress(options_.advertise, options_.listen, started->port);
+  if (options_.bulk_port >= 0) {
+    bulk_peer_service_ = std::make_unique<PeerService>(
+        &mailboxes_, metrics_.peer_streams->WithLabels({"bulk"}));
+    const std::string host = options_.listen.substr(0, options_.listen.rfind(':'));
+    absl::StatusOr<StartedServer> bulk =
+        StartPeerServer(absl::StrCat(host, ":", options_.bulk_port),
+                        {bulk_peer_service_.get()}, /*bulk=*/true);
+    if (!bulk.ok()) {
+      return absl::UnavailableError(
+          absl::StrCat("--bulk_port: ", bulk.status().message(),
+                       " (-1 runs no bulk server)"));
+    }
+    bulk_server_ = std::move(bulk->server);
+    bulk_advertise_ = BulkAddress(advertise_, bulk->port);
+    spdlog::info("bulk Peer server on port {}, advertised as {}", bulk->port,
+                 bulk_advertise_);
+  }
   return advertise_;
 }
 
@@ -237,6 +262,7 @@ absl::Status WorkerDaemon::Session() {
   v1::WorkerMessage reg;
   reg.mutable_register_()->set_worker_id(id_);
   reg.mutable_register_()->set_peer_address(advertise_);
+  reg.mutable_register_()->set_bulk_peer_address(bulk_advertise_);
   reg.mutable_register_()->set_num_gpus(options_.num_gpus);
   Write(reg);
 

@@ -48,6 +48,10 @@ struct WorkerOptions {
   std::string listen = "0.0.0.0:0";
   std::string advertise;     // default: listen host (0.0.0.0 -> 127.0.0.1);
                              // "auto": hostname:bound port
+  // Port of the bulk Peer server (common/grpc/grpc_util.h "Bulk
+  // connections") on the listen host, advertised with the advertised host;
+  // 0: a free one; -1: none (peers send large collectives to `listen` too).
+  int bulk_port = 0;
   std::string id;            // default: hostname-pid
   // Data directories (worker/model/data_dirs.h): `data_dir` is read by jobs
   // that name none ("" = kDefaultFashionMnistDir); a job naming one must
@@ -73,7 +77,8 @@ class WorkerDaemon {
   explicit WorkerDaemon(WorkerOptions options);
   ~WorkerDaemon();
 
-  // Starts the Peer server. Returns the advertised peer address.
+  // Starts the Peer server and the bulk one. Returns the advertised peer
+  // address.
   absl::StatusOr<std::string> Start();
   // Session loop: joins the coordinator, reconnects when the session breaks,
   // returns after Stop().
@@ -155,6 +160,9 @@ class WorkerDaemon {
   PeerMailboxes mailboxes_;
   std::unique_ptr<PeerService> peer_service_;
   std::unique_ptr<grpc::Server> server_;
+  std::string bulk_advertise_;  // empty: no bulk server
+  std::unique_ptr<PeerService> bulk_peer_service_;
+  std::unique_ptr<grpc::Server> bulk_server_;
 
   absl::Mutex write_mu_;
   Stream* stream_ ABSL_GUARDED_BY(write_mu_) = nullptr;

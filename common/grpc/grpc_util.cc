@@ -25,10 +25,11 @@ namespace {
 std::atomic<bool> peer_bdp_probe{true};
 std::atomic<bool> ps_push_streams{true};
 
-// Calls set(name, value) for the Peer service's extra arguments.
+// Calls set(name, value) for the Peer service's extra arguments: no BDP
+// probing on bulk connections, nor anywhere with --peer_bdp_probe=false.
 template <typename Set>
-void AddPeerArgs(Set set) {
-  if (!PeerBdpProbe()) set(GRPC_ARG_HTTP2_BDP_PROBE, 0);
+void AddPeerArgs(bool bulk, Set set) {
+  if (bulk || !PeerBdpProbe()) set(GRPC_ARG_HTTP2_BDP_PROBE, 0);
 }
 
 }  // namespace
@@ -78,26 +79,28 @@ void ConfigureServerBuilder(grpc::ServerBuilder* builder) {
       GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 1000);
 }
 
-grpc::ChannelArguments PeerChannelArgs() {
+grpc::ChannelArguments PeerChannelArgs(bool bulk) {
   grpc::ChannelArguments args = DefaultChannelArgs(/*own_connection=*/true);
-  AddPeerArgs([&](const char* name, int v) { args.SetInt(name, v); });
+  AddPeerArgs(bulk, [&](const char* name, int v) { args.SetInt(name, v); });
   return args;
 }
 
-std::shared_ptr<grpc::Channel> MakePeerChannel(const std::string& target) {
-  return MakeSecureChannel(target, PeerChannelArgs(), GetClusterSecurity());
+std::shared_ptr<grpc::Channel> MakePeerChannel(const std::string& target,
+                                               bool bulk) {
+  return MakeSecureChannel(target, PeerChannelArgs(bulk), GetClusterSecurity());
 }
 
 namespace {
 
 absl::StatusOr<StartedServer> Start(const std::string& listen,
                                     const std::vector<grpc::Service*>& services,
-                                    bool peer) {
+                                    bool peer, bool bulk) {
   grpc::ServerBuilder builder;
   ConfigureServerBuilder(&builder);
   if (peer) {
-    AddPeerArgs(
-        [&](const char* name, int v) { builder.AddChannelArgument(name, v); });
+    AddPeerArgs(bulk, [&](const char* name, int v) {
+      builder.AddChannelArgument(name, v);
+    });
   }
   StartedServer out;
   builder.AddListeningPort(listen, ServerCredentialsFor(GetClusterSecurity()),
@@ -115,12 +118,19 @@ absl::StatusOr<StartedServer> Start(const std::string& listen,
 
 absl::StatusOr<StartedServer> StartServer(
     const std::string& listen, const std::vector<grpc::Service*>& services) {
-  return Start(listen, services, /*peer=*/false);
+  return Start(listen, services, /*peer=*/false, /*bulk=*/false);
 }
 
 absl::StatusOr<StartedServer> StartPeerServer(
-    const std::string& listen, const std::vector<grpc::Service*>& services) {
-  return Start(listen, services, /*peer=*/true);
+    const std::string& listen, const std::vector<grpc::Service*>& services,
+    bool bulk) {
+  return Start(listen, services, /*peer=*/true, bulk);
+}
+
+std::string BulkAddress(const std::string& advertise, int bulk_port) {
+  const size_t colon = advertise.rfind(':');
+  if (colon == std::string::npos || bulk_port <= 0) return "";
+  return absl::StrCat(advertise.substr(0, colon), ":", bulk_port);
 }
 
 std::string LocalAddress(const std::string& listen, int port) {

@@ -71,12 +71,20 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& target,
 void ConfigureServerBuilder(grpc::ServerBuilder* builder);
 
 // The collective data plane (the Peer service, worker/collectives): a
-// channel of its own (own_connection) with BDP probing as set above. PS
-// channels and servers always probe: with probing off, PS push/pull of
-// 64 MiB on emulated 1 Gbit hosts reached 83 % of the link bound against
-// 92 % (ring and hd the same either way).
-grpc::ChannelArguments PeerChannelArgs();
-std::shared_ptr<grpc::Channel> MakePeerChannel(const std::string& target);
+// channel of its own (own_connection) with BDP probing as set above, or,
+// for a bulk connection (`bulk`), never. PS channels and servers always
+// probe: with probing off, PS push/pull of 64 MiB on emulated 1 Gbit hosts
+// reached 83 % of the link bound against 92 % (ring and hd the same either
+// way).
+//
+// Bulk connections: BDP probing is a setting of the receiving server, so a
+// worker serves the Peer service twice, on its peer port (probing as set
+// above) and on a bulk port (never probing); a collective of at least the
+// job's peer_bulk_bytes sends on the bulk ones (GrpcTransportOptions), where
+// a sender waits for its receiver instead of filling its memory.
+grpc::ChannelArguments PeerChannelArgs(bool bulk = false);
+std::shared_ptr<grpc::Channel> MakePeerChannel(const std::string& target,
+                                               bool bulk = false);
 
 struct StartedServer {
   std::unique_ptr<grpc::Server> server;
@@ -88,9 +96,16 @@ struct StartedServer {
 // outlive it. UNAVAILABLE naming the address when it cannot listen.
 absl::StatusOr<StartedServer> StartServer(
     const std::string& listen, const std::vector<grpc::Service*>& services);
-// StartServer for the Peer service: with BDP probing as set above.
+// StartServer for the Peer service: with BDP probing as set above, or
+// (`bulk`) never.
 absl::StatusOr<StartedServer> StartPeerServer(
-    const std::string& listen, const std::vector<grpc::Service*>& services);
+    const std::string& listen, const std::vector<grpc::Service*>& services,
+    bool bulk = false);
+
+// The address of a bulk Peer server on `bulk_port` of the host that
+// `advertise` ("HOST:port") names; "" when bulk_port is not a port (<= 0)
+// or advertise has no port.
+std::string BulkAddress(const std::string& advertise, int bulk_port);
 
 // "HOST:port" for others to dial: the listen host, with a wildcard (empty,
 // 0.0.0.0, [::]) replaced by 127.0.0.1.

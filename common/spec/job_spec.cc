@@ -306,6 +306,10 @@ absl::Status ValidateSizes(v1::JobSpec* s, int available_ps_shards) {
     return Bad("connections_per_peer", "must be >= 0");
   }
   if (s->connections_per_peer() == 0) s->set_connections_per_peer(1);
+  if (s->peer_bulk_bytes() < -1) {
+    return Bad("peer_bulk_bytes", "must be >= 0, or -1 for never");
+  }
+  if (s->peer_bulk_bytes() == 0) s->set_peer_bulk_bytes(kDefaultPeerBulkBytes);
   if (s->step_timeout_ms() < 0) return Bad("step_timeout_ms", "must be >= 0");
   if (s->step_timeout_ms() == 0) s->set_step_timeout_ms(kDefaultStepTimeoutMs);
   if (s->stall_report_ms() < 0) return Bad("stall_report_ms", "must be >= 0");

@@ -234,8 +234,9 @@ grpc::Status Coordinator::OpenSession(grpc::ServerContext* ctx,
                                       const std::shared_ptr<WriteChannel>& chan) {
   absl::MutexLock lock(&mu_);
   if (shutdown_) return ShuttingDown();
-  absl::Status st = workers_.Register(reg.worker_id(), reg.peer_address(),
-                                      reg.num_gpus(), clock_->Now());
+  absl::Status st =
+      workers_.Register(reg.worker_id(), reg.peer_address(), reg.num_gpus(),
+                        clock_->Now(), reg.bulk_peer_address());
   if (!st.ok()) return ToGrpcStatus(st);
   sessions_[reg.worker_id()] = Session{ctx, chan};
   v1::CoordinatorMessage msg;

@@ -220,7 +220,10 @@ v1::Assignment JobTable::MakeAssignment(
   a.set_world_size(spec.workers());
   a.set_num_params(num_params);
   for (int width : e.model.widths) a.add_layer_widths(width);
-  for (const RegisteredWorker* w : picked) a.add_peer_addresses(w->peer_address);
+  for (const RegisteredWorker* w : picked) {
+    a.add_peer_addresses(w->peer_address);
+    a.add_bulk_peer_addresses(w->bulk_peer_address);
+  }
   AddSecrets(e, &a);
   if (UsesPs(spec)) {
     // Shards own no contiguous slice: workers cut their buckets into

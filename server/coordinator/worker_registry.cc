@@ -9,7 +9,8 @@ namespace gradsync {
 
 absl::Status WorkerRegistry::Register(const std::string& id,
                                       const std::string& peer_address,
-                                      int num_gpus, absl::Time now) {
+                                      int num_gpus, absl::Time now,
+                                      const std::string& bulk_peer_address) {
   if (IsLive(id)) {
     return absl::AlreadyExistsError(
         absl::StrCat("worker id ", id, " is already joined"));
@@ -18,6 +19,7 @@ absl::Status WorkerRegistry::Register(const std::string& id,
   w = RegisteredWorker{};
   w.id = id;
   w.peer_address = peer_address;
+  w.bulk_peer_address = bulk_peer_address;
   w.num_gpus = num_gpus;
   w.order = next_order_++;
   w.last_seen = now;

@@ -21,6 +21,7 @@ namespace gradsync {
 struct RegisteredWorker {
   std::string id;
   std::string peer_address;  // where ring neighbours reach its Peer service
+  std::string bulk_peer_address;  // its bulk Peer server; empty: none
   int num_gpus = 0;
   int64_t order = 0;         // registration order; a re-registration is new
   std::string job_id;        // empty when idle
@@ -34,7 +35,8 @@ class WorkerRegistry {
   // replaced (it gets a new registration order). ALREADY_EXISTS when a live
   // worker has the id.
   absl::Status Register(const std::string& id, const std::string& peer_address,
-                        int num_gpus, absl::Time now);
+                        int num_gpus, absl::Time now,
+                        const std::string& bulk_peer_address = "");
 
   // The worker with this id, dead or alive; nullptr when unknown.
   const RegisteredWorker* Find(const std::string& id) const;

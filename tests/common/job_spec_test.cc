@@ -33,11 +33,22 @@ TEST(JobSpec, DefaultsAreFilledIn) {
   EXPECT_EQ(r->bucket_bytes(), kDefaultBucketBytes);
   EXPECT_EQ(r->model(), "mlp:784-256-128-10");
   EXPECT_EQ(r->epochs(), 1);
+  EXPECT_EQ(r->peer_bulk_bytes(), kDefaultPeerBulkBytes);
   v1::JobSpec s = Good();
   s.set_mode(v1::SYNC_MODE_ASYNC);
   r = ValidateJobSpec(s, 1);
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->staleness(), 1);  // ring async default
+}
+
+TEST(JobSpec, PeerBulkBytesKeepsNeverAndExplicitSizes) {
+  for (int64_t v : {int64_t{-1}, int64_t{1}, int64_t{64} << 20}) {
+    v1::JobSpec s = Good();
+    s.set_peer_bulk_bytes(v);
+    auto r = ValidateJobSpec(s, 1);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->peer_bulk_bytes(), v);
+  }
 }
 
 TEST(JobSpec, BadFieldsAreNamed) {
@@ -118,6 +129,9 @@ TEST(JobSpec, CapsRefuseSpecsThatWouldExhaustADaemon) {
   s = Good();
   s.set_connections_per_peer(-1);
   ExpectBad(s, "connections_per_peer");
+  s = Good();
+  s.set_peer_bulk_bytes(-2);
+  ExpectBad(s, "peer_bulk_bytes");
   s = Good();
   s.set_strategy(v1::STRATEGY_PS);
   s.set_mode(v1::SYNC_MODE_ASYNC);

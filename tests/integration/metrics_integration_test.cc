@@ -95,6 +95,11 @@ TEST(MetricsIntegration, CountersOfServerAndWorkersMoveWithRingAndPsJobs) {
     EXPECT_EQ(Value(text, "gradsync_worker_jobs_total{outcome=\"succeeded\"}"), 1);
     // Present; its value depends on timing (a write blocked for a second).
     EXPECT_GE(Value(text, "gradsync_worker_heartbeats_missed_total"), 0) << text;
+    // The model's one bucket (0.9 MB) is below peer_bulk_bytes (4 MiB).
+    EXPECT_GT(Value(text, "gradsync_worker_peer_streams_total{server=\"peer\"}"), 0)
+        << text;
+    EXPECT_EQ(Value(text, "gradsync_worker_peer_streams_total{server=\"bulk\"}"), 0)
+        << text;
   }
   // What one rank sent the other received (payload bytes, both ways).
   EXPECT_EQ(Sum(w[0], "gradsync_worker_peer_sent_bytes_total"),
@@ -135,6 +140,33 @@ TEST(MetricsIntegration, CountersOfServerAndWorkersMoveWithRingAndPsJobs) {
   EXPECT_LT(shard_received, worker_pushed * 1.01);
   EXPECT_GE(shard_sent, worker_pulled);
   EXPECT_LT(shard_sent, worker_pulled * 1.01);
+}
+
+// A bench job's small size travels to the workers' peer servers, its size of
+// peer_bulk_bytes (the default, 4 MiB) to their bulk servers: the assignment
+// carried the bulk addresses that the workers registered.
+TEST(MetricsIntegration, LargeCollectivesReachTheBulkServers) {
+  Cluster c(2, /*shards=*/0, /*metrics=*/true);
+  ASSERT_TRUE(c.ok());
+  v1::JobSpec spec;
+  spec.set_kind(v1::JOB_KIND_BENCH);
+  spec.set_workers(2);
+  spec.mutable_bench()->set_op(v1::BENCH_OP_ALLREDUCE);
+  spec.mutable_bench()->add_sizes(4096);
+  spec.mutable_bench()->add_sizes(4 << 20);
+  spec.mutable_bench()->set_iters(2);
+  spec.mutable_bench()->set_warmup(1);
+  v1::Job job;
+  ASSERT_TRUE(c.Submit(spec, &job).ok());
+  job = c.WaitFor(job.id(), absl::Seconds(60), Terminal);
+  ASSERT_EQ(job.state(), v1::SUCCEEDED) << job.error();
+  for (const LocalCluster::Process& p : c->workers()) {
+    const std::string text = Scrape(p.metrics);
+    EXPECT_GT(Value(text, "gradsync_worker_peer_streams_total{server=\"peer\"}"), 0)
+        << text;
+    EXPECT_GT(Value(text, "gradsync_worker_peer_streams_total{server=\"bulk\"}"), 0)
+        << text;
+  }
 }
 
 // Polls `address` until pred(scrape) or 60 s; returns the last scrape.

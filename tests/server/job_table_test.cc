@@ -146,6 +146,9 @@ TEST_F(JobTableTest, RanksFollowRegistrationOrderAndAssignmentCarriesTheModel) {
     EXPECT_EQ(std::vector<std::string>(a.peer_addresses().begin(),
                                        a.peer_addresses().end()),
               (Ids{"w2:7000", "w0:7000", "w1:7000"}));
+    EXPECT_EQ(std::vector<std::string>(a.bulk_peer_addresses().begin(),
+                                       a.bulk_peer_addresses().end()),
+              (Ids{"w2:7001", "w0:7001", "w1:7001"}));
     EXPECT_EQ(std::vector<int>(a.layer_widths().begin(), a.layer_widths().end()),
               (std::vector<int>{784, 10}));
     EXPECT_EQ(a.num_params(), kModelParams);

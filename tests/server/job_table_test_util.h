@@ -69,9 +69,12 @@ class JobTableTest : public ::testing::Test {
     return o;
   }
 
-  // Registers a worker (peer "<id>:7000") and schedules, as a Join does.
+  // Registers a worker (peer "<id>:7000", bulk peer "<id>:7001") and
+  // schedules, as a Join does.
   Decisions Join(const std::string& id, int gpus = 0) {
-    EXPECT_TRUE(workers_.Register(id, id + ":7000", gpus, clock_.Now()).ok());
+    EXPECT_TRUE(workers_.Register(id, id + ":7000", gpus, clock_.Now(),
+                                  id + ":7001")
+                    .ok());
     Decisions d;
     table_.Schedule(&d);
     return d;

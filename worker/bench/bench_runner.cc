@@ -316,6 +316,8 @@ absl::StatusOr<double> BenchRunner::PingPong(size_t count, int tries) {
   const int peer = 1 - me;
   std::vector<float> buf(count, 1.0f);  // Send may round it (exact here)
   std::vector<double> round_trips;
+  // The connection a collective of this size would use.
+  transport_->BeginCollective(count * sizeof(float));
   // The first kWarmTries warm the connection and are not counted.
   for (int i = 0; i < kWarmTries + tries; ++i) {
     ChunkTag tag;

@@ -44,6 +44,7 @@ class ForwardingTransport : public Transport {
     return inner_->WaitSendsReleased(deadline);
   }
   void Abort(const absl::Status& status) override { inner_->Abort(status); }
+  void BeginCollective(size_t bytes) override { inner_->BeginCollective(bytes); }
 
  protected:
   Transport* inner() const { return inner_; }

@@ -90,6 +90,7 @@ int HalvingDoublingAllreduce::DoublingPartner(int j) const {
 absl::Status HalvingDoublingAllreduce::Run(float* data, int64_t step,
                                            int bucket) {
   if (transport_->size() == 1 || count_ == 0) return absl::OkStatus();
+  transport_->BeginCollective(count_ * sizeof(float));
   const absl::Time deadline = absl::Now() + options_.timeout;
   if (vrank_ < 0) return RunExtra(data, step, bucket, deadline);
   const bool folded = fold_peer_ >= 0;

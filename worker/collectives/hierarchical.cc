@@ -91,6 +91,7 @@ HierarchicalAllreduce::HierarchicalAllreduce(Transport* transport, size_t count,
 
 absl::Status HierarchicalAllreduce::Run(float* data, int64_t step, int bucket) {
   if (transport_->size() == 1 || count_ == 0) return absl::OkStatus();
+  transport_->BeginCollective(count_ * sizeof(float));
   const absl::Time deadline = absl::Now() + timeout_;
   // 1.
   absl::Status st = ReduceToLeader(data, step, bucket, deadline);

@@ -23,6 +23,7 @@ int RecursiveDoublingAllreduce::Partner(int j) const {
 absl::Status RecursiveDoublingAllreduce::Run(float* data, int64_t step,
                                              int bucket) {
   if (transport_->size() == 1 || count_ == 0) return absl::OkStatus();
+  transport_->BeginCollective(count_ * sizeof(float));
   const absl::Time deadline = absl::Now() + options_.timeout;
   if (vrank_ < 0) return RunExtra(data, step, bucket, deadline);
   // 1.

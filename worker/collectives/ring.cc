@@ -25,6 +25,7 @@ absl::Status RingAllreduce::Run(float* data, int64_t step, int bucket) {
   const int n = transport_->size();
   const int r = transport_->rank();
   if (n == 1 || count_ == 0) return absl::OkStatus();
+  transport_->BeginCollective(count_ * sizeof(float));
   const int right = (r + 1) % n;
   const int left = (r + n - 1) % n;
   const absl::Time deadline = absl::Now() + options_.timeout;
@@ -80,6 +81,7 @@ absl::Status RingBroadcast(Transport* transport, float* data, size_t count,
   const int n = transport->size();
   const int r = transport->rank();
   if (n == 1 || count == 0) return absl::OkStatus();
+  transport->BeginCollective(count * sizeof(float));
   const int right = (r + 1) % n;
   const int left = (r + n - 1) % n;
   // The root checks what receivers get: its values as the wire carries them.

@@ -48,6 +48,7 @@ class SubTransport final : public Transport {
                                                   absl::Time deadline) override;
   absl::Status WaitSendsReleased(absl::Time deadline) override;
   void Abort(const absl::Status& status) override;
+  void BeginCollective(size_t bytes) override { base_->BeginCollective(bytes); }
 
  private:
   SubTransport(Transport* base, std::vector<int> ranks, int rank);

@@ -170,6 +170,14 @@ class Transport {
 
   // Fails pending and future calls with `status` (non-OK). Idempotent.
   virtual void Abort(const absl::Status& status) = 0;
+
+  // Says that the messages sent and received from now on belong to one
+  // collective over `bytes` bytes (the whole tensor, not one message).
+  // Every rank calls it with the same value at the same point (the
+  // collectives do, at the start of each run), so a transport may choose
+  // its connections by it: the gRPC one sends the messages of large
+  // collectives on its bulk connections (GrpcTransportOptions.bulk_bytes).
+  virtual void BeginCollective(size_t bytes) { (void)bytes; }
 };
 
 }  // namespace gradsync

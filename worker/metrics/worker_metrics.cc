@@ -30,6 +30,12 @@ WorkerMetrics::WorkerMetrics(MetricsRegistry* r)
           "gradsync_worker_peer_received_bytes_total",
           "Tensor payload bytes received from each peer rank (collectives).",
           {"peer"})),
+      peer_streams(r->AddCounterFamily(
+          "gradsync_worker_peer_streams_total",
+          "Peer streams other ranks opened to this worker, by the server "
+          "they reached: peer (--listen) or bulk (--bulk_port, collectives "
+          "of at least the job's peer_bulk_bytes).",
+          {"server"})),
       ps_sent_bytes(r->AddCounterFamily(
           "gradsync_worker_ps_sent_bytes_total",
           "Tensor payload bytes pushed to each parameter-server shard.",

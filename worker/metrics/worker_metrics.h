@@ -30,6 +30,7 @@ struct WorkerMetrics {
   // Ring traffic, label peer = the other rank (MeteredTransport).
   CounterFamily* peer_sent_bytes;
   CounterFamily* peer_received_bytes;
+  CounterFamily* peer_streams;  // {server}: peer | bulk
   // PS traffic, label shard = the shard index (MeteredSync).
   CounterFamily* ps_sent_bytes;
   CounterFamily* ps_received_bytes;

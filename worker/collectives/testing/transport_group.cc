@@ -27,6 +27,8 @@ struct TransportGroup::GrpcPeer {
   PeerMailboxes mailboxes;
   std::unique_ptr<PeerService> service;
   std::unique_ptr<grpc::Server> server;
+  std::unique_ptr<PeerService> bulk_service;  // bulk_bytes > 0
+  std::unique_ptr<grpc::Server> bulk_server;
 };
 
 std::string TransportKindName(TransportKind kind) {
@@ -43,7 +45,8 @@ TransportGroup::TransportGroup(TransportKind kind, int size)
     : kind_(kind), size_(size) {}
 
 absl::StatusOr<std::unique_ptr<TransportGroup>> TransportGroup::Create(
-    TransportKind kind, int size, int connections_per_peer, WireDtype dtype) {
+    TransportKind kind, int size, int connections_per_peer, WireDtype dtype,
+    size_t bulk_bytes) {
   if (size < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("a transport group needs a rank, not ", size));
@@ -54,6 +57,7 @@ absl::StatusOr<std::unique_ptr<TransportGroup>> TransportGroup::Create(
     return group;
   }
   std::vector<std::string> addresses;
+  std::vector<std::string> bulk_addresses;
   for (int r = 0; r < size; ++r) {
     auto peer = std::make_unique<GrpcPeer>();
     peer->service = std::make_unique<PeerService>(&peer->mailboxes);
@@ -63,12 +67,25 @@ absl::StatusOr<std::unique_ptr<TransportGroup>> TransportGroup::Create(
     if (!started.ok()) return started.status();
     peer->server = std::move(started->server);
     addresses.push_back(LocalAddress("127.0.0.1:0", started->port));
+    if (bulk_bytes > 0) {
+      peer->bulk_service = std::make_unique<PeerService>(&peer->mailboxes);
+      absl::StatusOr<StartedServer> bulk = StartPeerServer(
+          "127.0.0.1:0", {peer->bulk_service.get()}, /*bulk=*/true);
+      if (!bulk.ok()) {
+        peer->server->Shutdown(ToChrono(absl::Now()));
+        return bulk.status();
+      }
+      peer->bulk_server = std::move(bulk->server);
+      bulk_addresses.push_back(LocalAddress("127.0.0.1:0", bulk->port));
+    }
     group->peers_.push_back(std::move(peer));
   }
   GrpcTransportOptions options;
   options.connections_per_peer = connections_per_peer;
   options.wire_dtype = dtype;
   options.job_secret = kJobSecret;
+  options.bulk_bytes = bulk_bytes;
+  options.bulk_peer_addresses = bulk_addresses;
   for (int r = 0; r < size; ++r) {
     group->grpc_transports_.push_back(std::make_unique<GrpcTransport>(
         kJobId, r, addresses,
@@ -80,8 +97,18 @@ absl::StatusOr<std::unique_ptr<TransportGroup>> TransportGroup::Create(
 TransportGroup::~TransportGroup() {
   grpc_transports_.clear();
   const absl::Time deadline = absl::Now() + absl::Seconds(1);
-  for (auto& peer : peers_) peer->server->Shutdown(ToChrono(deadline));
+  for (auto& peer : peers_) {
+    peer->server->Shutdown(ToChrono(deadline));
+    if (peer->bulk_server) peer->bulk_server->Shutdown(ToChrono(deadline));
+  }
   peers_.clear();
+}
+
+int64_t TransportGroup::streams_accepted(int rank, bool bulk) const {
+  if (kind_ != TransportKind::kGrpc) return 0;
+  const GrpcPeer& p = *peers_[rank];
+  const PeerService* s = bulk ? p.bulk_service.get() : p.service.get();
+  return s == nullptr ? 0 : s->streams_accepted();
 }
 
 Transport* TransportGroup::transport(int rank) {

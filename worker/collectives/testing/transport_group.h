@@ -32,11 +32,14 @@ class TransportGroup {
   // Builds the group. For kGrpc, starts one Peer server per rank on
   // 127.0.0.1:0 and connects nothing yet (senders connect on first Send).
   // INVALID_ARGUMENT for size < 1; UNAVAILABLE if a server cannot listen.
-  // `connections_per_peer` is GrpcTransportOptions' (kGrpc only); messages
-  // travel as `dtype` on either kind.
+  // `connections_per_peer` and `bulk_bytes` are GrpcTransportOptions'
+  // (kGrpc only; bulk_bytes > 0 also starts each rank's bulk Peer server;
+  // the default is the jobs' default, so the algorithm tests' large sizes
+  // run on bulk connections and their small ones do not); messages travel
+  // as `dtype` on either kind.
   static absl::StatusOr<std::unique_ptr<TransportGroup>> Create(
       TransportKind kind, int size, int connections_per_peer = 1,
-      WireDtype dtype = WireDtype::kFp32);
+      WireDtype dtype = WireDtype::kFp32, size_t bulk_bytes = size_t{4} << 20);
 
   TransportGroup(const TransportGroup&) = delete;
   TransportGroup& operator=(const TransportGroup&) = delete;
@@ -50,6 +53,9 @@ class TransportGroup {
   int size() const { return size_; }
   // Rank `rank`'s transport, owned by the group; 0 <= rank < size().
   Transport* transport(int rank);
+  // kGrpc: Peer streams that rank `rank`'s server (or its bulk server) has
+  // accepted so far; 0 for kInProc.
+  int64_t streams_accepted(int rank, bool bulk) const;
 
  private:
   struct GrpcPeer;  // one rank's server, service and mailboxes

@@ -1,5 +1,6 @@
 #include "worker/collectives/transport/grpc/grpc_transport.h"
 
+#include <algorithm>
 #include <cstring>
 #include <utility>
 
@@ -201,6 +202,8 @@ class PeerReactor final
 
 grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* PeerService::Stream(
     grpc::CallbackServerContext* ctx) {
+  streams_.fetch_add(1);
+  if (streams_metric_ != nullptr) streams_metric_->Increment();
   return new PeerReactor(mailboxes_, CredentialsOf(ctx), ctx->peer(),
                          refusals_);
 }
@@ -212,9 +215,10 @@ class PeerSender final
     : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
  public:
   // `creds` are presented when the stream opens (PeerReactor step 1).
-  PeerSender(const std::string& target, const PeerCredentials& creds)
+  PeerSender(const std::string& target, const PeerCredentials& creds,
+             bool bulk)
       : target_(target),
-        channel_(MakePeerChannel(target)),
+        channel_(MakePeerChannel(target, bulk)),
         stub_(channel_) {
     ctx_.AddMetadata(kJobIdMetadata, creds.job_id);
     ctx_.AddMetadata(kJobRankMetadata, std::to_string(creds.rank));
@@ -365,8 +369,42 @@ GrpcTransport::~GrpcTransport() {
 }
 
 int GrpcTransport::Lane(const ChunkTag& tag) const {
-  const int c = options_.connections_per_peer;
-  return c <= 1 ? 0 : ((tag.segment % c) + c) % c;
+  const int c = std::max(1, options_.connections_per_peer);
+  const int stripe = c == 1 ? 0 : ((tag.segment % c) + c) % c;
+  return bulk_ ? c + stripe : stripe;
+}
+
+void GrpcTransport::BeginCollective(size_t bytes) {
+  bulk_ = options_.bulk_bytes > 0 && bytes >= options_.bulk_bytes;
+}
+
+absl::StatusOr<std::unique_ptr<PeerSender>> GrpcTransport::Connect(int peer,
+                                                                   int lane) {
+  const PeerCredentials creds{job_id_, rank_, options_.job_secret};
+  const bool bulk = lane >= std::max(1, options_.connections_per_peer);
+  const std::string bulk_target =
+      bulk && static_cast<size_t>(peer) < options_.bulk_peer_addresses.size()
+          ? options_.bulk_peer_addresses[peer]
+          : "";
+  if (!bulk_target.empty()) {
+    auto sender = std::make_unique<PeerSender>(bulk_target, creds, true);
+    absl::Status st = sender->Start(
+        absl::Now() + std::min(kBulkConnectTimeout, options_.connect_timeout));
+    if (st.ok()) return sender;
+    spdlog::warn(
+        "rank {}: rank {}'s bulk address {} does not answer ({}); its bulk "
+        "lane {} goes to its peer address {} instead (slower for large "
+        "tensors)",
+        rank_, peer, bulk_target, std::string(st.message()), lane,
+        peers_[peer]);
+  }
+  auto sender = std::make_unique<PeerSender>(peers_[peer], creds, false);
+  absl::Status st = sender->Start(absl::Now() + options_.connect_timeout);
+  if (!st.ok()) {
+    return absl::UnavailableError(absl::StrCat(
+        "rank ", rank_, " cannot reach rank ", peer, ": ", st.message()));
+  }
+  return sender;
 }
 
 absl::StatusOr<PeerSender*> GrpcTransport::SenderFor(int peer, int lane) {
@@ -380,16 +418,11 @@ absl::StatusOr<PeerSender*> GrpcTransport::SenderFor(int peer, int lane) {
   // Connect without holding mu_ so that Abort is never stuck behind it.
   // Only the collective's thread creates senders, so there is no race to
   // create the same one twice.
-  auto sender = std::make_unique<PeerSender>(
-      peers_[peer], PeerCredentials{job_id_, rank_, options_.job_secret});
-  absl::Status st = sender->Start(absl::Now() + options_.connect_timeout);
-  if (!st.ok()) {
-    return absl::UnavailableError(absl::StrCat(
-        "rank ", rank_, " cannot reach rank ", peer, ": ", st.message()));
-  }
+  absl::StatusOr<std::unique_ptr<PeerSender>> sender = Connect(peer, lane);
+  if (!sender.ok()) return sender.status();
   absl::MutexLock lock(&mu_);
-  PeerSender* raw = sender.get();
-  senders_[key] = std::move(sender);
+  PeerSender* raw = sender->get();
+  senders_[key] = *std::move(sender);
   if (!aborted_.ok()) {
     raw->Cancel();
     return aborted_;

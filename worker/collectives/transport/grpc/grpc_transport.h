@@ -14,6 +14,7 @@
 #ifndef GRADSYNC_WORKER_COLLECTIVES_TRANSPORT_GRPC_GRPC_TRANSPORT_H_
 #define GRADSYNC_WORKER_COLLECTIVES_TRANSPORT_GRPC_GRPC_TRANSPORT_H_
 
+#include <atomic>
 #include <deque>
 #include <functional>
 #include <map>
@@ -31,6 +32,7 @@
 #include "common/grpc/block_pool.h"
 #include "common/grpc/refusal_log.h"
 #include "common/grpc/tensor_frame.h"
+#include "common/metrics/metrics.h"
 #include "gradsync/v1/gradsync.grpc.pb.h"
 #include "worker/collectives/transport/grpc/peer_mailboxes.h"
 #include "worker/collectives/transport.h"
@@ -43,13 +45,20 @@ namespace gradsync {
 class PeerService final
     : public v1::Peer::WithRawCallbackMethod_Stream<v1::Peer::Service> {
  public:
-  explicit PeerService(PeerMailboxes* mailboxes)
-      : mailboxes_(mailboxes), refusals_(std::make_shared<RefusalLog>()) {}
+  // `streams`, when not null, counts the streams opened (a metric).
+  explicit PeerService(PeerMailboxes* mailboxes, Counter* streams = nullptr)
+      : mailboxes_(mailboxes),
+        streams_metric_(streams),
+        refusals_(std::make_shared<RefusalLog>()) {}
   grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* Stream(
       grpc::CallbackServerContext* ctx) override;
+  // Streams opened to this service so far (admitted or not).
+  int64_t streams_accepted() const { return streams_.load(); }
 
  private:
   PeerMailboxes* const mailboxes_;
+  Counter* const streams_metric_;
+  std::atomic<int64_t> streams_{0};
   // Shared with the reactors, whose admission may be answered late.
   const std::shared_ptr<RefusalLog> refusals_;
 };
@@ -69,7 +78,19 @@ struct GrpcTransportOptions {
   // The job's secret (Assignment.job_secret): presented when a stream
   // opens; the receivers opened the job with the same one.
   std::string job_secret;
+  // Bulk lanes (common/grpc/grpc_util.h "Bulk connections"): a collective of
+  // at least `bulk_bytes` bytes (Transport::BeginCollective) sends on lanes
+  // connections_per_peer .. 2*connections_per_peer-1, to the peers' bulk
+  // addresses (by rank). 0: never. Equal on all ranks of a job. A peer with
+  // no bulk address ("", or none listed), or whose bulk address cannot be
+  // reached within kBulkConnectTimeout, gets its bulk lanes on connections
+  // to its peer address instead (a warning says so): slower, never wrong,
+  // since receivers sort frames by the lane their header names.
+  size_t bulk_bytes = 0;
+  std::vector<std::string> bulk_peer_addresses;
 };
+
+inline constexpr absl::Duration kBulkConnectTimeout = absl::Seconds(3);
 
 // Transport of one rank in one job. Send/Recv from one thread at a time;
 // Abort from any thread.
@@ -96,6 +117,7 @@ class GrpcTransport final : public Transport {
                                                   absl::Time deadline) override;
   absl::Status WaitSendsReleased(absl::Time deadline) override;
   void Abort(const absl::Status& status) override;
+  void BeginCollective(size_t bytes) override;
 
   // Send blocks allocated so far (tests check that they are reused).
   int64_t send_block_allocations() const { return pool_->allocations(); }
@@ -103,6 +125,9 @@ class GrpcTransport final : public Transport {
  private:
   int Lane(const ChunkTag& tag) const;
   absl::StatusOr<PeerSender*> SenderFor(int peer, int lane);
+  // A started stream for `lane` to `peer`: on its bulk address for a bulk
+  // lane when it has one that answers, else on its peer address.
+  absl::StatusOr<std::unique_ptr<PeerSender>> Connect(int peer, int lane);
   TensorHeader Header(const ChunkTag& tag, uint64_t checksum) const;
   absl::Status Enqueue(int peer, const TensorHeader& h, grpc::ByteBuffer frame);
 
@@ -120,6 +145,8 @@ class GrpcTransport final : public Transport {
   absl::Status aborted_ ABSL_GUARDED_BY(mu_);
   // SendSum's float32 sums before a 16-bit encoding (collective thread only).
   std::vector<float> scratch_;
+  // Whether the current collective uses the bulk lanes (collective thread).
+  bool bulk_ = false;
 };
 
 }  // namespace gradsync
