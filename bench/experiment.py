@@ -6,7 +6,7 @@
                                    [--rate=1gbit] [--shaper=tbf] [--burst=73728] [--limit=B]
                                    [--iters=3] [--iters-small=20]
                                    [--hier-hosts=2,3,4] [--hier-per-host=2]
-                                   [--ps-partition-bytes=B]
+                                   [--ps-partition-bytes=B] [--peer-bulk-bytes=B]
                                    [--out=DIR] [--build-dir=build]
   python3 bench/experiment.py plot [--out=DIR] [--burst=B]
 
@@ -38,7 +38,9 @@ back through 1 or N parameter-server shards (one per host, colocated),
 in partitions of at most --ps-partition-bytes (the jobs' ps_partition_bytes,
 65536..4194304; default: the job's own, 1 MiB unless a shard could not let
 that many pulls wait), which the model follows (the bench's JSON records it
-per job; data without it had 4 MiB partitions).
+per job; data without it had 4 MiB partitions). --peer-bulk-bytes is the
+allreduce jobs' peer_bulk_bytes (gradsync --help; -1: never use the bulk
+connections; default: the job's own, 4 MiB).
 
 Two models, each with one alpha (seconds per message) and one beta
 (bytes/s) fitted to the ring's points on the relative error: beta from the
@@ -128,7 +130,7 @@ def parse_args(argv):
         "workers": "2,3,4", "sizes": "4K,64K,1M,16M,64M",
         "algorithms": ",".join(SWEEP), "rate": "1gbit", "shaper": "tbf",
         "burst": None, "limit": "", "iters": "3", "iters-small": "20", "hier-hosts": "2,3,4",
-        "hier-per-host": "2", "ps-partition-bytes": "", "out": "experiment-results",
+        "hier-per-host": "2", "ps-partition-bytes": "", "peer-bulk-bytes": "", "out": "experiment-results",
         "build-dir": "build"},
         "experiment")
     opts["workers"] = int_list(opts["workers"], "workers", 2, 16)
@@ -145,6 +147,8 @@ def parse_args(argv):
     for flag in ("burst", "limit", "ps-partition-bytes"):
         if opts[flag] and not opts[flag].isdigit():
             die("--%s takes a byte count, got %r" % (flag, opts[flag]))
+    if opts["peer-bulk-bytes"] and not re.fullmatch(r"-1|\d+", opts["peer-bulk-bytes"]):
+        die("--peer-bulk-bytes takes a byte count or -1, got %r" % opts["peer-bulk-bytes"])
     if cmd == "plot" and opts["burst"] == "":
         die("plot --burst= takes a byte count (0: no bucket, plain alpha-beta)")
     opts["algorithms"] = opts["algorithms"].split(",")
@@ -212,6 +216,8 @@ class Cluster:
             extra = ["--ps_shards=%d" % n] if alg == "psN" else []
             if alg in ("ps1", "psN") and opts["ps-partition-bytes"]:
                 extra.append("--ps_partition_bytes=" + opts["ps-partition-bytes"])
+            if alg not in ("ps1", "psN") and opts["peer-bulk-bytes"]:
+                extra.append("--peer_bulk_bytes=" + opts["peer-bulk-bytes"])
             base = os.path.join(opts["out"], stem % alg)
             self.bench(n, alg, small, opts["iters-small"], base + "-small.json", extra)
             self.bench(n, alg, large, opts["iters"], base + ".json", extra)
@@ -250,7 +256,9 @@ def run_config(opts):
             "workers": opts["workers"], "algorithms": opts["algorithms"],
             "hier_hosts": opts["hier-hosts"], "hier_per_host": opts["hier-per-host"],
             # None: each job's own (in its rows)
-            "ps_partition_bytes": size(opts["ps-partition-bytes"])}
+            "ps_partition_bytes": size(opts["ps-partition-bytes"]),
+            "peer_bulk_bytes": (int(opts["peer-bulk-bytes"])
+                                if opts["peer-bulk-bytes"] else None)}
 
 
 RESULT_NAME = re.compile(r"(?:N(\d+)|H(\d+)x(\d+))-(\w+?)(-small)?\.json")

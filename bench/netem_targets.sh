@@ -16,12 +16,15 @@
 #                               [--wire_dtype=fp32|bf16|fp16]
 #                               [--ps_partition_bytes=B]
 #                               [--peer_bdp_probe=true|false]
+#                               [--peer_bulk_bytes=B]
 #
 # With a 16-bit --wire_dtype the allreduce jobs send half the bytes; the
 # bound stays the float32 one (so %bound may pass 100%), and pushpull is
 # skipped (its bench checks exact float32 parameters). --ps_partition_bytes
 # is the pushpull job's partition size (gradsync --help; default 1 MiB).
 # --peer_bdp_probe is every worker's (gradsync --help; default true).
+# --peer_bulk_bytes is the allreduce jobs' (gradsync --help; 0 = the default,
+# 4 MiB; -1 = never use the bulk connections).
 #
 # Root only (network namespaces). Always tears the cluster down (trap).
 set -euo pipefail
@@ -29,6 +32,7 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 WORKERS=4 RATE=1gbit SIZES=64M ITERS=5 OUT=netem-results BUILD=build WIRE=fp32
 PARTITION=0
 BDP=""
+BULK=0
 for arg in "$@"; do
   case $arg in
     --workers=*) WORKERS=${arg#*=} ;;
@@ -40,7 +44,8 @@ for arg in "$@"; do
     --wire_dtype=*) WIRE=${arg#*=} ;;
     --ps_partition_bytes=*) PARTITION=${arg#*=} ;;
     --peer_bdp_probe=*) BDP=${arg#*=} ;;
-    -h|--help) sed -n 2,26p "$0"; exit 0 ;;
+    --peer_bulk_bytes=*) BULK=${arg#*=} ;;
+    -h|--help) sed -n 2,29p "$0"; exit 0 ;;
     *) echo "netem_targets: unknown argument $arg (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -80,8 +85,8 @@ bench() {  # bench NAME FLAGS...: one bench job from h0, JSON into $OUT
     --workers="$WORKERS" --sizes="$SIZES" --iters="$ITERS" --warmup=2 \
     --quiet --results="$OUT/$name.json" "$@"
 }
-bench ring --op=allreduce --algorithm=ring --wire_dtype="$WIRE"
-bench hd --op=allreduce --algorithm=hd --wire_dtype="$WIRE"
+bench ring --op=allreduce --algorithm=ring --wire_dtype="$WIRE" --peer_bulk_bytes="$BULK"
+bench hd --op=allreduce --algorithm=hd --wire_dtype="$WIRE" --peer_bulk_bytes="$BULK"
 if [[ $WIRE == fp32 ]]; then
   bench pushpull --op=pushpull --ps_shards="$WORKERS" --ps_partition_bytes="$PARTITION"
 else

@@ -52,8 +52,12 @@ GrpcTransportOptions TransportOptions(const v1::Assignment& a) {
   o.bulk_bytes = spec.peer_bulk_bytes() > 0
                      ? static_cast<size_t>(spec.peer_bulk_bytes())
                      : 0;
-  o.bulk_peer_addresses.assign(a.bulk_peer_addresses().begin(),
-                               a.bulk_peer_addresses().end());
+  // Only to ranks on this host: across a link the bulk lanes' fixed window
+  // is slower (SameHostBulkAddresses).
+  o.bulk_peer_addresses = SameHostBulkAddresses(
+      {a.peer_addresses().begin(), a.peer_addresses().end()},
+      {a.bulk_peer_addresses().begin(), a.bulk_peer_addresses().end()},
+      a.rank());
   return o;
 }
 

@@ -127,6 +127,10 @@ absl::StatusOr<StartedServer> StartPeerServer(
   return Start(listen, services, /*peer=*/true, bulk);
 }
 
+std::string AddressHost(const std::string& address) {
+  return address.substr(0, address.rfind(':'));
+}
+
 std::string BulkAddress(const std::string& advertise, int bulk_port) {
   const size_t colon = advertise.rfind(':');
   if (colon == std::string::npos || bulk_port <= 0) return "";

@@ -102,6 +102,10 @@ absl::StatusOr<StartedServer> StartPeerServer(
     const std::string& listen, const std::vector<grpc::Service*>& services,
     bool bulk = false);
 
+// The host of "HOST:port": what precedes the last ':' ("[::1]:7000" has
+// host "[::1]"); an address without ':' is all host.
+std::string AddressHost(const std::string& address);
+
 // The address of a bulk Peer server on `bulk_port` of the host that
 // `advertise` ("HOST:port") names; "" when bulk_port is not a port (<= 0)
 // or advertise has no port.

@@ -155,5 +155,33 @@ TEST(BulkLanes, ABulkAddressThatDoesNotAnswerFallsBackToThePeerAddress) {
   for (auto& rk : ranks) rk->server->Shutdown(ToChrono(absl::Now() + absl::Seconds(1)));
 }
 
+// A job's ranks use the bulk servers of ranks on their own host only: across
+// hosts the bulk lanes' fixed window is slower than a probing one.
+TEST(BulkLanes, SameHostBulkAddressesKeepsOnlyThisHostsRanks) {
+  const std::vector<std::string> peers = {"10.0.0.1:5000", "10.0.0.2:5000",
+                                          "10.0.0.1:5001", "[::1]:5000",
+                                          "10.0.0.10:5000"};
+  const std::vector<std::string> bulk = {"10.0.0.1:6000", "10.0.0.2:6000",
+                                         "10.0.0.1:6001", "[::1]:6000",
+                                         "10.0.0.10:6000"};
+  EXPECT_EQ(SameHostBulkAddresses(peers, bulk, 0),
+            (std::vector<std::string>{"10.0.0.1:6000", "", "10.0.0.1:6001",
+                                      "", ""}));
+  EXPECT_EQ(SameHostBulkAddresses(peers, bulk, 1),
+            (std::vector<std::string>{"", "10.0.0.2:6000", "", "", ""}));
+  EXPECT_EQ(SameHostBulkAddresses(peers, bulk, 3),
+            (std::vector<std::string>{"", "", "", "[::1]:6000", ""}));
+  // Everything on one host (the local launcher, 127.0.0.1): all kept.
+  const std::vector<std::string> local = {"127.0.0.1:5000", "127.0.0.1:5001"};
+  EXPECT_EQ(SameHostBulkAddresses(local, {"127.0.0.1:6000", ""}, 1),
+            (std::vector<std::string>{"127.0.0.1:6000", ""}));
+  // A short or missing list, or a rank outside the world: no bulk address.
+  EXPECT_EQ(SameHostBulkAddresses(local, {}, 0), std::vector<std::string>{});
+  EXPECT_EQ(SameHostBulkAddresses(local, {"127.0.0.1:6000"}, 0),
+            std::vector<std::string>{"127.0.0.1:6000"});
+  EXPECT_EQ(SameHostBulkAddresses(local, {"a:1", "a:2"}, 2),
+            (std::vector<std::string>{"", ""}));
+}
+
 }  // namespace
 }  // namespace gradsync

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/grpc/grpc_util.h"
 
 namespace gradsync {
 
@@ -44,10 +45,8 @@ std::vector<int> GroupsByHost(const std::vector<std::string>& addresses) {
   std::map<std::string, int> id_of_host;
   std::vector<int> groups;
   for (const std::string& address : addresses) {
-    const size_t colon = address.rfind(':');
-    const std::string host =
-        colon == std::string::npos ? address : address.substr(0, colon);
-    auto it = id_of_host.emplace(host, static_cast<int>(id_of_host.size()));
+    auto it = id_of_host.emplace(AddressHost(address),
+                                 static_cast<int>(id_of_host.size()));
     groups.push_back(it.first->second);
   }
   return groups;

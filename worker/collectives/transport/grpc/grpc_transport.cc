@@ -347,6 +347,20 @@ class FrameChunk final : public RecvChunk {
 
 }  // namespace
 
+std::vector<std::string> SameHostBulkAddresses(
+    const std::vector<std::string>& peer_addresses,
+    const std::vector<std::string>& bulk_addresses, int rank) {
+  std::vector<std::string> out(bulk_addresses.size());
+  if (rank < 0 || static_cast<size_t>(rank) >= peer_addresses.size()) {
+    return out;
+  }
+  const std::string here = AddressHost(peer_addresses[rank]);
+  for (size_t i = 0; i < out.size() && i < peer_addresses.size(); ++i) {
+    if (AddressHost(peer_addresses[i]) == here) out[i] = bulk_addresses[i];
+  }
+  return out;
+}
+
 GrpcTransport::GrpcTransport(std::string job_id, int rank,
                              std::vector<std::string> peer_addresses,
                              std::shared_ptr<JobMailbox> mailbox,
