@@ -81,7 +81,8 @@ ABSL_FLAG(int, connections_per_peer, 1,
           "saturates a core).");
 ABSL_FLAG(int64_t, peer_bulk_bytes, 0,
           "Ring strategy and benches: collectives over at least this many "
-          "bytes travel on the workers' bulk connections, whose receivers "
+          "bytes travel, between ranks on the same host, on the workers' "
+          "bulk connections, whose receivers "
           "keep gRPC's initial flow-control windows instead of growing them "
           "by bandwidth-delay probing, so a sender waits for its receiver "
           "rather than filling its memory (README 'Bulk connections'). "

@@ -36,7 +36,8 @@ ABSL_FLAG(std::string, advertise, "",
 ABSL_FLAG(int, bulk_port, 0,
           "Port of this worker's second Peer server, for bulk connections: "
           "collectives of at least the job's peer_bulk_bytes (client flag "
-          "--peer_bulk_bytes, default 4 MiB) travel there, on connections "
+          "--peer_bulk_bytes, default 4 MiB) from ranks on the same host "
+          "travel there, on connections "
           "whose receiver does not grow its HTTP/2 windows by probing "
           "(faster for large tensors, see README 'Bulk connections'). On the "
           "--listen host, advertised with the --advertise host. 0 picks a "
