@@ -130,9 +130,8 @@ absl::StatusOr<std::string> WorkerDaemon::Start() {
   if (options_.bulk_port >= 0) {
     bulk_peer_service_ = std::make_unique<PeerService>(
         &mailboxes_, metrics_.peer_streams->WithLabels({"bulk"}));
-    const std::string host = options_.listen.substr(0, options_.listen.rfind(':'));
-    absl::StatusOr<StartedServer> bulk =
-        StartPeerServer(absl::StrCat(host, ":", options_.bulk_port),
+    absl::StatusOr<StartedServer> bulk = StartPeerServer(
+        absl::StrCat(AddressHost(options_.listen), ":", options_.bulk_port),
                         {bulk_peer_service_.get()}, /*bulk=*/true);
     if (!bulk.ok()) {
       return absl::UnavailableError(
