@@ -225,7 +225,7 @@ class WorkerDaemon::Heartbeats {
   std::thread thread_;  // last: starts after mu_ and over_ exist
 };
 
-void WorkerDaemon::ReadCoordinatorMessages(Stream* stream) {
+void WorkerDaemon::ReadCoordinatorMessages(SessionStream* stream) {
   v1::CoordinatorMessage m;
   while (stream->Read(&m)) {
     switch (m.msg_case()) {
@@ -257,10 +257,10 @@ absl::Status WorkerDaemon::Session() {
     if (stopping_) return absl::CancelledError("stopping");
     session_ctx_ = &ctx;
   }
-  std::unique_ptr<Stream> stream = stub->Join(&ctx);
+  SessionStream stream(stub.get(), &ctx);
   {
     absl::MutexLock lock(&write_mu_);
-    stream_ = stream.get();
+    stream_ = &stream;
   }
   v1::WorkerMessage reg;
   reg.mutable_register_()->set_worker_id(id_);
@@ -270,7 +270,7 @@ absl::Status WorkerDaemon::Session() {
   Write(reg);
 
   Heartbeats heartbeats(this);
-  ReadCoordinatorMessages(stream.get());
+  ReadCoordinatorMessages(&stream);
   heartbeats.Stop();
   // The coordinator is gone: a running job cannot report, cancel it.
   {
@@ -290,7 +290,7 @@ absl::Status WorkerDaemon::Session() {
     session_ctx_ = nullptr;
   }
   ctx.TryCancel();
-  grpc::Status final = stream->Finish();
+  grpc::Status final = stream.Finish();
   return FromGrpcStatus(final).ok() ? absl::UnavailableError("stream closed")
                                     : FromGrpcStatus(final);
 }

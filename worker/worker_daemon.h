@@ -4,8 +4,9 @@
 // The worker daemon: serves Peer, keeps a session with the coordinator
 // (register, heartbeats, reports), runs one assigned job at a time.
 //
-// Threads: the session thread (Run) reads coordinator messages; a heartbeat
-// thread writes heartbeats; a job thread trains (and runs the training loop's
+// Threads: the session thread (Run) reads coordinator messages (from a
+// callback-API stream, worker/session_stream.h); a heartbeat thread writes
+// heartbeats; a job thread trains (and runs the training loop's
 // communication threads, worker/train/comm_pipeline.h). Writes to the session
 // stream are serialised by write_mu_; stall reports (worker/sync/
 // stall_watch.h) are written from whichever thread waited.
@@ -35,6 +36,7 @@
 #include "worker/collectives/transport/grpc/grpc_transport.h"
 #include "worker/collectives/tuning.h"
 #include "worker/metrics/metered_transport.h"
+#include "worker/session_stream.h"
 #include "worker/metrics/worker_metrics.h"
 #include "worker/sync/stall_transport.h"
 #include "worker/sync/stall_watch.h"
@@ -93,15 +95,13 @@ class WorkerDaemon {
   MetricsRegistry* mutable_metrics_registry() { return &metrics_registry_; }
 
  private:
-  using Stream =
-      grpc::ClientReaderWriter<v1::WorkerMessage, v1::CoordinatorMessage>;
   class Reporter;
   class Heartbeats;
 
   // One session; returns when the stream ends.
   absl::Status Session();
   // Dispatches the coordinator's messages until the stream ends.
-  void ReadCoordinatorMessages(Stream* stream);
+  void ReadCoordinatorMessages(SessionStream* stream);
   bool Write(const v1::WorkerMessage& m);
   void StartJob(const v1::Assignment& a);
   void CancelJob(const std::string& job_id, const std::string& reason);
@@ -165,7 +165,7 @@ class WorkerDaemon {
   std::unique_ptr<grpc::Server> bulk_server_;
 
   absl::Mutex write_mu_;
-  Stream* stream_ ABSL_GUARDED_BY(write_mu_) = nullptr;
+  SessionStream* stream_ ABSL_GUARDED_BY(write_mu_) = nullptr;
 
   absl::Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
