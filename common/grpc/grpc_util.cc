@@ -77,6 +77,11 @@ void ConfigureServerBuilder(grpc::ServerBuilder* builder) {
   builder->AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
   builder->AddChannelArgument(
       GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 1000);
+  // gRPC sets SO_REUSEPORT by default: a second daemon given a port already
+  // in use (or a worker's --bulk_port equal to its --listen port) then
+  // listened beside the first and the kernel split the connections between
+  // them. A port in use must fail to bind instead.
+  builder->AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
 }
 
 grpc::ChannelArguments PeerChannelArgs(bool bulk) {

@@ -24,6 +24,7 @@
 #include "absl/synchronization/mutex.h"
 #include "common/grpc/grpc_util.h"
 #include "common/grpc/security.h"
+#include "gradsync/v1/gradsync.grpc.pb.h"
 
 namespace gradsync {
 namespace {
@@ -163,6 +164,25 @@ TEST(GrpcConnect, AHandshakeSlowerThanTheReconnectBackoffStillConnects) {
       << s.error_code() << ": " << s.error_message();
   EXPECT_EQ(proxy.connections(), 1) << "the first attempt was abandoned";
   server->Shutdown(std::chrono::system_clock::now());
+}
+
+// Servers do not share a port (no SO_REUSEPORT): a second server on a port
+// that a running one holds fails to start with an error naming the address.
+TEST(GrpcConnect, ASecondServerOnAPortInUseFailsToStart) {
+  // Any service (a server needs one); every method answers UNIMPLEMENTED.
+  v1::Coordinator::Service a, b, c;
+  absl::StatusOr<StartedServer> first = StartServer("127.0.0.1:0", {&a});
+  ASSERT_TRUE(first.ok()) << first.status();
+  const std::string taken = absl::StrCat("127.0.0.1:", first->port);
+  absl::StatusOr<StartedServer> second = StartServer(taken, {&b});
+  EXPECT_FALSE(second.ok()) << "a second server listens on " << taken;
+  if (!second.ok()) {
+    EXPECT_NE(second.status().message().find(taken), std::string::npos)
+        << second.status();
+  }
+  absl::StatusOr<StartedServer> peer = StartPeerServer(taken, {&c}, true);
+  EXPECT_FALSE(peer.ok()) << "a bulk Peer server listens on " << taken;
+  first->server->Shutdown(std::chrono::system_clock::now());
 }
 
 TEST(GrpcConnect, ARefusedConnectionStillFailsFast) {
