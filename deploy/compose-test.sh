@@ -123,8 +123,10 @@ stop_engine() {
 apt_mirror() {
   { grep -hE '^URIs:' /etc/apt/sources.list.d/*.sources 2>/dev/null \
       | awk '{print $2}' || true
+    # || true, not "; true": a failed pipeline (no sources.list) must not
+    # reach the ERR trap, which would print a "failed" line for nothing.
     grep -hE '^deb ' /etc/apt/sources.list /etc/apt/sources.list.d/*.list \
-      2>/dev/null | awk '{print $2}'; true; } \
+      2>/dev/null | awk '{print $2}' || true; } \
     | grep -v security | head -1
 }
 
