@@ -137,13 +137,12 @@ std::string AddressHost(const std::string& address) {
 }
 
 std::string BulkAddress(const std::string& advertise, int bulk_port) {
-  const size_t colon = advertise.rfind(':');
-  if (colon == std::string::npos || bulk_port <= 0) return "";
-  return absl::StrCat(advertise.substr(0, colon), ":", bulk_port);
+  if (advertise.find(':') == std::string::npos || bulk_port <= 0) return "";
+  return absl::StrCat(AddressHost(advertise), ":", bulk_port);
 }
 
 std::string LocalAddress(const std::string& listen, int port) {
-  std::string host = listen.substr(0, listen.rfind(':'));
+  std::string host = AddressHost(listen);
   if (host.empty() || host == "0.0.0.0" || host == "[::]") host = "127.0.0.1";
   return absl::StrCat(host, ":", port);
 }

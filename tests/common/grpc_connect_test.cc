@@ -205,5 +205,21 @@ TEST(GrpcConnect, ARefusedConnectionStillFailsFast) {
   EXPECT_LT(took, std::chrono::milliseconds(kMinConnectTimeoutMs));
 }
 
+// The "HOST:port" helpers: the host is what precedes the last ':'.
+TEST(GrpcAddresses, HostBulkAndLocalAddresses) {
+  EXPECT_EQ(AddressHost("10.0.0.1:5000"), "10.0.0.1");
+  EXPECT_EQ(AddressHost("[::1]:7000"), "[::1]");
+  EXPECT_EQ(AddressHost("worker-3"), "worker-3");
+  EXPECT_EQ(BulkAddress("worker-3:5000", 6001), "worker-3:6001");
+  EXPECT_EQ(BulkAddress("[::1]:5000", 6001), "[::1]:6001");
+  EXPECT_EQ(BulkAddress("worker-3", 6001), "");     // no port: not an address
+  EXPECT_EQ(BulkAddress("worker-3:5000", 0), "");   // no bulk server
+  EXPECT_EQ(BulkAddress("worker-3:5000", -1), "");
+  EXPECT_EQ(LocalAddress("0.0.0.0:0", 5000), "127.0.0.1:5000");
+  EXPECT_EQ(LocalAddress("[::]:0", 5000), "127.0.0.1:5000");
+  EXPECT_EQ(LocalAddress(":0", 5000), "127.0.0.1:5000");
+  EXPECT_EQ(LocalAddress("10.0.0.2:0", 5000), "10.0.0.2:5000");
+}
+
 }  // namespace
 }  // namespace gradsync
