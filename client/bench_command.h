@@ -1,7 +1,7 @@
 // `gradsync bench` and `gradsync local bench`: submit a bench job (a
 // collective timed and verified on the workers the coordinator assigns),
 // watch it, print one nccl-tests style row per size, write the results JSON
-// and, with --tune, a tuning table (worker/collectives/tuning.h format).
+// and, with --tune, a tuning table (common/spec/tuning_table.h format).
 #ifndef GRADSYNC_CLIENT_BENCH_COMMAND_H_
 #define GRADSYNC_CLIENT_BENCH_COMMAND_H_
 
@@ -16,6 +16,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "gradsync/v1/gradsync.grpc.pb.h"
 #include "gradsync/v1/gradsync.pb.h"
 
 namespace gradsync {
@@ -107,7 +108,7 @@ std::string FormatBenchTable(const v1::Job& job,
 nlohmann::json BenchToJson(const v1::Job& job,
                            const std::vector<BenchRowReport>& rows);
 
-// A tuning table (worker/collectives/tuning.h format) for `world` ranks
+// A tuning table (common/spec/tuning_table.h format) for `world` ranks
 // from runs of several algorithms over the same sizes: for each size the
 // algorithm with the lowest time among its OK rows; sizes in ascending
 // order; consecutive sizes with the same winner merge into one rule; the
@@ -115,6 +116,20 @@ nlohmann::json BenchToJson(const v1::Job& job,
 // skipped.
 std::string TuningLines(int world,
                         const std::vector<std::vector<BenchRowReport>>& runs);
+
+// The sizes an automatic tuning run times for gradients of
+// `gradient_bytes` in all: powers of two from 4 KiB up to the first one at
+// or above min(gradient_bytes, 64 MiB), so that every bucket, which is at
+// most the whole gradient, lies within them or under the table's 'inf' rule.
+std::vector<int64_t> AutotuneSizes(int64_t gradient_bytes);
+
+// Runs allreduce benches with ring, hd and tree over o.sizes on o.workers
+// workers through `stub` (quietly: no tables) and returns the tuning table
+// of their fastest per size (TuningLines). The error of the first bench job
+// that could not be submitted or did not succeed; CANCELLED after Ctrl-C.
+absl::StatusOr<std::string> TuneAllreduce(v1::Coordinator::Stub* stub,
+                                          const BenchCommandOptions& o,
+                                          const CommandHooks& hooks);
 
 // Runs the command; returns the process exit code: 0 when the job (every
 // job with --tune) succeeded and every row is OK; 1 otherwise; 2 for bad

@@ -26,7 +26,7 @@ ABSL_FLAG(int, warmup, 5, "bench: untimed iterations per size before timing.");
 ABSL_FLAG(std::string, tune, "",
           "bench: run allreduce with ring, hd and tree over --sizes and write "
           "a tuning table (the fastest per size, lines WORLD MAX_BYTES "
-          "ALGORITHM, worker/collectives/tuning.h format) to this file.");
+          "ALGORITHM, common/spec/tuning_table.h format) to this file.");
 
 // Shared with the other commands (client/main.cc).
 ABSL_DECLARE_FLAG(std::string, server);

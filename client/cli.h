@@ -40,6 +40,7 @@ struct CliOptions {
   bool compare = false;      // run the job under each of `pairs`
   std::string pairs;         // "ps-sync,ring-async,..."
   bool compare_warmup = true;  // --compare: a one-step job first, unreported
+  bool autotune = true;      // ring + auto: tune on the cluster first
   std::string strategy;      // without --compare: the one pair
   std::string mode;
   int workers = 4;

@@ -9,18 +9,26 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "client/bench_command.h"
 #include "client/cli.h"
 #include "client/local_cluster.h"
 #include "client/report.h"
 #include "common/grpc/security.h"
 #include "common/spec/job_spec.h"
+#include "common/spec/model_spec.h"
 
 namespace gradsync {
 namespace {
 
 using Pairs = std::vector<std::pair<v1::Strategy, v1::SyncMode>>;
+
+// --autotune's benches: few iterations, since the whole run takes seconds.
+constexpr int kAutotuneIters = 40;
+constexpr int kAutotuneWarmup = 5;
 
 // --compare: the --pairs list; else the one --strategy/--mode pair. Dies (2)
 // naming the flag that does not parse.
@@ -111,6 +119,82 @@ int WarmUp(v1::Coordinator::Stub* stub, const CliOptions& cli,
   return 0;
 }
 
+// "4 KiB", "1 MiB" (whole units), else bytes.
+std::string HumanBytes(int64_t bytes) {
+  if (bytes >= (1 << 20) && bytes % (1 << 20) == 0) {
+    return absl::StrCat(bytes >> 20, " MiB");
+  }
+  if (bytes >= 1024 && bytes % 1024 == 0) return absl::StrCat(bytes >> 10, " KiB");
+  return absl::StrCat(bytes, " B");
+}
+
+// --autotune: whether any of `pairs` runs a ring job that lets the table
+// choose, on 2 or more workers, with no table of its own (--tuning_file).
+bool WantsAutotune(const CliOptions& cli, const v1::JobSpec& spec,
+                   const Pairs& pairs) {
+  if (!cli.autotune || spec.workers() < 2 || !spec.tuning_table().empty()) {
+    return false;
+  }
+  if (spec.algorithm() != v1::ALGORITHM_AUTO &&
+      spec.algorithm() != v1::ALGORITHM_UNSPECIFIED) {
+    return false;
+  }
+  for (const auto& [strategy, mode] : pairs) {
+    if (strategy == v1::STRATEGY_RING) return true;
+  }
+  return false;
+}
+
+// Times ring, hd and tree on the cluster over AutotuneSizes(the model's
+// gradient) with the job's transport settings and returns the tuning table;
+// "" when that fails (the jobs then use the workers' table; a line says
+// why).
+std::string Autotune(v1::Coordinator::Stub* stub, const v1::JobSpec& spec,
+                     Interruption* interruption) {
+  absl::StatusOr<MlpSpec> model =
+      ParseModelSpec(spec.model().empty() ? kDefaultModel : spec.model());
+  if (!model.ok()) return "";  // the job's submit names the problem
+  BenchCommandOptions o;
+  o.workers = spec.workers();
+  o.op = v1::BENCH_OP_ALLREDUCE;
+  o.sizes = AutotuneSizes(static_cast<int64_t>(NumParams(*model) * sizeof(float)));
+  o.iters = kAutotuneIters;
+  o.warmup = kAutotuneWarmup;
+  o.chunk_bytes = spec.chunk_bytes();
+  o.step_timeout_ms = spec.step_timeout_ms();
+  o.connections_per_peer = spec.connections_per_peer();
+  o.peer_bulk_bytes = spec.peer_bulk_bytes();
+  o.wire_dtype = spec.wire_dtype();
+  o.groups = spec.groups();
+  o.quiet = true;
+  std::printf("autotune: timing ring, hd and tree allreduce of %s to %s on %d "
+              "workers (--autotune=false skips it)\n",
+              HumanBytes(o.sizes.front()).c_str(),
+              HumanBytes(o.sizes.back()).c_str(), o.workers);
+  std::fflush(stdout);
+  CommandHooks hooks;
+  hooks.interrupted = interruption->flag();
+  hooks.set_watch_context = [interruption](grpc::ClientContext* ctx) {
+    interruption->SetWatched(ctx);
+  };
+  const absl::Time began = absl::Now();
+  absl::StatusOr<std::string> table = TuneAllreduce(stub, o, hooks);
+  if (!table.ok()) {
+    if (!interruption->interrupted()) {
+      std::printf("autotune failed (%s); ring jobs use the workers' table\n",
+                  std::string(table.status().message()).c_str());
+    }
+    return "";
+  }
+  std::printf("autotune: %.1f s; ring jobs with --algorithm=auto choose by:\n",
+              absl::ToDoubleSeconds(absl::Now() - began));
+  for (absl::string_view line : absl::StrSplit(*table, '\n', absl::SkipEmpty())) {
+    if (!absl::StartsWith(line, "#")) std::printf("  %s\n", std::string(line).c_str());
+  }
+  std::fflush(stdout);
+  return *std::move(table);
+}
+
 }  // namespace
 
 int LocalCommand(const CliOptions& cli, Interruption* interruption) {
@@ -132,11 +216,19 @@ int LocalCommand(const CliOptions& cli, Interruption* interruption) {
   if (cli.compare && cli.compare_warmup && !interruption->interrupted()) {
     rc = WarmUp(stub.get(), cli, pairs.front(), interruption);
   }
+  std::string tuned;
+  if (const v1::JobSpec spec = cli.spec();
+      WantsAutotune(cli, spec, pairs) && !interruption->interrupted()) {
+    tuned = Autotune(stub.get(), spec, interruption);
+  }
   for (const auto& [strategy, mode] : pairs) {
     if (interruption->interrupted()) break;
     v1::JobSpec spec = cli.spec();
     spec.set_strategy(strategy);
     spec.set_mode(mode);
+    if (strategy == v1::STRATEGY_RING && !tuned.empty()) {
+      spec.set_tuning_table(tuned);
+    }
     v1::Job job;
     JobTimeline timeline;
     if (SubmitAndWatch(stub.get(), spec, true, cli, interruption, &job,

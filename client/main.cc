@@ -24,6 +24,7 @@
 #include "common/grpc/security_flags.h"
 #include "common/grpc/transport_flags.h"
 #include "common/spec/job_spec.h"
+#include "common/spec/tuning_table.h"
 
 ABSL_FLAG(std::string, server, "127.0.0.1:50051",
           "submit/watch/status/list/cancel: HOST:PORT of the coordinator.");
@@ -93,9 +94,21 @@ ABSL_FLAG(std::string, wire_dtype, "fp32",
           "are rounded to nearest even when sent, sums and optimizer state "
           "stay float32; see the README for the accuracy cost).");
 ABSL_FLAG(std::string, tuning_file, "",
-          "local, local bench: the workers' allreduce tuning table for "
-          "--algorithm=auto (lines 'WORLD MAX_BYTES ALGORITHM', as written "
-          "by 'gradsync bench --tune=FILE'); default: the built-in table.");
+          "The allreduce tuning table for --algorithm=auto (lines 'WORLD "
+          "MAX_BYTES ALGORITHM', as written by 'gradsync bench --tune=FILE'). "
+          "submit, local: sent with the job, so every worker chooses by it; "
+          "local, local bench: also the workers' own table. Default: the "
+          "workers' table (their --tuning_file, else the built-in one), or "
+          "with local's --autotune one measured at the start.");
+ABSL_FLAG(bool, autotune, true,
+          "local: before ring jobs with --algorithm=auto on 2 or more workers "
+          "and no --tuning_file, time ring, halving-doubling and tree "
+          "allreduce on the local cluster over the model's gradient sizes "
+          "(4 KiB up to the whole gradient; a few seconds) and send the "
+          "fastest per size with those jobs (JobSpec.tuning_table). The "
+          "built-in table assumes a 10 Gbit network; on one machine, where "
+          "CPU time rather than links decides, other algorithms win. false: "
+          "the workers' table.");
 ABSL_FLAG(std::string, algorithm, "auto",
           "Ring strategy: allreduce algorithm per gradient bucket: ring, hd "
           "(halving-doubling), tree (recursive doubling), hier (reduce in "
@@ -212,6 +225,13 @@ v1::JobSpec SpecFromFlags() {
   s.set_train_limit(absl::GetFlag(FLAGS_train_limit));
   s.set_checkpoint_every(absl::GetFlag(FLAGS_checkpoint_every));
   s.set_trace(absl::GetFlag(FLAGS_trace));
+  if (const std::string path = absl::GetFlag(FLAGS_tuning_file); !path.empty()) {
+    absl::StatusOr<TuningTable> table = TuningTable::Load(path);
+    if (!table.ok()) {
+      Die(absl::StrCat("--tuning_file: ", table.status().message()), 2);
+    }
+    s.set_tuning_table(table->ToString());
+  }
   return s;
 }
 
@@ -228,6 +248,7 @@ CliOptions CliOptionsFromFlags() {
   o.compare = absl::GetFlag(FLAGS_compare);
   o.pairs = absl::GetFlag(FLAGS_pairs);
   o.compare_warmup = absl::GetFlag(FLAGS_compare_warmup);
+  o.autotune = absl::GetFlag(FLAGS_autotune);
   o.strategy = absl::GetFlag(FLAGS_strategy);
   o.mode = absl::GetFlag(FLAGS_mode);
   o.workers = absl::GetFlag(FLAGS_workers);

@@ -18,7 +18,7 @@
 #include "common/metrics/metrics_server.h"
 #include "common/process_setup.h"
 #include "common/signals.h"
-#include "worker/collectives/tuning.h"
+#include "common/spec/tuning_table.h"
 #include "worker/worker_daemon.h"
 #include "worker/model/device_factory.h"
 
@@ -71,7 +71,7 @@ ABSL_FLAG(std::string, metrics_listen, "",
           "http://HOST:PORT/metrics'). Default: off.");
 ABSL_FLAG(std::string, tuning_file, "",
           "Allreduce tuning table for ring jobs with --algorithm=auto: lines "
-          "'WORLD MAX_BYTES ALGORITHM' (worker/collectives/tuning.h), as "
+          "'WORLD MAX_BYTES ALGORITHM' (common/spec/tuning_table.h), as "
           "`gradsync bench --tune` writes them. Default: the built-in table. "
           "A missing or malformed file stops the worker at start.");
 

@@ -400,6 +400,16 @@ absl::StatusOr<std::unique_ptr<DeviceModel>> WorkerDaemon::MakeDevice(
   return m;
 }
 
+absl::StatusOr<std::shared_ptr<const TuningTable>> WorkerDaemon::JobTuning(
+    const v1::Assignment& a) const {
+  if (a.spec().tuning_table().empty()) return options_.tuning;
+  absl::StatusOr<TuningTable> table =
+      TuningTable::Parse(a.spec().tuning_table(), "tuning_table");
+  if (!table.ok()) return table.status();  // validated at submit: not expected
+  return std::shared_ptr<const TuningTable>(
+      std::make_shared<TuningTable>(*std::move(table)));
+}
+
 absl::StatusOr<WorkerDaemon::JobParts> WorkerDaemon::PrepareJob(
     const v1::Assignment& a) {
   JobParts parts;
@@ -431,8 +441,11 @@ absl::StatusOr<WorkerDaemon::JobParts> WorkerDaemon::PrepareJob(
         std::vector<std::string>(a.peer_addresses().begin(),
                                  a.peer_addresses().end()));
   }
+  absl::StatusOr<std::shared_ptr<const TuningTable>> tuning = JobTuning(a);
+  if (!tuning.ok()) return tuning.status();
+  parts.tuning = *std::move(tuning);
   absl::StatusOr<std::unique_ptr<GradientSync>> sync =
-      MakeGradientSync(&a, parts.watched.get(), options_.tuning.get(),
+      MakeGradientSync(&a, parts.watched.get(), parts.tuning.get(),
                        parts.stall.get());
   if (!sync.ok()) return sync.status();
   parts.sync = std::make_unique<MeteredSync>(std::move(*sync), &a, &metrics_);
@@ -553,8 +566,12 @@ v1::WorkerMessage::JobDone WorkerDaemon::RunBenchJob(const v1::Assignment& a) {
   v1::WorkerMessage::JobDone done;
   done.set_job_id(a.job_id());
   done.set_rank(a.rank());
+  absl::StatusOr<std::shared_ptr<const TuningTable>> tuning = JobTuning(a);
   absl::StatusOr<v1::BenchRankResult> result;
-  {
+  if (!tuning.ok()) {
+    result = tuning.status();
+    mailboxes_.Close(a.job_id(), tuning.status());
+  } else {
     GrpcTransport transport(
         a.job_id(), a.rank(),
         std::vector<std::string>(a.peer_addresses().begin(),
@@ -563,7 +580,7 @@ v1::WorkerMessage::JobDone WorkerDaemon::RunBenchJob(const v1::Assignment& a) {
         TransportOptions(a));
     MeteredTransport metered(&transport, metrics_.peer_sent_bytes,
                              metrics_.peer_received_bytes);
-    BenchRunner runner(a, &metered, options_.tuning.get());
+    BenchRunner runner(a, &metered, tuning->get());
     {
       absl::MutexLock lock(&mu_);
       bench_ = &runner;

@@ -34,7 +34,7 @@
 #include "worker/sync/gradient_sync.h"
 #include "worker/train/trainer.h"
 #include "worker/collectives/transport/grpc/grpc_transport.h"
-#include "worker/collectives/tuning.h"
+#include "common/spec/tuning_table.h"
 #include "worker/metrics/metered_transport.h"
 #include "worker/session_stream.h"
 #include "worker/metrics/worker_metrics.h"
@@ -133,6 +133,7 @@ class WorkerDaemon {
   // What a job runs on; members are destroyed in reverse order (sync, then
   // transport, then model).
   struct JobParts {
+    std::shared_ptr<const TuningTable> tuning;  // JobTuning; outlives `sync`
     std::shared_ptr<const Dataset> train, test;
     std::unique_ptr<DeviceModel> model;
     std::unique_ptr<StallWatch> stall;          // reports long waits
@@ -145,6 +146,10 @@ class WorkerDaemon {
   // sent to the coordinator (WorkerMessage.Stall) from the waiting thread.
   std::unique_ptr<StallWatch> MakeStallWatch(const v1::Assignment& a);
   void ReportStall(const std::string& job_id, int rank, const StallReport& r);
+  // The table that ALGORITHM_AUTO chooses by in job `a`: the job's own
+  // (JobSpec.tuning_table), else options_.tuning (null: the built-in one).
+  absl::StatusOr<std::shared_ptr<const TuningTable>> JobTuning(
+      const v1::Assignment& a) const;
   // Data, device model, transport and GradientSync for assignment `a`.
   absl::StatusOr<JobParts> PrepareJob(const v1::Assignment& a);
   absl::StatusOr<std::unique_ptr<DeviceModel>> MakeDevice(const v1::Assignment& a);

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "common/spec/tuning_table.h"
 
 namespace gradsync {
 namespace {
@@ -446,6 +447,10 @@ absl::Status ValidateCaps(const v1::JobSpec& s) {
     return over("model", absl::StrCat(s.model().size(), " bytes"),
                 kMaxModelBytes);
   }
+  if (s.tuning_table().size() > kMaxTuningTableBytes) {
+    return over("tuning_table", absl::StrCat(s.tuning_table().size(), " bytes"),
+                kMaxTuningTableBytes);
+  }
   if (s.workers() > kMaxWorkers) return over("workers", s.workers(), kMaxWorkers);
   if (s.batch_size() > kMaxBatchSize) {
     return over("batch_size", s.batch_size(), kMaxBatchSize);
@@ -535,6 +540,10 @@ absl::StatusOr<v1::JobSpec> ValidateJobSpec(const v1::JobSpec& in,
   if (st.ok()) st = ValidateSizes(&s, available_ps_shards);
   if (st.ok()) st = ValidatePsPartitions(&s);
   if (st.ok()) st = ParseGroups(s.groups(), s.workers()).status();
+  // Errors read "tuning_table:LINE: what is wrong".
+  if (st.ok() && !s.tuning_table().empty()) {
+    st = TuningTable::Parse(s.tuning_table(), "tuning_table").status();
+  }
   if (st.ok()) st = ValidateCheckpoints(s);
   if (!st.ok()) return st;
   return s;

@@ -38,6 +38,7 @@ inline constexpr float kDefaultAdamLr = 0.001f;
 inline constexpr size_t kMaxNameBytes = 256;
 inline constexpr size_t kMaxPathBytes = 4096;
 inline constexpr size_t kMaxModelBytes = 256;
+inline constexpr size_t kMaxTuningTableBytes = 64 << 10;
 inline constexpr int32_t kMaxWorkers = 1024;
 inline constexpr int32_t kMaxBatchSize = 1 << 16;
 inline constexpr int32_t kMaxPsShards = 256;

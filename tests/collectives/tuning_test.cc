@@ -1,6 +1,6 @@
 // The allreduce tuning table: file format, lookup at its boundaries, the
 // built-in table, and ALGORITHM_AUTO in MakeAllreduce.
-#include "worker/collectives/tuning.h"
+#include "common/spec/tuning_table.h"
 
 #include <cstdio>
 #include <fstream>

@@ -248,6 +248,21 @@ TEST(JobSpecValidation, GroupsNeedOneValidIdPerWorker) {
   }
 }
 
+TEST(JobSpecValidation, TuningTableMustParseAndFitItsCap) {
+  v1::JobSpec s = Good();
+  s.set_tuning_table("# tuned\n4 64KiB tree\n4 inf ring\n");
+  auto v = ValidateJobSpec(s, 1);
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_EQ(v->tuning_table(), s.tuning_table());  // sent on as given
+  for (const char* bad : {"4 64KiB warp\n", "4 lots ring\n", "# no rule\n",
+                          "4 1KiB tree\n4 1KiB ring\n"}) {
+    s.set_tuning_table(bad);
+    ExpectBad(s, "tuning_table");
+  }
+  s.set_tuning_table(std::string(kMaxTuningTableBytes + 1, '#'));
+  ExpectBad(s, "tuning_table");
+}
+
 v1::JobSpec GoodBench() {
   v1::JobSpec s;
   s.set_kind(v1::JOB_KIND_BENCH);

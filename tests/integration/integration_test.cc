@@ -19,7 +19,9 @@
 #include <nlohmann/json.hpp>
 
 #include "common/spec/job_spec.h"
+#include "common/spec/tuning_table.h"
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "client/local_cluster.h"
 #include "common/grpc/grpc_util.h"
@@ -66,14 +68,16 @@ TEST(Integration, LocalCompareFourPairsOneEpochReach80PercentAccuracy) {
 
 // --compare runs a one-step warm-up job first (so that the first compared
 // job does not also pay for loading the dataset), and leaves it out of the
-// table and the results; --compare_warmup=false runs none.
+// table and the results; --compare_warmup=false runs none. (--autotune's
+// bench jobs would take job numbers too.)
 TEST(Integration, LocalCompareRunsAnUnreportedWarmUpJobFirst) {
   for (const bool warm : {true, false}) {
     const std::string dir = TempDir();
     const std::string json = dir + "/results.json";
     const int rc = Shell(
         absl::StrCat(GRADSYNC_BIN_DIR, "/gradsync local --compare --pairs=ring-sync",
-                     " --workers 2 --steps 2 --compare_warmup=", warm ? "true" : "false",
+                     " --workers 2 --steps 2 --autotune=false --compare_warmup=",
+                     warm ? "true" : "false",
                      " --results=", json, " --log_dir=", dir, " > ", dir,
                      "/out.txt 2>&1"),
         120);
@@ -483,6 +487,96 @@ TEST(Integration, LocalBenchPassesTheTuningFileAndTheWireDtypeToWorkers) {
   ASSERT_EQ(r["rows"].size(), 1u);
   EXPECT_EQ(r["rows"][0]["algorithm"], "tree") << Slurp(out);
   EXPECT_EQ(r["rows"][0]["ok"], true) << Slurp(out);
+}
+
+// `gradsync submit --tuning_file` sends the table with the job
+// (JobSpec.tuning_table): workers started without it choose by it. At N=2
+// the built-in table picks tree for both of the default model's buckets; a
+// table of "hd everywhere" makes them hd. A table that does not parse is
+// refused before anything is submitted, naming the flag.
+TEST(Integration, SubmittedTuningTableDecidesWhatAutoRuns) {
+  Cluster c(2, /*shards=*/1);
+  ASSERT_TRUE(c.ok());
+  const std::string dir = TempDir();
+  const std::string bin = GRADSYNC_BIN_DIR;
+  {
+    std::ofstream table(dir + "/hd.txt");
+    table << "# every size, every world size\n* inf hd\n";
+    std::ofstream bad(dir + "/bad.txt");
+    bad << "2 1KiB warp\n";
+  }
+  for (const bool with_table : {false, true}) {
+    const std::string r = dir + (with_table ? "/hd.json" : "/builtin.json");
+    const int rc = Shell(
+        absl::StrCat(bin, "/gradsync submit ", c.CliFlags(),
+                     " --strategy=ring --workers=2 --steps=3 --wait",
+                     with_table ? absl::StrCat(" --tuning_file=", dir, "/hd.txt")
+                                : std::string(),
+                     " --results=", r, " > ", dir, "/submit.txt 2>&1"),
+        120);
+    ASSERT_EQ(rc, 0) << Slurp(dir + "/submit.txt");
+    nlohmann::json j = nlohmann::json::parse(Slurp(r));
+    ASSERT_EQ(j["bucket_algorithms"].size(), 2u) << j.dump();
+    for (const auto& algorithm : j["bucket_algorithms"]) {
+      EXPECT_EQ(algorithm, with_table ? "hd" : "tree") << j.dump();
+    }
+  }
+  EXPECT_EQ(Shell(absl::StrCat(bin, "/gradsync submit ", c.CliFlags(),
+                               " --strategy=ring --workers=2 --steps=3",
+                               " --tuning_file=", dir, "/bad.txt 2> ", dir,
+                               "/err.txt"),
+                  30),
+            2);
+  EXPECT_NE(Slurp(dir + "/err.txt").find("--tuning_file: "), std::string::npos)
+      << Slurp(dir + "/err.txt");
+  EXPECT_NE(Slurp(dir + "/err.txt").find("warp"), std::string::npos)
+      << Slurp(dir + "/err.txt");
+}
+
+// The rules `gradsync local` printed after "choose by:" (one per line,
+// indented), as a table.
+absl::StatusOr<TuningTable> PrintedTable(const std::string& out) {
+  const size_t at = out.find("choose by:\n");
+  if (at == std::string::npos) return absl::NotFoundError("no table printed");
+  std::istringstream in(out.substr(at + 11));
+  std::string text, line;
+  while (std::getline(in, line) && absl::StartsWith(line, "  ")) {
+    text += line + "\n";
+  }
+  return TuningTable::Parse(text, "printed table");
+}
+
+// `gradsync local` with a ring job and --algorithm=auto first times ring, hd
+// and tree on its cluster (--autotune) and prints the table it made; the
+// job's buckets then run what that table chooses for their sizes. With
+// --autotune=false nothing is timed and the workers' (built-in) table
+// chooses.
+TEST(Integration, LocalAutotuneTimesTheClusterAndRingJobsUseItsTable) {
+  for (const bool autotune : {true, false}) {
+    const std::string dir = TempDir();
+    const std::string out = dir + "/out.txt";
+    const int rc = Shell(
+        absl::StrCat(GRADSYNC_BIN_DIR, "/gradsync local --strategy=ring",
+                     " --workers=2 --steps=3 --autotune=",
+                     autotune ? "true" : "false", " --results=", dir,
+                     "/r.json --log_dir=", dir, " > ", out, " 2>&1"),
+        180);
+    const std::string text = Slurp(out);
+    ASSERT_EQ(rc, 0) << text;
+    EXPECT_EQ(text.find("autotune:") != std::string::npos, autotune) << text;
+    absl::StatusOr<TuningTable> table =
+        autotune ? PrintedTable(text) : TuningTable::Default();
+    ASSERT_TRUE(table.ok()) << table.status() << "\n" << text;
+    nlohmann::json j = nlohmann::json::parse(Slurp(dir + "/r.json"));
+    ASSERT_EQ(j["bucket_bytes"].size(), 2u) << j.dump();
+    ASSERT_EQ(j["bucket_algorithms"].size(), 2u) << j.dump();
+    for (int b = 0; b < 2; ++b) {
+      const uint64_t bytes = j["bucket_bytes"][b].get<uint64_t>();
+      EXPECT_EQ(j["bucket_algorithms"][b].get<std::string>(),
+                AlgorithmName(table->Choose(2, bytes)))
+          << "bucket " << b << " of " << bytes << " bytes\n" << text;
+    }
+  }
 }
 
 // A push/pull larger than one gRPC message (64 MiB through one shard; the

@@ -19,7 +19,7 @@
 #include "server/ps/ps_service.h"
 #include "server/ps/ps_store.h"
 #include "worker/collectives/transport/grpc/grpc_transport.h"
-#include "worker/collectives/tuning.h"
+#include "common/spec/tuning_table.h"
 #include "worker/model/device_model.h"
 #include "worker/sync/ps_client.h"
 #include "worker/train/trainer.h"

@@ -5,7 +5,7 @@
 #include "worker/collectives/hierarchical.h"
 #include "worker/collectives/recursive_doubling.h"
 #include "worker/collectives/ring.h"
-#include "worker/collectives/tuning.h"
+#include "common/spec/tuning_table.h"
 
 namespace gradsync {
 namespace {

@@ -34,7 +34,7 @@ struct AllreduceOptions {
   // Hierarchical: the host group of each rank (size == world size); empty
   // means every rank is its own group.
   std::vector<int> groups;
-  // What ALGORITHM_AUTO / UNSPECIFIED run (worker/collectives/tuning.h); not
+  // What ALGORITHM_AUTO / UNSPECIFIED run (common/spec/tuning_table.h); not
   // owned, must outlive MakeAllreduce's call. nullptr: the built-in table.
   const TuningTable* tuning = nullptr;
 };

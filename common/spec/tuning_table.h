@@ -1,8 +1,8 @@
 // Which allreduce algorithm ALGORITHM_AUTO runs: a table from (world size,
 // message bytes) to an algorithm, built in (kDefaultTuningTable) or loaded
 // from a file that `gradsync bench --tune` writes.
-#ifndef GRADSYNC_WORKER_COLLECTIVES_TUNING_H_
-#define GRADSYNC_WORKER_COLLECTIVES_TUNING_H_
+#ifndef GRADSYNC_COMMON_SPEC_TUNING_TABLE_H_
+#define GRADSYNC_COMMON_SPEC_TUNING_TABLE_H_
 
 #include <cstdint>
 #include <string>
@@ -66,4 +66,4 @@ extern const char kDefaultTuningTable[];
 
 }  // namespace gradsync
 
-#endif  // GRADSYNC_WORKER_COLLECTIVES_TUNING_H_
+#endif  // GRADSYNC_COMMON_SPEC_TUNING_TABLE_H_

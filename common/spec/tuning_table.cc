@@ -1,4 +1,4 @@
-#include "worker/collectives/tuning.h"
+#include "common/spec/tuning_table.h"
 
 #include <algorithm>
 #include <cerrno>
