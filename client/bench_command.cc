@@ -413,39 +413,6 @@ int BenchAgainst(const std::string& server, const BenchCommandOptions& o,
   return rc;
 }
 
-}  // namespace
-
-std::vector<int64_t> AutotuneSizes(int64_t gradient_bytes) {
-  const int64_t top =
-      std::clamp<int64_t>(gradient_bytes, int64_t{4} << 10, int64_t{64} << 20);
-  std::vector<int64_t> sizes;
-  for (int64_t bytes = int64_t{4} << 10;; bytes *= 2) {
-    sizes.push_back(bytes);
-    if (bytes >= top) break;
-  }
-  return sizes;
-}
-
-absl::StatusOr<std::string> TuneAllreduce(v1::Coordinator::Stub* stub,
-                                          const BenchCommandOptions& o,
-                                          const CommandHooks& hooks) {
-  std::vector<std::vector<BenchRowReport>> runs;
-  for (v1::Algorithm algorithm :
-       {v1::ALGORITHM_RING, v1::ALGORITHM_HALVING_DOUBLING, v1::ALGORITHM_TREE}) {
-    absl::StatusOr<v1::Job> job = RunOneBench(stub, o, algorithm, hooks);
-    if (!job.ok()) return job.status();
-    if (job->state() != v1::SUCCEEDED) {
-      return absl::AbortedError(absl::StrCat(
-          "tuning bench ", job->id(), " (", AlgorithmName(algorithm), ") ",
-          v1::JobState_Name(job->state()), ": ", JobErrorText(*job)));
-    }
-    runs.push_back(BenchRows(*job));
-  }
-  return TuningLines(o.workers, runs);
-}
-
-namespace {
-
 // `local bench`: a server, the PS shards pushpull needs and o.workers
 // workers on loopback for the duration of the bench.
 int LocalBench(const BenchCommandOptions& o, const CommandHooks& hooks) {

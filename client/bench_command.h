@@ -117,20 +117,6 @@ nlohmann::json BenchToJson(const v1::Job& job,
 std::string TuningLines(int world,
                         const std::vector<std::vector<BenchRowReport>>& runs);
 
-// The sizes an automatic tuning run times for gradients of
-// `gradient_bytes` in all: powers of two from 4 KiB up to the first one at
-// or above min(gradient_bytes, 64 MiB), so that every bucket, which is at
-// most the whole gradient, lies within them or under the table's 'inf' rule.
-std::vector<int64_t> AutotuneSizes(int64_t gradient_bytes);
-
-// Runs allreduce benches with ring, hd and tree over o.sizes on o.workers
-// workers through `stub` (quietly: no tables) and returns the tuning table
-// of their fastest per size (TuningLines). The error of the first bench job
-// that could not be submitted or did not succeed; CANCELLED after Ctrl-C.
-absl::StatusOr<std::string> TuneAllreduce(v1::Coordinator::Stub* stub,
-                                          const BenchCommandOptions& o,
-                                          const CommandHooks& hooks);
-
 // Runs the command; returns the process exit code: 0 when the job (every
 // job with --tune) succeeded and every row is OK; 1 otherwise; 2 for bad
 // input; 130 after Ctrl-C.

@@ -5,30 +5,29 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <map>
 #include <system_error>
 #include <utility>
 #include <vector>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
-#include "client/bench_command.h"
 #include "client/cli.h"
 #include "client/local_cluster.h"
 #include "client/report.h"
 #include "common/grpc/security.h"
 #include "common/spec/job_spec.h"
-#include "common/spec/model_spec.h"
 
 namespace gradsync {
 namespace {
 
 using Pairs = std::vector<std::pair<v1::Strategy, v1::SyncMode>>;
 
-// --autotune's benches: few iterations, since the whole run takes seconds.
-constexpr int kAutotuneIters = 40;
-constexpr int kAutotuneWarmup = 5;
+// --autotune's trials: steps per run, and runs per algorithm.
+constexpr int kAutotuneSteps = 60;
+constexpr int kAutotunePasses = 2;
 
 // --compare: the --pairs list; else the one --strategy/--mode pair. Dies (2)
 // naming the flag that does not parse.
@@ -119,15 +118,6 @@ int WarmUp(v1::Coordinator::Stub* stub, const CliOptions& cli,
   return 0;
 }
 
-// "4 KiB", "1 MiB" (whole units), else bytes.
-std::string HumanBytes(int64_t bytes) {
-  if (bytes >= (1 << 20) && bytes % (1 << 20) == 0) {
-    return absl::StrCat(bytes >> 20, " MiB");
-  }
-  if (bytes >= 1024 && bytes % 1024 == 0) return absl::StrCat(bytes >> 10, " KiB");
-  return absl::StrCat(bytes, " B");
-}
-
 // --autotune: whether any of `pairs` runs a ring job that lets the table
 // choose, on 2 or more workers, with no table of its own (--tuning_file).
 bool WantsAutotune(const CliOptions& cli, const v1::JobSpec& spec,
@@ -145,54 +135,70 @@ bool WantsAutotune(const CliOptions& cli, const v1::JobSpec& spec,
   return false;
 }
 
-// Times ring, hd and tree on the cluster over AutotuneSizes(the model's
-// gradient) with the job's transport settings and returns the tuning table;
-// "" when that fails (the jobs then use the workers' table; a line says
-// why).
-std::string Autotune(v1::Coordinator::Stub* stub, const v1::JobSpec& spec,
-                     Interruption* interruption) {
-  absl::StatusOr<MlpSpec> model =
-      ParseModelSpec(spec.model().empty() ? kDefaultModel : spec.model());
-  if (!model.ok()) return "";  // the job's submit names the problem
-  BenchCommandOptions o;
-  o.workers = spec.workers();
-  o.op = v1::BENCH_OP_ALLREDUCE;
-  o.sizes = AutotuneSizes(static_cast<int64_t>(NumParams(*model) * sizeof(float)));
-  o.iters = kAutotuneIters;
-  o.warmup = kAutotuneWarmup;
-  o.chunk_bytes = spec.chunk_bytes();
-  o.step_timeout_ms = spec.step_timeout_ms();
-  o.connections_per_peer = spec.connections_per_peer();
-  o.peer_bulk_bytes = spec.peer_bulk_bytes();
-  o.wire_dtype = spec.wire_dtype();
-  o.groups = spec.groups();
-  o.quiet = true;
-  std::printf("autotune: timing ring, hd and tree allreduce of %s to %s on %d "
-              "workers (--autotune=false skips it)\n",
-              HumanBytes(o.sizes.front()).c_str(),
-              HumanBytes(o.sizes.back()).c_str(), o.workers);
+// Runs the trials of --autotune (kAutotuneSteps-step ring-sync runs of the
+// job, one per algorithm and pass) and returns the tuning table that makes
+// every bucket run the algorithm with the least communication per step,
+// summed over the passes; "" when a trial does not succeed (a line says so;
+// the jobs then use the workers' table). The passes run ring-hd-tree, then
+// tree-hd-ring, so that a machine whose load drifts favours no algorithm by
+// its place in the order.
+std::string Autotune(v1::Coordinator::Stub* stub, const CliOptions& cli,
+                     const v1::JobSpec& spec, Interruption* interruption) {
+  const std::vector<v1::Algorithm> order = {
+      v1::ALGORITHM_RING, v1::ALGORITHM_HALVING_DOUBLING, v1::ALGORITHM_TREE};
+  std::printf("autotune: %d-step ring-sync trials with ring, hd and tree "
+              "allreduce, %d passes (--autotune=false skips them)\n",
+              kAutotuneSteps, kAutotunePasses);
   std::fflush(stdout);
-  CommandHooks hooks;
-  hooks.interrupted = interruption->flag();
-  hooks.set_watch_context = [interruption](grpc::ClientContext* ctx) {
-    interruption->SetWatched(ctx);
-  };
+  CliOptions quiet = cli;
+  quiet.quiet = true;
+  std::map<v1::Algorithm, double> per_step;  // comm seconds per step, summed
   const absl::Time began = absl::Now();
-  absl::StatusOr<std::string> table = TuneAllreduce(stub, o, hooks);
-  if (!table.ok()) {
-    if (!interruption->interrupted()) {
-      std::printf("autotune failed (%s); ring jobs use the workers' table\n",
-                  std::string(table.status().message()).c_str());
+  for (int pass = 0; pass < kAutotunePasses; ++pass) {
+    for (size_t i = 0; i < order.size(); ++i) {
+      const v1::Algorithm algorithm =
+          order[pass % 2 == 0 ? i : order.size() - 1 - i];
+      v1::JobSpec s = spec;
+      s.set_name(absl::StrCat("autotune ", AlgorithmName(algorithm)));
+      s.set_strategy(v1::STRATEGY_RING);
+      s.set_mode(v1::SYNC_MODE_SYNC);
+      s.clear_staleness();
+      s.set_algorithm(algorithm);
+      s.set_steps(kAutotuneSteps);
+      s.set_checkpoint_every(0);
+      s.clear_resume_from();
+      s.set_trace(false);
+      v1::Job job;
+      const int rc = SubmitAndWatch(stub, s, true, quiet, interruption, &job);
+      if (interruption->interrupted()) return "";
+      if (rc != 0 || job.result().steps() <= 0) {
+        std::printf("autotune: the %s trial %s did not succeed (%s); ring jobs "
+                    "use the workers' table\n",
+                    AlgorithmName(algorithm).c_str(), job.id().c_str(),
+                    JobErrorText(job).c_str());
+        return "";
+      }
+      per_step[algorithm] +=
+          job.result().comm_seconds() / static_cast<double>(job.result().steps());
     }
-    return "";
   }
-  std::printf("autotune: %.1f s; ring jobs with --algorithm=auto choose by:\n",
-              absl::ToDoubleSeconds(absl::Now() - began));
-  for (absl::string_view line : absl::StrSplit(*table, '\n', absl::SkipEmpty())) {
-    if (!absl::StartsWith(line, "#")) std::printf("  %s\n", std::string(line).c_str());
+  v1::Algorithm best = order.front();
+  std::string figures;
+  for (v1::Algorithm algorithm : order) {
+    const double ms = 1e3 * per_step[algorithm] / kAutotunePasses;
+    absl::StrAppend(&figures, figures.empty() ? "" : ", ",
+                    AlgorithmName(algorithm), absl::StrFormat(" %.2f ms", ms));
+    if (per_step[algorithm] < per_step[best]) best = algorithm;
   }
+  std::printf("autotune: %.1f s; communication per step %s; ring jobs with "
+              "--algorithm=auto run %s\n",
+              absl::ToDoubleSeconds(absl::Now() - began), figures.c_str(),
+              AlgorithmName(best).c_str());
   std::fflush(stdout);
-  return *std::move(table);
+  return absl::StrCat("# gradsync local --autotune: least communication per "
+                      "step in ", kAutotuneSteps, "-step ring-sync trials (",
+                      figures, ")\n", spec.workers(), " inf ",
+                      AlgorithmName(best), "\n");
 }
 
 }  // namespace
@@ -219,7 +225,7 @@ int LocalCommand(const CliOptions& cli, Interruption* interruption) {
   std::string tuned;
   if (const v1::JobSpec spec = cli.spec();
       WantsAutotune(cli, spec, pairs) && !interruption->interrupted()) {
-    tuned = Autotune(stub.get(), spec, interruption);
+    tuned = Autotune(stub.get(), cli, spec, interruption);
   }
   for (const auto& [strategy, mode] : pairs) {
     if (interruption->interrupted()) break;

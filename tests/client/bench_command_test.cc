@@ -136,22 +136,5 @@ TEST(BenchTune, FastestPerSizeParsesAsATuningTable) {
   EXPECT_EQ(table->rules().size(), 3u) << text;
 }
 
-// The sizes --autotune times: powers of two from 4 KiB up to the first at or
-// above the whole gradient, at least 4 KiB, at most 64 MiB.
-TEST(AutotuneSizes, CoverTheGradientInPowersOfTwo) {
-  EXPECT_EQ(AutotuneSizes(40), (std::vector<int64_t>{4096}));
-  EXPECT_EQ(AutotuneSizes(4096), (std::vector<int64_t>{4096}));
-  EXPECT_EQ(AutotuneSizes(4097), (std::vector<int64_t>{4096, 8192}));
-  // The default model: 235 146 floats.
-  const std::vector<int64_t> model = AutotuneSizes(235146 * 4);
-  ASSERT_EQ(model.size(), 9u);
-  EXPECT_EQ(model.front(), 4096);
-  EXPECT_EQ(model.back(), 1 << 20);
-  const std::vector<int64_t> huge = AutotuneSizes(int64_t{5} << 30);
-  EXPECT_EQ(huge.back(), int64_t{64} << 20);
-  EXPECT_EQ(huge.size(), 15u);
-  for (size_t i = 1; i < huge.size(); ++i) EXPECT_EQ(huge[i], 2 * huge[i - 1]);
-}
-
 }  // namespace
 }  // namespace gradsync
