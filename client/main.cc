@@ -102,13 +102,13 @@ ABSL_FLAG(std::string, tuning_file, "",
           "with local's --autotune one measured at the start.");
 ABSL_FLAG(bool, autotune, true,
           "local: before ring jobs with --algorithm=auto on 2 or more workers "
-          "and no --tuning_file, time ring, halving-doubling and tree "
-          "allreduce on the local cluster over the model's gradient sizes "
-          "(4 KiB up to the whole gradient; a few seconds) and send the "
-          "fastest per size with those jobs (JobSpec.tuning_table). The "
-          "built-in table assumes a 10 Gbit network; on one machine, where "
-          "CPU time rather than links decides, other algorithms win. false: "
-          "the workers' table.");
+          "and no --tuning_file, run the job for 60 steps (ring-sync) with "
+          "each of ring, halving-doubling and tree allreduce, twice, and send "
+          "'WORKERS inf BEST' with the ring jobs (JobSpec.tuning_table), BEST "
+          "being the one with the least communication per step (a few "
+          "seconds). The built-in table assumes a 10 Gbit network; on one "
+          "machine, where CPU time rather than links decides, other "
+          "algorithms win. false: the workers' table.");
 ABSL_FLAG(std::string, algorithm, "auto",
           "Ring strategy: allreduce algorithm per gradient bucket: ring, hd "
           "(halving-doubling), tree (recursive doubling), hier (reduce in "
