@@ -103,6 +103,85 @@ nlohmann::json JobToJson(const v1::Job& job) {
 }
 
 
+namespace {
+
+int Log2Floor(int n) {
+  int l = 0;
+  while ((2 << l) <= n) ++l;
+  return l;
+}
+
+// The cost model's shape of one allreduce of K bytes on N ranks (DESIGN.md
+// "Cost model", common/cost_model.h), in words: its sequential messages and
+// the bytes each worker sends, as a multiple of K. Empty for an algorithm
+// without a closed form here (hier: it depends on the host groups).
+std::string AllreduceShape(const std::string& algorithm, int n, double k_mb) {
+  const int p = 1 << Log2Floor(std::max(n, 1));
+  const int log_p = Log2Floor(p);
+  const int fold = n == p ? 0 : 2;  // the extra ranks' fold-in and fold-out
+  if (algorithm == "ring") {
+    return absl::StrFormat(
+        "ring: 2(N-1) = %d sequential hops, 2(N-1)/N*K = %.2f MB sent per "
+        "worker", 2 * (n - 1), 2.0 * (n - 1) / n * k_mb);
+  }
+  if (algorithm == "hd") {
+    return absl::StrFormat(
+        "hd (halving-doubling): %d sequential exchanges, %.2f MB sent per "
+        "worker", 2 * log_p + fold, (2.0 * (p - 1) / p + (fold ? 1 : 0)) * k_mb);
+  }
+  if (algorithm == "tree") {
+    return absl::StrFormat(
+        "tree (recursive doubling): %d sequential exchanges of the whole "
+        "vector, %.2f MB sent per worker", log_p + fold,
+        (log_p + (fold ? 1 : 0)) * k_mb);
+  }
+  return "";
+}
+
+// The allreduce algorithms the ring jobs among `jobs` ran (their buckets'),
+// each once, in the order first seen.
+std::vector<std::string> RingAlgorithms(const std::vector<v1::Job>& jobs) {
+  std::vector<std::string> out;
+  for (const v1::Job& j : jobs) {
+    if (j.spec().strategy() != v1::STRATEGY_RING) continue;
+    for (const std::string& a : j.result().bucket_algorithms()) {
+      if (std::find(out.begin(), out.end(), a) == out.end()) out.push_back(a);
+    }
+  }
+  return out;
+}
+
+// The "why:" paragraph's first sentences: what one step moves through each
+// strategy, for the allreduce algorithms the ring jobs really ran (the ring,
+// when unknown).
+std::string WhatAStepMoves(const std::vector<v1::Job>& jobs, int n,
+                           double k_mb) {
+  std::vector<std::string> algorithms = RingAlgorithms(jobs);
+  if (algorithms.empty()) algorithms.push_back("ring");
+  std::string shapes;
+  for (const std::string& a : algorithms) {
+    const std::string shape = AllreduceShape(a, n, k_mb);
+    absl::StrAppend(&shapes, shapes.empty() ? "" : "; ",
+                    shape.empty() ? a : shape);
+  }
+  std::string out = absl::StrFormat("each step moves K = %.2f MB of gradient. ",
+                                    k_mb);
+  if (algorithms.size() == 1 && algorithms[0] == "ring") {
+    absl::StrAppend(&out, "The ring jobs ran the ", shapes, "; ");
+  } else {
+    absl::StrAppend(&out, "The ring jobs' buckets ran ", shapes,
+                    absl::StrFormat(" (a ring allreduce would take %d hops); ",
+                                    2 * (n - 1)));
+  }
+  absl::StrAppend(&out, absl::StrFormat(
+                            "a single PS takes one round trip per worker but "
+                            "its link carries N*K = %.2f MB in and out.",
+                            n * k_mb));
+  return out;
+}
+
+}  // namespace
+
 std::string CompareTable(const std::vector<v1::Job>& jobs) {
   std::string out = absl::StrFormat(
       "%-16s %7s %9s %10s %8s %11s %8s %9s %9s  %s\n", "strategy", "workers",
@@ -146,18 +225,14 @@ std::string CompareTable(const std::vector<v1::Job>& jobs) {
     absl::StrAppend(
         &out,
         absl::StrFormat(
-            "why: each step moves K = %.2f MB of gradient. A ring allreduce "
-            "takes 2(N-1) = %d sequential hops and sends 2(N-1)/N*K = %.2f MB "
-            "per worker; a single PS takes one round trip per worker but its "
-            "link carries N*K = %.2f MB in and out. %s Async modes hide part "
-            "of the communication behind compute at the price of stale "
-            "gradients (see test_acc).\n",
-            k_mb, 2 * (n - 1), 2.0 * (n - 1) / n * k_mb, n * k_mb,
+            "why: %s %s Async modes hide part of the communication behind "
+            "compute at the price of stale gradients (see test_acc).\n",
+            WhatAStepMoves(jobs, n, k_mb),
             k_mb < 4.0
                 ? "At this size per-message latency and CPU time, not link "
-                  "bandwidth, dominate, which favours the fewer hops of the "
-                  "PS; the ring's bandwidth advantage grows with K and N "
-                  "(try a wider --model or more --workers)."
+                  "bandwidth, dominate, which favours the fewest sequential "
+                  "messages; the ring's bandwidth advantage grows with K and "
+                  "N (try a wider --model or more --workers)."
                 : "At this size bandwidth dominates, which favours the ring "
                   "as N grows; PS shards (--ps-shards) split the server "
                   "link."));

@@ -1,0 +1,61 @@
+// The comparison table's explanation names what the ring jobs really ran.
+#include "client/report.h"
+
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "gradsync/v1/gradsync.pb.h"
+
+namespace gradsync {
+namespace {
+
+v1::Job Finished(v1::Strategy strategy, double samples_per_second,
+                 const std::vector<std::string>& algorithms) {
+  v1::Job j;
+  j.set_state(v1::SUCCEEDED);
+  j.mutable_spec()->set_strategy(strategy);
+  j.mutable_spec()->set_mode(v1::SYNC_MODE_SYNC);
+  j.mutable_spec()->set_workers(4);
+  v1::JobResult* r = j.mutable_result();
+  r->set_samples_per_second(samples_per_second);
+  r->set_num_params(250000);  // K = 1.00 MB
+  r->set_steps(100);
+  r->set_comm_seconds(0.4);
+  for (const std::string& a : algorithms) r->add_bucket_algorithms(a);
+  return j;
+}
+
+TEST(CompareTable, WhyDescribesTheAlgorithmsTheRingJobsRan) {
+  const std::string tree = CompareTable(
+      {Finished(v1::STRATEGY_PS, 100, {}),
+       Finished(v1::STRATEGY_RING, 200, {"tree", "tree"})});
+  // N = 4: log2 4 = 2 exchanges of the whole 1 MB vector, 2 MB sent.
+  EXPECT_NE(tree.find("tree (recursive doubling): 2 sequential exchanges of "
+                      "the whole vector, 2.00 MB sent per worker"),
+            std::string::npos)
+      << tree;
+  EXPECT_NE(tree.find("a ring allreduce would take 6 hops"), std::string::npos)
+      << tree;
+  EXPECT_NE(tree.find("N*K = 4.00 MB"), std::string::npos) << tree;
+
+  const std::string mixed = CompareTable(
+      {Finished(v1::STRATEGY_PS, 100, {}),
+       Finished(v1::STRATEGY_RING, 200, {"tree", "hd"})});
+  EXPECT_NE(mixed.find("tree (recursive doubling)"), std::string::npos) << mixed;
+  EXPECT_NE(mixed.find("hd (halving-doubling): 4 sequential exchanges, 1.50 MB"),
+            std::string::npos)
+      << mixed;
+
+  // Jobs that report no algorithm (or ran the ring) are described as a ring.
+  const std::string ring = CompareTable(
+      {Finished(v1::STRATEGY_PS, 100, {}), Finished(v1::STRATEGY_RING, 200, {})});
+  EXPECT_NE(ring.find("The ring jobs ran the ring: 2(N-1) = 6 sequential hops, "
+                      "2(N-1)/N*K = 1.50 MB sent per worker"),
+            std::string::npos)
+      << ring;
+}
+
+}  // namespace
+}  // namespace gradsync
