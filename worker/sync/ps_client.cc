@@ -9,6 +9,7 @@
 #include "absl/strings/numbers.h"
 #include "spdlog/spdlog.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "common/grpc/grpc_util.h"
 #include "common/grpc/job_secret.h"
 #include "common/grpc/tensor_frame.h"
@@ -440,6 +441,12 @@ absl::StatusOr<std::shared_ptr<PsPushStream>> PsClient::StreamFor(
   if (!aborted_.ok()) return aborted_;
   std::shared_ptr<PsPushStream>& s = streams_[address];
   if (s == nullptr || s->ended()) {
+    retired_.erase(std::remove_if(retired_.begin(), retired_.end(),
+                                  [](const std::shared_ptr<PsPushStream>& r) {
+                                    return r->done();
+                                  }),
+                   retired_.end());
+    if (s != nullptr) retired_.push_back(std::move(s));
     s = PsPushStream::Open(stubs_[address].get(), address,
                            PsCredentialMetadata(creds_));
     ++streams_opened_;
@@ -454,14 +461,35 @@ int64_t PsClient::streams_opened() const {
 
 PsClient::~PsClient() {
   std::map<std::string, std::shared_ptr<PsPushStream>> streams;
+  std::vector<std::shared_ptr<PsPushStream>> retired;
   {
     absl::MutexLock lock(&mu_);
     streams.swap(streams_);
+    retired.swap(retired_);
   }
   // Nothing is pending between calls: a shard answers the half-close at
-  // once; one that does not (stopped) is cancelled.
+  // once; one that does not (stopped) is cancelled. Retired streams were
+  // cancelled already: this waits for the end of their calls.
   const absl::Time deadline = absl::Now() + kStreamCloseWait;
   for (auto& [address, s] : streams) s->Close(deadline);
+  for (auto& s : retired) s->Close(deadline);
+  // A stream's OnDone may still hold the last reference to it, and through
+  // its ClientContext the channel. Wait until each stream is gone, so that
+  // the channel dies with stubs_ on this thread: if the last reference to a
+  // channel (and with it to gRPC's callback threads) dropped on one of those
+  // threads, gRPC 1.51 would try to join that thread from itself and then
+  // crash ("ref_counted.h: assertion failed: prior > 0"; grpc/grpc#32584).
+  std::vector<std::weak_ptr<PsPushStream>> gone;
+  for (auto& [address, s] : streams) gone.push_back(s);
+  for (auto& s : retired) gone.push_back(s);
+  streams.clear();
+  retired.clear();
+  const absl::Time until = absl::Now() + kStreamCloseWait;
+  for (const auto& w : gone) {
+    while (!w.expired() && absl::Now() < until) {
+      absl::SleepFor(absl::Microseconds(200));
+    }
+  }
 }
 
 StallReport PsClient::DescribeStall(const WaitTag& tag,

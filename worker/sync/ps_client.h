@@ -187,6 +187,11 @@ class PsClient {
   // By shard address; opened by the first PushPull to each shard.
   std::map<std::string, std::shared_ptr<PsPushStream>> streams_
       ABSL_GUARDED_BY(mu_);
+  // Streams replaced in streams_ after they ended whose calls may not be
+  // done yet: the destructor waits for them too, so that no call (which
+  // holds its channel, and with it gRPC's callback threads) outlives the
+  // client. Done ones are dropped when the next stream opens.
+  std::vector<std::shared_ptr<PsPushStream>> retired_ ABSL_GUARDED_BY(mu_);
   int64_t streams_opened_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Status aborted_ ABSL_GUARDED_BY(mu_);
 };

@@ -54,6 +54,11 @@ bool PsPushStream::ended() const {
   return done_ || stopping_;
 }
 
+bool PsPushStream::done() const {
+  absl::MutexLock lock(&mu_);
+  return done_;
+}
+
 bool PsPushStream::TakeHold() {
   if (hold_released_) return false;
   hold_released_ = true;

@@ -54,6 +54,8 @@ class PsPushStream final
   absl::Status Write(grpc::ByteBuffer frame);
   // True once the stream ended or is being cancelled: open another.
   bool ended() const;
+  // True once gRPC is done with the call (OnDone ran).
+  bool done() const;
   // Ends the stream: pending answers are lost, the sink hears Ended
   // (CANCELLED). Idempotent.
   void Cancel();
