@@ -3,6 +3,8 @@
 // strategy-mode pair, then the results; everything is shut down at the end.
 #include <stdlib.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <map>
@@ -19,15 +21,30 @@
 #include "client/report.h"
 #include "common/grpc/security.h"
 #include "common/spec/job_spec.h"
+#include "common/spec/model_spec.h"
 
 namespace gradsync {
 namespace {
 
 using Pairs = std::vector<std::pair<v1::Strategy, v1::SyncMode>>;
 
-// --autotune's trials: steps per run, and runs per algorithm.
-constexpr int kAutotuneSteps = 60;
+// --autotune's trials: runs per algorithm, and steps per run: 60, fewer
+// for models over 1 M parameters (down to 10 at 6 M and over), since their
+// steps take longer (on 2 CPU cores a step of mlp:784-4096-4096-10 takes
+// about half a second).
 constexpr int kAutotunePasses = 2;
+constexpr int64_t kAutotuneMaxSteps = 60;
+constexpr int64_t kAutotuneMinSteps = 10;
+constexpr int64_t kAutotuneStepParams = 60'000'000;  // steps x parameters
+
+int64_t AutotuneSteps(const v1::JobSpec& spec) {
+  absl::StatusOr<MlpSpec> model =
+      ParseModelSpec(spec.model().empty() ? kDefaultModel : spec.model());
+  const int64_t params =
+      model.ok() ? static_cast<int64_t>(NumParams(*model)) : 1;
+  return std::clamp(kAutotuneStepParams / std::max<int64_t>(params, 1),
+                    kAutotuneMinSteps, kAutotuneMaxSteps);
+}
 
 // --compare: the --pairs list; else the one --strategy/--mode pair. Dies (2)
 // naming the flag that does not parse.
@@ -135,7 +152,7 @@ bool WantsAutotune(const CliOptions& cli, const v1::JobSpec& spec,
   return false;
 }
 
-// Runs the trials of --autotune (kAutotuneSteps-step ring-sync runs of the
+// Runs the trials of --autotune (AutotuneSteps-step ring-sync runs of the
 // job, one per algorithm and pass) and returns the tuning table that makes
 // every bucket run the algorithm with the least communication per step,
 // summed over the passes; "" when a trial does not succeed (a line says so;
@@ -146,9 +163,10 @@ std::string Autotune(v1::Coordinator::Stub* stub, const CliOptions& cli,
                      const v1::JobSpec& spec, Interruption* interruption) {
   const std::vector<v1::Algorithm> order = {
       v1::ALGORITHM_RING, v1::ALGORITHM_HALVING_DOUBLING, v1::ALGORITHM_TREE};
-  std::printf("autotune: %d-step ring-sync trials with ring, hd and tree "
+  const int64_t steps = AutotuneSteps(spec);
+  std::printf("autotune: %lld-step ring-sync trials with ring, hd and tree "
               "allreduce, %d passes (--autotune=false skips them)\n",
-              kAutotuneSteps, kAutotunePasses);
+              static_cast<long long>(steps), kAutotunePasses);
   std::fflush(stdout);
   CliOptions quiet = cli;
   quiet.quiet = true;
@@ -164,7 +182,7 @@ std::string Autotune(v1::Coordinator::Stub* stub, const CliOptions& cli,
       s.set_mode(v1::SYNC_MODE_SYNC);
       s.clear_staleness();
       s.set_algorithm(algorithm);
-      s.set_steps(kAutotuneSteps);
+      s.set_steps(steps);
       s.set_checkpoint_every(0);
       s.clear_resume_from();
       s.set_trace(false);
@@ -196,7 +214,7 @@ std::string Autotune(v1::Coordinator::Stub* stub, const CliOptions& cli,
               AlgorithmName(best).c_str());
   std::fflush(stdout);
   return absl::StrCat("# gradsync local --autotune: least communication per "
-                      "step in ", kAutotuneSteps, "-step ring-sync trials (",
+                      "step in ", steps, "-step ring-sync trials (",
                       figures, ")\n", spec.workers(), " inf ",
                       AlgorithmName(best), "\n");
 }

@@ -102,7 +102,8 @@ ABSL_FLAG(std::string, tuning_file, "",
           "with local's --autotune one measured at the start.");
 ABSL_FLAG(bool, autotune, true,
           "local: before ring jobs with --algorithm=auto on 2 or more workers "
-          "and no --tuning_file, run the job for 60 steps (ring-sync) with "
+          "and no --tuning_file, run the job for 60 steps (ring-sync; "
+          "fewer, down to 10, for models over 1 M parameters) with "
           "each of ring, halving-doubling and tree allreduce, twice, and send "
           "'WORKERS inf BEST' with the ring jobs (JobSpec.tuning_table), BEST "
           "being the one with the least communication per step (a few "
