@@ -1,0 +1,141 @@
+// Integration: which allreduce algorithm auto runs, end to end through the
+// CLI and real daemons: a worker's --tuning_file, a job's own table
+// (JobSpec.tuning_table, `submit --tuning_file`) and `local --autotune`.
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "common/spec/job_spec.h"
+#include "common/spec/tuning_table.h"
+#include "tests/integration/cluster_fixture.h"
+
+namespace gradsync {
+namespace {
+
+// `gradsync local bench --tuning_file` hands the table to the workers it
+// starts: a table that says "tree for everything" makes auto pick tree at a
+// size where the built-in table picks another algorithm; a bf16 wire still
+// verifies (the bench's integer patterns are exact in bf16 up to 8 ranks).
+TEST(Integration, LocalBenchPassesTheTuningFileAndTheWireDtypeToWorkers) {
+  const std::string dir = TempDir();
+  {
+    std::ofstream table(dir + "/tuning.txt");
+    table << "# every size, every world size\n* inf tree\n";
+  }
+  const std::string out = dir + "/out.txt";
+  const int rc = Shell(
+      absl::StrCat(GRADSYNC_BIN_DIR, "/gradsync local bench --workers=2",
+                   " --op=allreduce --algorithm=auto --sizes=16M --iters=2",
+                   " --warmup=1 --wire_dtype=bf16 --tuning_file=", dir,
+                   "/tuning.txt --results=", dir, "/r.json --log_dir=", dir,
+                   " > ", out, " 2>&1"),
+      120);
+  ASSERT_EQ(rc, 0) << Slurp(out);
+  nlohmann::json r = nlohmann::json::parse(Slurp(dir + "/r.json"));
+  EXPECT_EQ(r["wire_dtype"], "bf16");
+  ASSERT_EQ(r["rows"].size(), 1u);
+  EXPECT_EQ(r["rows"][0]["algorithm"], "tree") << Slurp(out);
+  EXPECT_EQ(r["rows"][0]["ok"], true) << Slurp(out);
+}
+
+// `gradsync submit --tuning_file` sends the table with the job
+// (JobSpec.tuning_table): workers started without it choose by it. At N=2
+// the built-in table picks tree for both of the default model's buckets; a
+// table of "hd everywhere" makes them hd. A table that does not parse is
+// refused before anything is submitted, naming the flag.
+TEST(Integration, SubmittedTuningTableDecidesWhatAutoRuns) {
+  Cluster c(2, /*shards=*/1);
+  ASSERT_TRUE(c.ok());
+  const std::string dir = TempDir();
+  const std::string bin = GRADSYNC_BIN_DIR;
+  {
+    std::ofstream table(dir + "/hd.txt");
+    table << "# every size, every world size\n* inf hd\n";
+    std::ofstream bad(dir + "/bad.txt");
+    bad << "2 1KiB warp\n";
+  }
+  for (const bool with_table : {false, true}) {
+    const std::string r = dir + (with_table ? "/hd.json" : "/builtin.json");
+    const int rc = Shell(
+        absl::StrCat(bin, "/gradsync submit ", c.CliFlags(),
+                     " --strategy=ring --workers=2 --steps=3 --wait",
+                     with_table ? absl::StrCat(" --tuning_file=", dir, "/hd.txt")
+                                : std::string(),
+                     " --results=", r, " > ", dir, "/submit.txt 2>&1"),
+        120);
+    ASSERT_EQ(rc, 0) << Slurp(dir + "/submit.txt");
+    nlohmann::json j = nlohmann::json::parse(Slurp(r));
+    ASSERT_EQ(j["bucket_algorithms"].size(), 2u) << j.dump();
+    for (const auto& algorithm : j["bucket_algorithms"]) {
+      EXPECT_EQ(algorithm, with_table ? "hd" : "tree") << j.dump();
+    }
+  }
+  EXPECT_EQ(Shell(absl::StrCat(bin, "/gradsync submit ", c.CliFlags(),
+                               " --strategy=ring --workers=2 --steps=3",
+                               " --tuning_file=", dir, "/bad.txt 2> ", dir,
+                               "/err.txt"),
+                  30),
+            2);
+  EXPECT_NE(Slurp(dir + "/err.txt").find("--tuning_file: "), std::string::npos)
+      << Slurp(dir + "/err.txt");
+  EXPECT_NE(Slurp(dir + "/err.txt").find("warp"), std::string::npos)
+      << Slurp(dir + "/err.txt");
+}
+
+// The algorithm `gradsync local --autotune` said ring jobs run ("" if none).
+std::string AutotunedAlgorithm(const std::string& out) {
+  const std::string key = "ring jobs with --algorithm=auto run ";
+  const size_t at = out.find(key);
+  if (at == std::string::npos) return "";
+  const size_t begin = at + key.size();
+  return out.substr(begin, out.find('\n', begin) - begin);
+}
+
+// `gradsync local` with a ring job and --algorithm=auto first runs short
+// ring-sync trials with ring, hd and tree on its cluster (--autotune) and
+// says which had the least communication per step; every bucket of the job
+// then runs that one. With --autotune=false nothing is tried and the
+// workers' (built-in) table chooses.
+TEST(Integration, LocalAutotuneTriesTheAlgorithmsAndRingJobsRunTheBest) {
+  for (const bool autotune : {true, false}) {
+    const std::string dir = TempDir();
+    const std::string out = dir + "/out.txt";
+    const int rc = Shell(
+        absl::StrCat(GRADSYNC_BIN_DIR, "/gradsync local --strategy=ring",
+                     " --workers=2 --steps=3 --autotune=",
+                     autotune ? "true" : "false", " --results=", dir,
+                     "/r.json --log_dir=", dir, " > ", out, " 2>&1"),
+        180);
+    const std::string text = Slurp(out);
+    ASSERT_EQ(rc, 0) << text;
+    EXPECT_EQ(text.find("autotune:") != std::string::npos, autotune) << text;
+    const std::string chosen = AutotunedAlgorithm(text);
+    if (autotune) {
+      EXPECT_TRUE(chosen == "ring" || chosen == "hd" || chosen == "tree") << text;
+      // The trials ran and are reported: one figure per algorithm.
+      for (const char* a : {"ring ", "hd ", "tree "}) {
+        EXPECT_NE(text.find(absl::StrCat(a)), std::string::npos) << text;
+      }
+    }
+    nlohmann::json j = nlohmann::json::parse(Slurp(dir + "/r.json"));
+    // Only the job itself is in the results (the trials are not).
+    EXPECT_EQ(j["steps"], 3) << j.dump();
+    ASSERT_EQ(j["bucket_bytes"].size(), 2u) << j.dump();
+    ASSERT_EQ(j["bucket_algorithms"].size(), 2u) << j.dump();
+    for (int b = 0; b < 2; ++b) {
+      const uint64_t bytes = j["bucket_bytes"][b].get<uint64_t>();
+      EXPECT_EQ(j["bucket_algorithms"][b].get<std::string>(),
+                autotune ? chosen
+                         : AlgorithmName(TuningTable::Default().Choose(2, bytes)))
+          << "bucket " << b << " of " << bytes << " bytes\n" << text;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace gradsync
