@@ -5,6 +5,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/cost_model.h"
 
 namespace gradsync {
 
@@ -105,19 +106,13 @@ nlohmann::json JobToJson(const v1::Job& job) {
 
 namespace {
 
-int Log2Floor(int n) {
-  int l = 0;
-  while ((2 << l) <= n) ++l;
-  return l;
-}
-
 // The cost model's shape of one allreduce of K bytes on N ranks (DESIGN.md
 // "Cost model", common/cost_model.h), in words: its sequential messages and
 // the bytes each worker sends, as a multiple of K. Empty for an algorithm
 // without a closed form here (hier: it depends on the host groups).
 std::string AllreduceShape(const std::string& algorithm, int n, double k_mb) {
-  const int p = 1 << Log2Floor(std::max(n, 1));
-  const int log_p = Log2Floor(p);
+  const int p = 1 << FloorLog2(std::max(n, 1));
+  const int log_p = FloorLog2(p);
   const int fold = n == p ? 0 : 2;  // the extra ranks' fold-in and fold-out
   if (algorithm == "ring") {
     return absl::StrFormat(

@@ -7,13 +7,13 @@
 #include "common/ps_layout.h"
 
 namespace gradsync {
-namespace {
-
 int FloorLog2(int n) {
   int l = 0;
   while ((2 << l) <= n) ++l;
   return l;
 }
+
+namespace {
 
 int CeilLog2(int n) {
   int l = 0;

@@ -53,6 +53,9 @@ struct CostInputs {
 double PushPullLinkFactor(int world, int ps_shards, int64_t bytes,
                           int64_t partition_bytes = 0);
 
+// floor(log2 n) for n >= 1 (0 for n <= 1): P = 1 << FloorLog2(N) above.
+int FloorLog2(int n);
+
 absl::StatusOr<double> PredictSeconds(v1::BenchOp op, v1::Algorithm algorithm,
                                       const CostInputs& in);
 
