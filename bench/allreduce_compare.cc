@@ -1,4 +1,4 @@
-// gradsync's ring allreduce against Gloo's, side by side in one run, one
+// gradsync's allreduce (the ring, or --algorithm) against Gloo's ring, side by side in one run, one
 // process per rank on loopback (as the daemons run), nccl-tests conventions:
 // time = median over iterations of the slowest rank, algbw = bytes / time,
 // busbw = algbw * 2(N-1)/N. Runs alternate gloo, gradsync, gloo, ... for
@@ -8,7 +8,7 @@
 //
 // Every result is checked (ranks fill rank+1, the sum is N(N+1)/2, exact in
 // float32). Each timed allreduce starts after a barrier (the implementation's
-// own: gloo::barrier, or a one-float gradsync ring), so a rank's time never
+// own: gloo::barrier, or a one-float gradsync recursive doubling), so a rank's time never
 // includes a peer still filling or checking its tensor. Prints one row per (round, implementation, size) and a summary
 // of gradsync/gloo busbw ratios; --json=FILE writes the rows.
 #include <sys/wait.h>
@@ -29,7 +29,7 @@
 #include <gloo/rendezvous/file_store.h>
 #include <gloo/transport/tcp/device.h>
 
-#include "common/memory.h"
+#include "common/process_setup.h"
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
@@ -39,7 +39,9 @@
 #include "absl/time/clock.h"
 #include "common/grpc/grpc_util.h"
 #include "common/grpc/transport_flags.h"
-#include "worker/collectives/ring.h"
+#include "common/spec/job_spec.h"
+#include "worker/collectives/allreduce.h"
+#include "worker/collectives/recursive_doubling.h"
 #include "worker/collectives/transport/grpc/grpc_transport.h"
 
 ABSL_FLAG(int, ranks, 2, "Processes (ranks) per allreduce.");
@@ -53,6 +55,9 @@ ABSL_FLAG(std::string, impl, "both", "gloo, gradsync or both.");
 ABSL_FLAG(int, base_port, 47300,
           "gradsync ranks listen on base_port + rank on 127.0.0.1.");
 ABSL_FLAG(int64_t, segment_bytes, 1 << 20, "gradsync ring segment size.");
+ABSL_FLAG(std::string, algorithm, "ring",
+          "gradsync's allreduce: ring, hd (halving-doubling) or tree "
+          "(recursive doubling); Gloo always runs its ring.");
 ABSL_FLAG(int, connections, 1,
           "gradsync: TCP connections per peer (segments striped over them).");
 ABSL_FLAG(std::string, json, "", "Write the rows as JSON to this file.");
@@ -189,9 +194,12 @@ RankTimes RunGradsync(const Config& c, int rank) {
         job, rank, peers,
         mailboxes.Open(job, topts.job_secret, static_cast<int>(peers.size())),
         topts);
-    RingOptions opts;
+    AllreduceOptions opts;
     opts.segment_bytes = static_cast<size_t>(absl::GetFlag(FLAGS_segment_bytes));
     opts.timeout = absl::Seconds(60);
+    // Checked in Main before any rank starts.
+    const v1::Algorithm algorithm =
+        ParseAlgorithm(absl::GetFlag(FLAGS_algorithm)).value();
     int64_t step = 0;
     auto report = [rank](const absl::Status& st) {
       if (!st.ok()) std::fprintf(stderr, "rank %d: %s\n", rank, st.ToString().c_str());
@@ -199,13 +207,15 @@ RankTimes RunGradsync(const Config& c, int rank) {
     };
     // The barrier: an allreduce of one float, as bucket 1 of the same step
     // (frames from one peer arrive in order, so it never meets the data's).
-    RingAllreduce one(&transport, 1, opts);
+    RecursiveDoublingAllreduce one(&transport, 1, opts);
     float token = 0;
     out = TimeSizes(
         c, rank,
         [&](float* data, size_t n, int) {
-          RingAllreduce ring(&transport, n, opts);
-          return report(ring.Run(data, step++, 0));
+          absl::StatusOr<std::unique_ptr<Allreduce>> op =
+              MakeAllreduce(algorithm, &transport, n, opts);
+          if (!op.ok()) return report(op.status());
+          return report((*op)->Run(data, step++, 0));
         },
         [&] { return report(one.Run(&token, step, 1)); });
     // Keep serving until every rank is done sending to us.
@@ -298,6 +308,14 @@ int Main() {
     }
     c.sizes.push_back(*v);
   }
+  absl::StatusOr<v1::Algorithm> algorithm =
+      ParseAlgorithm(absl::GetFlag(FLAGS_algorithm));
+  if (!algorithm.ok() || *algorithm == v1::ALGORITHM_HIERARCHICAL ||
+      *algorithm == v1::ALGORITHM_AUTO ||
+      *algorithm == v1::ALGORITHM_UNSPECIFIED) {
+    std::fprintf(stderr, "--algorithm: want ring, hd or tree\n");
+    return 2;
+  }
   if (c.ranks < 2 || c.iters < 1 || c.warmup < 0) {
     std::fprintf(stderr, "need --ranks >= 2, --iters >= 1, --warmup >= 0\n");
     return 2;
@@ -369,10 +387,14 @@ int Main() {
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
-      "gradsync ring allreduce vs Gloo ring, one process per rank on "
-      "loopback.\n  allreduce_compare --ranks=2 --sizes=64M --rounds=3");
+      "gradsync's allreduce (ring, or --algorithm) vs Gloo's ring, one "
+      "process per rank on loopback.\n  allreduce_compare --ranks=2 "
+      "--sizes=64M --rounds=3");
   absl::ParseCommandLine(argc, argv);
-  gradsync::TuneAllocatorForLargeBuffers();
+  // As the daemons start (no abseil deadlock detection, the allocator's
+  // thresholds, denormals flushed): the ranks are measured as they run in
+  // a job.
+  gradsync::PrepareDaemonProcess();
   // --peer_bdp_probe (common/grpc/transport_flags.h), as workers take it.
   gradsync::ApplyTransportFlags();
   return gradsync::Main();
