@@ -228,25 +228,57 @@ nlohmann::json BenchToJson(const v1::Job& job,
 
 std::string TuningLines(int world,
                         const std::vector<std::vector<BenchRowReport>>& runs) {
-  std::map<int64_t, const BenchRowReport*> best;  // by bytes, ascending
+  struct Score {
+    double sum = 0;
+    int rows = 0;
+    bool failed = false;
+  };
+  // By bytes (ascending), then algorithm.
+  std::map<int64_t, std::map<std::string, Score>> scores;
   for (const std::vector<BenchRowReport>& run : runs) {
     for (const BenchRowReport& r : run) {
-      if (!r.ok || r.time_seconds <= 0) continue;
-      auto& b = best[r.bytes];
-      if (b == nullptr || r.time_seconds < b->time_seconds) b = &r;
+      Score& s = scores[r.bytes][r.algorithm];
+      if (!r.ok || r.time_seconds <= 0) {
+        s.failed = true;
+        continue;
+      }
+      s.sum += r.time_seconds;
+      ++s.rows;
     }
   }
+  std::map<int64_t, std::string> best;  // by bytes, ascending
+  std::string means;  // a comment line per size: every algorithm's mean
+  for (const auto& [bytes, by_algorithm] : scores) {
+    double best_mean = 0;
+    absl::StrAppend(&means, "# ", bytes, " B:");
+    const char* sep = " ";
+    for (const auto& [algorithm, s] : by_algorithm) {
+      if (s.failed || s.rows == 0) {
+        absl::StrAppend(&means, sep, algorithm, " FAILED");
+        sep = ", ";
+        continue;
+      }
+      const double mean = s.sum / s.rows;
+      absl::StrAppend(&means, sep, algorithm,
+                      absl::StrFormat(" %.1f us", mean * 1e6));
+      sep = ", ";
+      if (best.count(bytes) == 0 || mean < best_mean) {
+        best[bytes] = algorithm;
+        best_mean = mean;
+      }
+    }
+    absl::StrAppend(&means, "\n");
+  }
   std::string out = absl::StrCat(
-      "# gradsync bench --tune: fastest allreduce per size for ", world,
-      " workers\n# WORLD MAX_BYTES ALGORITHM\n");
+      "# gradsync bench --tune: fastest allreduce per size (mean over the "
+      "runs) for ", world, " workers\n", means,
+      "# WORLD MAX_BYTES ALGORITHM\n");
   for (auto it = best.begin(); it != best.end(); ++it) {
     auto next = std::next(it);
     // A size's rule is implied by the next one when both chose the same.
-    if (next != best.end() && next->second->algorithm == it->second->algorithm) {
-      continue;
-    }
+    if (next != best.end() && next->second == it->second) continue;
     absl::StrAppend(&out, world, " ", next == best.end() ? "inf" : absl::StrCat(it->first),
-                    " ", it->second->algorithm, "\n");
+                    " ", it->second, "\n");
   }
   return out;
 }
@@ -380,7 +412,18 @@ int BenchAgainst(const std::string& server, const BenchCommandOptions& o,
   auto stub = v1::Coordinator::NewStub(channel);
   std::vector<v1::Algorithm> algorithms = {o.algorithm};
   if (!o.tune.empty()) {
-    algorithms = {v1::ALGORITHM_RING, v1::ALGORITHM_HALVING_DOUBLING, v1::ALGORITHM_TREE};
+    // Pass after pass, ring-hd-tree then tree-hd-ring, so that a load that
+    // drifts during the passes favours no algorithm by its place.
+    const std::vector<v1::Algorithm> order = {
+        v1::ALGORITHM_RING, v1::ALGORITHM_HALVING_DOUBLING, v1::ALGORITHM_TREE};
+    algorithms.clear();
+    for (int pass = 0; pass < o.tune_passes; ++pass) {
+      if (pass % 2 == 0) {
+        algorithms.insert(algorithms.end(), order.begin(), order.end());
+      } else {
+        algorithms.insert(algorithms.end(), order.rbegin(), order.rend());
+      }
+    }
   }
   int rc = 0;
   nlohmann::json runs = nlohmann::json::array();
@@ -407,7 +450,8 @@ int BenchAgainst(const std::string& server, const BenchCommandOptions& o,
   if (!o.tune.empty()) {
     absl::Status st = WriteFile(o.tune, TuningLines(o.workers, all_rows));
     if (!st.ok()) std::fprintf(stderr, "gradsync: %s\n", st.ToString().c_str());
-    else std::printf("tuning table written to %s\n", o.tune.c_str());
+    else std::printf("tuning table written to %s:\n%s", o.tune.c_str(),
+                     TuningLines(o.workers, all_rows).c_str());
     if (!st.ok()) rc = 1;
   }
   return rc;

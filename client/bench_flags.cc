@@ -27,6 +27,10 @@ ABSL_FLAG(std::string, tune, "",
           "bench: run allreduce with ring, hd and tree over --sizes and write "
           "a tuning table (the fastest per size, lines WORLD MAX_BYTES "
           "ALGORITHM, common/spec/tuning_table.h format) to this file.");
+ABSL_FLAG(int, tune_passes, 2,
+          "bench --tune: how many times to run each of ring, hd and tree "
+          "(1..10; alternating ring-hd-tree and tree-hd-ring); a size goes to "
+          "the lowest mean time over the passes.");
 
 // Shared with the other commands (client/main.cc).
 ABSL_DECLARE_FLAG(std::string, server);
@@ -85,6 +89,11 @@ absl::StatusOr<BenchCommandOptions> BenchOptionsFromFlags(bool local) {
   o.tuning_file = absl::GetFlag(FLAGS_tuning_file);
   o.log_level = absl::GetFlag(FLAGS_log_level);
   o.heartbeat_timeout = absl::GetFlag(FLAGS_heartbeat_timeout);
+  o.tune_passes = absl::GetFlag(FLAGS_tune_passes);
+  if (o.tune_passes < 1 || o.tune_passes > 10) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "tune_passes: must be in [1, 10], got ", o.tune_passes));
+  }
   if (!o.tune.empty() && o.op != v1::BENCH_OP_ALLREDUCE) {
     return absl::InvalidArgumentError("tune: only for --op=allreduce");
   }

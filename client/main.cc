@@ -175,7 +175,8 @@ Commands:
             pushpull) timed over --sizes on --workers workers, --iters timed
             runs after --warmup, every result verified; prints one row per
             size (time, algbw, busbw, the alpha-beta model, OK/FAILED);
-            --results=FILE.json, --tune=FILE (ring/hd/tree, fastest per size)
+            --results=FILE.json, --tune=FILE (ring/hd/tree --tune_passes
+            times each, the lowest mean per size)
   local bench   the same on a loopback cluster of its own
   watch ID  stream a job's progress until it ends
   status ID show one job

@@ -136,5 +136,29 @@ TEST(BenchTune, FastestPerSizeParsesAsATuningTable) {
   EXPECT_EQ(table->rules().size(), 3u) << text;
 }
 
+TEST(BenchTune, PassesAreAveragedAndOneFailedPassDisqualifies) {
+  // Two passes. At 4 KiB tree has the single fastest row (1e-4) but the
+  // higher mean (5.5e-4 against hd's 2e-4): hd. At 1 MiB ring is faster on
+  // average, but one of its rows FAILED, so hd (the better of the rest).
+  const std::vector<std::vector<BenchRowReport>> runs = {
+      {Row(4096, "ring", 9e-4), Row(1 << 20, "ring", 1e-3)},
+      {Row(4096, "hd", 2e-4), Row(1 << 20, "hd", 3e-3)},
+      {Row(4096, "tree", 1e-4), Row(1 << 20, "tree", 4e-3)},
+      {Row(4096, "tree", 1e-3), Row(1 << 20, "tree", 4e-3)},
+      {Row(4096, "hd", 2e-4), Row(1 << 20, "hd", 3e-3)},
+      {Row(4096, "ring", 9e-4), Row(1 << 20, "ring", 1e-3, /*ok=*/false)}};
+  const std::string text = TuningLines(2, runs);
+  absl::StatusOr<TuningTable> table = TuningTable::Parse(text, "tune");
+  ASSERT_TRUE(table.ok()) << table.status() << "\n" << text;
+  EXPECT_EQ(table->Choose(2, 4096), v1::ALGORITHM_HALVING_DOUBLING) << text;
+  EXPECT_EQ(table->Choose(2, 1 << 20), v1::ALGORITHM_HALVING_DOUBLING) << text;
+  EXPECT_EQ(table->rules().size(), 1u) << text;
+  // The means behind the choice are in the file, failures named.
+  EXPECT_NE(text.find("# 4096 B: hd 200.0 us, ring 900.0 us, tree 550.0 us"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("ring FAILED"), std::string::npos) << text;
+}
+
 }  // namespace
 }  // namespace gradsync

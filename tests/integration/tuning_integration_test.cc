@@ -4,6 +4,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -135,6 +136,46 @@ TEST(Integration, LocalAutotuneTriesTheAlgorithmsAndRingJobsRunTheBest) {
           << "bucket " << b << " of " << bytes << " bytes\n" << text;
     }
   }
+}
+
+// `bench --tune` runs ring, hd and tree --tune_passes times each, in
+// alternating order, and writes a table that parses and names, for every
+// size, an algorithm that ran there; the results hold every run. A pass
+// count out of range is refused before anything runs.
+TEST(Integration, BenchTuneRunsEveryPassAndWritesATableThatParses) {
+  const std::string dir = TempDir();
+  const std::string out = dir + "/out.txt";
+  const int rc = Shell(
+      absl::StrCat(GRADSYNC_BIN_DIR, "/gradsync local bench --workers=2",
+                   " --sizes=4K,64K --iters=2 --warmup=1 --tune_passes=2",
+                   " --tune=", dir, "/table.txt --results=", dir,
+                   "/r.json --log_dir=", dir, " > ", out, " 2>&1"),
+      180);
+  ASSERT_EQ(rc, 0) << Slurp(out);
+  nlohmann::json r = nlohmann::json::parse(Slurp(dir + "/r.json"));
+  ASSERT_EQ(r["runs"].size(), 6u) << r.dump();
+  const std::vector<std::string> order = {"ring", "hd", "tree",
+                                          "tree", "hd", "ring"};
+  for (size_t i = 0; i < order.size(); ++i) {
+    EXPECT_EQ(r["runs"][i]["algorithm_requested"], order[i]) << i;
+    ASSERT_EQ(r["runs"][i]["rows"].size(), 2u) << i;
+  }
+  const std::string text = Slurp(dir + "/table.txt");
+  absl::StatusOr<TuningTable> table = TuningTable::Parse(text, "table.txt");
+  ASSERT_TRUE(table.ok()) << table.status() << "\n" << text;
+  for (const int64_t bytes : {int64_t{4096}, int64_t{65536}}) {
+    const v1::Algorithm a = table->Choose(2, bytes);
+    EXPECT_TRUE(a == v1::ALGORITHM_RING || a == v1::ALGORITHM_HALVING_DOUBLING ||
+                a == v1::ALGORITHM_TREE)
+        << bytes << "\n" << text;
+  }
+  const int bad = Shell(
+      absl::StrCat(GRADSYNC_BIN_DIR, "/gradsync local bench --workers=2",
+                   " --sizes=4K --tune_passes=0 --tune=", dir, "/t2.txt > ",
+                   out, " 2>&1"),
+      60);
+  EXPECT_EQ(bad, 2) << Slurp(out);
+  EXPECT_NE(Slurp(out).find("tune_passes"), std::string::npos) << Slurp(out);
 }
 
 }  // namespace
