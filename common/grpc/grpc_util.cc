@@ -92,7 +92,13 @@ grpc::ChannelArguments PeerChannelArgs(bool bulk) {
 
 std::shared_ptr<grpc::Channel> MakePeerChannel(const std::string& target,
                                                bool bulk) {
-  return MakeSecureChannel(target, PeerChannelArgs(bulk), GetClusterSecurity());
+  return MakeSecureChannel(target, PeerChannelArgs(bulk), GetClusterSecurity(),
+                           TokenOn::kCallerAdds);
+}
+
+std::shared_ptr<grpc::Channel> MakePsDataChannel(const std::string& target) {
+  return MakeSecureChannel(target, DefaultChannelArgs(), GetClusterSecurity(),
+                           TokenOn::kCallerAdds);
 }
 
 namespace {

@@ -82,9 +82,16 @@ void ConfigureServerBuilder(grpc::ServerBuilder* builder);
 // above) and on a bulk port (never probing); a collective of at least the
 // job's peer_bulk_bytes sends on the bulk ones (GrpcTransportOptions), where
 // a sender waits for its receiver instead of filling its memory.
+//
+// Peer and PS data channels carry the cluster token only on calls whose
+// ClientContext got AddClusterToken (security.h, TokenOn::kCallerAdds): the
+// token interceptor of other channels costs a gRPC batch per message.
 grpc::ChannelArguments PeerChannelArgs(bool bulk = false);
 std::shared_ptr<grpc::Channel> MakePeerChannel(const std::string& target,
                                                bool bulk = false);
+// MakeChannel's settings for the PS data plane (PsClient's push/pull):
+// every call on it must AddClusterToken.
+std::shared_ptr<grpc::Channel> MakePsDataChannel(const std::string& target);
 
 struct StartedServer {
   std::unique_ptr<grpc::Server> server;

@@ -231,7 +231,7 @@ absl::StatusOr<std::string> RandomToken() {
 
 std::shared_ptr<grpc::Channel> MakeSecureChannel(
     const std::string& target, grpc::ChannelArguments args,
-    const ClusterSecurity& security) {
+    const ClusterSecurity& security, TokenOn token_on) {
   std::shared_ptr<grpc::ChannelCredentials> creds =
       grpc::InsecureChannelCredentials();
   if (security.tls()) {
@@ -242,7 +242,7 @@ std::shared_ptr<grpc::Channel> MakeSecureChannel(
     creds = grpc::SslCredentials(ssl);
     args.SetSslTargetNameOverride(kClusterTlsName);
   }
-  if (security.token.empty()) {
+  if (security.token.empty() || token_on == TokenOn::kCallerAdds) {
     return grpc::CreateCustomChannel(target, creds, args);
   }
   std::vector<std::unique_ptr<grpc::experimental::ClientInterceptorFactoryInterface>>
@@ -250,6 +250,11 @@ std::shared_ptr<grpc::Channel> MakeSecureChannel(
   interceptors.push_back(std::make_unique<TokenInterceptorFactory>(security.token));
   return grpc::experimental::CreateCustomChannelWithInterceptors(
       target, creds, args, std::move(interceptors));
+}
+
+void AddClusterToken(grpc::ClientContext* ctx) {
+  const std::string& token = GetClusterSecurity().token;
+  if (!token.empty()) ctx->AddMetadata(kTokenMetadataKey, absl::StrCat(kBearer, token));
 }
 
 std::shared_ptr<grpc::ServerCredentials> ServerCredentialsFor(

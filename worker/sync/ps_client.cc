@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/grpc/grpc_util.h"
+#include "common/grpc/security.h"
 #include "common/grpc/job_secret.h"
 #include "common/grpc/tensor_frame.h"
 
@@ -77,7 +78,10 @@ PsClient::PsClient(int rank, PsCredentials creds, std::vector<PsPiece> pieces,
   for (size_t i = 0; i < pieces_.size(); ++i) {
     all_.push_back(static_cast<int>(i));
     auto& stub = stubs_[pieces_[i].address];
-    if (!stub) stub = std::make_unique<grpc::GenericStub>(MakeChannel(pieces_[i].address));
+    if (!stub) {
+      stub = std::make_unique<grpc::GenericStub>(
+          MakePsDataChannel(pieces_[i].address));
+    }
   }
   set_push_window(DefaultPushWindow(stubs_.size()));
 }
@@ -184,6 +188,7 @@ class UnaryCalls final : public PsPieceCalls {
              absl::Time deadline) override {
     ctx_[i].set_deadline(ToChrono(deadline));
     AddPsCredentials(*creds_, &ctx_[i]);
+    AddClusterToken(&ctx_[i]);  // MakePsDataChannel adds no interceptor
     req_[i] = std::move(request);
     stub_for_(piece.address)
         ->UnaryCall(&ctx_[i], method_, grpc::StubOptions(), &req_[i],

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/grpc/grpc_util.h"
+#include "common/grpc/security.h"
 #include "common/grpc/tensor_frame.h"
 
 namespace gradsync {
@@ -13,6 +14,7 @@ std::shared_ptr<PsPushStream> PsPushStream::Open(
     const std::vector<std::pair<std::string, std::string>>& metadata) {
   std::shared_ptr<PsPushStream> s(new PsPushStream(std::move(address)));
   for (const auto& [key, value] : metadata) s->ctx_.AddMetadata(key, value);
+  AddClusterToken(&s->ctx_);  // PsClient's channels add no interceptor
   stub->PrepareBidiStreamingCall(&s->ctx_,
                                  "/gradsync.v1.ParameterServer/PushPullStream",
                                  grpc::StubOptions(), s.get());

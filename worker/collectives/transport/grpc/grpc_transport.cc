@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/exception_status.h"
 #include "common/grpc/grpc_util.h"
+#include "common/grpc/security.h"
 #include "common/grpc/job_secret.h"
 
 namespace gradsync {
@@ -223,6 +224,7 @@ class PeerSender final
     ctx_.AddMetadata(kJobIdMetadata, creds.job_id);
     ctx_.AddMetadata(kJobRankMetadata, std::to_string(creds.rank));
     ctx_.AddMetadata(kJobSecretMetadata, creds.secret);
+    AddClusterToken(&ctx_);  // MakePeerChannel adds no interceptor
   }
 
   absl::Status Start(absl::Time deadline) {
