@@ -62,7 +62,7 @@ std::vector<std::pair<std::string, std::string>> PsCredentialMetadata(
 // Adds `creds` to a call's metadata.
 void AddPsCredentials(const PsCredentials& creds, grpc::ClientContext* ctx);
 
-class PsPieceCalls;  // ps_client.cc
+class PsPieceCalls;  // ps_piece_calls.h
 
 // Calls may come from one thread at a time; Abort from any thread.
 class PsClient {

@@ -1,0 +1,409 @@
+// WorkerDaemon's job half: starting, running, cancelling and reporting the
+// jobs the coordinator assigns (training and bench jobs). The session half
+// (servers, the coordinator stream, heartbeats) is in worker_daemon.cc.
+#include <algorithm>
+#include <thread>
+
+#include <spdlog/spdlog.h>
+
+#include "absl/strings/str_cat.h"
+#include "common/exception_status.h"
+#include "common/grpc/grpc_util.h"
+#include "common/logging.h"
+#include "common/spec/job_spec.h"
+#include "worker/bench/bench_runner.h"
+#include "worker/collectives/hierarchical.h"
+#include "worker/metrics/metered_sync.h"
+#include "worker/model/cpu_threads.h"
+#include "worker/model/device_factory.h"
+#include "worker/train/trainer.h"
+#include "worker/train/training_steps.h"
+#include "worker/worker_daemon.h"
+
+namespace gradsync {
+namespace {
+
+// The data-plane settings of an assignment (equal on every rank).
+GrpcTransportOptions TransportOptions(const v1::Assignment& a) {
+  const v1::JobSpec& spec = a.spec();
+  GrpcTransportOptions o;
+  o.job_secret = a.job_secret();
+  o.connections_per_peer = std::max(1, spec.connections_per_peer());
+  // Validated by the coordinator; an unknown value cannot reach here.
+  o.wire_dtype = WireDtypeOf(spec.wire_dtype()).value_or(WireDtype::kFp32);
+  // -1 (never), or 0 from a coordinator that predates the field: no bulk.
+  o.bulk_bytes = spec.peer_bulk_bytes() > 0
+                     ? static_cast<size_t>(spec.peer_bulk_bytes())
+                     : 0;
+  // Only to ranks on this host: across a link the bulk lanes' fixed window
+  // is slower (SameHostBulkAddresses).
+  o.bulk_peer_addresses = SameHostBulkAddresses(
+      {a.peer_addresses().begin(), a.peer_addresses().end()},
+      {a.bulk_peer_addresses().begin(), a.bulk_peer_addresses().end()},
+      a.rank());
+  return o;
+}
+
+// BLAS threads for a cpu job: `configured` (--cpu_threads) when set, else
+// this host's cores shared among the job's ranks on this host (ranks whose
+// peer addresses name the same host).
+int CpuThreadsFor(const v1::Assignment& a, int configured) {
+  if (configured > 0) return configured;
+  const std::vector<int> groups = GroupsByHost(std::vector<std::string>(
+      a.peer_addresses().begin(), a.peer_addresses().end()));
+  int here = 1;
+  if (a.rank() >= 0 && a.rank() < static_cast<int>(groups.size())) {
+    here = static_cast<int>(
+        std::count(groups.begin(), groups.end(), groups[a.rank()]));
+  }
+  const int threads = CpuComputeThreads(
+      static_cast<int>(std::thread::hardware_concurrency()), here);
+  spdlog::info("{} ranks of job {} on this host: {} BLAS threads each", here,
+               a.job_id(), threads);
+  return threads;
+}
+
+}  // namespace
+
+class WorkerDaemon::Reporter final : public TrainingReporter {
+ public:
+  explicit Reporter(WorkerDaemon* d) : d_(d) {}
+  void Progress(const v1::WorkerMessage::Progress& p) override {
+    d_->metrics_.OnProgress(p);
+    v1::WorkerMessage m;
+    *m.mutable_progress() = p;
+    d_->Write(m);
+  }
+  void EpochDone(const v1::WorkerMessage::EpochDone& e) override {
+    v1::WorkerMessage m;
+    *m.mutable_epoch_done() = e;
+    d_->Write(m);
+  }
+
+ private:
+  WorkerDaemon* d_;
+};
+
+void WorkerDaemon::AbortJobLocked(const absl::Status& status) {
+  if (sync_ != nullptr) sync_->Abort(status);
+  if (bench_ != nullptr) bench_->Abort(status);
+}
+
+void WorkerDaemon::JoinJobThread() {
+  if (job_thread_.joinable() &&
+      job_thread_.get_id() != std::this_thread::get_id()) {
+    job_thread_.join();
+  }
+}
+
+void WorkerDaemon::StartJob(const v1::Assignment& a) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (!job_id_.empty()) {
+      spdlog::error("assignment of {} while running {}: refused", a.job_id(), job_id_);
+      v1::WorkerMessage m;
+      m.mutable_job_done()->set_job_id(a.job_id());
+      m.mutable_job_done()->set_rank(a.rank());
+      m.mutable_job_done()->set_code(static_cast<int>(absl::StatusCode::kUnavailable));
+      m.mutable_job_done()->set_error(absl::StrCat("worker busy with ", job_id_));
+      Write(m);
+      return;
+    }
+    job_id_ = a.job_id();
+    cancelled_ = false;
+    cancel_requested_ = false;
+  }
+  // Peers' streams for this job are admitted from now on (not only once the
+  // job thread has loaded its data); JobMain closes it.
+  mailboxes_.Open(a.job_id(), a.job_secret(), a.world_size());
+  JoinJobThread();  // previous job's thread has finished its work
+  job_thread_ = std::thread([this, a] { GuardedJobMain(a); });
+}
+
+void WorkerDaemon::GuardedJobMain(const v1::Assignment& a) {
+  const absl::Status failure =
+      GuardStatus(absl::StrCat("rank ", a.rank(), " on worker ", id_), [&] {
+        JobMain(a);
+        return absl::OkStatus();
+      });
+  if (failure.ok()) return;
+  // The job's objects are gone with the stack: forget them, then report.
+  spdlog::error("{}failed: {}", JobTag(a.job_id(), a.rank()), failure.ToString());
+  {
+    absl::MutexLock lock(&mu_);
+    sync_ = nullptr;
+    bench_ = nullptr;
+  }
+  mailboxes_.Close(a.job_id(), absl::AbortedError("job ended"));
+  v1::WorkerMessage::JobDone done;
+  done.set_job_id(a.job_id());
+  done.set_rank(a.rank());
+  done.set_code(static_cast<int>(failure.code()));
+  done.set_error(std::string(failure.message()));
+  ReportJobDone(done);
+}
+
+void WorkerDaemon::CancelJob(const std::string& job_id, const std::string& reason) {
+  absl::MutexLock lock(&mu_);
+  if (job_id_ != job_id) return;
+  spdlog::warn("{}cancelled: {}", JobTag(job_id, -1), reason);
+  cancelled_ = true;
+  cancel_requested_ = true;
+  AbortJobLocked(absl::CancelledError(absl::StrCat("job cancelled: ", reason)));
+}
+
+absl::StatusOr<std::shared_ptr<const Dataset>> WorkerDaemon::LoadData(
+    const std::string& dir, bool train) {
+  const std::string key = absl::StrCat(dir, train ? "#train" : "#test");
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = data_cache_.find(key);
+    if (it != data_cache_.end()) return it->second;
+  }
+  absl::StatusOr<Dataset> d = LoadFashionMnist(dir, train);
+  if (!d.ok()) return d.status();
+  auto shared = std::make_shared<const Dataset>(std::move(*d));
+  absl::MutexLock lock(&mu_);
+  data_cache_[key] = shared;
+  return shared;
+}
+
+absl::StatusOr<std::unique_ptr<DeviceModel>> WorkerDaemon::MakeDevice(
+    const v1::Assignment& a) {
+  absl::StatusOr<MlpSpec> model = ModelOf(a);
+  if (!model.ok()) return model.status();
+  DeviceRequest req;
+  req.model = *model;
+  if (a.spec().device() == v1::DEVICE_CUDA) {
+    if (options_.num_gpus <= 0) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("worker ", id_, " has no GPU; device=cuda unavailable"));
+    }
+    req.cuda = true;
+    req.gpu = options_.gpu >= 0 ? options_.gpu : a.rank() % options_.num_gpus;
+    req.allow_tf32 = a.spec().tf32();
+    req.max_batch = a.spec().batch_size();
+  } else {
+    req.cpu_threads = CpuThreadsFor(a, options_.cpu_threads);
+  }
+  absl::StatusOr<std::unique_ptr<DeviceModel>> m = MakeDeviceModel(req);
+  if (!m.ok()) {
+    return absl::Status(m.status().code(),
+                        absl::StrCat("worker ", id_, ": ", m.status().message()));
+  }
+  return m;
+}
+
+absl::StatusOr<std::shared_ptr<const TuningTable>> WorkerDaemon::JobTuning(
+    const v1::Assignment& a) const {
+  if (a.spec().tuning_table().empty()) return options_.tuning;
+  absl::StatusOr<TuningTable> table =
+      TuningTable::Parse(a.spec().tuning_table(), "tuning_table");
+  if (!table.ok()) return table.status();  // validated at submit: not expected
+  return std::shared_ptr<const TuningTable>(
+      std::make_shared<TuningTable>(*std::move(table)));
+}
+
+absl::StatusOr<WorkerDaemon::JobParts> WorkerDaemon::PrepareJob(
+    const v1::Assignment& a) {
+  JobParts parts;
+  // Before any file is opened: the job may name only allowed directories.
+  absl::StatusOr<std::string> dir = data_dirs_.Resolve(a.spec().data_dir(), a.rank());
+  if (!dir.ok()) return dir.status();
+  absl::StatusOr<std::shared_ptr<const Dataset>> train = LoadData(*dir, true);
+  if (!train.ok()) return train.status();
+  absl::StatusOr<std::shared_ptr<const Dataset>> test = LoadData(*dir, false);
+  if (!test.ok()) return test.status();
+  parts.train = *train;
+  parts.test = *test;
+  absl::StatusOr<std::unique_ptr<DeviceModel>> model = MakeDevice(a);
+  if (!model.ok()) return model.status();
+  parts.model = std::move(*model);
+  parts.stall = MakeStallWatch(a);
+  if (a.spec().strategy() == v1::STRATEGY_RING) {
+    parts.transport = std::make_unique<GrpcTransport>(
+        a.job_id(), a.rank(),
+        std::vector<std::string>(a.peer_addresses().begin(),
+                                 a.peer_addresses().end()),
+        mailboxes_.Open(a.job_id(), a.job_secret(), a.world_size()),
+        TransportOptions(a));
+    parts.metered = std::make_unique<MeteredTransport>(
+        parts.transport.get(), metrics_.peer_sent_bytes,
+        metrics_.peer_received_bytes);
+    parts.watched = std::make_unique<StallTransport>(
+        parts.metered.get(), parts.stall.get(),
+        std::vector<std::string>(a.peer_addresses().begin(),
+                                 a.peer_addresses().end()));
+  }
+  absl::StatusOr<std::shared_ptr<const TuningTable>> tuning = JobTuning(a);
+  if (!tuning.ok()) return tuning.status();
+  parts.tuning = *std::move(tuning);
+  absl::StatusOr<std::unique_ptr<GradientSync>> sync =
+      MakeGradientSync(&a, parts.watched.get(), parts.tuning.get(),
+                       parts.stall.get());
+  if (!sync.ok()) return sync.status();
+  parts.sync = std::make_unique<MeteredSync>(std::move(*sync), &a, &metrics_);
+  return parts;
+}
+
+void WorkerDaemon::JobMain(v1::Assignment a) {
+  if (options_.throw_in_job_for_test != nullptr) {
+    options_.throw_in_job_for_test(a);
+  }
+  if (IsBench(a.spec())) {
+    ReportJobDone(RunBenchJob(a));
+    return;
+  }
+  const std::string tag = JobTag(a.job_id(), a.rank());
+  spdlog::info("{}assigned: {} world {} model {}", tag,
+               StrategyLabel(a.spec()), a.world_size(), a.spec().model());
+  TrainingOutcome outcome = NewOutcome(a, "");
+  absl::StatusOr<JobParts> parts = PrepareJob(a);
+  if (parts.ok()) {
+    spdlog::info("{}training on {}", tag, parts->model->name());
+    {
+      absl::MutexLock lock(&mu_);
+      sync_ = parts->sync.get();
+      if (cancelled_) sync_->Abort(absl::CancelledError("job cancelled"));
+    }
+    Reporter reporter(this);
+    outcome = RunTraining(a, *parts->train, *parts->test, parts->model.get(),
+                          parts->sync.get(), &reporter, &cancelled_);
+    absl::MutexLock lock(&mu_);
+    sync_ = nullptr;
+  } else {
+    RecordFailure(parts.status(), &outcome);
+  }
+  ClassifyCancelledPeerFailure(&outcome);
+  if (!outcome.status.ok()) {
+    spdlog::warn("{}failed: {}", tag, outcome.status.ToString());
+  }
+  mailboxes_.Close(a.job_id(), absl::AbortedError("job ended"));
+  // Sync before transport before model: each uses the next.
+  if (parts.ok()) {
+    parts->sync.reset();
+    parts->watched.reset();
+    parts->metered.reset();
+    parts->transport.reset();
+    parts->stall.reset();
+    parts->model.reset();
+  }
+  ReportJobDone(outcome.done);
+}
+
+void WorkerDaemon::ClassifyCancelledPeerFailure(TrainingOutcome* outcome) {
+  const absl::StatusCode code = outcome->status.code();
+  if (code != absl::StatusCode::kUnavailable &&
+      code != absl::StatusCode::kAborted) {
+    return;
+  }
+  absl::MutexLock lock(&mu_);
+  if (!mu_.AwaitWithTimeout(absl::Condition(&cancel_requested_),
+                            kCancelAfterPeerFailureWait)) {
+    return;
+  }
+  RecordFailure(absl::CancelledError(absl::StrCat(
+                    "job cancelled (a peer stopped first: ",
+                    outcome->status.message(), ")")),
+                outcome);
+}
+
+std::unique_ptr<StallWatch> WorkerDaemon::MakeStallWatch(
+    const v1::Assignment& a) {
+  return std::make_unique<StallWatch>(
+      StallThreshold(a.spec()),
+      [this, job_id = a.job_id(), rank = a.rank()](const StallReport& r) {
+        ReportStall(job_id, rank, r);
+      });
+}
+
+void WorkerDaemon::ReportStall(const std::string& job_id, int rank,
+                               const StallReport& r) {
+  v1::WorkerMessage m;
+  v1::WorkerMessage::Stall* s = m.mutable_stall();
+  s->set_job_id(job_id);
+  s->set_rank(rank);
+  s->set_step(r.step);
+  s->set_bucket(r.bucket);
+  s->set_phase(r.phase);
+  s->set_waiting_for(r.waiting_for);
+  s->set_waited_ms(absl::ToInt64Milliseconds(r.waited));
+  s->set_resolved(r.resolved);
+  if (r.resolved) {
+    spdlog::info("{}{}", JobTag(job_id, rank), StallText(*s));
+  } else {
+    spdlog::warn("{}{}", JobTag(job_id, rank), StallText(*s));
+    metrics_.stalls->Increment();
+  }
+  Write(m);
+}
+
+void WorkerDaemon::ReportJobDone(const v1::WorkerMessage::JobDone& done) {
+  // Idle before the coordinator hears of it: it may assign the next job at
+  // once (StartJob then joins this thread, which is about to end).
+  metrics_.OnJobDone(done);
+  {
+    absl::MutexLock lock(&mu_);
+    job_id_.clear();
+  }
+  v1::WorkerMessage m;
+  *m.mutable_job_done() = done;
+  Write(m);
+}
+
+v1::WorkerMessage::JobDone WorkerDaemon::RunBenchJob(const v1::Assignment& a) {
+  const std::string tag = JobTag(a.job_id(), a.rank());
+  spdlog::info("{}bench: {} of {} sizes, world {}", tag,
+               BenchOpName(a.spec().bench().op()),
+               a.spec().bench().sizes_size(), a.world_size());
+  const absl::Time began = absl::Now();
+  v1::WorkerMessage::JobDone done;
+  done.set_job_id(a.job_id());
+  done.set_rank(a.rank());
+  absl::StatusOr<std::shared_ptr<const TuningTable>> tuning = JobTuning(a);
+  absl::StatusOr<v1::BenchRankResult> result;
+  if (!tuning.ok()) {
+    result = tuning.status();
+    mailboxes_.Close(a.job_id(), tuning.status());
+  } else {
+    GrpcTransport transport(
+        a.job_id(), a.rank(),
+        std::vector<std::string>(a.peer_addresses().begin(),
+                                 a.peer_addresses().end()),
+        mailboxes_.Open(a.job_id(), a.job_secret(), a.world_size()),
+        TransportOptions(a));
+    MeteredTransport metered(&transport, metrics_.peer_sent_bytes,
+                             metrics_.peer_received_bytes);
+    BenchRunner runner(a, &metered, tuning->get());
+    {
+      absl::MutexLock lock(&mu_);
+      bench_ = &runner;
+      if (cancelled_) runner.Abort(absl::CancelledError("job cancelled"));
+    }
+    result = runner.Run([this, &a](int sizes_done, int total) {
+      v1::WorkerMessage m;
+      v1::WorkerMessage::Progress* p = m.mutable_progress();
+      p->set_job_id(a.job_id());
+      p->set_rank(a.rank());
+      p->set_step(sizes_done);
+      p->set_total_steps(total);
+      Write(m);
+    });
+    {
+      absl::MutexLock lock(&mu_);
+      bench_ = nullptr;
+    }
+    mailboxes_.Close(a.job_id(), absl::AbortedError("job ended"));
+  }
+  done.set_wall_seconds(absl::ToDoubleSeconds(absl::Now() - began));
+  if (!result.ok()) {
+    spdlog::warn("{}failed: {}", tag, result.status().ToString());
+    done.set_code(static_cast<int>(result.status().code()));
+    done.set_error(std::string(result.status().message()));
+    return done;
+  }
+  *done.mutable_bench() = *std::move(result);
+  return done;
+}
+
+}  // namespace gradsync
