@@ -32,6 +32,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -211,9 +212,15 @@ int RunRank(int rank) {
   Service svc(&box, &reg);
   grpc::ServerBuilder sb;
   sb.AddListeningPort(Addr(rank), grpc::InsecureServerCredentials());
+  // A stale probe on the same port must make this one fail, not share it.
+  sb.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   sb.RegisterCallbackGenericService(&svc);
   auto server = sb.BuildAndStart();
-  if (!server) return 2;
+  if (!server) {
+    std::fprintf(stderr, "rank %d: cannot listen on %s\n", rank,
+                 Addr(rank).c_str());
+    std::_Exit(2);  // live streams: no destructors
+  }
 
   std::vector<std::shared_ptr<grpc::Channel>> ch(n);
   std::vector<std::unique_ptr<grpc::GenericStub>> stub(n);
@@ -272,7 +279,7 @@ int RunRank(int rank) {
         bool ok;
         if (!cq.Next(&tag, &ok) || !ok) {
           std::fprintf(stderr, "rank %d: read failed\n", rank);
-          std::exit(1);
+          std::_Exit(1);
         }
         ready[static_cast<int>(reinterpret_cast<intptr_t>(tag))] = true;
       }
@@ -311,9 +318,12 @@ int RunRank(int rank) {
     }
     auto t1 = Clock::now();
     const float want = static_cast<float>(n * (n + 1) / 2);
-    if (v[0] != want || v[count - 1] != want) {
-      std::fprintf(stderr, "rank %d: wrong sum %f\n", rank, v[0]);
-      return 1;
+    for (size_t i = 0; i < count; ++i) {
+      if (v[i] != want) {
+        std::fprintf(stderr, "rank %d: wrong sum %f at %zu (want %f)\n", rank,
+                     v[i], i, want);
+        std::_Exit(1);  // live streams: no destructors
+      }
     }
     if (it >= warm) {
       times.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
@@ -321,7 +331,7 @@ int RunRank(int rank) {
   }
   // Each rank hands its times to the parent through a pipe-free file.
   FILE* f = std::fopen(TimesPath(rank).c_str(), "wb");
-  if (f == nullptr) return 1;
+  if (f == nullptr) std::_Exit(1);
   std::fwrite(times.data(), sizeof(double), times.size(), f);
   std::fclose(f);
   // Let every rank finish its last reads before anyone exits.
@@ -356,29 +366,38 @@ int main(int argc, char** argv) {
   for (int r = 0; r < n; ++r) {
     pid_t pid = fork();
     if (pid == 0) return RunRank(r);
+    if (pid < 0) {
+      std::perror("fork");
+      for (pid_t k : kids) kill(k, SIGKILL);
+      for (size_t i = 0; i < kids.size(); ++i) waitpid(-1, nullptr, 0);
+      return 1;
+    }
     kids.push_back(pid);
   }
   int rc = 0;
   const auto deadline =
       Clock::now() + std::chrono::seconds(absl::GetFlag(FLAGS_timeout_s));
-  size_t left = kids.size();
-  while (left > 0) {
+  std::set<pid_t> live(kids.begin(), kids.end());
+  while (!live.empty()) {
     int st = 0;
     const pid_t done = waitpid(-1, &st, WNOHANG);
     if (done > 0) {
-      --left;
+      live.erase(done);
       if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) rc = 1;
-      continue;
     }
-    if (Clock::now() > deadline) {
-      std::fprintf(stderr, "timed out after %d s; killing the ranks\n",
-                   absl::GetFlag(FLAGS_timeout_s));
-      for (pid_t k : kids) kill(k, SIGKILL);
-      while (waitpid(-1, &st, 0) > 0) {
+    // A rank that failed leaves its peers waiting: end them now.
+    if (!live.empty() && (rc != 0 || Clock::now() > deadline)) {
+      if (rc == 0) {
+        std::fprintf(stderr, "timed out after %d s; killing the ranks\n",
+                     absl::GetFlag(FLAGS_timeout_s));
+      } else {
+        std::fprintf(stderr, "a rank failed; killing the others\n");
       }
+      for (pid_t k : live) kill(k, SIGKILL);
+      for (pid_t k : live) waitpid(k, &st, 0);
       return 1;
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    if (done <= 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   if (rc != 0) return rc;
   // Per iteration: rank 0's time and the slowest rank's.

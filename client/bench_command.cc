@@ -283,6 +283,22 @@ std::string TuningLines(int world,
   return out;
 }
 
+std::vector<BenchRowReport> TuningRowsOf(const v1::Job& job,
+                                         v1::Algorithm requested,
+                                         const std::vector<int64_t>& sizes) {
+  if (job.state() == v1::SUCCEEDED) return BenchRows(job);
+  std::vector<BenchRowReport> rows;
+  for (int64_t bytes : sizes) {
+    BenchRowReport r;
+    r.bytes = bytes;
+    r.algorithm = AlgorithmName(requested);
+    r.ok = false;
+    r.error = absl::StrCat("job ", job.id(), " ", v1::JobState_Name(job.state()));
+    rows.push_back(std::move(r));
+  }
+  return rows;
+}
+
 namespace {
 
 v1::JobSpec BenchSpecOf(const BenchCommandOptions& o, v1::Algorithm algorithm) {
@@ -438,7 +454,7 @@ int BenchAgainst(const std::string& server, const BenchCommandOptions& o,
     std::vector<BenchRowReport> rows;
     if (!ReportBench(*job, &rows)) rc = 1;
     runs.push_back(BenchToJson(*job, rows));
-    all_rows.push_back(std::move(rows));
+    all_rows.push_back(TuningRowsOf(*job, algorithm, o.sizes));
   }
   if (!o.results.empty()) {
     const nlohmann::json j = runs.size() == 1 ? runs[0] : nlohmann::json{{"runs", runs}};
@@ -448,10 +464,10 @@ int BenchAgainst(const std::string& server, const BenchCommandOptions& o,
     if (!st.ok()) rc = 1;
   }
   if (!o.tune.empty()) {
-    absl::Status st = WriteFile(o.tune, TuningLines(o.workers, all_rows));
+    const std::string table = TuningLines(o.workers, all_rows);
+    absl::Status st = WriteFile(o.tune, table);
     if (!st.ok()) std::fprintf(stderr, "gradsync: %s\n", st.ToString().c_str());
-    else std::printf("tuning table written to %s:\n%s", o.tune.c_str(),
-                     TuningLines(o.workers, all_rows).c_str());
+    else std::printf("tuning table written to %s:\n%s", o.tune.c_str(), table.c_str());
     if (!st.ok()) rc = 1;
   }
   return rc;

@@ -121,6 +121,14 @@ nlohmann::json BenchToJson(const v1::Job& job,
 std::string TuningLines(int world,
                         const std::vector<std::vector<BenchRowReport>>& runs);
 
+// The rows `TuningLines` should count for one --tune job that requested
+// `requested` over `sizes`: its rows when it SUCCEEDED, else a FAILED row
+// (named AlgorithmName(requested)) for every size, so that an algorithm
+// whose job failed cannot win on its other passes.
+std::vector<BenchRowReport> TuningRowsOf(const v1::Job& job,
+                                         v1::Algorithm requested,
+                                         const std::vector<int64_t>& sizes);
+
 // Runs the command; returns the process exit code: 0 when the job (every
 // job with --tune) succeeded and every row is OK; 1 otherwise; 2 for bad
 // input; 130 after Ctrl-C.

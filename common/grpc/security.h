@@ -15,7 +15,9 @@
 // exception is grpc.health.v1.Health, left open for Kubernetes' native gRPC
 // probes, which cannot send metadata (it reveals serving status only).
 // Client side: MakeChannel attaches the token to every call with a client
-// interceptor (call credentials would be refused on plaintext channels).
+// interceptor (call credentials would be refused on plaintext channels); the
+// data plane's channels leave it to each call (TokenOn::kCallerAdds,
+// AddClusterToken), since the interceptor costs a gRPC batch per message.
 #ifndef GRADSYNC_COMMON_GRPC_SECURITY_H_
 #define GRADSYNC_COMMON_GRPC_SECURITY_H_
 

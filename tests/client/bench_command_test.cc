@@ -160,5 +160,32 @@ TEST(BenchTune, PassesAreAveragedAndOneFailedPassDisqualifies) {
   EXPECT_NE(text.find("ring FAILED"), std::string::npos) << text;
 }
 
+// A --tune job that failed has no rows; it still counts, as FAILED at every
+// size, so its algorithm cannot win on the passes that succeeded.
+TEST(BenchTune, AFailedJobRulesItsAlgorithmOutAtEverySize) {
+  v1::Job failed;
+  failed.set_id("j-9");
+  failed.set_state(v1::FAILED);
+  const std::vector<BenchRowReport> rows =
+      TuningRowsOf(failed, v1::ALGORITHM_HALVING_DOUBLING, {4096, 1 << 20});
+  ASSERT_EQ(rows.size(), 2u);
+  for (const BenchRowReport& r : rows) {
+    EXPECT_EQ(r.algorithm, "hd");
+    EXPECT_FALSE(r.ok);
+    EXPECT_NE(r.error.find("j-9"), std::string::npos) << r.error;
+  }
+  // hd's other pass was fastest everywhere, but the failed one rules it out.
+  const std::vector<std::vector<BenchRowReport>> runs = {
+      {Row(4096, "ring", 9e-4), Row(1 << 20, "ring", 2e-3)},
+      {Row(4096, "hd", 1e-4), Row(1 << 20, "hd", 1e-3)},
+      rows};
+  const std::string text = TuningLines(4, runs);
+  absl::StatusOr<TuningTable> table = TuningTable::Parse(text, "tune");
+  ASSERT_TRUE(table.ok()) << table.status() << "\n" << text;
+  EXPECT_EQ(table->Choose(4, 4096), v1::ALGORITHM_RING) << text;
+  EXPECT_EQ(table->Choose(4, 1 << 20), v1::ALGORITHM_RING) << text;
+  EXPECT_NE(text.find("hd FAILED"), std::string::npos) << text;
+}
+
 }  // namespace
 }  // namespace gradsync
