@@ -57,6 +57,12 @@ points of 1 MiB and more, alpha from those of 16 KiB and less (fit()).
     link that waits less than burst/b loses nothing. The bench times each
     run after a barrier, so the runs are simulated back to back until the
     buckets settle (shaped_seconds()). With burst = 0 it is the first model.
+    Except tree (recursive doubling), whose code does not run in rounds:
+    it is simulated message by message as recursive_doubling.cc sends
+    them (bench/flow_model.py: 1 MiB segments forwarded as they are
+    summed, the early round-0 send that shares a folded rank's links, the
+    receiver's mailbox of 16 segments, fair shares of each link), with
+    and without the bucket.
 The bucket is counted in payload bytes (burst x b / rate: tbf also counts
 headers), the rate from the configuration (else 1gbit).
 
@@ -79,6 +85,9 @@ import re
 import subprocess
 import sys
 import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import flow_model  # noqa: E402  (bench/flow_model.py, beside this file)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ALGORITHMS = {
@@ -477,7 +486,8 @@ def schedule(alg, n, k):
       tree (recursive_doubling.cc): L rounds of K to v ^ 2^j, with the fold.
     The code pipelines each message in 1 MiB segments and sends some parts
     early (hd's own block, the non-folded ranks' round 0); like
-    common/cost_model.h, a round here starts when the previous one ended."""
+    common/cost_model.h, a round here starts when the previous one ended
+    (the link model runs tree's messages as sent instead: flow_model.py)."""
     if alg == "ring":
         return [[(r, (r + 1) % n, k / n) for r in range(n)] for _ in range(2 * (n - 1))]
     if alg == "hd":
@@ -545,20 +555,26 @@ def shaped_seconds(n, rounds, alpha, beta, burst):
 
 
 def model(alg, n, k, alpha, beta, per_host=1, local=None, burst=0, rate=None,
-          partition=None):
+          partition=None, flow=False):
     """Predicted seconds (see the module text). `local`: (alpha, beta) of the
     link between two ranks on one host, for hier's intra-host phases. burst
     (bytes) > 0: the links between hosts are token buckets of that size
     (tbf's --burst) shaped to `rate` bytes/s (payload_burst; None: the
     bucket taken as payload bytes), simulated (shaped_seconds); 0: plain
     alpha-beta, the closed forms below, which the simulation then equals.
-    partition: push/pull's largest partition in bytes (None: 4 MiB)."""
+    partition: push/pull's largest partition in bytes (None: 4 MiB).
+    flow: tree's messages as the code sends them, segment by segment
+    (bench/flow_model.py) instead of in rounds; the link model uses it, the
+    plain alpha-beta model (cost_model.h) does not."""
     if alg == "hier":
         hosts = n // per_host
         la, lb = local if local else (alpha, beta)
         intra = 2 * math.ceil(math.log2(per_host)) * (la + k / lb) if per_host > 1 else 0.0
         return intra + model("ring", hosts, k, alpha, beta, burst=burst,
                              rate=rate) if hosts > 1 else intra
+    if flow and alg == "tree":
+        b = payload_burst(burst, rate, beta) if burst > 0 else 0.0
+        return flow_model.tree_seconds(n, k, alpha, beta, b, ITERATIONS)
     if burst > 0:
         b = payload_burst(burst, rate, beta)
         if alg in ("ps1", "psN"):
@@ -606,10 +622,10 @@ def pushpull_model(n, s, k, alpha, beta, partition=None):
     return max(load) / beta + 2 * alpha
 
 
-def row_model(r, alpha, beta, burst=0, rate=None):
+def row_model(r, alpha, beta, burst=0, rate=None, flow=False):
     local = (r["job_alpha"], r["job_beta"]) if r["job_alpha"] and r["job_beta"] else None
     return model(r["algorithm"], r["workers"], r["bytes"], alpha, beta,
-                 r.get("per_host", 1), local, burst, rate, r.get("ps_partition_bytes"))
+                 r.get("per_host", 1), local, burst, rate, r.get("ps_partition_bytes"), flow)
 
 
 def rate_bytes(text):
@@ -671,7 +687,7 @@ def analyse(rows, link, config=None):
     alpha, beta = fits[used]
     plain_alpha, plain_beta = fits[PLAIN]
     for r in rows:
-        r["model_seconds"] = row_model(r, alpha, beta, burst, rate)
+        r["model_seconds"] = row_model(r, alpha, beta, burst, rate, flow=True)
         r["measured_over_model"] = r["time_seconds"] / r["model_seconds"]
         r["plain_model_seconds"] = row_model(r, plain_alpha, plain_beta)
         r["plain_measured_over_model"] = r["time_seconds"] / r["plain_model_seconds"]
@@ -840,15 +856,16 @@ def crossovers(rows, alpha, beta, burst=0, rate=None, plain=None):
             first, measured = measured_crossover(sizes, ring, other)
             same = schedule(alg, n, 1 << 20) == schedule("ring", n, 1 << 20)
 
-            def predict(a, b, s):
+            def predict(a, b, s, flow):
                 if same:
                     return None, None
-                return model_crossover(lambda k: model(alg, n, k, a, b, burst=s, rate=rate),
-                                       lambda k: model("ring", n, k, a, b, burst=s, rate=rate))
+                return model_crossover(
+                    lambda k: model(alg, n, k, a, b, burst=s, rate=rate, flow=flow),
+                    lambda k: model("ring", n, k, a, b, burst=s, rate=rate))
             c = {"measured": measured, "first_ring_win": first, "same_messages": same}
-            c["model"], c["model_then"] = predict(alpha, beta, burst)
+            c["model"], c["model_then"] = predict(alpha, beta, burst, True)
             if plain:
-                c["model_plain"], c["model_plain_then"] = predict(plain[0], plain[1], 0)
+                c["model_plain"], c["model_plain_then"] = predict(plain[0], plain[1], 0, False)
             c["measured_over_model"] = (measured / c["model"]
                                         if measured and c["model"] else None)
             out["N%d %s" % (n, alg)] = c
