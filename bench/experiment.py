@@ -4,7 +4,7 @@
   python3 bench/experiment.py run  [--workers=2,3,4] [--sizes=4K,64K,1M,16M,64M]
                                    [--algorithms=ring,hd,tree,ps1,psN]
                                    [--rate=1gbit] [--shaper=tbf] [--burst=73728] [--limit=B]
-                                   [--iters=3] [--iters-small=20]
+                                   [--iters=3] [--iters-small=20] [--repeats-small=3]
                                    [--hier-hosts=2,3,4] [--hier-per-host=2]
                                    [--ps-partition-bytes=B] [--peer-bulk-bytes=B]
                                    [--out=DIR] [--build-dir=build]
@@ -16,7 +16,9 @@ shard on each other host, every link shaped to --rate by --shaper: tbf, or
 netem where the kernel has sch_netem (no token bucket, so small messages
 are rate-limited too); --burst and --limit are tbf's bucket and queue in
 bytes, see deploy/netem-cluster.sh --help), runs `gradsync bench` jobs per algorithm from h0
-(sizes under 1 MiB with --iters-small iterations, the rest with --iters),
+(sizes under 1 MiB with --iters-small iterations in --repeats-small jobs
+per algorithm, run in rounds that alternate the algorithms, each point the
+median job's; the rest with --iters in one job),
 tears the hosts down (always). Then, unless --hier-hosts is empty, it brings
 up 1 + H hosts with --hier-per-host workers on each (H = each of
 --hier-hosts) and runs ring and hier (hierarchical: reduce inside a host,
@@ -138,7 +140,8 @@ def parse_args(argv):
     cmd, opts = parse_command(argv, __doc__, {
         "workers": "2,3,4", "sizes": "4K,64K,1M,16M,64M",
         "algorithms": ",".join(SWEEP), "rate": "1gbit", "shaper": "tbf",
-        "burst": None, "limit": "", "iters": "3", "iters-small": "20", "hier-hosts": "2,3,4",
+        "burst": None, "limit": "", "iters": "3", "iters-small": "20", "repeats-small": "3",
+        "hier-hosts": "2,3,4",
         "hier-per-host": "2", "ps-partition-bytes": "", "peer-bulk-bytes": "", "out": "experiment-results",
         "build-dir": "build"},
         "experiment")
@@ -146,6 +149,7 @@ def parse_args(argv):
     opts["hier-hosts"] = int_list(opts["hier-hosts"], "hier-hosts", 2, 16)
     [opts["iters"]] = int_list(opts["iters"], "iters", 1, 1000) or [3]
     [opts["iters-small"]] = int_list(opts["iters-small"], "iters-small", 1, 1000) or [20]
+    [opts["repeats-small"]] = int_list(opts["repeats-small"], "repeats-small", 1, 20) or [3]
     [opts["hier-per-host"]] = int_list(opts["hier-per-host"], "hier-per-host", 2, 8) or [2]
     if opts["shaper"] not in ("netem", "tbf"):
         die("--shaper must be netem or tbf")
@@ -220,16 +224,26 @@ class Cluster:
             print("experiment: N=%d %s exited %d" % (n, alg, rc), file=sys.stderr)
 
     def sweep(self, opts, n, algs, stem):
+        """Small sizes: --repeats-small rounds of one job per algorithm (a
+        small point costs a few messages' latency, which varies from job to
+        job; collect() keeps the median job's); then the rest, one job each."""
         small, large = split_sizes(opts["sizes"])
-        for alg in algs:
-            extra = ["--ps_shards=%d" % n] if alg == "psN" else []
+
+        def extra(alg):
+            out = ["--ps_shards=%d" % n] if alg == "psN" else []
             if alg in ("ps1", "psN") and opts["ps-partition-bytes"]:
-                extra.append("--ps_partition_bytes=" + opts["ps-partition-bytes"])
+                out.append("--ps_partition_bytes=" + opts["ps-partition-bytes"])
             if alg not in ("ps1", "psN") and opts["peer-bulk-bytes"]:
-                extra.append("--peer_bulk_bytes=" + opts["peer-bulk-bytes"])
-            base = os.path.join(opts["out"], stem % alg)
-            self.bench(n, alg, small, opts["iters-small"], base + "-small.json", extra)
-            self.bench(n, alg, large, opts["iters"], base + ".json", extra)
+                out.append("--peer_bulk_bytes=" + opts["peer-bulk-bytes"])
+            return out
+        for r in range(opts["repeats-small"]):
+            for alg in algs:
+                name = stem % alg + "-small" + ("-r%d" % (r + 1) if r else "") + ".json"
+                self.bench(n, alg, small, opts["iters-small"], os.path.join(opts["out"], name),
+                           extra(alg))
+        for alg in algs:
+            self.bench(n, alg, large, opts["iters"],
+                       os.path.join(opts["out"], stem % alg + ".json"), extra(alg))
 
 
 def run(opts):
@@ -261,7 +275,8 @@ def run_config(opts):
     return {"shaper": opts["shaper"], "rate": opts["rate"],
             "burst": size(opts["burst"]) if opts["shaper"] == "tbf" else None,
             "limit": size(opts["limit"]), "iters": opts["iters"],
-            "iters_small": opts["iters-small"], "sizes": opts["sizes"],
+            "iters_small": opts["iters-small"], "repeats_small": opts["repeats-small"],
+            "sizes": opts["sizes"],
             "workers": opts["workers"], "algorithms": opts["algorithms"],
             "hier_hosts": opts["hier-hosts"], "hier_per_host": opts["hier-per-host"],
             # None: each job's own (in its rows)
@@ -270,7 +285,7 @@ def run_config(opts):
                                 if opts["peer-bulk-bytes"] else None)}
 
 
-RESULT_NAME = re.compile(r"(?:N(\d+)|H(\d+)x(\d+))-(\w+?)(-small)?\.json")
+RESULT_NAME = re.compile(r"(?:N(\d+)|H(\d+)x(\d+))-(\w+?)(-small)?(?:-r(\d+))?\.json")
 
 
 DERIVED = ("model_seconds", "measured_over_model", "plain_model_seconds",
@@ -280,7 +295,10 @@ DERIVED = ("model_seconds", "measured_over_model", "plain_model_seconds",
 def collect(out):
     """(rows, config) of a run directory (N<workers>-<algorithm>.json and
     config.json), or of experiment.json alone; config is None for results
-    that do not carry it (runs before it was recorded)."""
+    that do not carry it (runs before it was recorded). A point measured by
+    several jobs (--repeats-small: -small.json, -small-r2.json, ...) is the
+    median job's row (the lower median of an even count), with every job's
+    time in repeat_seconds, and ok only if every job's result was."""
     rows = []
     config = None
     if os.path.exists(os.path.join(out, CONFIG_NAME)):
@@ -301,6 +319,7 @@ def collect(out):
                          "ok": r["ok"], "job_alpha": d.get("alpha_seconds"),
                          "job_beta": d.get("beta_bytes_per_second"),
                          "ps_partition_bytes": d.get("ps_partition_bytes") or None})
+    rows = median_of_repeats(rows)
     if not rows and os.path.exists(os.path.join(out, "experiment.json")):
         # A directory of tables only (docs/experiment): redraw from them.
         with open(os.path.join(out, "experiment.json")) as f:
@@ -311,6 +330,26 @@ def collect(out):
         die("no N<workers>-<algorithm>.json results (nor experiment.json) in %s" % out, 1)
     rows.sort(key=lambda r: (r["per_host"], r["workers"], r["algorithm"], r["bytes"]))
     return rows, config
+
+
+def median_of_repeats(rows):
+    """One row per (per_host, workers, algorithm, bytes): where several jobs
+    measured it, the median job's, with repeat_seconds (every job's time,
+    sorted) and ok only if all were."""
+    groups = {}
+    for r in rows:
+        groups.setdefault((r["per_host"], r["workers"], r["algorithm"], r["bytes"]), []).append(r)
+    out = []
+    for same in groups.values():
+        if len(same) == 1:
+            out.append(same[0])
+            continue
+        same.sort(key=lambda r: r["time_seconds"])
+        row = dict(same[(len(same) - 1) // 2])
+        row["repeat_seconds"] = [r["time_seconds"] for r in same]
+        row["ok"] = all(r["ok"] for r in same)
+        out.append(row)
+    return out
 
 
 BANDWIDTH_FROM = 1 << 20   # fit beta on ring points of at least this size,
@@ -743,10 +782,15 @@ def note(r, link):
 
 def write_tables(out, summary):
     rows = summary["rows"]
+    fields = []
+    for r in rows:
+        fields += [k for k in r if k not in fields]
     with open(os.path.join(out, "experiment.csv"), "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0].keys()))
+        w = csv.DictWriter(f, fieldnames=fields, restval="")
         w.writeheader()
-        w.writerows(rows)
+        # repeat_seconds (a list) as "t1;t2;..."
+        w.writerows({k: ";".join(map(str, v)) if isinstance(v, list) else v
+                     for k, v in r.items()} for r in rows)
     with open(os.path.join(out, "experiment.json"), "w") as f:
         json.dump(summary, f, indent=1)
 
@@ -1005,11 +1049,14 @@ def report(summary):
         "N", "ph", "alg", "bytes", "time_ms", "model_ms", "meas/mod",
         " plain" if plain else ""))
     for r in rows:
-        print("%3d %2d %-5s %12d %10.3f %10.3f %8.2f%s%s%s" % (
+        jobs = r.get("repeat_seconds")
+        print("%3d %2d %-5s %12d %10.3f %10.3f %8.2f%s%s%s%s" % (
             r["workers"], r.get("per_host", 1), r["algorithm"], r["bytes"],
             r["time_seconds"] * 1e3, r["model_seconds"] * 1e3, r["measured_over_model"],
             " %5.2f" % r["plain_measured_over_model"] if plain else "",
-            " * " + r["note"] if r["note"] else "", "" if r["ok"] else " FAILED"))
+            " * " + r["note"] if r["note"] else "", "" if r["ok"] else " FAILED",
+            "  (median of %d jobs, %.3f-%.3f ms)" % (len(jobs), jobs[0] * 1e3, jobs[-1] * 1e3)
+            if jobs else ""))
     for name, m in summary["models"].items():
         w = m["within_tolerance"]
         print("within %d%% of the %s model: %d of %d points (%s)%s" % (

@@ -3,10 +3,14 @@
 (no network, no matplotlib): the least-squares fit must recover alpha and
 beta from points made by the model itself, and must fail on data that is
 off the model."""
+import csv
 import importlib.util
+import json
 import math
 import os
+import shutil
 import sys
+import tempfile
 import unittest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -132,6 +136,50 @@ class FitTest(unittest.TestCase):
                          ("3", "2", "hier", "-small"))
         m = experiment.RESULT_NAME.fullmatch("N4-psN.json")
         self.assertEqual((m.group(1), m.group(4), m.group(5)), ("4", "psN", None))
+        m = experiment.RESULT_NAME.fullmatch("N4-ring-small-r3.json")
+        self.assertEqual((m.group(1), m.group(4), m.group(5), m.group(6)),
+                         ("4", "ring", "-small", "3"))
+
+    def test_repeated_jobs_give_the_median_job_and_every_time(self):
+        out = tempfile.mkdtemp(prefix="experiment-test.")
+        try:
+            times = {"": 2e-3, "-r2": 1e-3, "-r3": 4e-3}
+            for suffix, t in times.items():
+                rows = [{"algorithm": "ring", "bytes": 4096, "time_seconds": t,
+                         "busbw": 1.0, "ok": suffix != "-r3"},
+                        {"algorithm": "ring", "bytes": 16384, "time_seconds": 2 * t,
+                         "busbw": 1.0, "ok": True}]
+                with open(os.path.join(out, "N4-ring-small%s.json" % suffix), "w") as f:
+                    json.dump({"rows": rows, "alpha_seconds": t, "beta_bytes_per_second": 1e8}, f)
+            with open(os.path.join(out, "N4-ring.json"), "w") as f:
+                json.dump({"rows": [{"algorithm": "ring", "bytes": 1 << 20, "time_seconds": 0.01,
+                                     "busbw": 1.0, "ok": True}]}, f)
+            rows, _ = experiment.collect(out)
+            by_size = {r["bytes"]: r for r in rows}
+            self.assertEqual(len(rows), 3)
+            small = by_size[4096]
+            self.assertEqual(small["time_seconds"], 2e-3)       # the median job
+            self.assertEqual(small["job_alpha"], 2e-3)          # and its own fields
+            self.assertEqual(small["repeat_seconds"], [1e-3, 2e-3, 4e-3])
+            self.assertFalse(small["ok"])                       # one job's result was wrong
+            self.assertTrue(by_size[16384]["ok"])
+            self.assertEqual(by_size[16384]["time_seconds"], 4e-3)
+            self.assertNotIn("repeat_seconds", by_size[1 << 20])
+            # The tables keep every job's time (the CSV as t1;t2;t3).
+            link = {"shaper": "tbf", "rate": "1gbit", "rate_from": "test",
+                    "rate_bytes_per_second": 125e6, "burst_bytes": 0,
+                    "burst_from": "test", "limit_bytes": None}
+            experiment.write_tables(out, experiment.analyse(rows, link))
+            with open(os.path.join(out, "experiment.csv")) as f:
+                table = {int(r["bytes"]): r for r in csv.DictReader(f)}
+            self.assertEqual(table[4096]["repeat_seconds"], "0.001;0.002;0.004")
+            self.assertEqual(table[1 << 20]["repeat_seconds"], "")
+            # Two jobs: the lower one.
+            os.remove(os.path.join(out, "N4-ring-small-r3.json"))
+            rows, _ = experiment.collect(out)
+            self.assertEqual({r["bytes"]: r for r in rows}[4096]["time_seconds"], 1e-3)
+        finally:
+            shutil.rmtree(out, ignore_errors=True)
 
 
 if __name__ == "__main__":
