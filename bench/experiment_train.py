@@ -9,13 +9,23 @@ against N.
                                          [--model=mlp:784-256-128-10]
                                          [--pairs=ps-sync,ps-async,ring-sync,ring-async]
                                          [--train-limit=0]
+                                         [--network=loopback|emulated]
+                                         [--rate=1gbit] [--burst=73728]
+                                         [--limit=8388608]
   python3 bench/experiment_train.py plot [--out=DIR] [--curves=4]
 
-`run` calls `gradsync local --compare` once per N (a local cluster of N
-worker processes, one PS shard), with --epochs epochs each, and keeps each
-job's results JSON, whose "timeline" holds the loss at every progress report
-and the test accuracy at every epoch end, on the client's wall clock from the
-moment the job ran (client/timeline.h). Then it does what `plot` does:
+`run` with --network=loopback (the default) calls `gradsync local --compare`
+once per N (a local cluster of N worker processes, one PS shard). With
+--network=emulated (root) it brings up 1 + N emulated hosts per N instead
+(deploy/netem-cluster.sh, as bench/experiment.py does: every host's link
+shaped to --rate by tbf with a --burst bucket and a --limit queue, the
+coordinator on h0, a worker and a PS shard on each other host) and submits
+the four modes from h0 one after another (`gradsync submit --wait`; PS jobs
+use one shard, on h1, as `local` uses one). Either way each job runs
+--epochs epochs and its results JSON is kept, whose "timeline" holds the
+loss at every progress report and the test accuracy at every epoch end, on
+the client's wall clock from the moment the job ran (client/timeline.h);
+DIR/config.json records the network. Then it does what `plot` does:
 
   DIR/train.csv            one row per (N, mode): samples/s, wall s, accuracy, ...
   DIR/train.json           the same rows, and the curves of the --curves run
@@ -26,7 +36,8 @@ moment the job ran (client/timeline.h). Then it does what `plot` does:
 
 The run is on one machine: all N workers share its cores, so samples/s
 against N says how each mode's communication and synchronisation cost grow
-with N there, not what N machines would reach.
+with N there (on loopback), or on links of --rate (emulated), not what N
+machines would reach.
 """
 
 import csv
@@ -56,7 +67,9 @@ def parse_args(argv):
         "workers": "1,2,4,8", "epochs": "3", "curves": "4",
         "out": "experiment-results", "build-dir": "build", "data-dir": "",
         "model": "mlp:784-256-128-10", "pairs": ",".join(MODES),
-        "train-limit": "0"}, "experiment_train")
+        "train-limit": "0", "network": "loopback", "rate": "1gbit",
+        "burst": str(experiment.DEFAULT_BURST), "limit": "8388608"},
+        "experiment_train")
     try:
         opts["workers"] = [int(n) for n in opts["workers"].split(",")]
         opts["epochs"] = int(opts["epochs"])
@@ -68,6 +81,14 @@ def parse_args(argv):
         die("--workers: each N must be 1..64")
     if opts["epochs"] < 1:
         die("--epochs must be at least 1")
+    if opts["network"] not in ("loopback", "emulated"):
+        die("--network must be loopback or emulated")
+    for flag in ("burst", "limit"):
+        if not opts[flag].isdigit():
+            die("--%s takes a byte count, got %r" % (flag, opts[flag]))
+    for mode in opts["pairs"].split(","):
+        if mode not in MODES:
+            die("--pairs: unknown mode %s (want %s)" % (mode, ",".join(MODES)))
     return cmd, opts
 
 
@@ -75,11 +96,29 @@ def mode_of(job):
     return "%s-%s" % (job["strategy"], job["mode"])
 
 
+CONFIG_NAME = "config.json"
+
+
+def network_config(opts):
+    """What the run's network was (DIR/config.json; plot titles name it)."""
+    if opts["network"] == "loopback":
+        return {"network": "loopback"}
+    return {"network": "emulated", "shaper": "tbf", "rate": opts["rate"],
+            "burst": int(opts["burst"]), "limit": int(opts["limit"])}
+
+
 def run(opts):
     binary = os.path.join(ROOT, opts["build-dir"], "bin", "gradsync")
     if not os.access(binary, os.X_OK):
         die("%s not found: build first (bash deploy/build.sh)" % binary, 1)
+    if opts["network"] == "emulated" and os.geteuid() != 0:
+        die("run --network=emulated needs root (network namespaces)")
     os.makedirs(opts["out"], exist_ok=True)
+    with open(os.path.join(opts["out"], CONFIG_NAME), "w") as f:
+        json.dump(network_config(opts), f, indent=1)
+    if opts["network"] == "emulated":
+        run_emulated(opts)
+        return
     for n in opts["workers"]:
         out = os.path.abspath(os.path.join(opts["out"], "train-N%d.json" % n))
         cmd = [binary, "local", "--compare", "--workers=%d" % n,
@@ -93,6 +132,56 @@ def run(opts):
         rc = subprocess.run(cmd).returncode
         if rc != 0:
             print("experiment_train: N=%d exited %d" % (n, rc), file=sys.stderr)
+
+
+def run_emulated(opts):
+    """The four modes from h0 of 1 + N emulated hosts, per N; the jobs of one
+    N go into train-N<N>.json as `local --compare` writes them."""
+    copts = {"rate": opts["rate"], "shaper": "tbf", "burst": opts["burst"],
+             "limit": opts["limit"], "build-dir": opts["build-dir"]}
+    for n in opts["workers"]:
+        jobs = []
+        with experiment.Cluster(copts, n + 1, 1) as c:
+            for mode in opts["pairs"].split(","):
+                strategy, sync = mode.split("-")
+                one = os.path.join(c.state, "job.json")
+                cmd = [c.binary, "submit", "--server=10.81.0.10:50051",
+                       "--strategy=" + strategy, "--mode=" + sync, "--workers=%d" % n,
+                       "--epochs=%d" % opts["epochs"], "--model=" + opts["model"],
+                       "--wait", "--quiet", "--results=" + one]
+                if strategy == "ps":
+                    cmd.append("--ps_shards=1")
+                if opts["train-limit"] > 0:
+                    cmd.append("--train_limit=%d" % opts["train-limit"])
+                if opts["data-dir"]:
+                    cmd.append("--data_dir=" + opts["data-dir"])
+                print("=== N=%d %s: %s" % (n, mode, " ".join(cmd[1:])), flush=True)
+                rc = subprocess.run(c.cmd + ["run"] + c.flags + ["0"] + cmd).returncode
+                if rc != 0:
+                    print("experiment_train: N=%d %s exited %d" % (n, mode, rc), file=sys.stderr)
+                try:
+                    with open(one) as f:
+                        jobs.append(json.load(f))
+                    os.remove(one)
+                except (OSError, ValueError):
+                    print("experiment_train: N=%d %s wrote no results" % (n, mode),
+                          file=sys.stderr)
+        with open(os.path.join(opts["out"], "train-N%d.json" % n), "w") as f:
+            json.dump({"jobs": jobs}, f, indent=1)
+
+
+def read_config(out):
+    try:
+        with open(os.path.join(out, CONFIG_NAME)) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return {"network": "loopback"}   # runs before config.json was written
+
+
+def network_text(config):
+    if config.get("network") == "emulated":
+        return "emulated hosts, %s links (tbf)" % config.get("rate", "?")
+    return "loopback, one machine"
 
 
 def collect(out):
@@ -126,11 +215,11 @@ def write_tables(out, rows, jobs, curves_n):
     curves = {mode: job.get("timeline") for (n, mode), job in jobs.items()
               if n == curves_n}
     with open(os.path.join(out, "train.json"), "w") as f:
-        json.dump({"rows": rows, "curves_workers": curves_n, "curves": curves},
-                  f, indent=1)
+        json.dump({"config": read_config(out), "rows": rows, "curves_workers": curves_n,
+                   "curves": curves}, f, indent=1)
 
 
-def plot_curves(plt, out, jobs, n):
+def plot_curves(plt, out, jobs, n, net):
     fig, (ax_loss, ax_acc) = plt.subplots(1, 2, figsize=(11, 4.2))
     for mode in MODES:
         job = jobs.get((n, mode))
@@ -146,10 +235,10 @@ def plot_curves(plt, out, jobs, n):
     ax_loss.set_xlabel("wall-clock time since the job started (s)")
     ax_loss.set_ylabel("training loss (rank 0, mean since last report)")
     ax_loss.set_yscale("log")
-    ax_loss.set_title("Training loss, N = %d workers" % n)
+    ax_loss.set_title("Training loss, N = %d workers\n%s" % (n, net), fontsize=10)
     ax_acc.set_xlabel("wall-clock time since the job started (s)")
     ax_acc.set_ylabel("test accuracy (10k images, after each epoch)")
-    ax_acc.set_title("Test accuracy, N = %d workers" % n)
+    ax_acc.set_title("Test accuracy, N = %d workers\n%s" % (n, net), fontsize=10)
     for ax in (ax_loss, ax_acc):
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=8)
@@ -157,7 +246,7 @@ def plot_curves(plt, out, jobs, n):
     fig.savefig(os.path.join(out, "train_curves.png"), dpi=110)
 
 
-def plot_throughput(plt, out, rows):
+def plot_throughput(plt, out, rows, net, emulated):
     fig, ax = plt.subplots(figsize=(6.5, 4.2))
     ns = sorted({r["workers"] for r in rows})
     for mode in MODES:
@@ -170,10 +259,11 @@ def plot_throughput(plt, out, rows):
         if pts[0][0] == 1:
             ax.plot([p[0] for p in pts], [p[0] * pts[0][1] for p in pts], "--",
                     color=STYLE[mode], alpha=0.5)
-    ax.set_xlabel("workers N (processes on one machine)")
+    ax.set_xlabel("workers N (one per emulated host)" if emulated
+                  else "workers N (processes on one machine)")
     ax.set_ylabel("training throughput (samples/s, whole job)")
     ax.set_xticks(ns)
-    ax.set_title("Samples/s against N (dashed: N x one worker)", fontsize=10)
+    ax.set_title("Samples/s against N (dashed: N x one worker)\n%s" % net, fontsize=10)
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
@@ -184,9 +274,11 @@ def plot(out, rows, jobs, curves_n):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    config = read_config(out)
+    net = network_text(config)
     if any(n == curves_n for n, _ in jobs):
-        plot_curves(plt, out, jobs, curves_n)
-    plot_throughput(plt, out, rows)
+        plot_curves(plt, out, jobs, curves_n, net)
+    plot_throughput(plt, out, rows, net, config.get("network") == "emulated")
     print("wrote %s/train.csv, train.json, train_curves.png, train_throughput.png" % out)
 
 

@@ -2,7 +2,7 @@
 """Checks bench/experiment_train.py's collection and tables on synthetic
 results files (no cluster, no matplotlib): rows per (N, mode) in mode order,
 the --curves run's timelines kept, failed jobs marked, a missing directory
-refused."""
+and bad flags refused, the run's network recorded and named."""
 import csv
 import importlib.util
 import json
@@ -70,9 +70,29 @@ class TrainTablesTest(unittest.TestCase):
         self.assertIn("no train-N", r.stderr)
 
     def test_bad_flag_is_refused(self):
-        r = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "experiment_train.py"),
-                            "run", "--workers=0"], capture_output=True, text=True)
-        self.assertEqual(r.returncode, 2)
+        for bad in ("--workers=0", "--network=wan", "--pairs=ring-sync,ps-bsp", "--limit=8M"):
+            r = subprocess.run([sys.executable,
+                                os.path.join(ROOT, "bench", "experiment_train.py"), "run", bad],
+                               capture_output=True, text=True)
+            self.assertEqual(r.returncode, 2, bad)
+            self.assertIn("experiment_train:", r.stderr, bad)
+
+    def test_the_network_is_recorded_and_named(self):
+        self.write(2, [job("ring", "sync", 900)])
+        rows, jobs = et.collect(self.dir)
+        # Results from before config.json: loopback.
+        self.assertEqual(et.read_config(self.dir), {"network": "loopback"})
+        self.assertEqual(et.network_text(et.read_config(self.dir)), "loopback, one machine")
+        _, opts = et.parse_args(["run", "--network=emulated", "--rate=100mbit"])
+        with open(os.path.join(self.dir, et.CONFIG_NAME), "w") as f:
+            json.dump(et.network_config(opts), f)
+        config = et.read_config(self.dir)
+        self.assertEqual((config["network"], config["rate"], config["burst"], config["limit"]),
+                         ("emulated", "100mbit", 73728, 8388608))
+        self.assertIn("100mbit", et.network_text(config))
+        et.write_tables(self.dir, rows, jobs, 2)
+        with open(os.path.join(self.dir, "train.json")) as f:
+            self.assertEqual(json.load(f)["config"], config)
 
 
 if __name__ == "__main__":
