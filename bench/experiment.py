@@ -196,6 +196,8 @@ class Cluster:
         for flag in ("burst", "limit"):
             if opts[flag] and (flag != "burst" or opts["shaper"] == "tbf"):
                 self.up.append("--%s=%s" % (flag, opts[flag]))
+        if opts.get("data-dir"):   # experiment_train.py's: the workers' data
+            self.up.append("--data-dir=" + os.path.abspath(opts["data-dir"]))
         self.binary = os.path.join(ROOT, opts["build-dir"], "bin", "gradsync")
 
     def __enter__(self):

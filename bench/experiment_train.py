@@ -25,7 +25,9 @@ use one shard, on h1, as `local` uses one). Either way each job runs
 --epochs epochs and its results JSON is kept, whose "timeline" holds the
 loss at every progress report and the test accuracy at every epoch end, on
 the client's wall clock from the moment the job ran (client/timeline.h);
-DIR/config.json records the network. Then it does what `plot` does:
+DIR/config.json records the network. --data-dir is the Fashion-MNIST
+directory (loopback: `local --data_dir`; emulated: every worker's
+--data_dir). Then it does what `plot` does:
 
   DIR/train.csv            one row per (N, mode): samples/s, wall s, accuracy, ...
   DIR/train.json           the same rows, and the curves of the --curves run
@@ -138,7 +140,8 @@ def run_emulated(opts):
     """The four modes from h0 of 1 + N emulated hosts, per N; the jobs of one
     N go into train-N<N>.json as `local --compare` writes them."""
     copts = {"rate": opts["rate"], "shaper": "tbf", "burst": opts["burst"],
-             "limit": opts["limit"], "build-dir": opts["build-dir"]}
+             "limit": opts["limit"], "build-dir": opts["build-dir"],
+             "data-dir": opts["data-dir"]}
     for n in opts["workers"]:
         jobs = []
         with experiment.Cluster(copts, n + 1, 1) as c:
@@ -153,8 +156,6 @@ def run_emulated(opts):
                     cmd.append("--ps_shards=1")
                 if opts["train-limit"] > 0:
                     cmd.append("--train_limit=%d" % opts["train-limit"])
-                if opts["data-dir"]:
-                    cmd.append("--data_dir=" + opts["data-dir"])
                 print("=== N=%d %s: %s" % (n, mode, " ".join(cmd[1:])), flush=True)
                 rc = subprocess.run(c.cmd + ["run"] + c.flags + ["0"] + cmd).returncode
                 if rc != 0:

@@ -12,6 +12,8 @@
 #   bash .devbundle/run-gpu-checks.sh perf       # only the measurements
 #   bash .devbundle/run-sweep.sh NAME [experiment.py run flags]
 #                          # issue 8's sweep on emulated hosts (16 cores)
+#   bash .devbundle/run-train-sweep.sh NAME [experiment_train.py run flags]
+#                          # the four modes training on emulated hosts
 # Each phase leaves at most 6 files in $OUT (the device tool returns 8):
 # tests.json + tests.log, perf.json + perf.log, summary.txt, raw.tar.gz. The
 # summary table is printed at the end and can be rebuilt here from one or
@@ -350,6 +352,30 @@ timeout "${SWEEP_LIMIT:-530}" python3 "$D/../bench/experiment.py" run \
 tar -C /tmp -czf "$OUT/exp-$name.tar.gz" "exp-$name"
 RUN
 chmod +x .devbundle/run-sweep.sh
+
+cat > .devbundle/run-train-sweep.sh <<'RUN'
+#!/usr/bin/env bash
+# On the GPU machine (16 cores): the four modes training on emulated hosts,
+#   bash .devbundle/run-train-sweep.sh a --workers=1,2,4,8 --epochs=2
+# NAME and bench/experiment_train.py run's flags (--network=emulated, the
+# bundle's binaries and Fashion-MNIST are given here); the results come back
+# as $OUT/train-NAME.tar.gz (redraw here with experiment_train.py plot).
+# SWEEP_LIMIT (seconds, default 530) bounds the run so the tarball is
+# always written.
+set -u
+D=$(cd "$(dirname "$0")" && pwd)
+[ -d "$D/bin" ] || tar -C "$D" -xJf "$D/bin-lib.tar.xz"
+export PATH=$D/net/bin:$PATH
+export LD_LIBRARY_PATH=$D/lib:${LD_LIBRARY_PATH:-}
+name=${1:?usage: run-train-sweep.sh NAME [experiment_train.py run flags]}; shift
+OUT=${OUT:-/tmp/sweep-out}; mkdir -p "$OUT"
+ip -V && tc -V || exit 1
+timeout "${SWEEP_LIMIT:-530}" python3 "$D/../bench/experiment_train.py" run \
+  --network=emulated --build-dir="$D" --data-dir="$D/data" \
+  --out="/tmp/train-$name" "$@" 2>&1 | tail -60
+tar -C /tmp -czf "$OUT/train-$name.tar.gz" "train-$name"
+RUN
+chmod +x .devbundle/run-train-sweep.sh
 
 # Binaries and libraries compress well (OpenBLAS alone is 36 MB); the data is
 # already gzip. The run script unpacks them first.

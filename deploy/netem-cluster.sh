@@ -34,6 +34,7 @@ DOWNLINK=1
 WAIT_S=60
 KEEP_LOGS=0
 PEER_BDP_PROBE=""
+DATA_DIR=""
 
 # Derived / runtime state.
 STATE_FILE=""
@@ -101,6 +102,9 @@ Flags (--flag=VALUE or --flag VALUE):
   --peer-bdp-probe=true|false  up, with --start-daemons: every worker's
                      --peer_bdp_probe (gRPC's BDP probing on the streams between
                      workers; default: the workers' own, true).
+  --data-dir=DIR     up, with --start-daemons: every worker's --data_dir, the
+                     Fashion-MNIST directory its training jobs read (default: the
+                     workers' own, /usr/share/datasets/fashion-mnist).
   --wait=SECONDS     up: deadline for the workers to register (default 60).
   --state-dir=DIR    state files and daemon logs (default /run/gradsync-netem):
                      DIR/\${prefix}.state and DIR/\${prefix}/*.log.
@@ -160,6 +164,7 @@ parse_flags() {
       --wait) WAIT_S=$val ;;
       --state-dir) STATE_DIR=$val ;;
       --peer-bdp-probe) PEER_BDP_PROBE=$val ;;
+      --data-dir) DATA_DIR=$val ;;
       *) usage_error "unknown flag '$key'" ;;
     esac
   done
@@ -225,6 +230,7 @@ validate_up() {
   [[ $WAIT_S =~ ^[1-9][0-9]*$ ]] || usage_error "--wait must be a positive number of seconds"
   [[ -z $PEER_BDP_PROBE || $PEER_BDP_PROBE == true || $PEER_BDP_PROBE == false ]] ||
     usage_error "--peer-bdp-probe must be true or false"
+  [[ -z $DATA_DIR || -d $DATA_DIR ]] || usage_error "--data-dir: no directory '$DATA_DIR'"
   [[ $SHAPER == tbf || $SHAPER == netem ]] || usage_error "--shaper must be tbf or netem, got '$SHAPER'"
   [[ $SHAPER == tbf || -z $BURST ]] || usage_error "--burst is a tbf size; --shaper=netem has no bucket"
   [[ $WORKERS_PER_HOST =~ ^[1-8]$ ]] || usage_error "--workers-per-host must be 1..8, got '$WORKERS_PER_HOST'"
@@ -421,6 +427,7 @@ start_daemon() {  # start_daemon I ROLE LOG BIN ARGS...: background in host I
   local extra=()
   [[ -z $PEER_BDP_PROBE || $bin != */gradsync-worker ]] ||
     extra+=(--peer_bdp_probe="$PEER_BDP_PROBE")
+  [[ -z $DATA_DIR || $bin != */gradsync-worker ]] || extra+=(--data_dir="$DATA_DIR")
   setsid ip netns exec "$PREFIX-h$i" "$bin" "$@" --token_file="$LOG_DIR/token" \
     "${extra[@]}" >"$log" 2>&1 </dev/null &
   pid=$!
