@@ -84,6 +84,7 @@ import json
 import math
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -183,15 +184,19 @@ def split_sizes(sizes):
     return ",".join(small), ",".join(large)
 
 
+SUBNET = "10.81.0"   # the emulated hosts' /24 (netem-cluster.sh --subnet)
+
+
 class Cluster:
-    """deploy/netem-cluster.sh up on entry, down (always) on exit."""
+    """deploy/netem-cluster.sh up on entry, down (always) on exit (also on
+    SIGTERM: main() turns it into SystemExit)."""
 
     def __init__(self, opts, hosts, per_host):
         self.cmd = ["bash", os.path.join(ROOT, "deploy/netem-cluster.sh")]
         self.state = tempfile.mkdtemp(prefix="gradsync-experiment.")
         self.flags = ["--prefix=gsexp%d" % os.getpid(), "--state-dir=" + self.state]
         self.up = ["--hosts=%d" % hosts, "--rate=" + opts["rate"], "--shaper=" + opts["shaper"],
-                   "--subnet=10.81.0", "--start-daemons", "--ps-on-workers",
+                   "--subnet=" + SUBNET, "--start-daemons", "--ps-on-workers",
                    "--workers-per-host=%d" % per_host, "--build-dir=" + opts["build-dir"]]
         for flag in ("burst", "limit"):
             if opts[flag] and (flag != "burst" or opts["shaper"] == "tbf"):
@@ -199,6 +204,7 @@ class Cluster:
         if opts.get("data-dir"):   # experiment_train.py's: the workers' data
             self.up.append("--data-dir=" + os.path.abspath(opts["data-dir"]))
         self.binary = os.path.join(ROOT, opts["build-dir"], "bin", "gradsync")
+        self.server = SUBNET + ".10:50051"   # the coordinator on h0
 
     def __enter__(self):
         rc = subprocess.run(self.cmd + ["up"] + self.flags + self.up).returncode
@@ -218,7 +224,7 @@ class Cluster:
             return
         print("=== N=%d %s %s" % (n, alg, sizes), flush=True)
         rc = subprocess.run(self.cmd + ["run"] + self.flags + [
-            "0", self.binary, "bench", "--server=10.81.0.10:50051",
+            "0", self.binary, "bench", "--server=" + self.server,
             "--workers=%d" % n, "--sizes=" + sizes, "--iters=%d" % iters,
             "--warmup=1", "--quiet", "--results=" + os.path.abspath(out)]
             + ALGORITHMS[alg] + list(extra)).returncode
@@ -238,6 +244,11 @@ class Cluster:
             if alg not in ("ps1", "psN") and opts["peer-bulk-bytes"]:
                 out.append("--peer_bulk_bytes=" + opts["peer-bulk-bytes"])
             return out
+        for alg in algs:   # an earlier run's extra repeats must not join these
+            old = re.compile(re.escape(stem % alg) + r"-small-r\d+\.json")
+            for name in os.listdir(opts["out"]):
+                if old.fullmatch(name):
+                    os.remove(os.path.join(opts["out"], name))
         for r in range(opts["repeats-small"]):
             for alg in algs:
                 name = stem % alg + "-small" + ("-r%d" % (r + 1) if r else "") + ".json"
@@ -287,7 +298,7 @@ def run_config(opts):
                                 if opts["peer-bulk-bytes"] else None)}
 
 
-RESULT_NAME = re.compile(r"(?:N(\d+)|H(\d+)x(\d+))-(\w+?)(-small)?(?:-r(\d+))?\.json")
+RESULT_NAME = re.compile(r"(?:N(\d+)|H(\d+)x(\d+))-(\w+?)(?:(-small)(?:-r(\d+))?)?\.json")
 
 
 DERIVED = ("model_seconds", "measured_over_model", "plain_model_seconds",
@@ -321,7 +332,7 @@ def collect(out):
                          "ok": r["ok"], "job_alpha": d.get("alpha_seconds"),
                          "job_beta": d.get("beta_bytes_per_second"),
                          "ps_partition_bytes": d.get("ps_partition_bytes") or None})
-    rows = median_of_repeats(rows)
+    rows = median_of_repeats(rows, (config or {}).get("repeats_small"))
     if not rows and os.path.exists(os.path.join(out, "experiment.json")):
         # A directory of tables only (docs/experiment): redraw from them.
         with open(os.path.join(out, "experiment.json")) as f:
@@ -334,22 +345,24 @@ def collect(out):
     return rows, config
 
 
-def median_of_repeats(rows):
+def median_of_repeats(rows, repeats=None):
     """One row per (per_host, workers, algorithm, bytes): where several jobs
     measured it, the median job's, with repeat_seconds (every job's time,
-    sorted) and ok only if all were."""
+    sorted) and ok only if all were. repeats: the jobs the run asked for per
+    small point (config's repeats_small); a small point with fewer (a job
+    that failed and wrote nothing) gets jobs_missing."""
     groups = {}
     for r in rows:
         groups.setdefault((r["per_host"], r["workers"], r["algorithm"], r["bytes"]), []).append(r)
     out = []
     for same in groups.values():
-        if len(same) == 1:
-            out.append(same[0])
-            continue
         same.sort(key=lambda r: r["time_seconds"])
         row = dict(same[(len(same) - 1) // 2])
-        row["repeat_seconds"] = [r["time_seconds"] for r in same]
-        row["ok"] = all(r["ok"] for r in same)
+        if len(same) > 1:
+            row["repeat_seconds"] = [r["time_seconds"] for r in same]
+            row["ok"] = all(r["ok"] for r in same)
+        if repeats and row["bytes"] < SMALL and len(same) < repeats:
+            row["jobs_missing"] = repeats - len(same)
         out.append(row)
     return out
 
@@ -1052,13 +1065,14 @@ def report(summary):
         " plain" if plain else ""))
     for r in rows:
         jobs = r.get("repeat_seconds")
-        print("%3d %2d %-5s %12d %10.3f %10.3f %8.2f%s%s%s%s" % (
+        print("%3d %2d %-5s %12d %10.3f %10.3f %8.2f%s%s%s%s%s" % (
             r["workers"], r.get("per_host", 1), r["algorithm"], r["bytes"],
             r["time_seconds"] * 1e3, r["model_seconds"] * 1e3, r["measured_over_model"],
             " %5.2f" % r["plain_measured_over_model"] if plain else "",
             " * " + r["note"] if r["note"] else "", "" if r["ok"] else " FAILED",
             "  (median of %d jobs, %.3f-%.3f ms)" % (len(jobs), jobs[0] * 1e3, jobs[-1] * 1e3)
-            if jobs else ""))
+            if jobs else "",
+            "  (%d job(s) wrote no results)" % r["jobs_missing"] if r.get("jobs_missing") else ""))
     for name, m in summary["models"].items():
         w = m["within_tolerance"]
         print("within %d%% of the %s model: %d of %d points (%s)%s" % (
@@ -1132,7 +1146,14 @@ def have_matplotlib():
         return False
 
 
+def exit_on_sigterm():
+    """SIGTERM (e.g. from `timeout`) as SystemExit, so that Cluster's exit
+    still tears the emulated hosts down."""
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+
+
 def main(argv):
+    exit_on_sigterm()
     cmd, opts = parse_args(argv)
     if cmd == "run":
         run(opts)

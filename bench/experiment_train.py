@@ -25,7 +25,8 @@ use one shard, on h1, as `local` uses one). Either way each job runs
 --epochs epochs and its results JSON is kept, whose "timeline" holds the
 loss at every progress report and the test accuracy at every epoch end, on
 the client's wall clock from the moment the job ran (client/timeline.h);
-DIR/config.json records the network. --data-dir is the Fashion-MNIST
+DIR/config.json and every train-N file record the network (plot refuses a
+directory that mixes networks). --data-dir is the Fashion-MNIST
 directory (loopback: `local --data_dir`; emulated: every worker's
 --data_dir). Then it does what `plot` does:
 
@@ -110,6 +111,7 @@ def network_config(opts):
 
 
 def run(opts):
+    """Runs every N; returns what failed (empty: every job succeeded)."""
     binary = os.path.join(ROOT, opts["build-dir"], "bin", "gradsync")
     if not os.access(binary, os.X_OK):
         die("%s not found: build first (bash deploy/build.sh)" % binary, 1)
@@ -119,8 +121,8 @@ def run(opts):
     with open(os.path.join(opts["out"], CONFIG_NAME), "w") as f:
         json.dump(network_config(opts), f, indent=1)
     if opts["network"] == "emulated":
-        run_emulated(opts)
-        return
+        return run_emulated(opts)
+    failed = []
     for n in opts["workers"]:
         out = os.path.abspath(os.path.join(opts["out"], "train-N%d.json" % n))
         cmd = [binary, "local", "--compare", "--workers=%d" % n,
@@ -133,22 +135,33 @@ def run(opts):
         print("=== N=%d: %s" % (n, " ".join(cmd[1:])), flush=True)
         rc = subprocess.run(cmd).returncode
         if rc != 0:
-            print("experiment_train: N=%d exited %d" % (n, rc), file=sys.stderr)
+            failed.append("N=%d exited %d" % (n, rc))
+        try:   # the network beside the jobs, so that collect() can check it
+            with open(out) as f:
+                d = json.load(f)
+            d["network"] = network_config(opts)
+            with open(out, "w") as f:
+                json.dump(d, f, indent=1)
+        except (OSError, ValueError):
+            failed.append("N=%d wrote no results" % n)
+    return failed
 
 
 def run_emulated(opts):
     """The four modes from h0 of 1 + N emulated hosts, per N; the jobs of one
-    N go into train-N<N>.json as `local --compare` writes them."""
+    N go into train-N<N>.json as `local --compare` writes them, with the
+    network. A job that wrote no results stays in the table as NO_RESULTS."""
     copts = {"rate": opts["rate"], "shaper": "tbf", "burst": opts["burst"],
              "limit": opts["limit"], "build-dir": opts["build-dir"],
              "data-dir": opts["data-dir"]}
+    failed = []
     for n in opts["workers"]:
         jobs = []
         with experiment.Cluster(copts, n + 1, 1) as c:
             for mode in opts["pairs"].split(","):
                 strategy, sync = mode.split("-")
                 one = os.path.join(c.state, "job.json")
-                cmd = [c.binary, "submit", "--server=10.81.0.10:50051",
+                cmd = [c.binary, "submit", "--server=" + c.server,
                        "--strategy=" + strategy, "--mode=" + sync, "--workers=%d" % n,
                        "--epochs=%d" % opts["epochs"], "--model=" + opts["model"],
                        "--wait", "--quiet", "--results=" + one]
@@ -159,24 +172,18 @@ def run_emulated(opts):
                 print("=== N=%d %s: %s" % (n, mode, " ".join(cmd[1:])), flush=True)
                 rc = subprocess.run(c.cmd + ["run"] + c.flags + ["0"] + cmd).returncode
                 if rc != 0:
-                    print("experiment_train: N=%d %s exited %d" % (n, mode, rc), file=sys.stderr)
+                    failed.append("N=%d %s exited %d" % (n, mode, rc))
                 try:
                     with open(one) as f:
                         jobs.append(json.load(f))
                     os.remove(one)
                 except (OSError, ValueError):
-                    print("experiment_train: N=%d %s wrote no results" % (n, mode),
-                          file=sys.stderr)
+                    failed.append("N=%d %s wrote no results" % (n, mode))
+                    jobs.append({"strategy": strategy, "mode": sync, "state": "NO_RESULTS",
+                                 "error": "gradsync submit exited %d" % rc})
         with open(os.path.join(opts["out"], "train-N%d.json" % n), "w") as f:
-            json.dump({"jobs": jobs}, f, indent=1)
-
-
-def read_config(out):
-    try:
-        with open(os.path.join(out, CONFIG_NAME)) as f:
-            return json.load(f)
-    except (OSError, ValueError):
-        return {"network": "loopback"}   # runs before config.json was written
+            json.dump({"network": network_config(opts), "jobs": jobs}, f, indent=1)
+    return failed
 
 
 def network_text(config):
@@ -186,28 +193,38 @@ def network_text(config):
 
 
 def collect(out):
-    """Rows per (N, mode) and the jobs by (N, mode)."""
-    rows, jobs = [], {}
+    """Rows per (N, mode), the jobs by (N, mode), and the network the results
+    were measured on (each train-N file records it; files from before that
+    are loopback). Results from different networks in one directory are an
+    error: their rows would be drawn as one experiment."""
+    rows, jobs, networks = [], {}, {}
     for name in sorted(os.listdir(out)):
         m = re.fullmatch(r"train-N(\d+)\.json", name)
         if not m:
             continue
         with open(os.path.join(out, name)) as f:
-            for job in json.load(f).get("jobs", []):
-                n = int(m.group(1))
-                jobs[(n, mode_of(job))] = job
-                row = {k: job.get(k) for k in FIELDS if k in job}
-                row.update({"workers": n, "mode": mode_of(job),
-                            "epochs": len(job.get("per_epoch", []))})
-                rows.append(row)
+            d = json.load(f)
+        networks[name] = d.get("network") or {"network": "loopback"}
+        for job in d.get("jobs", []):
+            n = int(m.group(1))
+            jobs[(n, mode_of(job))] = job
+            row = {k: job.get(k) for k in FIELDS if k in job}
+            row.update({"workers": n, "mode": mode_of(job),
+                        "epochs": len(job.get("per_epoch", []))})
+            rows.append(row)
     if not rows:
         die("no train-N<workers>.json results in %s (run first)" % out, 1)
+    kinds = sorted({json.dumps(v, sort_keys=True) for v in networks.values()})
+    if len(kinds) > 1:
+        die("%s holds results from different networks (%s): use one directory per "
+            "network" % (out, "; ".join("%s: %s" % (k, network_text(v))
+                                       for k, v in sorted(networks.items()))), 1)
     rows.sort(key=lambda r: (r["workers"], MODES.index(r["mode"])
                              if r["mode"] in MODES else 99))
-    return rows, jobs
+    return rows, jobs, json.loads(kinds[0])
 
 
-def write_tables(out, rows, jobs, curves_n):
+def write_tables(out, rows, jobs, curves_n, network):
     with open(os.path.join(out, "train.csv"), "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=FIELDS)
         w.writeheader()
@@ -216,7 +233,7 @@ def write_tables(out, rows, jobs, curves_n):
     curves = {mode: job.get("timeline") for (n, mode), job in jobs.items()
               if n == curves_n}
     with open(os.path.join(out, "train.json"), "w") as f:
-        json.dump({"config": read_config(out), "rows": rows, "curves_workers": curves_n,
+        json.dump({"network": network, "rows": rows, "curves_workers": curves_n,
                    "curves": curves}, f, indent=1)
 
 
@@ -271,15 +288,14 @@ def plot_throughput(plt, out, rows, net, emulated):
     fig.savefig(os.path.join(out, "train_throughput.png"), dpi=110)
 
 
-def plot(out, rows, jobs, curves_n):
+def plot(out, rows, jobs, curves_n, network):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    config = read_config(out)
-    net = network_text(config)
+    net = network_text(network)
     if any(n == curves_n for n, _ in jobs):
         plot_curves(plt, out, jobs, curves_n, net)
-    plot_throughput(plt, out, rows, net, config.get("network") == "emulated")
+    plot_throughput(plt, out, rows, net, network.get("network") == "emulated")
     print("wrote %s/train.csv, train.json, train_curves.png, train_throughput.png" % out)
 
 
@@ -297,16 +313,18 @@ def report(rows):
 
 
 def main(argv):
+    experiment.exit_on_sigterm()
     cmd, opts = parse_args(argv)
-    if cmd == "run":
-        run(opts)
-    rows, jobs = collect(opts["out"])
-    write_tables(opts["out"], rows, jobs, opts["curves"])
+    failed = run(opts) if cmd == "run" else []
+    rows, jobs, network = collect(opts["out"])
+    write_tables(opts["out"], rows, jobs, opts["curves"], network)
     report(rows)
     if not have_matplotlib():
         print("no matplotlib here: tables written, no plots (run `plot` where python3-matplotlib is)")
-        return
-    plot(opts["out"], rows, jobs, opts["curves"])
+    else:
+        plot(opts["out"], rows, jobs, opts["curves"], network)
+    if failed:
+        die("not every job succeeded: " + "; ".join(failed), 1)
 
 
 if __name__ == "__main__":

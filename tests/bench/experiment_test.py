@@ -174,10 +174,42 @@ class FitTest(unittest.TestCase):
                 table = {int(r["bytes"]): r for r in csv.DictReader(f)}
             self.assertEqual(table[4096]["repeat_seconds"], "0.001;0.002;0.004")
             self.assertEqual(table[1 << 20]["repeat_seconds"], "")
-            # Two jobs: the lower one.
+            # Two jobs: the lower one; with the run's config asking for three,
+            # the missing one is said.
             os.remove(os.path.join(out, "N4-ring-small-r3.json"))
+            with open(os.path.join(out, experiment.CONFIG_NAME), "w") as f:
+                json.dump({"repeats_small": 3}, f)
             rows, _ = experiment.collect(out)
-            self.assertEqual({r["bytes"]: r for r in rows}[4096]["time_seconds"], 1e-3)
+            by_size = {r["bytes"]: r for r in rows}
+            self.assertEqual(by_size[4096]["time_seconds"], 1e-3)
+            self.assertEqual(by_size[4096]["jobs_missing"], 1)
+            self.assertNotIn("jobs_missing", by_size[1 << 20])   # one job is all it gets
+        finally:
+            shutil.rmtree(out, ignore_errors=True)
+
+    def test_sweep_alternates_repeats_and_drops_an_earlier_runs_extra_ones(self):
+        out = tempfile.mkdtemp(prefix="experiment-test.")
+        try:
+            for name in ("N4-ring-small-r5.json", "N4-ring-small.json", "N3-ring-small-r2.json"):
+                open(os.path.join(out, name), "w").close()
+            opts = {"rate": "1gbit", "shaper": "tbf", "burst": "", "limit": "",
+                    "build-dir": "build", "sizes": "4K,1M", "repeats-small": 2,
+                    "iters-small": 20, "iters": 3, "ps-partition-bytes": "",
+                    "peer-bulk-bytes": "", "out": out}
+            c = experiment.Cluster(opts, 5, 1)
+            shutil.rmtree(c.state, ignore_errors=True)
+            ran = []
+            c.bench = lambda n, alg, sizes, iters, path, extra=(): ran.append(
+                (alg, sizes, iters, os.path.basename(path)))
+            c.sweep(opts, 4, ["ring", "tree"], "N4-%s")
+            self.assertEqual(ran, [
+                ("ring", "4K", 20, "N4-ring-small.json"), ("tree", "4K", 20, "N4-tree-small.json"),
+                ("ring", "4K", 20, "N4-ring-small-r2.json"),
+                ("tree", "4K", 20, "N4-tree-small-r2.json"),
+                ("ring", "1M", 3, "N4-ring.json"), ("tree", "1M", 3, "N4-tree.json")])
+            left = sorted(os.listdir(out))
+            self.assertEqual(left, ["N3-ring-small-r2.json", "N4-ring-small.json"])
+            self.assertIsNone(experiment.RESULT_NAME.fullmatch("N4-ring-r2.json"))
         finally:
             shutil.rmtree(out, ignore_errors=True)
 

@@ -38,21 +38,22 @@ class TrainTablesTest(unittest.TestCase):
     def tearDown(self):
         shutil.rmtree(self.dir)
 
-    def write(self, n, jobs):
+    def write(self, n, jobs, network=None):
         with open(os.path.join(self.dir, "train-N%d.json" % n), "w") as f:
-            json.dump({"jobs": jobs}, f)
+            json.dump(dict({"jobs": jobs}, **({"network": network} if network else {})), f)
 
     def test_rows_curves_and_failures(self):
         # Written out of mode order: the rows come back in MODES order.
         self.write(1, [job("ring", "sync", 900), job("ps", "sync", 1000)])
         self.write(4, [job("ring", "async", 3000), job("ps", "async", 0, "FAILED"),
                        job("ps", "sync", 2000), job("ring", "sync", 2500)])
-        rows, jobs = et.collect(self.dir)
+        rows, jobs, network = et.collect(self.dir)
+        self.assertEqual(network, {"network": "loopback"})   # files from before it was kept
         self.assertEqual([(r["workers"], r["mode"]) for r in rows],
                          [(1, "ps-sync"), (1, "ring-sync"), (4, "ps-sync"),
                           (4, "ps-async"), (4, "ring-sync"), (4, "ring-async")])
         self.assertEqual(rows[3]["state"], "FAILED")
-        et.write_tables(self.dir, rows, jobs, 4)
+        et.write_tables(self.dir, rows, jobs, 4, network)
         with open(os.path.join(self.dir, "train.csv")) as f:
             table = list(csv.DictReader(f))
         self.assertEqual(len(table), 6)
@@ -77,22 +78,34 @@ class TrainTablesTest(unittest.TestCase):
             self.assertEqual(r.returncode, 2, bad)
             self.assertIn("experiment_train:", r.stderr, bad)
 
-    def test_the_network_is_recorded_and_named(self):
-        self.write(2, [job("ring", "sync", 900)])
-        rows, jobs = et.collect(self.dir)
-        # Results from before config.json: loopback.
-        self.assertEqual(et.read_config(self.dir), {"network": "loopback"})
-        self.assertEqual(et.network_text(et.read_config(self.dir)), "loopback, one machine")
+    def test_the_network_is_recorded_named_and_never_mixed(self):
         _, opts = et.parse_args(["run", "--network=emulated", "--rate=100mbit"])
-        with open(os.path.join(self.dir, et.CONFIG_NAME), "w") as f:
-            json.dump(et.network_config(opts), f)
-        config = et.read_config(self.dir)
-        self.assertEqual((config["network"], config["rate"], config["burst"], config["limit"]),
-                         ("emulated", "100mbit", 73728, 8388608))
-        self.assertIn("100mbit", et.network_text(config))
-        et.write_tables(self.dir, rows, jobs, 2)
+        emulated = et.network_config(opts)
+        self.assertEqual((emulated["network"], emulated["rate"], emulated["burst"],
+                          emulated["limit"]), ("emulated", "100mbit", 73728, 8388608))
+        self.assertIn("100mbit", et.network_text(emulated))
+        self.assertEqual(et.network_text({"network": "loopback"}), "loopback, one machine")
+        self.write(2, [job("ring", "sync", 900)], emulated)
+        self.write(4, [job("ring", "sync", 1900)], emulated)
+        rows, jobs, network = et.collect(self.dir)
+        self.assertEqual(network, emulated)
+        et.write_tables(self.dir, rows, jobs, 2, network)
         with open(os.path.join(self.dir, "train.json")) as f:
-            self.assertEqual(json.load(f)["config"], config)
+            self.assertEqual(json.load(f)["network"], emulated)
+        # A loopback result beside them (no network recorded: an old one).
+        self.write(1, [job("ring", "sync", 500)])
+        r = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "experiment_train.py"),
+                            "plot", "--out=" + self.dir], capture_output=True, text=True)
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("different networks", r.stderr)
+
+    def test_a_job_without_results_stays_in_the_table(self):
+        self.write(2, [job("ring", "sync", 900),
+                       {"strategy": "ps", "mode": "sync", "state": "NO_RESULTS",
+                        "error": "gradsync submit exited 1"}])
+        rows, _, _ = et.collect(self.dir)
+        self.assertEqual([(r["mode"], r.get("state")) for r in rows],
+                         [("ps-sync", "NO_RESULTS"), ("ring-sync", "SUCCEEDED")])
 
 
 if __name__ == "__main__":
