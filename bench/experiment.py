@@ -59,11 +59,13 @@ points of 1 MiB and more, alpha from those of 16 KiB and less (fit()).
     link that waits less than burst/b loses nothing. The bench times each
     run after a barrier, so the runs are simulated back to back until the
     buckets settle (shaped_seconds()). With burst = 0 it is the first model.
-    Except tree (recursive doubling), whose code does not run in rounds:
-    it is simulated message by message as recursive_doubling.cc sends
-    them (bench/flow_model.py: 1 MiB segments forwarded as they are
+    Except tree (recursive doubling) and push/pull, whose code does not run
+    in rounds: they are simulated message by message as the code sends
+    them (bench/flow_model.py; tree: 1 MiB segments forwarded as they are
     summed, the early round-0 send that shares a folded rank's links, the
-    receiver's mailbox of 16 segments, fair shares of each link), with
+    receiver's mailbox of 16 segments; push/pull: each worker's partitions
+    in its staggered order through a window of 2S + 2, a shard answering a
+    partition when every push of it is in; fair shares of each link), with
     and without the bucket.
 The bucket is counted in payload bytes (burst x b / rate: tbf also counts
 headers), the rate from the configuration (else 1gbit).
@@ -72,7 +74,9 @@ Two lines follow this layout more closely than cost_model.h:
   - push/pull with S shards colocated on S of the N worker hosts, push phase
     then pull phase, each bounded by its busiest link: the shard's downlink
     carries (N-1)K/S, a worker's uplink K (S < N) or (N-1)K/N (S = N), so
-    t = 2 * max((N-1)/S, 1 or (N-1)/N) * K/b + 2a;
+    t = 2 * max((N-1)/S, 1 or (N-1)/N) * K/b + 2a with one partition, the
+    busiest link's total with several (plain alpha-beta; the link model
+    plays the partitions out, see above);
   - hier with H hosts of L workers: the inter-host part is the ring over
     the H leaders with the fitted a, b; the two intra-host phases
     (2 ceil(log2 L) messages of K bytes) use the bench job's own ping-pong
@@ -617,18 +621,22 @@ def model(alg, n, k, alpha, beta, per_host=1, local=None, burst=0, rate=None,
     bucket taken as payload bytes), simulated (shaped_seconds); 0: plain
     alpha-beta, the closed forms below, which the simulation then equals.
     partition: push/pull's largest partition in bytes (None: 4 MiB).
-    flow: tree's messages as the code sends them, segment by segment
-    (bench/flow_model.py) instead of in rounds; the link model uses it, the
-    plain alpha-beta model (cost_model.h) does not."""
+    flow: tree's and push/pull's messages as the code sends them (segment
+    by segment; partition by partition through the push window), simulated
+    by bench/flow_model.py instead of in rounds; the link model uses it,
+    the plain alpha-beta model (cost_model.h) does not."""
     if alg == "hier":
         hosts = n // per_host
         la, lb = local if local else (alpha, beta)
         intra = 2 * math.ceil(math.log2(per_host)) * (la + k / lb) if per_host > 1 else 0.0
         return intra + model("ring", hosts, k, alpha, beta, burst=burst,
                              rate=rate) if hosts > 1 else intra
-    if flow and alg == "tree":
+    if flow and alg in ("tree", "ps1", "psN"):
         b = payload_burst(burst, rate, beta) if burst > 0 else 0.0
-        return flow_model.tree_seconds(n, k, alpha, beta, b, ITERATIONS)
+        if alg == "tree":
+            return flow_model.tree_seconds(n, k, alpha, beta, b, ITERATIONS)
+        return flow_model.pushpull_seconds(n, 1 if alg == "ps1" else n, k, alpha, beta, b,
+                                           ITERATIONS, partition or PARTITION_BYTES)
     if burst > 0:
         b = payload_burst(burst, rate, beta)
         if alg in ("ps1", "psN"):

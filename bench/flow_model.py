@@ -55,18 +55,22 @@ class Dag:
     (indices of earlier or later nodes); build it, then simulate()."""
 
     def __init__(self):
-        self.kind, self.deps, self.msg = [], [], []
+        self.kind, self.deps, self.msg, self.need = [], [], [], []
 
     def add_msg(self, src, dst, nbytes):
         self.kind.append("msg")
         self.deps.append([])
         self.msg.append((src, dst, float(nbytes)))
+        self.need.append(None)
         return len(self.kind) - 1
 
-    def add_proc(self):
+    def add_proc(self, need=None):
+        """need: done when that many of its dependencies are (the first ones
+        to finish, whichever they are); None: all of them."""
         self.kind.append("proc")
         self.deps.append([])
         self.msg.append(None)
+        self.need.append(need)
         return len(self.kind) - 1
 
     def depend(self, node, *on):
@@ -122,7 +126,7 @@ def simulate(dag, alpha, links, start=0.0):
     """Plays `dag` out from `start` on `links` (_Links, updated); returns the
     time the last node is done."""
     count = len(dag.kind)
-    waiting = [len(d) for d in dag.deps]
+    waiting = [len(d) if need is None else need for d, need in zip(dag.deps, dag.need)]
     users = [[] for _ in range(count)]
     for node, deps in enumerate(dag.deps):
         for d in deps:
@@ -140,6 +144,8 @@ def simulate(dag, alpha, links, start=0.0):
         done[node] = when
         end = max(end, when)
         for u in users[node]:
+            if waiting[u] <= 0:   # released already (needed fewer than all)
+                continue
             ready_at[u] = max(ready_at[u], when)
             waiting[u] -= 1
             if waiting[u] == 0:
@@ -294,6 +300,51 @@ def tree_dag(n, k, seg=SEGMENT_BYTES, window=WINDOW):
     return dag
 
 
+PS_PARTITION_BYTES = 1 << 20   # the jobs' --ps_partition_bytes default
+
+
+def pushpull_dag(n, s, k, partition=PS_PARTITION_BYTES):
+    """Push/pull of K bytes by N workers (host w) through S shards (on hosts
+    0..S-1), as worker/sync/ps_client.cc runs it: P = ceil(K / partition)
+    partitions, partition q on shard q % S; each worker sends them in
+    StaggeredOrder (groups of S rotated by its rank) with at most
+    DefaultPushWindow = 2S + 2 in flight, the next one leaving when any
+    answer has come; a shard answers a partition (to every worker) when all
+    N pushes of it are in. A push or answer between a worker and the shard
+    on its own host crosses no link."""
+    p = max(1, -(-int(k) // int(partition)))
+    size = k / p
+    window = min(p, max(2 * s + 2, s))
+
+    def send(src, dst):
+        return dag.add_proc() if src == dst else dag.add_msg(src, dst, size)
+    dag = Dag()
+    push = [[send(w, q % s) for q in range(p)] for w in range(n)]
+    pull = [[send(q % s, w) for q in range(p)] for w in range(n)]
+    for q in range(p):
+        reduced = dag.add_proc()
+        dag.depend(reduced, *[push[w][q] for w in range(n)])
+        for w in range(n):
+            dag.depend(pull[w][q], reduced)
+    for w in range(n):
+        order = list(range(p))
+        shift = w % s if s >= 2 else 0
+        for begin in range(0, p - s + 1, s):
+            group = order[begin:begin + s]
+            order[begin:begin + s] = group[shift:] + group[:shift]
+        for i in range(window, p):
+            answers = dag.add_proc(need=i - window + 1)
+            dag.depend(answers, *pull[w])
+            dag.depend(push[w][order[i]], answers)
+    return dag
+
+
+def pushpull_seconds(n, s, k, alpha, beta, burst, iterations,
+                     partition=PS_PARTITION_BYTES):
+    """pushpull_dag timed as the bench times it (see tree_seconds)."""
+    return _timed(n, pushpull_dag(n, s, k, partition), alpha, beta, burst, iterations)
+
+
 def barrier(n, alpha, links):
     """The bench's barrier between runs, a 1-float recursive doubling, in
     rounds as experiment.py simulates it: each round's 4-byte messages take
@@ -322,8 +373,11 @@ def tree_seconds(n, k, alpha, beta, burst, iterations, seg=SEGMENT_BYTES):
     bench times it: runs back to back, each after the barrier, until the
     buckets are left as the run before left them, or `iterations` runs; the
     last run's time. burst = 0: one run."""
+    return _timed(n, tree_dag(n, k, seg), alpha, beta, burst, iterations)
+
+
+def _timed(n, dag, alpha, beta, burst, iterations):
     links = _Links(beta, burst)
-    dag = tree_dag(n, k, seg)
     took, state = 0.0, None
     for i in range(iterations if burst > 0 else 1):
         if i:

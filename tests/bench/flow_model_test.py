@@ -116,6 +116,68 @@ class SimulateTest(unittest.TestCase):
             run(dag)
 
 
+class PushPullTest(unittest.TestCase):
+    def test_a_proc_can_need_the_first_of_its_dependencies(self):
+        # `after` waits for whichever of fast and slow arrives first: fast,
+        # at alpha + 1e5/beta; so it arrives at 2 alpha + 2.1e6/beta, before
+        # the 2 alpha + 3e6/beta it would need after slow.
+        dag = flow.Dag()
+        fast = dag.add_msg(0, 1, 1e5)
+        slow = dag.add_msg(2, 3, 1e6)
+        first = dag.add_proc(need=1)
+        dag.depend(first, slow, fast)
+        after = dag.add_msg(4, 5, 2e6)
+        dag.depend(after, first)
+        self.assertAlmostEqual(run(dag), 2 * ALPHA + 2.1e6 / BETA, places=9)
+        # need=2 (both): after slow.
+        dag.need[first] = 2
+        self.assertAlmostEqual(run(dag), 2 * ALPHA + 3e6 / BETA, places=9)
+
+    def test_one_partition_is_push_then_pull(self):
+        # Worker 1 pushes to the shard on host 0, the shard answers: the
+        # closed form 2 (alpha + K/beta); worker 0 is on the shard's host.
+        k = 1 << 20
+        self.assertAlmostEqual(flow.pushpull_seconds(2, 1, k, ALPHA, BETA, 0, 1, k),
+                               2 * (ALPHA + k / BETA), places=9)
+        for n in (2, 3, 5):
+            for s in (1, n):
+                self.assertAlmostEqual(
+                    flow.pushpull_seconds(n, s, k, ALPHA, BETA, 0, 1, k),
+                    experiment.pushpull_model(n, s, k, ALPHA, BETA, k), places=9,
+                    msg="N=%d S=%d" % (n, s))
+
+    def test_partitions_overlap_pushes_and_pulls_but_the_last_pull_drains(self):
+        # 16 partitions, one shard, 4 workers: the shard's downlink carries
+        # 3K of pushes, its uplink 3K of answers; they overlap, and the last
+        # partition's answers (3K/16) follow its push.
+        k = 16 << 20
+        t = flow.pushpull_seconds(4, 1, k, ALPHA, BETA, 0, 1, 1 << 20)
+        self.assertGreater(t, 3 * k / BETA * (1 + 1 / 16.0))
+        self.assertLess(t, 3 * k / BETA * (1 + 1 / 16.0) * 1.05 + 10 * ALPHA)
+        # The round model's busiest-link total leaves the drain out.
+        self.assertLess(experiment.pushpull_model(4, 1, k, ALPHA, BETA, 1 << 20), t)
+
+    def test_the_window_holds_pushes_back(self):
+        # One shard, 64 partitions: with the window of 2S + 2 = 4 a worker
+        # has at most 4 partitions out; unbounded (window >= partitions) its
+        # pushes all start at once. Both end near 3K/beta; the window must
+        # not deadlock and must not be slower than a few partitions' time.
+        k = 64 << 20
+        t = flow.pushpull_seconds(4, 1, k, ALPHA, BETA, 0, 1, 1 << 20)
+        self.assertLess(t, 3 * k / BETA * 1.1)
+        dag = flow.pushpull_dag(4, 1, k, 1 << 20)
+        windows = [need for need in dag.need if need is not None]
+        self.assertEqual(len(windows), 4 * (64 - 4))      # every push past the window
+        self.assertEqual(sorted(set(windows)), list(range(1, 61)))
+
+    def test_push_window_follows_the_code(self):
+        with open(os.path.join(ROOT, "worker", "sync", "ps_client.cc")) as f:
+            self.assertIn("const size_t fallback = 2 * shards + 2;", f.read())
+        with open(os.path.join(ROOT, "common", "ps_layout.h")) as f:
+            m = re.search(r"kPreferredPsPartitionBytes = size_t\{(\d+)\} << (\d+);", f.read())
+        self.assertEqual(flow.PS_PARTITION_BYTES, int(m.group(1)) << int(m.group(2)))
+
+
 class TreeTest(unittest.TestCase):
     K = 1 << 20  # one segment
 
