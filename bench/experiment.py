@@ -945,7 +945,7 @@ def plot(out, summary):
     import matplotlib.pyplot as plt
     rows = summary["rows"]
     flat = [r for r in rows if r.get("per_host", 1) == 1]
-    fit_text = "model: %s; fit: alpha = %.0f us, beta = %.0f MB/s" % (
+    fit_text = "model: %s\nfit: alpha = %.0f us, beta = %.0f MB/s" % (
         model_name(summary), summary["alpha_seconds"] * 1e6,
         summary["beta_bytes_per_second"] / 1e6)
     plot_sizes(plt, out, flat, fit_text, summary["model"] == BUCKET)
@@ -959,9 +959,12 @@ def plot(out, summary):
 
 
 def model_name(summary):
+    """The plotted model, for titles (tree and push/pull are simulated
+    message by message, the others in rounds)."""
     if summary["model"] == BUCKET:
-        return "alpha-beta + %s token bucket (tbf)" % human(summary["link"]["burst_bytes"])
-    return "alpha-beta"
+        return ("alpha-beta + %s token bucket (tbf), tree and push/pull message by message"
+                % human(summary["link"]["burst_bytes"]))
+    return "alpha-beta, tree and push/pull message by message"
 
 
 def series(rows, alg, key, value):
