@@ -330,7 +330,9 @@ cat > .devbundle/run-sweep.sh <<'RUN'
 # NAME and bench/experiment.py run's flags; the results come back as
 # $OUT/exp-NAME.tar.gz (merge and redraw here with experiment.py plot).
 # SWEEP_LIMIT (seconds, default 530) bounds the run so the tarball is
-# always written.
+# always written. experiment.py runs each small point in --repeats-small=3
+# jobs by default; the 2026-11-23 sweeps (one job each) took 9 min in two
+# runs, so budget about a minute more per run, or pass --repeats-small=1.
 set -u
 D=$(cd "$(dirname "$0")" && pwd)
 [ -d "$D/bin" ] || tar -C "$D" -xJf "$D/bin-lib.tar.xz"
