@@ -12,7 +12,11 @@ extra rank, so both messages share its downlink, and its sum then goes to
 the round-0 partner and, after the last round, back to the extra rank,
 sharing its uplink: with one segment (K <= 1 MiB) about 4 K/beta at N = 3
 where the rounds say 3 K/beta. With many segments the phases overlap and
-the time falls towards what the busiest link carries.
+the time falls towards what the busiest link carries. Push/pull through PS
+shards (worker/sync/ps_client.cc) does not run in rounds either: each
+worker keeps a window of partitions in flight and a shard answers a
+partition when all its pushes are in, so the last partition's answers
+follow its push (pushpull_dag).
 
 simulate() plays such a set of messages out on the hosts' links:
   - every host has an uplink and a downlink (tbf on its egress and on the
@@ -151,6 +155,9 @@ def simulate(dag, alpha, links, start=0.0):
             if waiting[u] == 0:
                 release(u)
 
+    def sent_all(node):   # to rounding
+        return remaining[node] <= 1e-9 * max(1.0, dag.msg[node][2])
+
     def release(node):
         if dag.kind[node] == "proc":
             finish(node, ready_at[node])
@@ -182,7 +189,7 @@ def simulate(dag, alpha, links, start=0.0):
                 links.tokens[up] -= x
                 links.tokens[down] -= x
                 remaining[i] -= x
-            if remaining[i] <= 1e-9 * max(1.0, dag.msg[i][2]):
+            if sent_all(i):
                 sent.append(i)
         if sent:
             for i in sent:
@@ -212,7 +219,7 @@ def simulate(dag, alpha, links, start=0.0):
         t += step
         for i, r in rate.items():
             remaining[i] -= r * step
-            if remaining[i] <= 1e-9 * max(1.0, dag.msg[i][2]):
+            if sent_all(i):
                 queues[active[i]].pop(0)
                 del remaining[i]
                 arrivals.append((t + alpha, i))
