@@ -7,8 +7,8 @@
                                    [--iters=3] [--iters-small=20] [--repeats-small=3]
                                    [--hier-hosts=2,3,4] [--hier-per-host=2]
                                    [--ps-partition-bytes=B] [--peer-bulk-bytes=B]
-                                   [--out=DIR] [--build-dir=build]
-  python3 bench/experiment.py plot [--out=DIR] [--burst=B]
+                                   [--out=DIR] [--build-dir=build] [--base=DIR]
+  python3 bench/experiment.py plot [--out=DIR] [--burst=B] [--base=DIR]
 
 `run` (root: network namespaces) brings up 1 + N hosts with
 deploy/netem-cluster.sh for each N (coordinator on h0, a worker and a PS
@@ -33,6 +33,16 @@ and draws DIR/*.png with the token-bucket model (plain alpha-beta when
 there is no bucket). plot --burst=B: the bucket the model assumes (0: none);
 by default the run's configuration's, else run's default, 73728 (older
 results do not record it; the output says which it used).
+
+--base=DIR (run and plot): complete this run with an earlier one: every
+point (N, workers per host, algorithm, size) that this run did not measure
+is taken from DIR (a run directory, or a directory of tables such as
+docs/experiment), so a short run can re-measure some points, e.g. only the
+small sizes, and be fitted, counted and drawn with the rest. Both runs
+must have shaped their links alike (shaper, rate, burst, limit), else it
+exits 1. The tables mark each row's source (run or base) and record the
+earlier run's configuration under config.base; the plots draw its points
+hollow and their titles say how many came from each run.
 
 Algorithms: ring, hd (halving-doubling), tree (recursive doubling): an
 allreduce of K bytes on every worker; ps1, psN: push K bytes and pull them
@@ -92,6 +102,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 # The models (bench/experiment_model.py, beside this file). Link,
@@ -154,7 +165,7 @@ def parse_args(argv):
         "burst": None, "limit": "", "iters": "3", "iters-small": "20", "repeats-small": "3",
         "hier-hosts": "2,3,4",
         "hier-per-host": "2", "ps-partition-bytes": "", "peer-bulk-bytes": "", "out": "experiment-results",
-        "build-dir": "build"},
+        "build-dir": "build", "base": ""},
         "experiment")
     opts["workers"] = int_list(opts["workers"], "workers", 2, 16)
     opts["hier-hosts"] = int_list(opts["hier-hosts"], "hier-hosts", 2, 16)
@@ -305,7 +316,8 @@ def run_config(opts):
             # None: each job's own (in its rows)
             "ps_partition_bytes": size(opts["ps-partition-bytes"]),
             "peer_bulk_bytes": (int(opts["peer-bulk-bytes"])
-                                if opts["peer-bulk-bytes"] else None)}
+                                if opts["peer-bulk-bytes"] else None),
+            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
 
 
 RESULT_NAME = re.compile(r"(?:N(\d+)|H(\d+)x(\d+))-(\w+?)(?:(-small)(?:-r(\d+))?)?\.json")
@@ -353,6 +365,43 @@ def collect(out):
         die("no N<workers>-<algorithm>.json results (nor experiment.json) in %s" % out, 1)
     rows.sort(key=lambda r: (r["per_host"], r["workers"], r["algorithm"], r["bytes"]))
     return rows, config
+
+
+LINK_KEYS = ("shaper", "rate", "burst", "limit")   # run_config's: how the links were shaped
+
+
+def point_key(r):
+    return (r.get("per_host", 1), r["workers"], r["algorithm"], r["bytes"])
+
+
+def merge_base(rows, config, base):
+    """--base=DIR: this run's rows (source "run"), then every point of the
+    earlier run in DIR (a run directory or a directory of tables, as
+    collect() reads it) that this run did not measure (source "base"). Both
+    runs must have shaped their links alike (LINK_KEYS of their configs),
+    or the points would not belong to one model: it exits 1 otherwise, and
+    when either run does not record it. The config returned is this run's
+    with "base": the earlier run's config and how many points it gave."""
+    if not os.path.isdir(base):
+        die("--base: no directory %s" % base, 1)
+    base_rows, base_config = collect(base)
+    for name, cfg in (("this run", config), ("--base " + base, base_config)):
+        if cfg is None:
+            die("--base: %s does not record how its links were shaped (config.json "
+                "or experiment.json's config), so the two cannot be checked to match" % name, 1)
+    differ = ["%s %s here, %s there" % (k, config.get(k), base_config.get(k))
+              for k in LINK_KEYS if config.get(k) != base_config.get(k)]
+    if differ:
+        die("--base: %s shaped its links otherwise (%s); its points would not fit this "
+            "run's model" % (base, "; ".join(differ)), 1)
+    have = {point_key(r) for r in rows}
+    mine = [dict(r, source=r.get("source", "run")) for r in rows]
+    taken = [dict(r, source="base") for r in base_rows if point_key(r) not in have]
+    merged = dict(config)
+    merged["base"] = {"dir": base, "points": len(taken), "config": base_config}
+    merged_rows = mine + taken
+    merged_rows.sort(key=lambda r: (r["per_host"], r["workers"], r["algorithm"], r["bytes"]))
+    return merged_rows, merged
 
 
 def median_of_repeats(rows, repeats=None):
@@ -590,6 +639,9 @@ def plot(out, summary):
     fit_text = "model: %s\nfit: alpha = %.0f us, beta = %.0f MB/s" % (
         model_name(summary), summary["alpha_seconds"] * 1e6,
         summary["beta_bytes_per_second"] / 1e6)
+    source = sources(summary)
+    if source:
+        fit_text += "\n" + source
     plot_sizes(plt, out, flat, fit_text, summary["model"] == BUCKET)
     plot_workers(plt, out, flat, fit_text)
     names = ["time_vs_size.png", "time_vs_workers.png"]
@@ -598,6 +650,19 @@ def plot(out, summary):
         plot_hier(plt, out, grouped, fit_text)
         names.append("hier_vs_ring.png")
     print("wrote " + ", ".join(os.path.join(out, n) for n in names))
+
+
+def sources(summary):
+    """Which run measured which points, for titles and the report: "" when
+    every point is from one run."""
+    base = (summary.get("config") or {}).get("base")
+    if not base:
+        return ""
+    rows = summary["rows"]
+    mine = sum(r.get("source") == "run" for r in rows)
+    return "%d points from this run (%s), %d (hollow) from an earlier one (%s)" % (
+        mine, (summary["config"].get("date") or "undated"), len(rows) - mine,
+        base["config"].get("date") or "undated")
 
 
 def model_name(summary):
@@ -614,9 +679,14 @@ def series(rows, alg, key, value):
 
 
 def draw(ax, pts, alg, label):
-    """Measured points solid, their model dashed, in the algorithm's colour."""
+    """Measured points solid, their model dashed, in the algorithm's colour;
+    points taken from an earlier run (--base) hollow."""
     xs = [p[0] for p in pts]
     ax.plot(xs, [p[1] * 1e3 for p in pts], "o-", color=STYLE[alg], label=label)
+    old = [p for p in pts if p[2].get("source") == "base"]
+    if old:
+        ax.plot([p[0] for p in old], [p[1] * 1e3 for p in old], "o", color=STYLE[alg],
+                markerfacecolor="white")
     ax.plot(xs, [p[2]["model_seconds"] * 1e3 for p in pts], "--",
             color=STYLE[alg], alpha=0.7)
 
@@ -708,6 +778,9 @@ def report(summary):
     rows, link = summary["rows"], summary["link"]
     print("link: %s at %s (%s); bucket %d B (%s)" % (
         link["shaper"], link["rate"], link["rate_from"], link["burst_bytes"], link["burst_from"]))
+    if sources(summary):
+        print(sources(summary).replace("(hollow) ", "") + ": --base " +
+              summary["config"]["base"]["dir"])
     for name, m in summary["models"].items():
         print("fit, %s%s: alpha %.1f us, beta %.1f MB/s (relative least squares over the "
               "ring's points)" % (name, " (plotted)" if name == summary["model"] else "",
@@ -811,6 +884,8 @@ def main(argv):
     if cmd == "run":
         run(opts)
     rows, config = collect(opts["out"])
+    if opts["base"]:
+        rows, config = merge_base(rows, config, opts["base"])
     link = shaping(opts["burst"] if cmd == "plot" else None, config)
     summary = analyse(rows, link, config)
     write_tables(opts["out"], summary)

@@ -11,7 +11,9 @@
 #   bash .devbundle/run-gpu-checks.sh tests      # only the test binaries
 #   bash .devbundle/run-gpu-checks.sh perf       # only the measurements
 #   bash .devbundle/run-sweep.sh NAME [experiment.py run flags]
-#                          # issue 8's sweep on emulated hosts (16 cores)
+#                          # issue 8's sweep on emulated hosts (16 cores);
+#                          # the README's "next lent machine" line re-sweeps
+#                          # the small sizes in ~4 min (then plot --base here)
 #   bash .devbundle/run-train-sweep.sh NAME [experiment_train.py run flags]
 #                          # the four modes training on emulated hosts
 # Each phase leaves at most 6 files in $OUT (the device tool returns 8):

@@ -253,6 +253,72 @@ class ShapingTest(unittest.TestCase):
         finally:
             shutil.rmtree(out, ignore_errors=True)
 
+    def test_base_fills_the_points_a_short_run_did_not_measure(self):
+        rows = rows_from_model(ALPHA, BETA, BURST, RATE, ALGS, flow=True)
+        config = {"shaper": "tbf", "rate": "1gbit", "burst": BURST, "limit": 8388608,
+                  "date": "2026-11-01 10:00 UTC"}
+        base = tempfile.mkdtemp(prefix="experiment-base-test.")
+        new = tempfile.mkdtemp(prefix="experiment-new-test.")
+        try:
+            experiment.write_tables(
+                base, experiment.analyse(rows, experiment.shaping(None, config), config))
+            # The short run: the small ring and tree points of N = 4 again,
+            # the ring's 4 KiB twice as slow as the base measured it.
+            mine = dict(config, date="2026-11-27 09:00 UTC")
+            with open(os.path.join(new, experiment.CONFIG_NAME), "w") as f:
+                json.dump(mine, f)
+            old = {(r["algorithm"], r["bytes"]): r["time_seconds"]
+                   for r in rows if r["workers"] == 4}
+            for alg in ("ring", "tree"):
+                with open(os.path.join(new, "N4-%s-small.json" % alg), "w") as f:
+                    json.dump({"rows": [{"algorithm": alg, "bytes": k, "busbw": 1.0, "ok": True,
+                                         "time_seconds": old[(alg, k)] * (
+                                             2 if (alg, k) == ("ring", 4096) else 1)}
+                                        for k in (4096, 1 << 14)]}, f)
+            here, cfg = experiment.collect(new)
+            merged, cfg = experiment.merge_base(here, cfg, base)
+            self.assertEqual(len(merged), len(rows))     # every point once
+            by = {(r["algorithm"], r["workers"], r["bytes"]): r for r in merged}
+            self.assertEqual(by[("ring", 4, 4096)]["source"], "run")
+            self.assertEqual(by[("ring", 4, 4096)]["time_seconds"], 2 * old[("ring", 4096)])
+            self.assertEqual(by[("tree", 4, 1 << 14)]["source"], "run")
+            self.assertEqual(by[("ring", 4, 1 << 20)]["source"], "base")
+            self.assertEqual(by[("ring", 8, 4096)]["source"], "base")
+            self.assertEqual(sum(r["source"] == "run" for r in merged), 4)
+            self.assertEqual(cfg["base"]["points"], len(rows) - 4)
+            self.assertEqual(cfg["base"]["config"]["date"], "2026-11-01 10:00 UTC")
+            # The tables keep each row's source; a redraw from them alone
+            # (no --base) keeps the sources and says where they came from.
+            summary = experiment.analyse(merged, experiment.shaping(None, cfg), cfg)
+            self.assertIn("4 points from this run (2026-11-27 09:00 UTC), %d (hollow) from "
+                          "an earlier one (2026-11-01 10:00 UTC)" % (len(rows) - 4),
+                          experiment.sources(summary))
+            out = tempfile.mkdtemp(prefix="experiment-merged-test.")
+            try:
+                experiment.write_tables(out, summary)
+                again, cfg2 = experiment.collect(out)
+                self.assertEqual(sorted(r["source"] for r in again),
+                                 sorted(r["source"] for r in merged))
+                self.assertEqual(cfg2["base"]["points"], len(rows) - 4)
+            finally:
+                shutil.rmtree(out, ignore_errors=True)
+            # A base whose links were shaped otherwise, or that does not
+            # say how, is refused (exit 1).
+            with open(os.path.join(base, "experiment.json")) as f:
+                d = json.load(f)
+            for bad in (dict(config, rate="100mbit"), dict(config, burst=4096), None):
+                d["config"] = bad
+                with open(os.path.join(base, "experiment.json"), "w") as f:
+                    json.dump(d, f)
+                with self.assertRaises(SystemExit) as e:
+                    experiment.merge_base(here, mine, base)
+                self.assertEqual(e.exception.code, 1)
+            with self.assertRaises(SystemExit):
+                experiment.merge_base(here, mine, os.path.join(base, "missing"))
+        finally:
+            shutil.rmtree(base, ignore_errors=True)
+            shutil.rmtree(new, ignore_errors=True)
+
 
 if __name__ == "__main__":
     unittest.main()

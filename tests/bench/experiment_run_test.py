@@ -63,6 +63,7 @@ def main():
         cfg = d.get("config") or {}
         if (cfg.get("shaper"), cfg.get("burst"), cfg.get("workers"), cfg.get("iters"),
                 cfg.get("repeats_small")) != ("tbf", 73728, [2], 1, 2) or \
+                not str(cfg.get("date", "")).startswith("20") or \
                 d.get("model") != "alpha-beta+bucket":
             print("experiment_run_test: FAIL: config %s, model %s: want the run's tbf "
                   "bucket recorded and modelled" % (cfg, d.get("model")))
