@@ -467,6 +467,7 @@ def shaping(burst_flag, config):
 
 
 STALL = 2.0   # measured/model above this: a PS stall (see note())
+NOISY = 2 * TOLERANCE   # a point's jobs differing by more than this: noisy (note())
 PLAIN, BUCKET = "alpha-beta", "alpha-beta+bucket"
 
 
@@ -526,6 +527,10 @@ def note(r, link):
         check with an 8 MiB queue had no stall);
       queue: the same, up to STALL x the model: fewer drops (that check
         took ps1 at N = 8 and 4 MiB from 1.45x the model to 1.0x);
+      noisy: the point was measured by several jobs (--repeats-small) and
+        they differ by more than NOISY (slowest / fastest - 1): the
+        measurement itself is not stable to the tolerance, so where it lies
+        against the model says little;
       latency: K <= 16 KiB, where the time is a few messages' latency, which
         varies from job to job on the shared machine (the ring's time per
         message there is not even monotonic in N);
@@ -537,6 +542,9 @@ def note(r, link):
             push_fan_in(r["algorithm"], r["workers"], r["bytes"],
                         r.get("ps_partition_bytes")) > (link["limit_bytes"] or 0)):
         return "stall" if ratio > STALL else "queue"
+    jobs = r.get("repeat_seconds")
+    if jobs and len(jobs) > 1 and max(jobs) / min(jobs) - 1 > NOISY:
+        return "noisy"
     if r["bytes"] <= LATENCY_UPTO:
         return "latency"
     return "other"
@@ -819,8 +827,10 @@ def report(summary):
                       "(the ring's time per message there: %s us across N; fit: %.0f us)" % (
                           human(LATENCY_UPTO), per_message_range(rows),
                           summary["alpha_seconds"] * 1e6),
+           "noisy": "the point's own jobs differ by more than %d%% (slowest / fastest), "
+                    "more than the tolerance allows" % round(NOISY * 100),
            "other": "no known cause"}
-    for key in ("stall", "queue", "latency", "other"):
+    for key in ("stall", "queue", "noisy", "latency", "other"):
         if key in outside:
             print("outside, %s (%d): %s. %s" % (key, len(outside[key]), why[key], ", ".join(
                 "%s N=%d%s %s %.2f" % (r["algorithm"], r["workers"],

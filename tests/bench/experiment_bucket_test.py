@@ -253,6 +253,26 @@ class ShapingTest(unittest.TestCase):
         finally:
             shutil.rmtree(out, ignore_errors=True)
 
+    def test_a_point_whose_jobs_disagree_is_noisy(self):
+        link = {"limit_bytes": 8388608}
+        base = {"algorithm": "ring", "workers": 4, "bytes": 4096, "ok": True,
+                "measured_over_model": 1.5}
+        self.assertEqual(experiment.note(base, link), "latency")
+        self.assertEqual(experiment.note(dict(base, repeat_seconds=[1e-3, 1.2e-3]), link),
+                         "latency")     # 20 %: the jobs agree well enough
+        self.assertEqual(experiment.note(dict(base, repeat_seconds=[1e-3, 1.1e-3, 1.4e-3]),
+                                         link), "noisy")
+        self.assertEqual(experiment.note(dict(base, bytes=1 << 16,
+                                              repeat_seconds=[1e-3, 1.4e-3]), link), "noisy")
+        self.assertEqual(experiment.note(dict(base, bytes=1 << 16), link), "other")
+        # Within the tolerance nothing is said, however the jobs spread.
+        self.assertEqual(experiment.note(dict(base, measured_over_model=1.1,
+                                              repeat_seconds=[1e-3, 2e-3]), link), "")
+        # A PS point over its queue keeps that cause.
+        ps = dict(base, algorithm="ps1", workers=8, bytes=4 << 20, measured_over_model=1.2,
+                  repeat_seconds=[1e-3, 2e-3])
+        self.assertEqual(experiment.note(ps, link), "queue")
+
     def test_base_fills_the_points_a_short_run_did_not_measure(self):
         rows = rows_from_model(ALPHA, BETA, BURST, RATE, ALGS, flow=True)
         config = {"shaper": "tbf", "rate": "1gbit", "burst": BURST, "limit": 8388608,
