@@ -39,10 +39,14 @@ point (N, workers per host, algorithm, size) that this run did not measure
 is taken from DIR (a run directory, or a directory of tables such as
 docs/experiment), so a short run can re-measure some points, e.g. only the
 small sizes, and be fitted, counted and drawn with the rest. Both runs
-must have shaped their links alike (shaper, rate, burst, limit), else it
-exits 1. The tables mark each row's source (run or base) and record the
-earlier run's configuration under config.base; the plots draw its points
-hollow and their titles say how many came from each run.
+must have shaped their links alike (shaper, rate, burst, limit) and say
+so in their configuration, else it exits 1 (run checks this before it
+sweeps). Each row's `source` names the run that measured it (its date).
+The tables record the earlier runs under config.base; the plots draw
+their points hollow, and the titles and the report say how many points
+came from each run and which runs the fit rests on. A later `plot` of the
+same run directory merges with the same DIR again (experiment.json
+records it; --base=none draws the run alone).
 
 Algorithms: ring, hd (halving-doubling), tree (recursive doubling): an
 allreduce of K bytes on every worker; ps1, psN: push K bytes and pull them
@@ -109,8 +113,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 # payload_burst, pushpull_model and shaped_seconds are not used here: they
 # are imported so that tests reach every model as experiment.X.
 from experiment_model import (  # noqa: E402,F401
-    DEFAULT_BURST, DEFAULT_RATE, FitError, LATENCY_UPTO, Link, fit, measured_crossover,
-    model, model_crossover, payload_burst, pushpull_model, pushpull_rounds,
+    BANDWIDTH_FROM, DEFAULT_BURST, DEFAULT_RATE, FitError, LATENCY_UPTO, Link, fit,
+    measured_crossover, model, model_crossover, payload_burst, pushpull_model, pushpull_rounds,
     ring_rows, row_model, schedule, shaped_seconds)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -374,34 +378,87 @@ def point_key(r):
     return (r.get("per_host", 1), r["workers"], r["algorithm"], r["bytes"])
 
 
-def merge_base(rows, config, base):
-    """--base=DIR: this run's rows (source "run"), then every point of the
-    earlier run in DIR (a run directory or a directory of tables, as
-    collect() reads it) that this run did not measure (source "base"). Both
-    runs must have shaped their links alike (LINK_KEYS of their configs),
-    or the points would not belong to one model: it exits 1 otherwise, and
-    when either run does not record it. The config returned is this run's
-    with "base": the earlier run's config and how many points it gave."""
+def run_label(config):
+    """The name a run's points carry in `source` once runs are merged: its
+    date (runs record it since 2026-11-27), else "undated"."""
+    return (config or {}).get("date") or "undated"
+
+
+def link_differences(mine, theirs):
+    """How two runs' configs shaped their links differently (LINK_KEYS; the
+    rate compared in bytes/s, so 1gbit = 1000mbit): a list of texts, empty
+    when alike."""
+    out = []
+    for k in LINK_KEYS:
+        a, b = mine.get(k), theirs.get(k)
+        same = (rate_bytes(a) == rate_bytes(b) if k == "rate" and rate_bytes(a) else a == b)
+        if not same:
+            out.append("%s %s here, %s there" % (k, a, b))
+    return out
+
+
+def read_base(base, config):
+    """(rows, config) of the earlier run in `base`, after checking that it
+    and this run (config) both record how their links were shaped and did
+    it alike; exits 1 otherwise."""
     if not os.path.isdir(base):
         die("--base: no directory %s" % base, 1)
+    if not any(RESULT_NAME.fullmatch(n) for n in os.listdir(base)) and \
+            not os.path.exists(os.path.join(base, "experiment.json")):
+        die("--base: %s holds no results (N<workers>-<algorithm>.json or experiment.json)"
+            % base, 1)
     base_rows, base_config = collect(base)
     for name, cfg in (("this run", config), ("--base " + base, base_config)):
         if cfg is None:
             die("--base: %s does not record how its links were shaped (config.json "
                 "or experiment.json's config), so the two cannot be checked to match" % name, 1)
-    differ = ["%s %s here, %s there" % (k, config.get(k), base_config.get(k))
-              for k in LINK_KEYS if config.get(k) != base_config.get(k)]
+    differ = link_differences(config, base_config)
     if differ:
         die("--base: %s shaped its links otherwise (%s); its points would not fit this "
             "run's model" % (base, "; ".join(differ)), 1)
+    return base_rows, base_config
+
+
+def merge_base(rows, config, base):
+    """--base=DIR: this run's rows, then every point of the earlier run in
+    DIR (a run directory or a directory of tables, as collect() reads it)
+    that this run did not measure. Each row's `source` names the run that
+    measured it (run_label(); rows that already carry one, from an earlier
+    merge, keep it). Both runs must have shaped their links alike, or the
+    points would not belong to one model (read_base() exits 1 otherwise).
+    The config returned is this run's, with the earlier run appended to its
+    "base" list: directory, config and how many points it gave."""
+    base_rows, base_config = read_base(base, config)
     have = {point_key(r) for r in rows}
-    mine = [dict(r, source=r.get("source", "run")) for r in rows]
-    taken = [dict(r, source="base") for r in base_rows if point_key(r) not in have]
+    mine = [dict(r, source=r.get("source") or run_label(config)) for r in rows]
+    taken = [dict(r, source=r.get("source") or run_label(base_config))
+             for r in base_rows if point_key(r) not in have]
     merged = dict(config)
-    merged["base"] = {"dir": base, "points": len(taken), "config": base_config}
+    merged["base"] = list(config.get("base") or []) + [
+        {"dir": base, "points": len(taken), "config": base_config}]
     merged_rows = mine + taken
-    merged_rows.sort(key=lambda r: (r["per_host"], r["workers"], r["algorithm"], r["bytes"]))
+    merged_rows.sort(key=lambda r: (r.get("per_host", 1), r["workers"], r["algorithm"],
+                                    r["bytes"]))
     return merged_rows, merged
+
+
+def remembered_base(out):
+    """The --base a run directory was last drawn with, from its own
+    experiment.json, when the directory also holds job results (a plain
+    redraw would read only those): the last base's directory, or exits 1
+    if that is gone. None when there is nothing to remember."""
+    path = os.path.join(out, "experiment.json")
+    if not os.path.exists(path) or not any(RESULT_NAME.fullmatch(n) for n in os.listdir(out)):
+        return None
+    with open(path) as f:
+        bases = (json.load(f).get("config") or {}).get("base")
+    if not bases:
+        return None
+    last = bases[-1]["dir"] if isinstance(bases, list) else bases["dir"]
+    if not os.path.isdir(last):
+        die("%s was drawn with --base=%s, which is not here: pass --base=DIR again "
+            "(or --base=none to draw this run alone)" % (out, last), 1)
+    return last
 
 
 def median_of_repeats(rows, repeats=None):
@@ -527,10 +584,12 @@ def note(r, link):
         check with an 8 MiB queue had no stall);
       queue: the same, up to STALL x the model: fewer drops (that check
         took ps1 at N = 8 and 4 MiB from 1.45x the model to 1.0x);
-      noisy: the point was measured by several jobs (--repeats-small) and
-        they differ by more than NOISY (slowest / fastest - 1): the
-        measurement itself is not stable to the tolerance, so where it lies
-        against the model says little;
+      noisy: the point was measured by several jobs (--repeats-small), they
+        differ by more than NOISY (slowest / fastest - 1), and some job
+        lies within the tolerance band or beyond it on the other side: the
+        measurement itself is not stable to the tolerance, so where the
+        median lies against the model says little (a point whose every job
+        is off the same way is not noisy but off);
       latency: K <= 16 KiB, where the time is a few messages' latency, which
         varies from job to job on the shared machine (the ring's time per
         message there is not even monotonic in N);
@@ -543,7 +602,10 @@ def note(r, link):
                         r.get("ps_partition_bytes")) > (link["limit_bytes"] or 0)):
         return "stall" if ratio > STALL else "queue"
     jobs = r.get("repeat_seconds")
-    if jobs and len(jobs) > 1 and max(jobs) / min(jobs) - 1 > NOISY:
+    model_s = r.get("model_seconds")
+    if (jobs and len(jobs) > 1 and max(jobs) / min(jobs) - 1 > NOISY and
+            (not model_s or (min(jobs) / model_s <= 1 + TOLERANCE and
+                             max(jobs) / model_s >= 1 - TOLERANCE))):
         return "noisy"
     if r["bytes"] <= LATENCY_UPTO:
         return "latency"
@@ -650,27 +712,50 @@ def plot(out, summary):
     source = sources(summary)
     if source:
         fit_text += "\n" + source
-    plot_sizes(plt, out, flat, fit_text, summary["model"] == BUCKET)
-    plot_workers(plt, out, flat, fit_text)
+    mine = run_label(summary.get("config"))
+    plot_sizes(plt, out, flat, fit_text, summary["model"] == BUCKET, mine)
+    plot_workers(plt, out, flat, fit_text, mine)
     names = ["time_vs_size.png", "time_vs_workers.png"]
     grouped = [r for r in rows if r.get("per_host", 1) > 1]
     if grouped:
-        plot_hier(plt, out, grouped, fit_text)
+        plot_hier(plt, out, grouped, fit_text, mine)
         names.append("hier_vs_ring.png")
     print("wrote " + ", ".join(os.path.join(out, n) for n in names))
 
 
 def sources(summary):
     """Which run measured which points, for titles and the report: "" when
-    every point is from one run."""
-    base = (summary.get("config") or {}).get("base")
-    if not base:
-        return ""
+    every point is from one run. This run's points are drawn solid, the
+    others hollow."""
     rows = summary["rows"]
-    mine = sum(r.get("source") == "run" for r in rows)
-    return "%d points from this run (%s), %d (hollow) from an earlier one (%s)" % (
-        mine, (summary["config"].get("date") or "undated"), len(rows) - mine,
-        base["config"].get("date") or "undated")
+    mine = run_label(summary.get("config"))
+    counts = {}
+    for r in rows:
+        label = r.get("source") or mine
+        counts[label] = counts.get(label, 0) + 1
+    if set(counts) <= {mine}:
+        return ""
+    return "%d points from this run (%s), %d (hollow) from earlier ones (%s)" % (
+        counts.get(mine, 0), mine, len(rows) - counts.get(mine, 0),
+        ", ".join("%s: %d" % (k, v) for k, v in sorted(counts.items()) if k != mine))
+
+
+def fit_sources(summary):
+    """Which runs the fit rests on: the one-worker-per-host ring points it
+    uses, by source, for alpha (<= 16 KiB) and beta (>= 1 MiB)."""
+    mine = run_label(summary.get("config"))
+    parts = []
+    for name, pick in (("alpha", lambda k: k <= LATENCY_UPTO),
+                       ("beta", lambda k: k >= BANDWIDTH_FROM)):
+        counts = {}
+        for r in ring_rows(summary["rows"]):
+            if pick(r["bytes"]):
+                label = r.get("source") or mine
+                counts[label] = counts.get(label, 0) + 1
+        parts.append("%s from %s" % (name, ", ".join(
+            "%d ring points of %s" % (v, "this run" if k == mine else "the %s run" % k)
+            for k, v in sorted(counts.items())) or "no ring points"))
+    return "; ".join(parts)
 
 
 def model_name(summary):
@@ -686,12 +771,12 @@ def series(rows, alg, key, value):
     return sorted((r[key], r[value], r) for r in rows if r["algorithm"] == alg)
 
 
-def draw(ax, pts, alg, label):
+def draw(ax, pts, alg, label, mine=None):
     """Measured points solid, their model dashed, in the algorithm's colour;
     points taken from an earlier run (--base) hollow."""
     xs = [p[0] for p in pts]
     ax.plot(xs, [p[1] * 1e3 for p in pts], "o-", color=STYLE[alg], label=label)
-    old = [p for p in pts if p[2].get("source") == "base"]
+    old = [p for p in pts if p[2].get("source") not in (None, mine)]
     if old:
         ax.plot([p[0] for p in old], [p[1] * 1e3 for p in old], "o", color=STYLE[alg],
                 markerfacecolor="white")
@@ -712,7 +797,7 @@ def save(fig, path, suptitle=None):
     fig.savefig(path, dpi=110)
 
 
-def plot_sizes(plt, out, rows, fit_text, bucket):
+def plot_sizes(plt, out, rows, fit_text, bucket, mine=None):
     """Time against size, one panel per N; with the bucket model, the ring's
     plain alpha-beta line dotted for comparison."""
     ns = sorted({r["workers"] for r in rows})
@@ -725,7 +810,7 @@ def plot_sizes(plt, out, rows, fit_text, bucket):
         for alg in SWEEP:
             pts = series([r for r in rows if r["workers"] == n], alg, "bytes", "time_seconds")
             if pts:
-                draw(ax, pts, alg, alg)
+                draw(ax, pts, alg, alg, mine)
         ring = series([r for r in rows if r["workers"] == n], "ring", "bytes", "time_seconds")
         if bucket and ring:
             ax.plot([p[0] for p in ring], [p[2]["plain_model_seconds"] * 1e3 for p in ring],
@@ -739,14 +824,14 @@ def plot_sizes(plt, out, rows, fit_text, bucket):
          "Allreduce / push-pull time against size on emulated links\n" + fit_text)
 
 
-def plot_workers(plt, out, rows, fit_text):
+def plot_workers(plt, out, rows, fit_text, mine=None):
     """Time against N at the largest size."""
     kmax = max(r["bytes"] for r in rows)
     fig, ax = plt.subplots(figsize=(7.6, 4.6))
     for alg in SWEEP:
         pts = series([r for r in rows if r["bytes"] == kmax], alg, "workers", "time_seconds")
         if pts:
-            draw(ax, pts, alg, alg)
+            draw(ax, pts, alg, alg, mine)
     ax.set_xlabel("workers N (one per emulated host)")
     ax.set_ylabel("time per operation (ms)")
     ax.set_xticks(sorted({r["workers"] for r in rows}))
@@ -754,7 +839,7 @@ def plot_workers(plt, out, rows, fit_text):
     save(fig, os.path.join(out, "time_vs_workers.png"))
 
 
-def plot_hier(plt, out, rows, fit_text):
+def plot_hier(plt, out, rows, fit_text, mine=None):
     """Hierarchical against ring with several workers per host, time against
     N at the largest and at a middle size."""
     sizes = sorted({r["bytes"] for r in rows})
@@ -765,7 +850,7 @@ def plot_hier(plt, out, rows, fit_text):
         for alg in ("ring", "hier"):
             pts = series([r for r in rows if r["bytes"] == k], alg, "workers", "time_seconds")
             if pts:
-                draw(ax, pts, alg, alg)
+                draw(ax, pts, alg, alg, mine)
         ax.set_xlabel("workers N (%d per emulated host)" % per_host)
         ax.set_ylabel("time per allreduce (ms)")
         ax.set_xticks(sorted({r["workers"] for r in rows}))
@@ -787,8 +872,10 @@ def report(summary):
     print("link: %s at %s (%s); bucket %d B (%s)" % (
         link["shaper"], link["rate"], link["rate_from"], link["burst_bytes"], link["burst_from"]))
     if sources(summary):
-        print(sources(summary).replace("(hollow) ", "") + ": --base " +
-              summary["config"]["base"]["dir"])
+        bases = summary["config"].get("base") or []
+        print(sources(summary).replace("(hollow) ", "") + "; --base " +
+              ", ".join(b["dir"] for b in (bases if isinstance(bases, list) else [bases])))
+        print("the fit rests on: " + fit_sources(summary))
     for name, m in summary["models"].items():
         print("fit, %s%s: alpha %.1f us, beta %.1f MB/s (relative least squares over the "
               "ring's points)" % (name, " (plotted)" if name == summary["model"] else "",
@@ -892,10 +979,18 @@ def main(argv):
     exit_on_sigterm()
     cmd, opts = parse_args(argv)
     if cmd == "run":
+        if opts["base"] and opts["base"] != "none":
+            read_base(opts["base"], run_config(opts))   # before the sweep, not after
         run(opts)
     rows, config = collect(opts["out"])
-    if opts["base"]:
-        rows, config = merge_base(rows, config, opts["base"])
+    base = opts["base"]
+    if not base and cmd == "plot":
+        base = remembered_base(opts["out"])
+        if base:
+            print("merging with the earlier run this directory was drawn with: --base=%s "
+                  "(--base=none draws this run alone)" % base)
+    if base and base != "none":
+        rows, config = merge_base(rows, config, base)
     link = shaping(opts["burst"] if cmd == "plot" else None, config)
     summary = analyse(rows, link, config)
     write_tables(opts["out"], summary)

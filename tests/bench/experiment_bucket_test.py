@@ -6,7 +6,9 @@ bucket costs alpha alone; a long transfer takes K/beta less at most one
 bucket; the fit recovers alpha and beta from points the model made; the
 rounds are the collectives' messages; the bucket comes from the run's
 configuration, --burst, or run's default, and netem means no bucket."""
+import contextlib
 import importlib.util
+import io
 import json
 import os
 import shutil
@@ -256,14 +258,19 @@ class ShapingTest(unittest.TestCase):
     def test_a_point_whose_jobs_disagree_is_noisy(self):
         link = {"limit_bytes": 8388608}
         base = {"algorithm": "ring", "workers": 4, "bytes": 4096, "ok": True,
-                "measured_over_model": 1.5}
+                "measured_over_model": 1.5, "model_seconds": 1e-3}
         self.assertEqual(experiment.note(base, link), "latency")
-        self.assertEqual(experiment.note(dict(base, repeat_seconds=[1e-3, 1.2e-3]), link),
-                         "latency")     # 20 %: the jobs agree well enough
-        self.assertEqual(experiment.note(dict(base, repeat_seconds=[1e-3, 1.1e-3, 1.4e-3]),
-                                         link), "noisy")
-        self.assertEqual(experiment.note(dict(base, bytes=1 << 16,
-                                              repeat_seconds=[1e-3, 1.4e-3]), link), "noisy")
+        self.assertEqual(experiment.note(dict(base, repeat_seconds=[1.4e-3, 1.5e-3, 1.65e-3]),
+                                         link), "latency")     # the jobs agree: off, not noisy
+        self.assertEqual(experiment.note(dict(base, repeat_seconds=[1.1e-3, 1.5e-3, 1.6e-3]),
+                                         link), "noisy")       # one job is within 15 %
+        self.assertEqual(experiment.note(dict(base, bytes=1 << 16, measured_over_model=0.6,
+                                              repeat_seconds=[0.5e-3, 0.6e-3, 1.2e-3]), link),
+                         "noisy")                              # jobs on both sides
+        # Every job far off, however much they spread: a real miss.
+        self.assertEqual(experiment.note(dict(base, bytes=1 << 16, measured_over_model=2.0,
+                                              repeat_seconds=[2.0e-3, 2.1e-3, 2.7e-3]), link),
+                         "other")
         self.assertEqual(experiment.note(dict(base, bytes=1 << 16), link), "other")
         # Within the tolerance nothing is said, however the jobs spread.
         self.assertEqual(experiment.note(dict(base, measured_over_model=1.1,
@@ -277,14 +284,18 @@ class ShapingTest(unittest.TestCase):
         rows = rows_from_model(ALPHA, BETA, BURST, RATE, ALGS, flow=True)
         config = {"shaper": "tbf", "rate": "1gbit", "burst": BURST, "limit": 8388608,
                   "date": "2026-11-01 10:00 UTC"}
-        base = tempfile.mkdtemp(prefix="experiment-base-test.")
-        new = tempfile.mkdtemp(prefix="experiment-new-test.")
+        old_day, new_day = config["date"], "2026-11-27 09:00 UTC"
+        tmp = tempfile.mkdtemp(prefix="experiment-base-test.")
+        base, new = os.path.join(tmp, "base"), os.path.join(tmp, "new")
+        os.makedirs(base)
+        os.makedirs(new)
         try:
             experiment.write_tables(
                 base, experiment.analyse(rows, experiment.shaping(None, config), config))
             # The short run: the small ring and tree points of N = 4 again,
-            # the ring's 4 KiB twice as slow as the base measured it.
-            mine = dict(config, date="2026-11-27 09:00 UTC")
+            # the ring's 4 KiB twice as slow as the base measured it; its
+            # rate written another way.
+            mine = dict(config, date=new_day, rate="1000mbit")
             with open(os.path.join(new, experiment.CONFIG_NAME), "w") as f:
                 json.dump(mine, f)
             old = {(r["algorithm"], r["bytes"]): r["time_seconds"]
@@ -299,46 +310,98 @@ class ShapingTest(unittest.TestCase):
             merged, cfg = experiment.merge_base(here, cfg, base)
             self.assertEqual(len(merged), len(rows))     # every point once
             by = {(r["algorithm"], r["workers"], r["bytes"]): r for r in merged}
-            self.assertEqual(by[("ring", 4, 4096)]["source"], "run")
+            self.assertEqual(by[("ring", 4, 4096)]["source"], new_day)
             self.assertEqual(by[("ring", 4, 4096)]["time_seconds"], 2 * old[("ring", 4096)])
-            self.assertEqual(by[("tree", 4, 1 << 14)]["source"], "run")
-            self.assertEqual(by[("ring", 4, 1 << 20)]["source"], "base")
-            self.assertEqual(by[("ring", 8, 4096)]["source"], "base")
-            self.assertEqual(sum(r["source"] == "run" for r in merged), 4)
-            self.assertEqual(cfg["base"]["points"], len(rows) - 4)
-            self.assertEqual(cfg["base"]["config"]["date"], "2026-11-01 10:00 UTC")
-            # The tables keep each row's source; a redraw from them alone
-            # (no --base) keeps the sources and says where they came from.
+            self.assertEqual(by[("tree", 4, 1 << 14)]["source"], new_day)
+            self.assertEqual(by[("ring", 4, 1 << 20)]["source"], old_day)
+            self.assertEqual(by[("ring", 8, 4096)]["source"], old_day)
+            self.assertEqual(sum(r["source"] == new_day for r in merged), 4)
+            self.assertEqual([b["points"] for b in cfg["base"]], [len(rows) - 4])
+            self.assertEqual(cfg["base"][0]["config"]["date"], old_day)
             summary = experiment.analyse(merged, experiment.shaping(None, cfg), cfg)
-            self.assertIn("4 points from this run (2026-11-27 09:00 UTC), %d (hollow) from "
-                          "an earlier one (2026-11-01 10:00 UTC)" % (len(rows) - 4),
-                          experiment.sources(summary))
-            out = tempfile.mkdtemp(prefix="experiment-merged-test.")
-            try:
-                experiment.write_tables(out, summary)
-                again, cfg2 = experiment.collect(out)
-                self.assertEqual(sorted(r["source"] for r in again),
-                                 sorted(r["source"] for r in merged))
-                self.assertEqual(cfg2["base"]["points"], len(rows) - 4)
-            finally:
-                shutil.rmtree(out, ignore_errors=True)
+            self.assertEqual(experiment.sources(summary),
+                             "4 points from this run (%s), %d (hollow) from earlier ones "
+                             "(%s: %d)" % (new_day, len(rows) - 4, old_day, len(rows) - 4))
+            self.assertEqual(experiment.fit_sources(summary),
+                             "alpha from 6 ring points of the %s run, 2 ring points of this run; "
+                             "beta from 8 ring points of the %s run" % (old_day, old_day))
+            # plot on the run directory: the report says where the points and
+            # the fit come from; a later plot without --base merges again
+            # (the run directory also holds its job results, which alone
+            # would lose the base's points), --base=none draws the run alone.
+            for argv in (["--base=" + base], []):
+                buf = io.StringIO()
+                with contextlib.redirect_stdout(buf):
+                    experiment.main(["plot", "--out=" + new] + argv)
+                with open(os.path.join(new, "experiment.json")) as f:
+                    d = json.load(f)
+                self.assertEqual(len(d["rows"]), len(rows), argv)
+                self.assertIn("4 points from this run (%s), %d from earlier ones"
+                              % (new_day, len(rows) - 4), buf.getvalue())
+                self.assertIn("the fit rests on: alpha from", buf.getvalue())
+            # Alone, the short run's small points cannot give beta.
+            err = io.StringIO()
+            with self.assertRaises(SystemExit) as e, contextlib.redirect_stdout(io.StringIO()), \
+                    contextlib.redirect_stderr(err):
+                experiment.main(["plot", "--out=" + new, "--base=none"])
+            self.assertEqual(e.exception.code, 1)
+            self.assertIn("ring", err.getvalue())
+            # Once more with the base, then the base moved away: refused.
+            with contextlib.redirect_stdout(io.StringIO()):
+                experiment.main(["plot", "--out=" + new, "--base=" + base])
+            os.rename(base, base + ".moved")
+            with self.assertRaises(SystemExit) as e, \
+                    contextlib.redirect_stdout(io.StringIO()), \
+                    contextlib.redirect_stderr(io.StringIO()):
+                experiment.main(["plot", "--out=" + new])
+            self.assertEqual(e.exception.code, 1)
+            os.rename(base + ".moved", base)
+            # A merged directory of tables as the base of a later run: every
+            # row keeps the run that measured it.
+            later = os.path.join(tmp, "later")
+            os.makedirs(later)
+            with open(os.path.join(later, experiment.CONFIG_NAME), "w") as f:
+                json.dump(dict(config, date="2026-12-01 08:00 UTC"), f)
+            with open(os.path.join(later, "N2-ring-small.json"), "w") as f:
+                json.dump({"rows": [{"algorithm": "ring", "bytes": 4096, "busbw": 1.0,
+                                     "ok": True, "time_seconds": 1e-3}]}, f)
+            tables = os.path.join(tmp, "tables")
+            os.makedirs(tables)
+            shutil.copy(os.path.join(new, "experiment.json"), tables)
+            rows3, cfg3 = experiment.merge_base(*experiment.collect(later), tables)
+            labels = {}
+            for r in rows3:
+                labels[r["source"]] = labels.get(r["source"], 0) + 1
+            self.assertEqual(labels, {"2026-12-01 08:00 UTC": 1, new_day: 4,
+                                      old_day: len(rows) - 5})
             # A base whose links were shaped otherwise, or that does not
-            # say how, is refused (exit 1).
+            # say how, is refused (exit 1), as run does before its sweep.
             with open(os.path.join(base, "experiment.json")) as f:
                 d = json.load(f)
             for bad in (dict(config, rate="100mbit"), dict(config, burst=4096), None):
                 d["config"] = bad
                 with open(os.path.join(base, "experiment.json"), "w") as f:
                     json.dump(d, f)
-                with self.assertRaises(SystemExit) as e:
+                with self.assertRaises(SystemExit) as e, \
+                        contextlib.redirect_stderr(io.StringIO()):
                     experiment.merge_base(here, mine, base)
                 self.assertEqual(e.exception.code, 1)
-            with self.assertRaises(SystemExit):
-                experiment.merge_base(here, mine, os.path.join(base, "missing"))
+            opts = experiment.parse_args(["run", "--limit=65536", "--base=" + base])[1]
+            d["config"] = config
+            with open(os.path.join(base, "experiment.json"), "w") as f:
+                json.dump(d, f)
+            with self.assertRaises(SystemExit), contextlib.redirect_stderr(io.StringIO()):
+                experiment.read_base(base, experiment.run_config(opts))   # limit differs
+            for missing in (os.path.join(base, "missing"), later + "-none"):
+                with self.assertRaises(SystemExit), contextlib.redirect_stderr(io.StringIO()):
+                    experiment.merge_base(here, mine, missing)
+            empty = os.path.join(tmp, "empty")
+            os.makedirs(empty)
+            with self.assertRaises(SystemExit) as e, contextlib.redirect_stderr(io.StringIO()):
+                experiment.merge_base(here, mine, empty)
+            self.assertEqual(e.exception.code, 1)
         finally:
-            shutil.rmtree(base, ignore_errors=True)
-            shutil.rmtree(new, ignore_errors=True)
-
+            shutil.rmtree(tmp, ignore_errors=True)
 
 if __name__ == "__main__":
     unittest.main()
