@@ -4,7 +4,6 @@
 // compiler against the CUDA runtime and cuBLAS C APIs.
 #include "worker/model/cuda/cuda_backend.h"
 
-#include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
 #include <algorithm>

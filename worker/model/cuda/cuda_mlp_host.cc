@@ -16,16 +16,13 @@
 #include "worker/model/cuda/cuda_backend.h"
 #include "worker/model/cuda/cuda_handles.h"
 #include "worker/model/cuda/cuda_host_internal.h"
-#include "worker/model/cuda/cuda_kernels.h"
 
 namespace gradsync {
 namespace cuda {
 namespace {
 
-using internal::AsStream;
 using internal::BlasHandle;
 using internal::CheckDevice;
-using internal::CublasStatus;
 using internal::CudaStatus;
 using internal::DeviceArray;
 using internal::Event;
