@@ -55,6 +55,9 @@ nlohmann::json JobToJson(const v1::Job& job) {
   j["mode"] = SyncModeName(s.mode());
   j["staleness"] = s.has_staleness() ? nlohmann::json(s.staleness()) : nlohmann::json();
   j["workers"] = s.workers();
+  // Who ran it, by rank (empty before it starts).
+  j["worker_ids"] = std::vector<std::string>(job.workers().begin(),
+                                             job.workers().end());
   j["ps_shards"] = s.strategy() == v1::STRATEGY_PS ? s.ps_shards() : 0;
   j["ps_partition_bytes"] =
       s.strategy() == v1::STRATEGY_PS ? s.ps_partition_bytes() : 0;

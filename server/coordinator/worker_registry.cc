@@ -2,10 +2,28 @@
 #include "server/coordinator/worker_registry.h"
 
 #include <algorithm>
+#include <map>
+#include <string>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/grpc/grpc_util.h"
 
 namespace gradsync {
+
+std::vector<const RegisteredWorker*> OrderByHost(
+    std::vector<const RegisteredWorker*> workers) {
+  std::map<std::string, size_t> host_rank;  // host -> order of first sight
+  for (const RegisteredWorker* w : workers) {
+    host_rank.emplace(AddressHost(w->peer_address), host_rank.size());
+  }
+  std::stable_sort(workers.begin(), workers.end(),
+                   [&](const RegisteredWorker* a, const RegisteredWorker* b) {
+                     return host_rank[AddressHost(a->peer_address)] <
+                            host_rank[AddressHost(b->peer_address)];
+                   });
+  return workers;
+}
 
 absl::Status WorkerRegistry::Register(const std::string& id,
                                       const std::string& peer_address,
@@ -64,7 +82,7 @@ std::vector<const RegisteredWorker*> WorkerRegistry::PickIdle(int n) const {
   }
   if (static_cast<int>(idle.size()) < n) return {};
   idle.resize(n);
-  return idle;
+  return OrderByHost(std::move(idle));
 }
 
 void WorkerRegistry::Assign(const std::string& id, const std::string& job_id) {

@@ -10,9 +10,10 @@
 #   (c) two senders (h0, h1) into h2 at once: together within 20% of the rate,
 #       which shows the bridge-to-host direction is shaped too;
 # then runs down and checks that no gst<pid>-* namespace is left; then, where
-# the daemons are built ($GRADSYNC_BUILD_DIR/bin), (d) brings up 2 hosts with
-# --start-daemons --workers-per-host=2 and checks that both workers of h1
-# registered (up waits for them) and run, and tears down again. A trap tears
+# the daemons are built ($GRADSYNC_BUILD_DIR/bin), (d) brings up 3 hosts with
+# --start-daemons --workers-per-host=2, checks that both workers of h1
+# registered (up waits for them) and run, re-registers one of them and checks
+# that a job still ranks the workers host by host, and tears down again. A trap tears
 # down whatever exists on any exit. Prints "SKIPPED: <reason>" and exits 0
 # where network namespaces cannot be created. Where the kernel has no
 # sch_netem (delay and loss need it), it runs (b) and (c) without delay, says
@@ -100,14 +101,42 @@ measure_tput() {
   TPUT=$(awk '/^bytes/ {print $6}' "$out")
 }
 
-# (d): two workers on one emulated host, started and registered.
+# rejoin H: worker 1 of host H leaves and joins again (a new registration).
+rejoin() {
+  local h=$1 k
+  pkill -TERM -f -- "--id=h$h-1 " || { fail "no worker h$h-1 to restart"; return 1; }
+  for ((k = 0; k < 50; k++)); do
+    pgrep -f -- "--id=h$h-1 " >/dev/null || break
+    sleep 0.1
+  done
+  bash "$CLUSTER" run "${FLAGS[@]}" "$h" "$BUILD_DIR/bin/gradsync-worker" \
+    --coordinator=10.77.0.10:50051 --id="h$h-1" --listen="10.77.0.1$h:7001" \
+    --advertise="10.77.0.1$h:7001" >"$STATE_DIR/h$h-1-again.log" 2>&1 </dev/null &
+  HELPERS+=("$!")
+  for ((k = 0; k < 50; k++)); do   # joined: listed by the server
+    on 0 "$BUILD_DIR/bin/gradsync" list --server=10.77.0.10:50051 --json 2>/dev/null |
+      python3 -c '
+import json, sys
+w = json.load(sys.stdin)["workers"]
+sys.exit(0 if any(x["id"] == sys.argv[1] and x["state"] == "idle" for x in w) else 1)' \
+        "h$h-1" && return 0
+    sleep 0.2
+  done
+  fail "h$h-1 did not join again"; return 1
+}
+
+# (d): two workers on each of two emulated hosts, started and registered;
+# then the second worker of each host leaves and joins again, so the workers
+# joined in the order h1-0, h2-0, h1-1, h2-1, and a 4-worker job must still
+# rank them host by host (h1-0, h1-1, h2-0, h2-1: the coordinator's
+# OrderByHost), or a ring over them would cross the network at every hop.
 check_workers_per_host() {
-  local status
+  local status gs=$BUILD_DIR/bin/gradsync server=10.77.0.10:50051 k ranks
   if [[ ! -x $BUILD_DIR/bin/gradsync-worker ]]; then
     log "SKIPPED: workers-per-host check: no $BUILD_DIR/bin/gradsync-worker (build first)"
     return 0
   fi
-  bash "$CLUSTER" up --hosts=2 --rate="$RATE" --shaper="$SHAPER" --start-daemons \
+  bash "$CLUSTER" up --hosts=3 --rate="$RATE" --shaper="$SHAPER" --start-daemons \
     --workers-per-host=2 --build-dir="$BUILD_DIR" "${FLAGS[@]}" ||
     { fail "up --start-daemons --workers-per-host=2 failed"; return 0; }
   status=$(bash "$CLUSTER" status "${FLAGS[@]}")
@@ -115,6 +144,22 @@ check_workers_per_host() {
   grep -q "worker0 in $PREFIX-h1: pid [0-9]* alive" <<<"$status" &&
     grep -q "worker1 in $PREFIX-h1: pid [0-9]* alive" <<<"$status" ||
     fail "two workers on h1 are not both alive"
+  rejoin 1 && rejoin 2   # joined now: h1-0, h2-0, h1-1, h2-1
+  for ((k = 0; k < 100; k++)); do   # until the server lists 4 idle workers again
+    on 0 "$gs" list --server="$server" --json 2>/dev/null | python3 -c '
+import json, sys
+w = json.load(sys.stdin)["workers"]
+sys.exit(0 if sum(x["state"] == "idle" for x in w) >= 4 else 1)' && break
+    sleep 0.2
+  done
+  on 0 "$gs" bench --server="$server" --workers=4 --sizes=4K --iters=2 --warmup=1 \
+    --algorithm=ring --quiet >/dev/null || fail "a 4-worker ring bench job failed"
+  ranks=$(on 0 "$gs" list --server="$server" --json | python3 -c '
+import json, sys
+jobs = json.load(sys.stdin)["jobs"]
+print(",".join(jobs[0]["worker_ids"]) if len(jobs) == 1 else "%d jobs" % len(jobs))')
+  log "ranks of a 4-worker job after h1-1 and h2-1 re-joined: $ranks (want h1-0,h1-1,h2-0,h2-1)"
+  [[ $ranks == h1-0,h1-1,h2-0,h2-1 ]] || fail "ranks not host by host: $ranks"
   bash "$CLUSTER" down "${FLAGS[@]}" || fail "down failed"
   check_gone
 }
