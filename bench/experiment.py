@@ -85,7 +85,7 @@ those of 16 KiB and less (fit()).
 The bucket is counted in payload bytes (burst x b / rate: tbf also counts
 headers), the rate from the configuration (else 1gbit).
 
-Two lines follow this layout more closely than cost_model.h:
+Three lines follow this layout more closely than cost_model.h:
   - push/pull with S shards colocated on S of the N worker hosts, push phase
     then pull phase, each bounded by its busiest link: the shard's downlink
     carries (N-1)K/S, a worker's uplink K (S < N) or (N-1)K/N (S = N), so
@@ -95,7 +95,13 @@ Two lines follow this layout more closely than cost_model.h:
   - hier with H hosts of L workers: the inter-host part is the ring over
     the H leaders with the fitted a, b; the two intra-host phases
     (2 ceil(log2 L) messages of K bytes) use the bench job's own ping-pong
-    between ranks 0 and 1, who share a host.
+    between ranks 0 and 1, who share a host;
+  - the ring with L workers per host (the link model only): ranks go host
+    by host (the coordinator's OrderByHost), so N/L of the ring's N hops
+    cross a link and the others stay on a host, where a message costs the
+    job's own ping-pong alpha; a chunk is forwarded as soon as it arrives,
+    so its 2(N-1) hops alternate the two and each round costs their mean,
+    a/L + a_local (L-1)/L, with the same bytes per link as one per host.
 """
 
 import csv

@@ -1,6 +1,7 @@
 """The models of bench/experiment.py: the alpha-beta model of
 common/cost_model.h, the same on tbf's token-bucket links (the "link model":
-the ring, hd and hier in rounds, tree and push/pull message by message
+the ring (its hops inside a host at their own alpha), hd and hier in
+rounds, tree and push/pull message by message
 through bench/flow_model.py), their fit to the ring's points, and where
 they put the crossovers. experiment.py's text explains them; this module
 only computes (no files, no plots, no processes)."""
@@ -266,14 +267,25 @@ def model(alg, n, k, alpha, beta, per_host=1, local=None, burst=0, rate=None,
     partition: push/pull's largest partition in bytes (None: 4 MiB).
     flow: tree's and push/pull's messages as the code sends them (segment
     by segment; partition by partition through the push window), simulated
-    by bench/flow_model.py instead of in rounds; the link model uses it,
-    the plain alpha-beta model (cost_model.h) does not."""
+    by bench/flow_model.py instead of in rounds, and the ring with several
+    workers per host paying `local`'s alpha on its hops inside a host; the
+    link model uses it, the plain alpha-beta model (cost_model.h) does
+    not."""
     if alg == "hier":
         hosts = n // per_host
         la, lb = local if local else (alpha, beta)
         intra = 2 * math.ceil(math.log2(per_host)) * (la + k / lb) if per_host > 1 else 0.0
         return intra + model("ring", hosts, k, alpha, beta, burst=burst,
                              rate=rate) if hosts > 1 else intra
+    if flow and alg == "ring" and per_host > 1 and local:
+        # L workers per host, ranked host by host (the coordinator's
+        # OrderByHost): of a ring's N hops, N/L cross a link and the rest
+        # stay on a host. A rank forwards each chunk as soon as it has it,
+        # so a chunk's 2(N-1) hops alternate the two kinds and the
+        # latency part is 2(N-1) times their mean, not 2(N-1) alpha; every
+        # link still carries one chunk per step, as with one per host.
+        hop = alpha / per_host + local[0] * (per_host - 1) / per_host
+        return model("ring", n, k, hop, beta, burst=burst, rate=rate)
     if flow and alg in ("tree", "ps1", "psN"):
         b = payload_burst(burst, rate, beta) if burst > 0 else 0.0
         if alg == "tree":

@@ -118,6 +118,29 @@ class FitTest(unittest.TestCase):
         intra = 2 * (local[0] + k / local[1])
         self.assertAlmostEqual(t, intra + experiment.model("ring", 4, k, alpha, beta))
 
+    def test_a_ring_over_shared_hosts_pays_local_latency_inside_a_host(self):
+        alpha, beta, burst, rate = 160e-6, 114e6, 73728, 125e6
+        local = (40e-6, 2.5e9)
+        for n, per_host in ((4, 2), (6, 2), (8, 4)):
+            hop = alpha / per_host + local[0] * (per_host - 1) / per_host
+            # 4 KiB: every message fits the bucket, so only latency counts:
+            # 2(N-1) hops at their mean latency.
+            t = experiment.model("ring", n, 4096, alpha, beta, per_host=per_host, local=local,
+                                 burst=burst, rate=rate, flow=True)
+            self.assertAlmostEqual(t, 2 * (n - 1) * hop, delta=1e-9)
+            # The bytes per link are one host's: at 64 MiB the latency hardly
+            # matters and the time is the one-per-host ring's.
+            big = [experiment.model("ring", n, 1 << 26, alpha, beta, per_host=ph, local=local,
+                                    burst=burst, rate=rate, flow=True) for ph in (per_host, 1)]
+            self.assertLess(abs(big[0] / big[1] - 1), 0.01)
+            # One per host, the plain model, or no local ping-pong: unchanged.
+            ring = experiment.model("ring", n, 4096, alpha, beta, burst=burst, rate=rate)
+            for kw in ({"per_host": 1, "flow": True}, {"per_host": per_host, "flow": False},
+                       {"per_host": per_host, "flow": True, "local": None}):
+                kw = dict({"local": local}, **kw)
+                self.assertEqual(experiment.model("ring", n, 4096, alpha, beta, burst=burst,
+                                                  rate=rate, **kw), ring)
+
     def test_measured_crossover_interpolates_between_sizes(self):
         sizes = [1 << 12, 1 << 14, 1 << 16]
         ring = {1 << 12: 2.0, 1 << 14: 2.0, 1 << 16: 1.0}
