@@ -277,13 +277,18 @@ def model(alg, n, k, alpha, beta, per_host=1, local=None, burst=0, rate=None,
         intra = 2 * math.ceil(math.log2(per_host)) * (la + k / lb) if per_host > 1 else 0.0
         return intra + model("ring", hosts, k, alpha, beta, burst=burst,
                              rate=rate) if hosts > 1 else intra
-    if flow and alg == "ring" and per_host > 1 and local:
+    if flow and alg == "ring" and per_host > 1 and local and local[1] > 2 * beta:
         # L workers per host, ranked host by host (the coordinator's
         # OrderByHost): of a ring's N hops, N/L cross a link and the rest
-        # stay on a host. A rank forwards each chunk as soon as it has it,
-        # so a chunk's 2(N-1) hops alternate the two kinds and the
-        # latency part is 2(N-1) times their mean, not 2(N-1) alpha; every
-        # link still carries one chunk per step, as with one per host.
+        # stay on a host. A rank forwards each chunk as soon as it has it
+        # (no step barrier), so a rank's last chunk has come 2(N-1) hops
+        # that alternate the two kinds: the latency part is 2(N-1) times
+        # their mean, not 2(N-1) alpha (exact for L = 2; for larger L the
+        # slowest rank's path can hold one more crossing: 4a + 10a_local
+        # against 3.5a + 10.5a_local at N = 8, L = 4). Every link still
+        # carries one chunk per step, as with one per host. Only when the
+        # job's ping-pong (ranks 0 and 1) was much faster than the link,
+        # i.e. the two shared a host as host-by-host ranks have them.
         hop = alpha / per_host + local[0] * (per_host - 1) / per_host
         return model("ring", n, k, hop, beta, burst=burst, rate=rate)
     if flow and alg in ("tree", "ps1", "psN"):

@@ -1,5 +1,6 @@
 #include "common/grpc/grpc_util.h"
 
+#include <algorithm>
 #include <atomic>
 
 #include "absl/strings/str_cat.h"
@@ -139,6 +140,12 @@ absl::StatusOr<StartedServer> StartPeerServer(
 }
 
 std::string AddressHost(const std::string& address) {
+  if (!address.empty() && address[0] == '[') {  // "[v6]" or "[v6]:port"
+    const size_t close = address.find(']');
+    return close == std::string::npos ? address : address.substr(0, close + 1);
+  }
+  // Two or more ':' without brackets: a bare IPv6 address, no port.
+  if (std::count(address.begin(), address.end(), ':') > 1) return address;
   return address.substr(0, address.rfind(':'));
 }
 

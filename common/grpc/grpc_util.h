@@ -109,8 +109,11 @@ absl::StatusOr<StartedServer> StartPeerServer(
     const std::string& listen, const std::vector<grpc::Service*>& services,
     bool bulk = false);
 
-// The host of "HOST:port": what precedes the last ':' ("[::1]:7000" has
-// host "[::1]"); an address without ':' is all host.
+// The host of "HOST:port": what precedes the last ':' ("10.0.0.1:5000" has
+// host "10.0.0.1"); a bracketed IPv6 host is kept whole with its brackets
+// ("[::1]:7000" and "[::1]" have host "[::1]"); an address without ':', or
+// a bare IPv6 address (two or more ':', no brackets, so no port), is all
+// host.
 std::string AddressHost(const std::string& address);
 
 // The address of a bulk Peer server on `bulk_port` of the host that

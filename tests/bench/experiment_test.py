@@ -135,8 +135,11 @@ class FitTest(unittest.TestCase):
             self.assertLess(abs(big[0] / big[1] - 1), 0.01)
             # One per host, the plain model, or no local ping-pong: unchanged.
             ring = experiment.model("ring", n, 4096, alpha, beta, burst=burst, rate=rate)
+            # ... or ranks 0 and 1 on two hosts (their ping-pong no faster
+            # than the link): the ranks are not host by host.
             for kw in ({"per_host": 1, "flow": True}, {"per_host": per_host, "flow": False},
-                       {"per_host": per_host, "flow": True, "local": None}):
+                       {"per_host": per_host, "flow": True, "local": None},
+                       {"per_host": per_host, "flow": True, "local": (alpha, 1.1 * beta)}):
                 kw = dict({"local": local}, **kw)
                 self.assertEqual(experiment.model("ring", n, 4096, alpha, beta, burst=burst,
                                                   rate=rate, **kw), ring)

@@ -210,6 +210,11 @@ TEST(GrpcAddresses, HostBulkAndLocalAddresses) {
   EXPECT_EQ(AddressHost("10.0.0.1:5000"), "10.0.0.1");
   EXPECT_EQ(AddressHost("[::1]:7000"), "[::1]");
   EXPECT_EQ(AddressHost("worker-3"), "worker-3");
+  EXPECT_EQ(AddressHost("[::1]"), "[::1]");              // bracketed, no port
+  EXPECT_EQ(AddressHost("[fd00::3]:7001"), "[fd00::3]");
+  EXPECT_EQ(AddressHost("::1"), "::1");                  // bare IPv6: all host
+  EXPECT_NE(AddressHost("fd00::3"), AddressHost("fd00::4"));
+  EXPECT_EQ(AddressHost("[fd00::3"), "[fd00::3");        // unclosed: all host
   EXPECT_EQ(BulkAddress("worker-3:5000", 6001), "worker-3:6001");
   EXPECT_EQ(BulkAddress("[::1]:5000", 6001), "[::1]:6001");
   EXPECT_EQ(BulkAddress("worker-3", 6001), "");     // no port: not an address

@@ -101,28 +101,43 @@ measure_tput() {
   TPUT=$(awk '/^bytes/ {print $6}' "$out")
 }
 
-# rejoin H: worker 1 of host H leaves and joins again (a new registration).
+# listed_workers: the ids the server lists (live workers, registration order).
+listed_workers() {
+  on 0 "$BUILD_DIR/bin/gradsync" list --server=10.77.0.10:50051 --json 2>/dev/null |
+    python3 -c '
+import json, sys
+print(",".join(w["id"] for w in json.load(sys.stdin)["workers"]))'
+}
+
+# rejoin H: worker 1 of host H leaves and joins again (a new registration,
+# so it is listed last). Only this cluster's process: found among the pids of
+# its own namespace.
 rejoin() {
-  local h=$1 k
-  pkill -TERM -f -- "--id=h$h-1 " || { fail "no worker h$h-1 to restart"; return 1; }
+  local h=$1 k pid=""
+  for k in $(ip netns pids "$PREFIX-h$h"); do
+    grep -qa -- "--id=h$h-1" "/proc/$k/cmdline" 2>/dev/null && pid=$k
+  done
+  [[ -n $pid ]] || { fail "no worker h$h-1 in $PREFIX-h$h"; return 1; }
+  kill -TERM "$pid"
   for ((k = 0; k < 50; k++)); do
-    pgrep -f -- "--id=h$h-1 " >/dev/null || break
+    kill -0 "$pid" 2>/dev/null || break
     sleep 0.1
   done
+  kill -0 "$pid" 2>/dev/null && { fail "worker h$h-1 (pid $pid) did not stop"; return 1; }
+  for ((k = 0; k < 50; k++)); do   # its old registration gone
+    [[ ,$(listed_workers), != *,h$h-1,* ]] && break
+    sleep 0.2
+  done
+  [[ ,$(listed_workers), != *,h$h-1,* ]] || { fail "h$h-1 still listed after it stopped"; return 1; }
   bash "$CLUSTER" run "${FLAGS[@]}" "$h" "$BUILD_DIR/bin/gradsync-worker" \
     --coordinator=10.77.0.10:50051 --id="h$h-1" --listen="10.77.0.1$h:7001" \
     --advertise="10.77.0.1$h:7001" >"$STATE_DIR/h$h-1-again.log" 2>&1 </dev/null &
   HELPERS+=("$!")
-  for ((k = 0; k < 50; k++)); do   # joined: listed by the server
-    on 0 "$BUILD_DIR/bin/gradsync" list --server=10.77.0.10:50051 --json 2>/dev/null |
-      python3 -c '
-import json, sys
-w = json.load(sys.stdin)["workers"]
-sys.exit(0 if any(x["id"] == sys.argv[1] and x["state"] == "idle" for x in w) else 1)' \
-        "h$h-1" && return 0
+  for ((k = 0; k < 50; k++)); do   # joined again: listed last
+    [[ $(listed_workers) == *,h$h-1 ]] && return 0
     sleep 0.2
   done
-  fail "h$h-1 did not join again"; return 1
+  fail "h$h-1 did not join again (listed: $(listed_workers))"; return 1
 }
 
 # (d): two workers on each of two emulated hosts, started and registered;
@@ -144,14 +159,10 @@ check_workers_per_host() {
   grep -q "worker0 in $PREFIX-h1: pid [0-9]* alive" <<<"$status" &&
     grep -q "worker1 in $PREFIX-h1: pid [0-9]* alive" <<<"$status" ||
     fail "two workers on h1 are not both alive"
-  rejoin 1 && rejoin 2   # joined now: h1-0, h2-0, h1-1, h2-1
-  for ((k = 0; k < 100; k++)); do   # until the server lists 4 idle workers again
-    on 0 "$gs" list --server="$server" --json 2>/dev/null | python3 -c '
-import json, sys
-w = json.load(sys.stdin)["workers"]
-sys.exit(0 if sum(x["state"] == "idle" for x in w) >= 4 else 1)' && break
-    sleep 0.2
-  done
+  rejoin 1 && rejoin 2 || return 0
+  k=$(listed_workers)
+  [[ $k == h1-0,h2-0,h1-1,h2-1 ]] ||
+    { fail "registration order $k, want h1-0,h2-0,h1-1,h2-1 (the case to test)"; return 0; }
   on 0 "$gs" bench --server="$server" --workers=4 --sizes=4K --iters=2 --warmup=1 \
     --algorithm=ring --quiet >/dev/null || fail "a 4-worker ring bench job failed"
   ranks=$(on 0 "$gs" list --server="$server" --json | python3 -c '
