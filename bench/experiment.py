@@ -460,7 +460,7 @@ def remembered_base(out):
         bases = (json.load(f).get("config") or {}).get("base")
     if not bases:
         return None
-    last = bases[-1]["dir"] if isinstance(bases, list) else bases["dir"]
+    last = bases[-1]["dir"]
     if not os.path.isdir(last):
         die("%s was drawn with --base=%s, which is not here: pass --base=DIR again "
             "(or --base=none to draw this run alone)" % (out, last), 1)
@@ -880,7 +880,7 @@ def report(summary):
     if sources(summary):
         bases = summary["config"].get("base") or []
         print(sources(summary).replace("(hollow) ", "") + "; --base " +
-              ", ".join(b["dir"] for b in (bases if isinstance(bases, list) else [bases])))
+              ", ".join(b["dir"] for b in bases))
         print("the fit rests on: " + fit_sources(summary))
     for name, m in summary["models"].items():
         print("fit, %s%s: alpha %.1f us, beta %.1f MB/s (relative least squares over the "
