@@ -16,6 +16,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
 #include "client/local_cluster.h"
@@ -115,6 +116,24 @@ double BusBandwidthFactor(v1::BenchOp op, int workers, int ps_shards,
   }
 }
 
+CostInputs LinkInputs(const v1::BenchResult& b, int workers) {
+  CostInputs in;
+  in.world = workers;
+  if (b.host_groups_size() == workers) {
+    in.groups.assign(b.host_groups().begin(), b.host_groups().end());
+  }
+  if (b.cross_peer_rank() > 0 && b.cross_beta_bytes_per_second() > 0) {
+    in.alpha = b.cross_alpha_seconds();
+    in.beta = b.cross_beta_bytes_per_second();
+    in.local_alpha = b.alpha_seconds();
+    in.local_beta = b.beta_bytes_per_second();
+  } else {
+    in.alpha = b.alpha_seconds();
+    in.beta = b.beta_bytes_per_second();
+  }
+  return in;
+}
+
 std::vector<BenchRowReport> BenchRows(const v1::Job& job) {
   const v1::BenchResult& b = job.result().bench();
   const v1::JobSpec& spec = job.spec();
@@ -130,11 +149,8 @@ std::vector<BenchRowReport> BenchRows(const v1::Job& job) {
     row.busbw = row.algbw * BusBandwidthFactor(spec.bench().op(), spec.workers(),
                                                spec.ps_shards(), row.bytes,
                                                spec.ps_partition_bytes());
-    CostInputs in;
-    in.world = spec.workers();
+    CostInputs in = LinkInputs(b, spec.workers());
     in.bytes = row.bytes;
-    in.alpha = b.alpha_seconds();
-    in.beta = b.beta_bytes_per_second();
     in.ps_shards = std::max(1, spec.ps_shards());
     in.ps_partition_bytes = spec.ps_partition_bytes();  // 0: the default
     in.segment_bytes = std::max<int64_t>(4, spec.chunk_bytes());
@@ -152,9 +168,23 @@ std::string FormatBenchTable(const v1::Job& job,
                              const std::vector<BenchRowReport>& rows) {
   const v1::JobSpec& spec = job.spec();
   const v1::BenchResult& b = job.result().bench();
+  // Ranks 0 and 1's link; when a cross-host link was measured, that one
+  // first, and the rest of the header on a line of its own.
+  std::string links = absl::StrFormat(
+      "alpha %.2f us, beta %.3f GB/s (ranks 0-1 ping-pong)",
+      b.alpha_seconds() * 1e6, b.beta_bytes_per_second() / 1e9);
+  const char* then = "; ";
+  if (b.cross_peer_rank() > 0) {
+    links = absl::StrFormat(
+        "between hosts alpha %.2f us, beta %.3f GB/s (ranks 0-%d ping-pong), "
+        "inside a host %s, host groups %s",
+        b.cross_alpha_seconds() * 1e6, b.cross_beta_bytes_per_second() / 1e9,
+        b.cross_peer_rank(), links, absl::StrJoin(b.host_groups(), ","));
+    then = "\n# ";
+  }
   std::string out = absl::StrFormat(
       "# %s, algorithm %s, %d workers%s%s, %d iters (+%d warmup), job %s\n"
-      "# alpha %.2f us, beta %.3f GB/s (ranks 0-1 ping-pong); time = median "
+      "# %s%stime = median "
       "over iterations of the slowest rank; %%model = model time / time\n",
       BenchOpName(spec.bench().op()), AlgorithmName(spec.algorithm()),
       spec.workers(),
@@ -165,8 +195,7 @@ std::string FormatBenchTable(const v1::Job& job,
               spec.wire_dtype() == v1::WIRE_DTYPE_FP16
           ? absl::StrCat(", ", WireDtypeName(spec.wire_dtype()), " on the wire")
           : "",
-      spec.bench().iters(), spec.bench().warmup(), job.id(),
-      b.alpha_seconds() * 1e6, b.beta_bytes_per_second() / 1e9);
+      spec.bench().iters(), spec.bench().warmup(), job.id(), links, then);
   absl::StrAppendFormat(&out, "%12s %6s %11s %11s %11s %11s %7s %6s\n",
                         "size(B)", "algo", "time(us)", "algbw(GB/s)",
                         "busbw(GB/s)", "model(us)", "%model", "check");
@@ -201,6 +230,10 @@ nlohmann::json BenchToJson(const v1::Job& job,
   j["warmup"] = spec.bench().warmup();
   j["alpha_seconds"] = b.alpha_seconds();
   j["beta_bytes_per_second"] = b.beta_bytes_per_second();
+  j["cross_peer_rank"] = b.cross_peer_rank();
+  j["cross_alpha_seconds"] = b.cross_alpha_seconds();
+  j["cross_beta_bytes_per_second"] = b.cross_beta_bytes_per_second();
+  j["host_groups"] = std::vector<int>(b.host_groups().begin(), b.host_groups().end());
   j["ratio_is"] = "model_seconds / time_seconds";
   j["rows"] = nlohmann::json::array();
   const int iters = b.iters();

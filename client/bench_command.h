@@ -16,6 +16,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "common/cost_model.h"
 #include "gradsync/v1/gradsync.grpc.pb.h"
 #include "gradsync/v1/gradsync.pb.h"
 
@@ -94,7 +95,14 @@ struct BenchRowReport {
 double BusBandwidthFactor(v1::BenchOp op, int workers, int ps_shards,
                           int64_t bytes, int64_t partition_bytes = 0);
 
-// The rows of a finished bench job (empty when it has no bench result).
+// The cost model's link inputs for a bench result over `workers` ranks:
+// its host groups, and, when a cross-host link was measured (ranks 0 and 1
+// share a host), that link as α and β with ranks 0 and 1's as the local
+// one; otherwise ranks 0 and 1's link as α and β.
+CostInputs LinkInputs(const v1::BenchResult& b, int workers);
+
+// The rows of a finished bench job (empty when it has no bench result). The
+// model (common/cost_model.h) uses LinkInputs.
 std::vector<BenchRowReport> BenchRows(const v1::Job& job);
 
 // The nccl-tests style table: a header naming op, workers, α and β, then
@@ -103,7 +111,10 @@ std::string FormatBenchTable(const v1::Job& job,
                              const std::vector<BenchRowReport>& rows);
 
 // The results JSON of one bench job: {"op", "algorithm_requested",
-// "workers", "alpha_seconds", "beta_bytes_per_second", "rows": [{"bytes",
+// "workers", "alpha_seconds", "beta_bytes_per_second" (ranks 0 and 1),
+// "cross_peer_rank", "cross_alpha_seconds", "cross_beta_bytes_per_second"
+// (rank 0 and the first rank of another host group; 0 when not measured),
+// "host_groups" (one group id per rank), "rows": [{"bytes",
 // "algorithm", "time_seconds", "algbw", "busbw", "model_seconds", "ratio",
 // "ok", "iteration_seconds": [...], "rank_iteration_seconds": [[...] per
 // rank]}]} plus "job_id", "state", "error", "iters", "warmup", "ps_shards".

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 
 #include "absl/strings/str_cat.h"
 #include "common/ps_layout.h"
@@ -25,24 +26,54 @@ double Ring(int n, double k, double a, double b) {
   return 2.0 * (n - 1) * a + 2.0 * (n - 1) / n * k / b;
 }
 
+// The ring over `in.groups` (see the header): C crossing hops, M of them
+// leaving the busiest host.
+double GroupedRing(const CostInputs& in, double a_local, double b_local) {
+  const int n = in.world;
+  const double k = static_cast<double>(in.bytes);
+  std::map<int, int> leaving;  // group -> crossing hops that leave it
+  int crossing = 0;
+  for (int r = 0; r < n; ++r) {
+    const int from = in.groups[r], to = in.groups[(r + 1) % n];
+    if (from != to) {
+      ++crossing;
+      ++leaving[from];
+    }
+  }
+  int busiest = 0;
+  for (const auto& [group, hops] : leaving) busiest = std::max(busiest, hops);
+  double per_byte = 0;
+  if (crossing > 0) per_byte = busiest / in.beta;
+  if (crossing < n) per_byte = std::max(per_byte, 1.0 / b_local);
+  const double hop = (crossing * in.alpha + (n - crossing) * a_local) / n;
+  return 2.0 * (n - 1) * hop + 2.0 * (n - 1) / n * k * per_byte;
+}
+
 double Allreduce(v1::Algorithm algorithm, const CostInputs& in) {
   const int n = in.world;
   const double k = static_cast<double>(in.bytes), a = in.alpha, b = in.beta;
   const int lp = FloorLog2(n);
   const int p = 1 << lp;
   const double fold = n != p ? 2.0 * (a + k / b) : 0.0;
+  const double a_local = in.local_alpha > 0 ? in.local_alpha : a;
+  const double b_local = in.local_beta > 0 ? in.local_beta : b;
   switch (algorithm) {
     case v1::ALGORITHM_HALVING_DOUBLING:
       return 2.0 * lp * a + 2.0 * (p - 1) / p * k / b + fold;
     case v1::ALGORITHM_TREE:
       return lp * (a + k / b) + fold;
     case v1::ALGORITHM_HIERARCHICAL: {
-      const int l = std::min(in.group_size, n);
-      const int leaders = (n + l - 1) / l;
-      return 2.0 * CeilLog2(l) * (a + k / b) + Ring(leaders, k, a, b);
+      if (in.groups.empty()) return Ring(n, k, a, b);
+      std::map<int, int> sizes;  // group -> ranks
+      int l = 0;
+      for (int g : in.groups) l = std::max(l, ++sizes[g]);
+      const int leaders = static_cast<int>(sizes.size());
+      return 2.0 * CeilLog2(l) * (a_local + k / b_local) +
+             Ring(leaders, k, a, b);
     }
     default:
-      return Ring(n, k, a, b);
+      return in.groups.empty() ? Ring(n, k, a, b)
+                               : GroupedRing(in, a_local, b_local);
   }
 }
 
@@ -64,12 +95,16 @@ double PushPullLinkFactor(int world, int ps_shards, int64_t bytes,
 absl::StatusOr<double> PredictSeconds(v1::BenchOp op, v1::Algorithm algorithm,
                                       const CostInputs& in) {
   if (in.world < 1 || in.bytes < 0 || !(in.alpha >= 0) || !(in.beta > 0) ||
-      in.ps_shards < 1 || in.segment_bytes < 1 || in.group_size < 1) {
+      !(in.local_alpha >= 0) || !(in.local_beta >= 0) || in.ps_shards < 1 ||
+      in.segment_bytes < 1 ||
+      (!in.groups.empty() &&
+       in.groups.size() != static_cast<size_t>(in.world))) {
     return absl::InvalidArgumentError(absl::StrCat(
         "cost model: bad inputs (world ", in.world, ", bytes ", in.bytes,
-        ", alpha ", in.alpha, ", beta ", in.beta, ", ps_shards ", in.ps_shards,
-        ", segment_bytes ", in.segment_bytes, ", group_size ", in.group_size,
-        ")"));
+        ", alpha ", in.alpha, ", beta ", in.beta, ", local alpha ",
+        in.local_alpha, ", local beta ", in.local_beta, ", ps_shards ",
+        in.ps_shards, ", segment_bytes ", in.segment_bytes, ", groups of ",
+        in.groups.size(), " ranks)"));
   }
   const double k = static_cast<double>(in.bytes), a = in.alpha, b = in.beta;
   switch (op) {

@@ -8,6 +8,7 @@
 #define GRADSYNC_COMMON_COST_MODEL_H_
 
 #include <cstdint>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "gradsync/v1/gradsync.pb.h"
@@ -17,22 +18,35 @@ namespace gradsync {
 struct CostInputs {
   int world = 1;                  // N, ranks taking part
   int64_t bytes = 0;              // K, message size per rank
-  double alpha = 0;               // seconds per message
-  double beta = 0;                // bytes per second per link
+  double alpha = 0;               // seconds per message (between hosts)
+  double beta = 0;                // bytes per second per link (between hosts)
   int ps_shards = 1;              // pushpull: S
   int64_t segment_bytes = 1 << 20;  // broadcast pipelining unit
-  int group_size = 1;             // hierarchical: ranks per host group
   int64_t ps_partition_bytes = 4 << 20;  // pushpull: largest partition
+  // The host group of each rank (size N), ranks of one group sharing a
+  // host; empty: every rank on a host of its own.
+  std::vector<int> groups;
+  // The link between two ranks of one group: α_l and β_l (0: α and β).
+  double local_alpha = 0;
+  double local_beta = 0;
 };
 
 // Predicted seconds, with P = the largest power of two <= N and
 // fold = (N != P ? 2·(α + K/β) : 0) (the extra ranks' fold-in / fold-out):
-//  allreduce ring:  2(N−1)·α + 2(N−1)/N·K/β
+//  allreduce ring:  2(N−1)·α + 2(N−1)/N·K/β, with every rank on a host of
+//                   its own. With groups, C of the N hops r → r+1 (mod N)
+//                   cross hosts and the rest stay inside one, and a rank's
+//                   last chunk has come 2(N−1) hops round the ring, so
+//                   2(N−1)·(C·α + (N−C)·α_l)/N + 2(N−1)/N·K·b, where b is
+//                   the slowest link's seconds per byte: M/β for the host
+//                   that M crossing hops leave (M = 1 when each host's ranks
+//                   are consecutive), 1/β_l for the hops inside a host.
 //            hd:    2·log2(P)·α + 2(P−1)/P·K/β + fold
 //            tree:  log2(P)·(α + K/β) + fold   (recursive doubling)
-//            hier:  groups of L = group_size: 2·⌈log2 L⌉·(α + K/β) (reduce to
-//                   and broadcast from the leader) + ring over the N/L
-//                   leaders; with L = 1 this is the ring.
+//            hier:  groups of at most L ranks (from `groups`; L = 1 without):
+//                   2·⌈log2 L⌉·(α_l + K/β_l) (reduce to and broadcast from
+//                   the leader) + ring over the G groups' leaders (α, β);
+//                   with L = 1 this is the ring.
 //            auto / unspecified: as ring (callers pass the algorithm that
 //                   actually ran).
 //  broadcast (ring, pipelined, root 0): segments s = ⌈K/seg⌉ of
@@ -40,8 +54,10 @@ struct CostInputs {
 //  pushpull (S shards on hosts of their own, the tensor laid out as
 //           common/ps_layout.h does, in partitions of ps_partition_bytes):
 //           PushPullLinkFactor(N, S, K, ps_partition_bytes)·K/β + 2α.
+// hd, tree, broadcast and pushpull use α and β whatever the groups.
 // 0 for N = 1 (nothing crosses a link). INVALID_ARGUMENT for N < 1, K < 0,
-// α < 0, β <= 0, S < 1, segment_bytes < 1, group_size < 1, or an unknown op.
+// α < 0, β <= 0, α_l < 0, β_l < 0, S < 1, segment_bytes < 1, groups of a
+// size other than N, or an unknown op.
 // The bytes the busiest link of a push/pull moves in one direction, per byte
 // of K. K is cut into P = ⌈K / partition_bytes⌉ partitions, round-robin
 // over S shards, so the busiest shard holds ⌈P/S⌉·K/P and its link carries

@@ -94,6 +94,65 @@ TEST(BenchRows, BandwidthsModelAndRatio) {
   EXPECT_NE(FormatBenchTable(job, rows).find("OK"), std::string::npos);
 }
 
+// Ranks 0 and 1 share a host: the cross-host link (ranks 0 and 2) is the
+// model's α and β, ranks 0 and 1's the local link, and the groups shape the
+// ring and hier models.
+TEST(BenchRows, ACrossHostLinkModelsRingAndHierOverSharedHosts) {
+  v1::Job job = FinishedBench(v1::BENCH_OP_ALLREDUCE, 4);
+  v1::BenchResult* b = job.mutable_result()->mutable_bench();
+  b->set_alpha_seconds(2e-6);  // inside a host
+  b->set_beta_bytes_per_second(4e9);
+  b->set_cross_peer_rank(2);
+  b->set_cross_alpha_seconds(1e-4);
+  b->set_cross_beta_bytes_per_second(1e8);
+  for (int g : {0, 0, 1, 1}) b->add_host_groups(g);
+  *b->add_rows() = b->rows(0);
+  b->mutable_rows(1)->set_algorithm("hier");
+
+  const CostInputs in = LinkInputs(*b, 4);
+  EXPECT_DOUBLE_EQ(in.alpha, 1e-4);
+  EXPECT_DOUBLE_EQ(in.beta, 1e8);
+  EXPECT_DOUBLE_EQ(in.local_alpha, 2e-6);
+  EXPECT_DOUBLE_EQ(in.local_beta, 4e9);
+  EXPECT_EQ(in.groups, (std::vector<int>{0, 0, 1, 1}));
+
+  const std::vector<BenchRowReport> rows = BenchRows(job);
+  ASSERT_EQ(rows.size(), 2u);
+  const double k = 1 << 20;
+  // Ring: 2 of 4 hops cross, one per host; the link between hosts bounds.
+  EXPECT_DOUBLE_EQ(rows[0].model_seconds,
+                   6 * (2 * 1e-4 + 2 * 2e-6) / 4 + 1.5 * k / 1e8);
+  // Hier: a step each way inside a host, then a ring of 2 leaders.
+  EXPECT_DOUBLE_EQ(rows[1].model_seconds,
+                   2 * (2e-6 + k / 4e9) + 2 * 1e-4 + k / 1e8);
+
+  const std::string table = FormatBenchTable(job, rows);
+  EXPECT_NE(table.find("between hosts alpha 100.00 us, beta 0.100 GB/s "
+                       "(ranks 0-2 ping-pong)"),
+            std::string::npos)
+      << table;
+  EXPECT_NE(table.find("inside a host alpha 2.00 us, beta 4.000 GB/s "
+                       "(ranks 0-1 ping-pong)"),
+            std::string::npos)
+      << table;
+  EXPECT_NE(table.find("host groups 0,0,1,1"), std::string::npos) << table;
+  const nlohmann::json j = BenchToJson(job, rows);
+  EXPECT_EQ(j["cross_peer_rank"], 2);
+  EXPECT_DOUBLE_EQ(j["cross_alpha_seconds"].get<double>(), 1e-4);
+  EXPECT_DOUBLE_EQ(j["cross_beta_bytes_per_second"].get<double>(), 1e8);
+  EXPECT_EQ(j["host_groups"], nlohmann::json({0, 0, 1, 1}));
+
+  // Without a cross-host link, ranks 0 and 1's link is α and β, and one
+  // group for all four ranks gives the plain ring.
+  b->set_cross_peer_rank(0);
+  b->clear_host_groups();
+  for (int g : {0, 0, 0, 0}) b->add_host_groups(g);
+  const std::vector<BenchRowReport> one_host = BenchRows(job);
+  EXPECT_DOUBLE_EQ(one_host[0].model_seconds, 6 * 2e-6 + 1.5 * k / 4e9);
+  EXPECT_EQ(FormatBenchTable(job, one_host).find("between hosts"),
+            std::string::npos);
+}
+
 TEST(BenchRows, BusBandwidthConventions) {
   EXPECT_DOUBLE_EQ(BusBandwidthFactor(v1::BENCH_OP_ALLREDUCE, 1, 1, 4096), 0);
   EXPECT_DOUBLE_EQ(BusBandwidthFactor(v1::BENCH_OP_ALLREDUCE, 2, 1, 4096), 1);

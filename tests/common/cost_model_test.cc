@@ -62,11 +62,72 @@ TEST(CostModel, HierarchicalWithGroupsOfOneIsTheRing) {
   EXPECT_DOUBLE_EQ(
       Predict(v1::BENCH_OP_ALLREDUCE, v1::ALGORITHM_HIERARCHICAL, In(6, k)),
       Predict(v1::BENCH_OP_ALLREDUCE, v1::ALGORITHM_RING, In(6, k)));
-  CostInputs in = In(8, k);
-  in.group_size = 4;  // 2 leaders
+  CostInputs in = In(6, k);
+  in.groups = {0, 1, 2, 3, 4, 5};  // a host each
+  EXPECT_DOUBLE_EQ(
+      Predict(v1::BENCH_OP_ALLREDUCE, v1::ALGORITHM_HIERARCHICAL, in),
+      Predict(v1::BENCH_OP_ALLREDUCE, v1::ALGORITHM_RING, In(6, k)));
+  in = In(8, k);
+  in.groups = {0, 0, 0, 0, 1, 1, 1, 1};  // 2 leaders
   EXPECT_DOUBLE_EQ(
       Predict(v1::BENCH_OP_ALLREDUCE, v1::ALGORITHM_HIERARCHICAL, in),
       2 * 2 * (kAlpha + k / kBeta) + 2 * kAlpha + k / kBeta);
+}
+
+TEST(CostModel, HierarchicalUsesTheLocalLinkInsideItsGroups) {
+  const double k = 1 << 20, la = 2e-6, lb = 4e9;
+  CostInputs in = In(6, k);
+  in.groups = {0, 0, 1, 1, 2, 2};
+  in.local_alpha = la;
+  in.local_beta = lb;
+  // Groups of 2: one reduce and one broadcast step inside the group, then a
+  // ring over 3 leaders on the links between hosts.
+  EXPECT_DOUBLE_EQ(
+      Predict(v1::BENCH_OP_ALLREDUCE, v1::ALGORITHM_HIERARCHICAL, in),
+      2 * (la + k / lb) + 4 * kAlpha + 4.0 / 3 * k / kBeta);
+  // Groups of unequal size: the largest decides the steps inside a group.
+  in.world = 5;
+  in.groups = {0, 0, 0, 1, 1};
+  EXPECT_DOUBLE_EQ(
+      Predict(v1::BENCH_OP_ALLREDUCE, v1::ALGORITHM_HIERARCHICAL, in),
+      2 * 2 * (la + k / lb) + 2 * kAlpha + k / kBeta);
+}
+
+TEST(CostModel, RingOverSharedHostsPaysLocalHopsAndTheBusiestUplink) {
+  const double k = 1e6, la = 2e-6, lb = 4e9;
+  CostInputs in = In(4, k);
+  in.local_alpha = la;
+  in.local_beta = lb;
+  const auto ring = [&](std::vector<int> groups) {
+    in.groups = std::move(groups);
+    return Predict(v1::BENCH_OP_ALLREDUCE, v1::ALGORITHM_RING, in);
+  };
+  // Host by host: hops 1->2 and 3->0 cross, 0->1 and 2->3 stay; one
+  // crossing hop leaves each host.
+  EXPECT_DOUBLE_EQ(ring({0, 0, 1, 1}),
+                   6 * (2 * kAlpha + 2 * la) / 4 + 1.5 * k / kBeta);
+  // Interleaved: every hop crosses and two leave each host, so each link
+  // carries two chunks a step.
+  EXPECT_DOUBLE_EQ(ring({0, 1, 0, 1}), 6 * kAlpha + 1.5 * k * 2 / kBeta);
+  // One host: the local link only.
+  EXPECT_DOUBLE_EQ(ring({3, 3, 3, 3}), 6 * la + 1.5 * k / lb);
+  // A host each, or no local link given: the plain ring.
+  const double plain =
+      Predict(v1::BENCH_OP_ALLREDUCE, v1::ALGORITHM_RING, In(4, k));
+  EXPECT_DOUBLE_EQ(ring({0, 1, 2, 3}), plain);
+  in.local_alpha = 0;
+  in.local_beta = 0;
+  EXPECT_DOUBLE_EQ(ring({0, 0, 1, 1}), plain);
+  // A local link slower than the hosts' bounds the ring instead.
+  in.local_alpha = la;
+  in.local_beta = kBeta / 4;
+  EXPECT_DOUBLE_EQ(ring({0, 0, 1, 1}),
+                   6 * (2 * kAlpha + 2 * la) / 4 + 1.5 * k * 4 / kBeta);
+  // Other algorithms use the link between hosts whatever the groups.
+  in.groups = {0, 0, 1, 1};
+  EXPECT_DOUBLE_EQ(
+      Predict(v1::BENCH_OP_ALLREDUCE, v1::ALGORITHM_TREE, in),
+      Predict(v1::BENCH_OP_ALLREDUCE, v1::ALGORITHM_TREE, In(4, k)));
 }
 
 TEST(CostModel, BroadcastIsPipelinedOverSegments) {
@@ -129,6 +190,12 @@ TEST(CostModel, OneRankCostsNothingAndBadInputsAreRefused) {
   bad.beta = 0;
   EXPECT_FALSE(PredictSeconds(v1::BENCH_OP_ALLREDUCE, v1::ALGORITHM_RING, bad).ok());
   bad = In(0, 1024);
+  EXPECT_FALSE(PredictSeconds(v1::BENCH_OP_ALLREDUCE, v1::ALGORITHM_RING, bad).ok());
+  bad = In(4, 1024);
+  bad.groups = {0, 0, 1};  // one group short
+  EXPECT_FALSE(PredictSeconds(v1::BENCH_OP_ALLREDUCE, v1::ALGORITHM_RING, bad).ok());
+  bad = In(4, 1024);
+  bad.local_alpha = -1;
   EXPECT_FALSE(PredictSeconds(v1::BENCH_OP_ALLREDUCE, v1::ALGORITHM_RING, bad).ok());
   EXPECT_FALSE(PredictSeconds(v1::BENCH_OP_UNSPECIFIED, v1::ALGORITHM_RING,
                               In(4, 1024))

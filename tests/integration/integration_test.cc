@@ -461,6 +461,52 @@ TEST(Integration, BenchAllreduceAndBroadcastOnThreeWorkersVerifyEveryRow) {
   EXPECT_EQ(c.IdleWorkers(), 3);
 }
 
+// With host groups in which ranks 0 and 1 share a host, the bench measures
+// a second link, from rank 0 to the first rank of another group (rank 2),
+// and models the ring and hier over the groups; with ranks 0 and 1 in
+// different groups it measures only theirs.
+TEST(Integration, BenchMeasuresTheCrossHostLinkWhenRanksZeroAndOneShareAHost) {
+  Cluster c(4);
+  ASSERT_TRUE(c.ok());
+  const std::string dir = TempDir();
+  const auto bench = [&](const std::string& name, const std::string& groups) {
+    const std::string out = absl::StrCat(dir, "/", name);
+    const int rc = Shell(
+        absl::StrCat(GRADSYNC_BIN_DIR, "/gradsync bench ", c.CliFlags(),
+                     " --workers=4 --algorithm=", name, " --groups=", groups,
+                     " --sizes=4K,1M --iters=3 --warmup=1 --results=", out,
+                     ".json > ", out, ".txt 2>&1"),
+        60);
+    EXPECT_EQ(rc, 0) << Slurp(out + ".txt");
+    return std::make_pair(Slurp(out + ".txt"),
+                          nlohmann::json::parse(Slurp(out + ".json"), nullptr,
+                                                /*allow_exceptions=*/false));
+  };
+  for (const std::string algorithm : {"ring", "hier"}) {
+    SCOPED_TRACE(algorithm);
+    const auto [table, j] = bench(algorithm, "0,0,1,1");
+    ASSERT_TRUE(j.is_object()) << table;
+    EXPECT_EQ(j["cross_peer_rank"], 2) << table;
+    EXPECT_GT(j["cross_alpha_seconds"].get<double>(), 0);
+    EXPECT_GT(j["cross_beta_bytes_per_second"].get<double>(), 0);
+    EXPECT_EQ(j["host_groups"], nlohmann::json({0, 0, 1, 1}));
+    EXPECT_NE(table.find("(ranks 0-2 ping-pong)"), std::string::npos) << table;
+    EXPECT_NE(table.find("host groups 0,0,1,1"), std::string::npos) << table;
+    for (const auto& r : j["rows"]) {
+      EXPECT_EQ(r["algorithm"], algorithm);
+      EXPECT_TRUE(r["ok"].get<bool>());
+      EXPECT_GT(r["model_seconds"].get<double>(), 0);
+    }
+  }
+  const auto [table, j] = bench("ring", "0,1,0,1");
+  ASSERT_TRUE(j.is_object()) << table;
+  EXPECT_EQ(j["cross_peer_rank"], 0);
+  EXPECT_EQ(j["cross_beta_bytes_per_second"].get<double>(), 0);
+  EXPECT_EQ(j["host_groups"], nlohmann::json({0, 1, 0, 1}));
+  EXPECT_EQ(table.find("between hosts"), std::string::npos) << table;
+  EXPECT_EQ(c.IdleWorkers(), 4);
+}
+
 // A push/pull larger than one gRPC message (64 MiB through one shard; the
 // limit, common/message_limits.h, is 48 MiB) is cut into the PS partitions
 // that training uses, so it succeeds and verifies.

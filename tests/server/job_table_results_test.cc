@@ -142,8 +142,18 @@ TEST_F(JobTableTest, BenchJobNeedsNoModelAndMergesSlowestRankMedians) {
   EXPECT_EQ(a.num_params(), 1048580u / 4);  // the largest size
   EXPECT_EQ(a.layer_widths_size(), 0);
   EXPECT_EQ(a.ps_shards_size(), 0);  // allreduce needs no PS
-  JobDone("w0", BenchDone(id, 0, {{1, 5, 3}, {2, 2, 2}}));
+  // The links and groups are rank 0's, whatever the other ranks say.
+  v1::WorkerMessage::JobDone d0 = BenchDone(id, 0, {{1, 5, 3}, {2, 2, 2}});
+  d0.mutable_bench()->set_cross_peer_rank(1);
+  d0.mutable_bench()->set_cross_alpha_seconds(3e-5);
+  d0.mutable_bench()->set_cross_beta_bytes_per_second(1e8);
+  d0.mutable_bench()->add_host_groups(0);
+  d0.mutable_bench()->add_host_groups(1);
+  JobDone("w0", d0);
   v1::WorkerMessage::JobDone d1 = BenchDone(id, 1, {{2, 1, 9}, {1, 4, 1}});
+  d1.mutable_bench()->set_alpha_seconds(7e-5);
+  d1.mutable_bench()->set_cross_alpha_seconds(9e-5);
+  d1.mutable_bench()->add_host_groups(5);
   d1.mutable_bench()->mutable_rows(1)->set_ok(false);
   d1.mutable_bench()->mutable_rows(1)->set_error("element 7: got 1, want 3");
   Decisions d = JobDone("w1", d1);
@@ -151,6 +161,12 @@ TEST_F(JobTableTest, BenchJobNeedsNoModelAndMergesSlowestRankMedians) {
   ASSERT_EQ(job.state(), v1::SUCCEEDED) << job.error();
   const v1::BenchResult& b = job.result().bench();
   EXPECT_DOUBLE_EQ(b.alpha_seconds(), 1e-5);
+  EXPECT_DOUBLE_EQ(b.beta_bytes_per_second(), 1e9);
+  EXPECT_EQ(b.cross_peer_rank(), 1);
+  EXPECT_DOUBLE_EQ(b.cross_alpha_seconds(), 3e-5);
+  EXPECT_DOUBLE_EQ(b.cross_beta_bytes_per_second(), 1e8);
+  EXPECT_EQ(std::vector<int>(b.host_groups().begin(), b.host_groups().end()),
+            (std::vector<int>{0, 1}));
   EXPECT_EQ(b.iters(), 3);
   ASSERT_EQ(b.rows_size(), 2);
   // Slowest per iteration: {2, 5, 9} -> median 5; {2, 4, 2} -> median 2.

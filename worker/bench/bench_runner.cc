@@ -269,6 +269,10 @@ absl::StatusOr<v1::BenchRankResult> BenchRunner::Run(
   v1::BenchRankResult result;
   result.set_alpha_seconds(link->alpha_seconds);
   result.set_beta_bytes_per_second(link->beta_bytes_per_second);
+  result.set_cross_peer_rank(link->cross_peer);
+  result.set_cross_alpha_seconds(link->cross_alpha_seconds);
+  result.set_cross_beta_bytes_per_second(link->cross_beta_bytes_per_second);
+  for (int g : allreduce_options_.groups) result.add_host_groups(g);
   const v1::BenchSpec& bench = a_.spec().bench();
   for (int i = 0; i < bench.sizes_size(); ++i) {
     absl::StatusOr<v1::BenchRankRow> row = RunSize(i, bench.sizes(i));
@@ -284,36 +288,65 @@ absl::StatusOr<v1::BenchRankResult> BenchRunner::Run(
   return result;
 }
 
-// 1. Ranks 0 and 1: kSmallTries round trips of 1 float, α = median / 2;
-//    kBigTries round trips of kBigBytes, β = kBigBytes / (median / 2 − α).
-// 2. Rank 0 broadcasts (α, β) to every rank (ring broadcast of 2 floats).
+int CrossHostPeer(const std::vector<int>& groups) {
+  if (groups.size() < 2 || groups[1] != groups[0]) return 0;
+  for (size_t r = 2; r < groups.size(); ++r) {
+    if (groups[r] != groups[0]) return static_cast<int>(r);
+  }
+  return 0;
+}
+
+// 1. Ranks 0 and 1 measure their link (MeasurePair).
+// 2. When CrossHostPeer says so, rank 0 and that rank measure theirs: with
+//    ranks host by host, ranks 0 and 1 often share a host, and their link is
+//    not the one that a collective over several hosts waits for.
+// 3. Rank 0 broadcasts both (ring broadcast of 4 floats) to every rank.
 absl::StatusOr<LinkEstimate> BenchRunner::MeasureLink() {
   LinkEstimate link;
   if (transport_->size() < 2) return link;
-  float values[2] = {0, 0};
-  if (transport_->rank() <= 1) {
-    absl::StatusOr<double> small = PingPong(1, kSmallTries);
-    if (!small.ok()) return small.status();
-    absl::StatusOr<double> big = PingPong(kBigBytes / sizeof(float), kBigTries);
-    if (!big.ok()) return big.status();
-    const double alpha = *small / 2;
-    // Noise can make the big one-way time not exceed α; then all of it is
-    // counted as transfer time.
-    const double transfer = *big / 2 > alpha ? *big / 2 - alpha : *big / 2;
-    values[0] = static_cast<float>(alpha);
-    values[1] = static_cast<float>(kBigBytes / std::max(transfer, 1e-12));
+  const int me = transport_->rank();
+  const int cross = CrossHostPeer(allreduce_options_.groups);
+  float values[4] = {0, 0, 0, 0};
+  if (me <= 1) {
+    absl::Status st = MeasurePair(1, &values[0], &values[1]);
+    if (!st.ok()) return st;
   }
-  absl::Status st = RingBroadcast(transport_, values, 2, 0,
+  if (cross > 0 && (me == 0 || me == cross)) {
+    absl::Status st = MeasurePair(cross, &values[2], &values[3]);
+    if (!st.ok()) return st;
+  }
+  absl::Status st = RingBroadcast(transport_, values, 4, 0,
                                   allreduce_options_.segment_bytes, Deadline());
   if (!st.ok()) return st;
   link.alpha_seconds = values[0];
   link.beta_bytes_per_second = values[1];
+  if (cross > 0) {
+    link.cross_peer = cross;
+    link.cross_alpha_seconds = values[2];
+    link.cross_beta_bytes_per_second = values[3];
+  }
   return link;
 }
 
-absl::StatusOr<double> BenchRunner::PingPong(size_t count, int tries) {
+absl::Status BenchRunner::MeasurePair(int peer, float* alpha, float* beta) {
+  absl::StatusOr<double> small = PingPong(peer, 1, kSmallTries);
+  if (!small.ok()) return small.status();
+  absl::StatusOr<double> big =
+      PingPong(peer, kBigBytes / sizeof(float), kBigTries);
+  if (!big.ok()) return big.status();
+  const double a = *small / 2;
+  // Noise can make the big one-way time not exceed α; then all of it is
+  // counted as transfer time.
+  const double transfer = *big / 2 > a ? *big / 2 - a : *big / 2;
+  *alpha = static_cast<float>(a);
+  *beta = static_cast<float>(kBigBytes / std::max(transfer, 1e-12));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<double> BenchRunner::PingPong(int peer, size_t count,
+                                             int tries) {
   const int me = transport_->rank();
-  const int peer = 1 - me;
+  const int other = me == 0 ? peer : 0;
   std::vector<float> buf(count, 1.0f);  // Send may round it (exact here)
   std::vector<double> round_trips;
   // The connection a collective of this size would use.
@@ -327,16 +360,16 @@ absl::StatusOr<double> BenchRunner::PingPong(size_t count, int tries) {
     tag.index = i;
     const auto t0 = std::chrono::steady_clock::now();
     if (me == 0) {
-      absl::Status st = transport_->Send(peer, tag, buf.data(), count);
+      absl::Status st = transport_->Send(other, tag, buf.data(), count);
       if (!st.ok()) return st;
       absl::StatusOr<std::unique_ptr<RecvChunk>> back =
-          transport_->Recv(peer, tag, count, Deadline());
+          transport_->Recv(other, tag, count, Deadline());
       if (!back.ok()) return back.status();
     } else {
       absl::StatusOr<std::unique_ptr<RecvChunk>> ping =
-          transport_->Recv(peer, tag, count, Deadline());
+          transport_->Recv(other, tag, count, Deadline());
       if (!ping.ok()) return ping.status();
-      absl::Status st = transport_->Forward(peer, tag, **ping);
+      absl::Status st = transport_->Forward(other, tag, **ping);
       if (!st.ok()) return st;
     }
     if (i >= kWarmTries) round_trips.push_back(SecondsSince(t0));

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
@@ -23,11 +24,22 @@ namespace gradsync {
 class PsClient;
 class TuningTable;
 
-// Latency and bandwidth between ranks 0 and 1, measured by ping-pong.
+// Latency and bandwidth between ranks 0 and 1, measured by ping-pong, and,
+// when those two share a host group, between rank 0 and the first rank of
+// another group: the link a cross-host collective is bound by.
 struct LinkEstimate {
   double alpha_seconds = 0;          // one message's latency
   double beta_bytes_per_second = 0;  // 0 when not measured (world size 1)
+  int cross_peer = 0;                // 0: no cross-host link was measured
+  double cross_alpha_seconds = 0;
+  double cross_beta_bytes_per_second = 0;
 };
+
+// The rank whose link to rank 0 is measured as the cross-host link: the
+// first rank of a group other than rank 0's, when rank 1 is in rank 0's
+// group; 0 when there is none or rank 1 is already in another group (or
+// groups has fewer than 2 ranks). groups: one host group id per rank.
+int CrossHostPeer(const std::vector<int>& groups);
 
 // Called on rank 0 after each size: `done` of `total` sizes finished.
 using BenchProgressFn = std::function<void(int done, int total)>;
@@ -48,7 +60,9 @@ class BenchRunner {
   BenchRunner& operator=(const BenchRunner&) = delete;
 
   // Protocol (every rank runs the same steps in the same order):
-  //  1. MeasureLink: ranks 0 and 1 ping-pong; rank 0 broadcasts α and β.
+  //  1. MeasureLink: ranks 0 and 1 ping-pong, then ranks 0 and
+  //     CrossHostPeer(groups) when there is one; rank 0 broadcasts α and β
+  //     of both links.
   //  2. For each size of spec.bench.sizes, in order:
   //     a. build the operation once (MakeAllreduce with spec.algorithm and
   //        AllreduceOptionsFor(a, tuning): segment_bytes = spec.chunk_bytes,
@@ -74,8 +88,13 @@ class BenchRunner {
 
  private:
   absl::StatusOr<LinkEstimate> MeasureLink();
-  // Median round trip of `tries` ping-pongs of `count` floats (rank 0 and 1).
-  absl::StatusOr<double> PingPong(size_t count, int tries);
+  // α and β between rank 0 and `peer` (run by those two ranks only):
+  // kSmallTries round trips of 1 float, α = median / 2; kBigTries round trips
+  // of kBigBytes, β = kBigBytes / (median / 2 − α).
+  absl::Status MeasurePair(int peer, float* alpha, float* beta);
+  // Median round trip of `tries` ping-pongs of `count` floats between rank 0
+  // and `peer` (run by those two ranks only).
+  absl::StatusOr<double> PingPong(int peer, size_t count, int tries);
   absl::Status Barrier();
   absl::StatusOr<std::unique_ptr<Case>> MakeCase(int index, int64_t bytes);
   absl::StatusOr<std::unique_ptr<Case>> MakePushPullCase(int index,
