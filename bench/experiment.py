@@ -102,6 +102,9 @@ Three lines follow this layout more closely than cost_model.h:
     job's own ping-pong alpha; a chunk is forwarded as soon as it arrives,
     so its 2(N-1) hops alternate the two and each round costs their mean,
     a/L + a_local (L-1)/L, with the same bytes per link as one per host.
+    Applied when the bench's host groups put ranks 0 and 1 on one host
+    (results from before 2026-11-27 have no groups: when their ping-pong
+    was over twice as fast as the link).
 """
 
 import csv
@@ -357,13 +360,18 @@ def collect(out):
         n = int(m.group(1)) if m.group(1) else int(m.group(2)) * per_host
         with open(os.path.join(out, name)) as f:
             d = json.load(f)
+        # Whether the job's ping-pong (ranks 0 and 1) stayed inside a host:
+        # the bench reports its host groups since 2026-11-27.
+        groups = d.get("host_groups") or []
+        shared = {"job_shared_host": groups[0] == groups[1]} if len(groups) >= 2 else {}
         for r in d.get("rows", []):
-            rows.append({"workers": n, "per_host": per_host, "algorithm": m.group(4),
-                         "ran": r["algorithm"], "bytes": r["bytes"],
-                         "time_seconds": r["time_seconds"], "busbw": r["busbw"],
-                         "ok": r["ok"], "job_alpha": d.get("alpha_seconds"),
-                         "job_beta": d.get("beta_bytes_per_second"),
-                         "ps_partition_bytes": d.get("ps_partition_bytes") or None})
+            rows.append(dict({"workers": n, "per_host": per_host, "algorithm": m.group(4),
+                              "ran": r["algorithm"], "bytes": r["bytes"],
+                              "time_seconds": r["time_seconds"], "busbw": r["busbw"],
+                              "ok": r["ok"], "job_alpha": d.get("alpha_seconds"),
+                              "job_beta": d.get("beta_bytes_per_second"),
+                              "ps_partition_bytes": d.get("ps_partition_bytes") or None},
+                             **shared))
     rows = median_of_repeats(rows, (config or {}).get("repeats_small"))
     if not rows and os.path.exists(os.path.join(out, "experiment.json")):
         # A directory of tables only (docs/experiment): redraw from them.

@@ -257,7 +257,7 @@ def shaped_seconds(n, rounds, alpha, beta, burst):
 
 
 def model(alg, n, k, alpha, beta, per_host=1, local=None, burst=0, rate=None,
-          partition=None, flow=False):
+          partition=None, flow=False, shared=None):
     """Predicted seconds (see the module text). `local`: (alpha, beta) of the
     link between two ranks on one host, for hier's intra-host phases. burst
     (bytes) > 0: the links between hosts are token buckets of that size
@@ -270,14 +270,19 @@ def model(alg, n, k, alpha, beta, per_host=1, local=None, burst=0, rate=None,
     by bench/flow_model.py instead of in rounds, and the ring with several
     workers per host paying `local`'s alpha on its hops inside a host; the
     link model uses it, the plain alpha-beta model (cost_model.h) does
-    not."""
+    not. shared: whether the ranks of `local`'s ping-pong (0 and 1) shared a
+    host, from the bench job's host groups; None (results from before
+    2026-11-27 lack them): judged by that ping-pong being over twice as fast
+    as the link."""
     if alg == "hier":
         hosts = n // per_host
         la, lb = local if local else (alpha, beta)
         intra = 2 * math.ceil(math.log2(per_host)) * (la + k / lb) if per_host > 1 else 0.0
         return intra + model("ring", hosts, k, alpha, beta, burst=burst,
                              rate=rate) if hosts > 1 else intra
-    if flow and alg == "ring" and per_host > 1 and local and local[1] > 2 * beta:
+    if shared is None:
+        shared = bool(local) and local[1] > 2 * beta
+    if flow and alg == "ring" and per_host > 1 and local and shared:
         # L workers per host, ranked host by host (the coordinator's
         # OrderByHost): of a ring's N hops, N/L cross a link and the rest
         # stay on a host. A rank forwards each chunk as soon as it has it
@@ -287,8 +292,8 @@ def model(alg, n, k, alpha, beta, per_host=1, local=None, burst=0, rate=None,
         # slowest rank's path can hold one more crossing: 4a + 10a_local
         # against 3.5a + 10.5a_local at N = 8, L = 4). Every link still
         # carries one chunk per step, as with one per host. Only when the
-        # job's ping-pong (ranks 0 and 1) was much faster than the link,
-        # i.e. the two shared a host as host-by-host ranks have them.
+        # job's ping-pong (ranks 0 and 1) was inside a host, as host-by-host
+        # ranks have it.
         hop = alpha / per_host + local[0] * (per_host - 1) / per_host
         return model("ring", n, k, hop, beta, burst=burst, rate=rate)
     if flow and alg in ("tree", "ps1", "psN"):
@@ -347,7 +352,8 @@ def pushpull_model(n, s, k, alpha, beta, partition=None):
 def row_model(r, alpha, beta, burst=0, rate=None, flow=False):
     local = (r["job_alpha"], r["job_beta"]) if r["job_alpha"] and r["job_beta"] else None
     return model(r["algorithm"], r["workers"], r["bytes"], alpha, beta,
-                 r.get("per_host", 1), local, burst, rate, r.get("ps_partition_bytes"), flow)
+                 r.get("per_host", 1), local, burst, rate, r.get("ps_partition_bytes"), flow,
+                 r.get("job_shared_host"))
 
 
 def measured_crossover(sizes, ring, other):

@@ -143,6 +143,37 @@ class FitTest(unittest.TestCase):
                 kw = dict({"local": local}, **kw)
                 self.assertEqual(experiment.model("ring", n, 4096, alpha, beta, burst=burst,
                                                   rate=rate, **kw), ring)
+            # The bench's host groups, where it has them, decide instead of
+            # the ping-pong's speed: shared with a slow local link, or not
+            # shared with a fast one.
+            slow_local = (local[0], 1.1 * beta)
+            t = experiment.model("ring", n, 4096, alpha, beta, per_host=per_host,
+                                 local=slow_local, burst=burst, rate=rate, flow=True, shared=True)
+            self.assertAlmostEqual(t, 2 * (n - 1) * hop, delta=1e-9)
+            self.assertEqual(experiment.model("ring", n, 4096, alpha, beta, per_host=per_host,
+                                              local=local, burst=burst, rate=rate, flow=True,
+                                              shared=False), ring)
+
+    def test_the_bench_host_groups_say_whether_ranks_0_and_1_shared_a_host(self):
+        out = tempfile.mkdtemp(prefix="experiment-test.")
+        try:
+            row = {"algorithm": "ring", "bytes": 4096, "time_seconds": 1e-3, "busbw": 1.0,
+                   "ok": True}
+            for name, groups in (("H2x2-ring.json", [0, 0, 1, 1]),
+                                 ("H3x2-ring.json", [0, 1, 0, 1, 2, 2]),
+                                 ("N2-ring.json", None)):
+                d = {"rows": [row], "alpha_seconds": 1e-4, "beta_bytes_per_second": 1e8}
+                if groups:
+                    d["host_groups"] = groups
+                with open(os.path.join(out, name), "w") as f:
+                    json.dump(d, f)
+            rows, _ = experiment.collect(out)
+            by_n = {r["workers"]: r for r in rows}
+            self.assertIs(by_n[4]["job_shared_host"], True)
+            self.assertIs(by_n[6]["job_shared_host"], False)
+            self.assertNotIn("job_shared_host", by_n[2])   # results from before the groups
+        finally:
+            shutil.rmtree(out)
 
     def test_measured_crossover_interpolates_between_sizes(self):
         sizes = [1 << 12, 1 << 14, 1 << 16]
