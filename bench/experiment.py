@@ -93,9 +93,10 @@ Three lines follow this layout more closely than cost_model.h:
     busiest link's total with several (plain alpha-beta; the link model
     plays the partitions out, see above);
   - hier with H hosts of L workers: the inter-host part is the ring over
-    the H leaders with the fitted a, b; the two intra-host phases
-    (2 ceil(log2 L) messages of K bytes) use the bench job's own ping-pong
-    between ranks 0 and 1, who share a host;
+    the H leaders with the fitted a, b; the two intra-host phases (chains
+    over the L ranks pipelined by 1 MiB segment, (L - 2 + s) segment times
+    each for s segments) use the bench job's own ping-pong between ranks 0
+    and 1, who share a host;
   - the ring with L workers per host (the link model only): ranks go host
     by host (the coordinator's OrderByHost), so N/L of the ring's N hops
     cross a link and the others stay on a host, where a message costs the

@@ -126,6 +126,7 @@ def relative_least_squares(points, f, x, rounds=50):
 # the rate; a packet leaves at once while the bucket holds its bytes and
 # waits for tokens otherwise. netem (no bucket) is burst = 0.
 DEFAULT_BURST = 73728      # experiment.py run's --burst default (72 KiB)
+SEGMENT_BYTES = 1 << 20    # the bench's --chunk-bytes default: hier's chain unit
 DEFAULT_RATE = "1gbit"     # and its --rate default
 ITERATIONS = 21            # at most this many runs simulated back to back
 
@@ -277,7 +278,12 @@ def model(alg, n, k, alpha, beta, per_host=1, local=None, burst=0, rate=None,
     if alg == "hier":
         hosts = n // per_host
         la, lb = local if local else (alpha, beta)
-        intra = 2 * math.ceil(math.log2(per_host)) * (la + k / lb) if per_host > 1 else 0.0
+        # Reduce to the leader and broadcast from it: each a chain over the
+        # host's L ranks pipelined by segment (hierarchical.cc), (L - 2 + s)
+        # segments' times for s segments of the bench's 1 MiB chunk.
+        seg = min(k, SEGMENT_BYTES)
+        segments = max(1, math.ceil(k / seg))
+        intra = 2 * (per_host - 2 + segments) * (la + seg / lb) if per_host > 1 else 0.0
         return intra + model("ring", hosts, k, alpha, beta, burst=burst,
                              rate=rate) if hosts > 1 else intra
     if shared is None:

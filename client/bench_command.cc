@@ -122,14 +122,15 @@ CostInputs LinkInputs(const v1::BenchResult& b, int workers) {
   if (b.host_groups_size() == workers) {
     in.groups.assign(b.host_groups().begin(), b.host_groups().end());
   }
-  if (b.cross_peer_rank() > 0 && b.cross_beta_bytes_per_second() > 0) {
-    in.alpha = b.cross_alpha_seconds();
-    in.beta = b.cross_beta_bytes_per_second();
-    in.local_alpha = b.alpha_seconds();
-    in.local_beta = b.beta_bytes_per_second();
-  } else {
-    in.alpha = b.alpha_seconds();
-    in.beta = b.beta_bytes_per_second();
+  in.alpha = b.alpha_seconds();
+  in.beta = b.beta_bytes_per_second();
+  if (b.has_between_hosts() && b.between_hosts().beta_bytes_per_second() > 0) {
+    in.alpha = b.between_hosts().alpha_seconds();
+    in.beta = b.between_hosts().beta_bytes_per_second();
+  }
+  if (b.has_inside_host() && b.inside_host().beta_bytes_per_second() > 0) {
+    in.local_alpha = b.inside_host().alpha_seconds();
+    in.local_beta = b.inside_host().beta_bytes_per_second();
   }
   return in;
 }
@@ -168,18 +169,23 @@ std::string FormatBenchTable(const v1::Job& job,
                              const std::vector<BenchRowReport>& rows) {
   const v1::JobSpec& spec = job.spec();
   const v1::BenchResult& b = job.result().bench();
-  // Ranks 0 and 1's link; when a cross-host link was measured, that one
-  // first, and the rest of the header on a line of its own.
+  // Ranks 0 and 1's link; when the groups gave a second link, both, and
+  // the rest of the header on a line of its own.
   std::string links = absl::StrFormat(
       "alpha %.2f us, beta %.3f GB/s (ranks 0-1 ping-pong)",
       b.alpha_seconds() * 1e6, b.beta_bytes_per_second() / 1e9);
   const char* then = "; ";
-  if (b.cross_peer_rank() > 0) {
-    links = absl::StrFormat(
-        "between hosts alpha %.2f us, beta %.3f GB/s (ranks 0-%d ping-pong), "
-        "inside a host %s, host groups %s",
-        b.cross_alpha_seconds() * 1e6, b.cross_beta_bytes_per_second() / 1e9,
-        b.cross_peer_rank(), links, absl::StrJoin(b.host_groups(), ","));
+  if (b.has_between_hosts() && b.has_inside_host()) {
+    const auto link = [](const v1::BenchLink& l) {
+      return absl::StrFormat("alpha %.2f us, beta %.3f GB/s (ranks %d-%d "
+                             "ping-pong)",
+                             l.alpha_seconds() * 1e6,
+                             l.beta_bytes_per_second() / 1e9, l.rank_a(),
+                             l.rank_b());
+    };
+    links = absl::StrCat("between hosts ", link(b.between_hosts()),
+                         ", inside a host ", link(b.inside_host()),
+                         ", host groups ", absl::StrJoin(b.host_groups(), ","));
     then = "\n# ";
   }
   std::string out = absl::StrFormat(
@@ -230,10 +236,17 @@ nlohmann::json BenchToJson(const v1::Job& job,
   j["warmup"] = spec.bench().warmup();
   j["alpha_seconds"] = b.alpha_seconds();
   j["beta_bytes_per_second"] = b.beta_bytes_per_second();
-  j["cross_peer_rank"] = b.cross_peer_rank();
-  j["cross_alpha_seconds"] = b.cross_alpha_seconds();
-  j["cross_beta_bytes_per_second"] = b.cross_beta_bytes_per_second();
-  j["host_groups"] = std::vector<int>(b.host_groups().begin(), b.host_groups().end());
+  const auto link = [](bool has, const v1::BenchLink& l) {
+    if (!has) return nlohmann::json(nullptr);
+    return nlohmann::json{
+        {"ranks", {l.rank_a(), l.rank_b()}},
+        {"alpha_seconds", l.alpha_seconds()},
+        {"beta_bytes_per_second", l.beta_bytes_per_second()}};
+  };
+  j["between_hosts"] = link(b.has_between_hosts(), b.between_hosts());
+  j["inside_host"] = link(b.has_inside_host(), b.inside_host());
+  j["host_groups"] =
+      std::vector<int>(b.host_groups().begin(), b.host_groups().end());
   j["ratio_is"] = "model_seconds / time_seconds";
   j["rows"] = nlohmann::json::array();
   const int iters = b.iters();

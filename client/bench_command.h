@@ -96,9 +96,9 @@ double BusBandwidthFactor(v1::BenchOp op, int workers, int ps_shards,
                           int64_t bytes, int64_t partition_bytes = 0);
 
 // The cost model's link inputs for a bench result over `workers` ranks:
-// its host groups, and, when a cross-host link was measured (ranks 0 and 1
-// share a host), that link as α and β with ranks 0 and 1's as the local
-// one; otherwise ranks 0 and 1's link as α and β.
+// its host groups; the link between hosts as α and β (ranks 0 and 1's when
+// the result has none: every rank on one host, or a result from before
+// 2026-11-27); the link inside a host as the local one (none: as α, β).
 CostInputs LinkInputs(const v1::BenchResult& b, int workers);
 
 // The rows of a finished bench job (empty when it has no bench result). The
@@ -112,9 +112,9 @@ std::string FormatBenchTable(const v1::Job& job,
 
 // The results JSON of one bench job: {"op", "algorithm_requested",
 // "workers", "alpha_seconds", "beta_bytes_per_second" (ranks 0 and 1),
-// "cross_peer_rank", "cross_alpha_seconds", "cross_beta_bytes_per_second"
-// (rank 0 and the first rank of another host group; 0 when not measured),
-// "host_groups" (one group id per rank), "rows": [{"bytes",
+// "between_hosts" and "inside_host" ({"ranks": [a, b], "alpha_seconds",
+// "beta_bytes_per_second"}, null when not measured), "host_groups" (one
+// group id per rank), "rows": [{"bytes",
 // "algorithm", "time_seconds", "algbw", "busbw", "model_seconds", "ratio",
 // "ok", "iteration_seconds": [...], "rank_iteration_seconds": [[...] per
 // rank]}]} plus "job_id", "state", "error", "iters", "warmup", "ps_shards".

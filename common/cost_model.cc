@@ -16,10 +16,15 @@ int FloorLog2(int n) {
 
 namespace {
 
-int CeilLog2(int n) {
-  int l = 0;
-  while ((1 << l) < n) ++l;
-  return l;
+// A pipelined chain over `ranks` ranks (RingBroadcast, or hier's in-group
+// phases): s = ⌈K/seg⌉ segments of seg = min(K, segment_bytes), each behind
+// the one before on every hop: (ranks − 2 + s)·(α + seg/β); 0 for one rank.
+double Chain(int ranks, double k, int64_t segment_bytes, double a, double b) {
+  if (ranks < 2) return 0.0;
+  const double seg =
+      std::max(1.0, std::min(k, static_cast<double>(segment_bytes)));
+  const double segments = std::max(1.0, std::ceil(k / seg));
+  return (ranks - 2 + segments) * (a + seg / b);
 }
 
 double Ring(int n, double k, double a, double b) {
@@ -68,7 +73,7 @@ double Allreduce(v1::Algorithm algorithm, const CostInputs& in) {
       int l = 0;
       for (int g : in.groups) l = std::max(l, ++sizes[g]);
       const int leaders = static_cast<int>(sizes.size());
-      return 2.0 * CeilLog2(l) * (a_local + k / b_local) +
+      return 2.0 * Chain(l, k, in.segment_bytes, a_local, b_local) +
              Ring(leaders, k, a, b);
     }
     default:
@@ -110,12 +115,8 @@ absl::StatusOr<double> PredictSeconds(v1::BenchOp op, v1::Algorithm algorithm,
   switch (op) {
     case v1::BENCH_OP_ALLREDUCE:
       return in.world == 1 ? 0.0 : Allreduce(algorithm, in);
-    case v1::BENCH_OP_BROADCAST: {
-      if (in.world == 1) return 0.0;
-      const double seg = std::max(1.0, std::min(k, static_cast<double>(in.segment_bytes)));
-      const double segments = std::max(1.0, std::ceil(k / seg));
-      return (in.world - 2 + segments) * (a + seg / b);
-    }
+    case v1::BENCH_OP_BROADCAST:
+      return Chain(in.world, k, in.segment_bytes, a, b);
     case v1::BENCH_OP_PUSHPULL:
       return PushPullLinkFactor(in.world, in.ps_shards, in.bytes,
                                 in.ps_partition_bytes) * k / b +

@@ -37,16 +37,19 @@ struct CostInputs {
 //                   its own. With groups, C of the N hops r → r+1 (mod N)
 //                   cross hosts and the rest stay inside one, and a rank's
 //                   last chunk has come 2(N−1) hops round the ring, so
-//                   2(N−1)·(C·α + (N−C)·α_l)/N + 2(N−1)/N·K·b, where b is
+//                   2(N−1)·(C·α + (N−C)·α_l)/N + 2(N−1)/N·K·p, where p is
 //                   the slowest link's seconds per byte: M/β for the host
-//                   that M crossing hops leave (M = 1 when each host's ranks
-//                   are consecutive), 1/β_l for the hops inside a host.
+//                   that M crossing hops leave (M = 1 when there are several
+//                   hosts, each with consecutive ranks), 1/β_l for the hops
+//                   inside a host.
 //            hd:    2·log2(P)·α + 2(P−1)/P·K/β + fold
 //            tree:  log2(P)·(α + K/β) + fold   (recursive doubling)
 //            hier:  groups of at most L ranks (from `groups`; L = 1 without):
-//                   2·⌈log2 L⌉·(α_l + K/β_l) (reduce to and broadcast from
-//                   the leader) + ring over the G groups' leaders (α, β);
-//                   with L = 1 this is the ring.
+//                   a chain inside each group, pipelined by segment, reduces
+//                   to the leader and another broadcasts from it, each
+//                   (L−2+s)·(α_l + seg/β_l) for L ≥ 2 with the broadcast's
+//                   seg and s below; between them the ring over the G
+//                   groups' leaders (α, β). With L = 1 this is the ring.
 //            auto / unspecified: as ring (callers pass the algorithm that
 //                   actually ran).
 //  broadcast (ring, pipelined, root 0): segments s = ⌈K/seg⌉ of

@@ -71,11 +71,12 @@ absl::StatusOr<v1::BenchResult> MergeBenchResults(
   v1::BenchResult res;
   res.set_alpha_seconds(results[0].bench().alpha_seconds());
   res.set_beta_bytes_per_second(results[0].bench().beta_bytes_per_second());
-  res.set_cross_peer_rank(results[0].bench().cross_peer_rank());
-  res.set_cross_alpha_seconds(results[0].bench().cross_alpha_seconds());
-  res.set_cross_beta_bytes_per_second(
-      results[0].bench().cross_beta_bytes_per_second());
-  *res.mutable_host_groups() = results[0].bench().host_groups();
+  const v1::BenchRankResult& first = results[0].bench();
+  if (first.has_between_hosts()) {
+    *res.mutable_between_hosts() = first.between_hosts();
+  }
+  if (first.has_inside_host()) *res.mutable_inside_host() = first.inside_host();
+  *res.mutable_host_groups() = first.host_groups();
   res.set_iters(spec.iters());
   for (int i = 0; i < spec.sizes_size(); ++i) {
     *res.add_rows() = MergeRow(results, spec.iters(), i);

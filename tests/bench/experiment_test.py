@@ -115,8 +115,14 @@ class FitTest(unittest.TestCase):
         alpha, beta, k = 50e-6, 117e6, 1 << 26
         local = (10e-6, 2e9)
         t = experiment.model("hier", 8, k, alpha, beta, per_host=2, local=local)
-        intra = 2 * (local[0] + k / local[1])
+        # Each host phase: a chain of 2 ranks, 64 segments of 1 MiB.
+        seg = 1 << 20
+        intra = 2 * 64 * (local[0] + seg / local[1])
         self.assertAlmostEqual(t, intra + experiment.model("ring", 4, k, alpha, beta))
+        # 4 per host, one segment: 3 hops each way.
+        t = experiment.model("hier", 8, 4096, alpha, beta, per_host=4, local=local)
+        intra = 2 * 3 * (local[0] + 4096 / local[1])
+        self.assertAlmostEqual(t, intra + experiment.model("ring", 2, 4096, alpha, beta))
 
     def test_a_ring_over_shared_hosts_pays_local_latency_inside_a_host(self):
         alpha, beta, burst, rate = 160e-6, 114e6, 73728, 125e6

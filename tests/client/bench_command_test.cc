@@ -94,17 +94,23 @@ TEST(BenchRows, BandwidthsModelAndRatio) {
   EXPECT_NE(FormatBenchTable(job, rows).find("OK"), std::string::npos);
 }
 
-// Ranks 0 and 1 share a host: the cross-host link (ranks 0 and 2) is the
-// model's α and β, ranks 0 and 1's the local link, and the groups shape the
-// ring and hier models.
-TEST(BenchRows, ACrossHostLinkModelsRingAndHierOverSharedHosts) {
+void SetLink(v1::BenchLink* l, int a, int b, double alpha, double beta) {
+  l->set_rank_a(a);
+  l->set_rank_b(b);
+  l->set_alpha_seconds(alpha);
+  l->set_beta_bytes_per_second(beta);
+}
+
+// Ranks 0 and 1 share a host: the link between hosts (ranks 0 and 2) is the
+// model's α and β, the one inside a host (ranks 0 and 1) the local link,
+// and the groups shape the ring and hier models.
+TEST(BenchRows, TwoLinksModelRingAndHierOverSharedHosts) {
   v1::Job job = FinishedBench(v1::BENCH_OP_ALLREDUCE, 4);
   v1::BenchResult* b = job.mutable_result()->mutable_bench();
-  b->set_alpha_seconds(2e-6);  // inside a host
+  b->set_alpha_seconds(2e-6);  // ranks 0 and 1: inside a host
   b->set_beta_bytes_per_second(4e9);
-  b->set_cross_peer_rank(2);
-  b->set_cross_alpha_seconds(1e-4);
-  b->set_cross_beta_bytes_per_second(1e8);
+  SetLink(b->mutable_inside_host(), 0, 1, 2e-6, 4e9);
+  SetLink(b->mutable_between_hosts(), 0, 2, 1e-4, 1e8);
   for (int g : {0, 0, 1, 1}) b->add_host_groups(g);
   *b->add_rows() = b->rows(0);
   b->mutable_rows(1)->set_algorithm("hier");
@@ -122,7 +128,7 @@ TEST(BenchRows, ACrossHostLinkModelsRingAndHierOverSharedHosts) {
   // Ring: 2 of 4 hops cross, one per host; the link between hosts bounds.
   EXPECT_DOUBLE_EQ(rows[0].model_seconds,
                    6 * (2 * 1e-4 + 2 * 2e-6) / 4 + 1.5 * k / 1e8);
-  // Hier: a step each way inside a host, then a ring of 2 leaders.
+  // Hier: one segment each way inside a host, then a ring of 2 leaders.
   EXPECT_DOUBLE_EQ(rows[1].model_seconds,
                    2 * (2e-6 + k / 4e9) + 2 * 1e-4 + k / 1e8);
 
@@ -137,20 +143,41 @@ TEST(BenchRows, ACrossHostLinkModelsRingAndHierOverSharedHosts) {
       << table;
   EXPECT_NE(table.find("host groups 0,0,1,1"), std::string::npos) << table;
   const nlohmann::json j = BenchToJson(job, rows);
-  EXPECT_EQ(j["cross_peer_rank"], 2);
-  EXPECT_DOUBLE_EQ(j["cross_alpha_seconds"].get<double>(), 1e-4);
-  EXPECT_DOUBLE_EQ(j["cross_beta_bytes_per_second"].get<double>(), 1e8);
+  EXPECT_EQ(j["between_hosts"]["ranks"], nlohmann::json({0, 2}));
+  EXPECT_DOUBLE_EQ(j["between_hosts"]["alpha_seconds"].get<double>(), 1e-4);
+  EXPECT_DOUBLE_EQ(j["inside_host"]["beta_bytes_per_second"].get<double>(), 4e9);
   EXPECT_EQ(j["host_groups"], nlohmann::json({0, 0, 1, 1}));
 
-  // Without a cross-host link, ranks 0 and 1's link is α and β, and one
-  // group for all four ranks gives the plain ring.
-  b->set_cross_peer_rank(0);
+  // Ranks 0 and 1 on two hosts, ranks 0 and 2 on one: the same links from
+  // the other pairs (hier's local steps use ranks 0 and 2's link).
   b->clear_host_groups();
+  for (int g : {0, 1, 0, 1}) b->add_host_groups(g);
+  b->set_alpha_seconds(1e-4);
+  b->set_beta_bytes_per_second(1e8);
+  SetLink(b->mutable_between_hosts(), 0, 1, 1e-4, 1e8);
+  SetLink(b->mutable_inside_host(), 0, 2, 2e-6, 4e9);
+  const std::vector<BenchRowReport> interleaved = BenchRows(job);
+  // Every ring hop crosses, two leave each host.
+  EXPECT_DOUBLE_EQ(interleaved[0].model_seconds, 6 * 1e-4 + 1.5 * k * 2 / 1e8);
+  EXPECT_DOUBLE_EQ(interleaved[1].model_seconds, rows[1].model_seconds);
+}
+
+// One host for all: ranks 0 and 1's link alone, and the plain ring.
+TEST(BenchRows, OneLinkOnOneHostIsThePlainModel) {
+  v1::Job job = FinishedBench(v1::BENCH_OP_ALLREDUCE, 4);
+  v1::BenchResult* b = job.mutable_result()->mutable_bench();
+  SetLink(b->mutable_inside_host(), 0, 1, 1e-5, 1e9);
   for (int g : {0, 0, 0, 0}) b->add_host_groups(g);
-  const std::vector<BenchRowReport> one_host = BenchRows(job);
-  EXPECT_DOUBLE_EQ(one_host[0].model_seconds, 6 * 2e-6 + 1.5 * k / 4e9);
-  EXPECT_EQ(FormatBenchTable(job, one_host).find("between hosts"),
-            std::string::npos);
+  const std::vector<BenchRowReport> rows = BenchRows(job);
+  EXPECT_DOUBLE_EQ(rows[0].model_seconds,
+                   2 * 3 * 1e-5 + 2.0 * 3 / 4 * (1 << 20) / 1e9);
+  const std::string table = FormatBenchTable(job, rows);
+  EXPECT_EQ(table.find("between hosts"), std::string::npos) << table;
+  EXPECT_NE(table.find("(ranks 0-1 ping-pong); time"), std::string::npos)
+      << table;
+  const nlohmann::json j = BenchToJson(job, rows);
+  EXPECT_TRUE(j["between_hosts"].is_null());
+  EXPECT_FALSE(j["inside_host"].is_null());
 }
 
 TEST(BenchRows, BusBandwidthConventions) {

@@ -69,9 +69,12 @@ TEST(CostModel, HierarchicalWithGroupsOfOneIsTheRing) {
       Predict(v1::BENCH_OP_ALLREDUCE, v1::ALGORITHM_RING, In(6, k)));
   in = In(8, k);
   in.groups = {0, 0, 0, 0, 1, 1, 1, 1};  // 2 leaders
+  // Inside a group of 4 a chain of 16 segments of 1 MiB, each way: 2 hops
+  // to fill it, 16 segments out of its end.
+  const double seg = 1 << 20;
   EXPECT_DOUBLE_EQ(
       Predict(v1::BENCH_OP_ALLREDUCE, v1::ALGORITHM_HIERARCHICAL, in),
-      2 * 2 * (kAlpha + k / kBeta) + 2 * kAlpha + k / kBeta);
+      2 * (4 - 2 + 16) * (kAlpha + seg / kBeta) + 2 * kAlpha + k / kBeta);
 }
 
 TEST(CostModel, HierarchicalUsesTheLocalLinkInsideItsGroups) {
@@ -85,12 +88,19 @@ TEST(CostModel, HierarchicalUsesTheLocalLinkInsideItsGroups) {
   EXPECT_DOUBLE_EQ(
       Predict(v1::BENCH_OP_ALLREDUCE, v1::ALGORITHM_HIERARCHICAL, in),
       2 * (la + k / lb) + 4 * kAlpha + 4.0 / 3 * k / kBeta);
-  // Groups of unequal size: the largest decides the steps inside a group.
-  in.world = 5;
-  in.groups = {0, 0, 0, 1, 1};
+  // Groups of unequal size: the largest decides the chain inside a group
+  // (4 ranks: 3 hops each way for one segment).
+  in.groups = {0, 0, 0, 0, 1, 1};
   EXPECT_DOUBLE_EQ(
       Predict(v1::BENCH_OP_ALLREDUCE, v1::ALGORITHM_HIERARCHICAL, in),
-      2 * 2 * (la + k / lb) + 2 * kAlpha + k / kBeta);
+      2 * 3 * (la + k / lb) + 2 * kAlpha + k / kBeta);
+  // Several segments pipeline through the chain: 4 of 1 MiB over 2 ranks.
+  in.bytes = 4 << 20;
+  in.groups = {0, 0, 1, 1};
+  in.world = 4;
+  EXPECT_DOUBLE_EQ(
+      Predict(v1::BENCH_OP_ALLREDUCE, v1::ALGORITHM_HIERARCHICAL, in),
+      2 * 4 * (la + k / lb) + 2 * kAlpha + 4.0 * k / kBeta);
 }
 
 TEST(CostModel, RingOverSharedHostsPaysLocalHopsAndTheBusiestUplink) {

@@ -461,19 +461,20 @@ TEST(Integration, BenchAllreduceAndBroadcastOnThreeWorkersVerifyEveryRow) {
   EXPECT_EQ(c.IdleWorkers(), 3);
 }
 
-// With host groups in which ranks 0 and 1 share a host, the bench measures
-// a second link, from rank 0 to the first rank of another group (rank 2),
-// and models the ring and hier over the groups; with ranks 0 and 1 in
-// different groups it measures only theirs.
-TEST(Integration, BenchMeasuresTheCrossHostLinkWhenRanksZeroAndOneShareAHost) {
+// With host groups, the bench measures the link between hosts and the one
+// inside a host (ranks 0 and 1's is one of them) and models the ring and
+// hier over the groups, whichever kind ranks 0 and 1's link is.
+TEST(Integration, BenchMeasuresTheLinksBetweenAndInsideHostGroups) {
   Cluster c(4);
   ASSERT_TRUE(c.ok());
   const std::string dir = TempDir();
-  const auto bench = [&](const std::string& name, const std::string& groups) {
-    const std::string out = absl::StrCat(dir, "/", name);
+  const auto bench = [&](const std::string& algorithm,
+                         const std::string& groups) {
+    const std::string out = absl::StrCat(dir, "/", algorithm, "-", groups);
     const int rc = Shell(
         absl::StrCat(GRADSYNC_BIN_DIR, "/gradsync bench ", c.CliFlags(),
-                     " --workers=4 --algorithm=", name, " --groups=", groups,
+                     " --workers=4 --algorithm=", algorithm,
+                     " --groups=", groups,
                      " --sizes=4K,1M --iters=3 --warmup=1 --results=", out,
                      ".json > ", out, ".txt 2>&1"),
         60);
@@ -482,27 +483,34 @@ TEST(Integration, BenchMeasuresTheCrossHostLinkWhenRanksZeroAndOneShareAHost) {
                           nlohmann::json::parse(Slurp(out + ".json"), nullptr,
                                                 /*allow_exceptions=*/false));
   };
-  for (const std::string algorithm : {"ring", "hier"}) {
-    SCOPED_TRACE(algorithm);
-    const auto [table, j] = bench(algorithm, "0,0,1,1");
-    ASSERT_TRUE(j.is_object()) << table;
-    EXPECT_EQ(j["cross_peer_rank"], 2) << table;
-    EXPECT_GT(j["cross_alpha_seconds"].get<double>(), 0);
-    EXPECT_GT(j["cross_beta_bytes_per_second"].get<double>(), 0);
-    EXPECT_EQ(j["host_groups"], nlohmann::json({0, 0, 1, 1}));
-    EXPECT_NE(table.find("(ranks 0-2 ping-pong)"), std::string::npos) << table;
-    EXPECT_NE(table.find("host groups 0,0,1,1"), std::string::npos) << table;
-    for (const auto& r : j["rows"]) {
-      EXPECT_EQ(r["algorithm"], algorithm);
-      EXPECT_TRUE(r["ok"].get<bool>());
-      EXPECT_GT(r["model_seconds"].get<double>(), 0);
+  const struct {
+    std::string groups;
+    std::vector<int> between, inside;
+  } cases[] = {{"0,0,1,1", {0, 2}, {0, 1}}, {"0,1,0,1", {0, 1}, {0, 2}}};
+  for (const auto& k : cases) {
+    for (const std::string algorithm : {"ring", "hier"}) {
+      SCOPED_TRACE(algorithm + " " + k.groups);
+      const auto [table, j] = bench(algorithm, k.groups);
+      ASSERT_TRUE(j.is_object()) << table;
+      EXPECT_EQ(j["between_hosts"]["ranks"], nlohmann::json(k.between)) << table;
+      EXPECT_EQ(j["inside_host"]["ranks"], nlohmann::json(k.inside)) << table;
+      EXPECT_GT(j["between_hosts"]["beta_bytes_per_second"].get<double>(), 0);
+      EXPECT_GT(j["inside_host"]["beta_bytes_per_second"].get<double>(), 0);
+      EXPECT_NE(table.find(absl::StrCat("host groups ", k.groups)),
+                std::string::npos)
+          << table;
+      for (const auto& r : j["rows"]) {
+        EXPECT_EQ(r["algorithm"], algorithm);
+        EXPECT_TRUE(r["ok"].get<bool>());
+        EXPECT_GT(r["model_seconds"].get<double>(), 0);
+      }
     }
   }
-  const auto [table, j] = bench("ring", "0,1,0,1");
+  // One host: ranks 0 and 1's link alone.
+  const auto [table, j] = bench("ring", "0,0,0,0");
   ASSERT_TRUE(j.is_object()) << table;
-  EXPECT_EQ(j["cross_peer_rank"], 0);
-  EXPECT_EQ(j["cross_beta_bytes_per_second"].get<double>(), 0);
-  EXPECT_EQ(j["host_groups"], nlohmann::json({0, 1, 0, 1}));
+  EXPECT_TRUE(j["between_hosts"].is_null()) << table;
+  EXPECT_EQ(j["inside_host"]["ranks"], nlohmann::json({0, 1}));
   EXPECT_EQ(table.find("between hosts"), std::string::npos) << table;
   EXPECT_EQ(c.IdleWorkers(), 4);
 }

@@ -1,12 +1,15 @@
-// worker/bench: which links a bench job measures (BenchRunner::MeasureLink)
+// worker/bench: which links a bench job measures (BenchRunner::MeasureLinks)
 // over in-process transports, one thread per rank.
 #include "worker/bench/bench_runner.h"
 
 #include <gtest/gtest.h>
 
+#include <array>
 #include <memory>
+#include <ostream>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "worker/collectives/testing/transport_group.h"
@@ -14,36 +17,48 @@
 namespace gradsync {
 namespace {
 
-TEST(CrossHostPeer, TheFirstRankOfAnotherGroupWhenRanksZeroAndOneShareOne) {
-  EXPECT_EQ(CrossHostPeer({}), 0);
-  EXPECT_EQ(CrossHostPeer({0}), 0);
-  EXPECT_EQ(CrossHostPeer({0, 0}), 0);        // one host
-  EXPECT_EQ(CrossHostPeer({0, 0, 0, 0}), 0);  // one host
-  EXPECT_EQ(CrossHostPeer({0, 1, 0, 1}), 0);  // 0 and 1 already cross
-  EXPECT_EQ(CrossHostPeer({0, 0, 1, 1}), 2);
-  EXPECT_EQ(CrossHostPeer({7, 7, 7, 3, 3}), 3);
-  EXPECT_EQ(CrossHostPeer({5, 5, 2, 5}), 2);
+using Pair = std::array<int, 2>;
+constexpr Pair kNone = {-1, -1};
+
+TEST(PickLinkPairs, RanksZeroAndOneAndAPairOfTheOtherKind) {
+  const auto pairs = [](const std::vector<int>& groups) {
+    const LinkPairs p = PickLinkPairs(groups);
+    return std::make_pair(p.between, p.inside);
+  };
+  using Pairs = std::pair<Pair, Pair>;  // {between, inside}
+  EXPECT_EQ(pairs({}), Pairs(kNone, kNone));
+  EXPECT_EQ(pairs({0}), Pairs(kNone, kNone));
+  EXPECT_EQ(pairs({0, 0}), Pairs(kNone, Pair{0, 1}));  // one host
+  EXPECT_EQ(pairs({0, 1}), Pairs(Pair{0, 1}, kNone));  // a host each
+  EXPECT_EQ(pairs({0, 0, 0, 0}), Pairs(kNone, Pair{0, 1}));
+  EXPECT_EQ(pairs({0, 0, 1, 1}), Pairs(Pair{0, 2}, Pair{0, 1}));
+  EXPECT_EQ(pairs({7, 7, 7, 3, 3}), Pairs(Pair{0, 3}, Pair{0, 1}));
+  EXPECT_EQ(pairs({5, 5, 2, 5}), Pairs(Pair{0, 2}, Pair{0, 1}));
+  EXPECT_EQ(pairs({0, 1, 0, 1}), Pairs(Pair{0, 1}, Pair{0, 2}));
+  // Rank 0 alone on its host: rank 1's host, then any host.
+  EXPECT_EQ(pairs({0, 1, 1, 1}), Pairs(Pair{0, 1}, Pair{1, 2}));
+  EXPECT_EQ(pairs({0, 1, 2, 2}), Pairs(Pair{0, 1}, Pair{2, 3}));
+  EXPECT_EQ(pairs({0, 1, 2, 3}), Pairs(Pair{0, 1}, kNone));
 }
 
-// A 4-rank bench job of one 4 KiB ring allreduce with `groups`; rank 0's
-// result (every rank's Run must succeed).
-v1::BenchRankResult RunBench(const std::string& groups) {
-  constexpr int kWorld = 4;
+// A bench job of one 4 KiB ring allreduce over `world` in-process ranks
+// with `groups`; every rank's result (each Run must succeed).
+std::vector<v1::BenchRankResult> RunBench(int world, const std::string& groups) {
   absl::StatusOr<std::unique_ptr<TransportGroup>> group =
-      TransportGroup::Create(TransportKind::kInProc, kWorld);
+      TransportGroup::Create(TransportKind::kInProc, world);
   EXPECT_TRUE(group.ok()) << group.status();
   if (!group.ok()) return {};
   std::vector<absl::StatusOr<v1::BenchRankResult>> results(
-      kWorld, absl::UnknownError("not run"));
+      world, absl::UnknownError("not run"));
   std::vector<std::thread> threads;
-  for (int r = 0; r < kWorld; ++r) {
+  for (int r = 0; r < world; ++r) {
     threads.emplace_back([&, r] {
       v1::Assignment a;
       a.set_rank(r);
-      a.set_world_size(kWorld);
+      a.set_world_size(world);
       v1::JobSpec* spec = a.mutable_spec();
       spec->set_kind(v1::JOB_KIND_BENCH);
-      spec->set_workers(kWorld);
+      spec->set_workers(world);
       spec->set_algorithm(v1::ALGORITHM_RING);
       spec->set_chunk_bytes(1 << 20);
       spec->set_step_timeout_ms(20000);
@@ -57,51 +72,78 @@ v1::BenchRankResult RunBench(const std::string& groups) {
     });
   }
   for (std::thread& t : threads) t.join();
-  for (int r = 0; r < kWorld; ++r) {
+  std::vector<v1::BenchRankResult> out;
+  for (int r = 0; r < world; ++r) {
     EXPECT_TRUE(results[r].ok()) << "rank " << r << ": " << results[r].status();
+    if (!results[r].ok()) return {};
+    out.push_back(*results[r]);
   }
-  if (!results[0].ok()) return {};
-  // Every rank got rank 0's broadcast of both links.
-  for (int r = 1; r < kWorld; ++r) {
-    if (!results[r].ok()) continue;
-    EXPECT_EQ(results[r]->alpha_seconds(), results[0]->alpha_seconds()) << r;
-    EXPECT_EQ(results[r]->cross_alpha_seconds(),
-              results[0]->cross_alpha_seconds())
-        << r;
-    EXPECT_EQ(results[r]->cross_beta_bytes_per_second(),
-              results[0]->cross_beta_bytes_per_second())
-        << r;
-  }
-  return *results[0];
+  return out;
 }
 
-std::vector<int> Groups(const v1::BenchRankResult& r) {
-  return {r.host_groups().begin(), r.host_groups().end()};
+struct LinksCase {
+  int world;
+  std::string groups;
+  Pair between, inside;  // the pairs measured (kNone: that link is unset)
+};
+
+void PrintTo(const LinksCase& c, std::ostream* os) {
+  *os << c.world << " ranks, groups " << c.groups;
 }
 
-TEST(BenchRunner, MeasuresTheLinkToAnotherHostWhenRanksZeroAndOneShareOne) {
-  const v1::BenchRankResult r = RunBench("0,0,1,1");
-  EXPECT_EQ(r.cross_peer_rank(), 2);
-  EXPECT_GT(r.alpha_seconds(), 0);
-  EXPECT_GT(r.beta_bytes_per_second(), 0);
-  EXPECT_GT(r.cross_alpha_seconds(), 0);
-  EXPECT_GT(r.cross_beta_bytes_per_second(), 0);
-  EXPECT_EQ(Groups(r), (std::vector<int>{0, 0, 1, 1}));
-  ASSERT_EQ(r.rows_size(), 1);
-  EXPECT_TRUE(r.rows(0).ok()) << r.rows(0).error();
-}
+class BenchLinks : public ::testing::TestWithParam<LinksCase> {};
 
-TEST(BenchRunner, MeasuresRanksZeroAndOneOnlyWhenTheyCrossOrShareTheOnlyHost) {
-  for (const std::string groups : {"0,1,0,1", "0,0,0,0"}) {
-    SCOPED_TRACE(groups);
-    const v1::BenchRankResult r = RunBench(groups);
-    EXPECT_EQ(r.cross_peer_rank(), 0);
-    EXPECT_EQ(r.cross_alpha_seconds(), 0);
-    EXPECT_EQ(r.cross_beta_bytes_per_second(), 0);
-    EXPECT_GT(r.beta_bytes_per_second(), 0);
-    EXPECT_EQ(Groups(r).size(), 4u);
+// Every rank reports the same links, measured by the pairs PickLinkPairs
+// names; ranks 0 and 1's link is also alpha_seconds and beta.
+TEST_P(BenchLinks, EveryRankReportsThePairsLinks) {
+  const LinksCase& c = GetParam();
+  const std::vector<v1::BenchRankResult> results = RunBench(c.world, c.groups);
+  ASSERT_EQ(results.size(), static_cast<size_t>(c.world));
+  const v1::BenchRankResult& r0 = results[0];
+  const auto check = [&](bool has, const v1::BenchLink& l, const Pair& want,
+                         const char* what) {
+    SCOPED_TRACE(what);
+    ASSERT_EQ(has, want != kNone);
+    if (!has) return;
+    EXPECT_EQ((Pair{l.rank_a(), l.rank_b()}), want);
+    EXPECT_GT(l.alpha_seconds(), 0);
+    EXPECT_GT(l.beta_bytes_per_second(), 0);
+    if (want == Pair{0, 1}) {
+      EXPECT_EQ(l.alpha_seconds(), r0.alpha_seconds());
+      EXPECT_EQ(l.beta_bytes_per_second(), r0.beta_bytes_per_second());
+    }
+  };
+  check(r0.has_between_hosts(), r0.between_hosts(), c.between, "between");
+  check(r0.has_inside_host(), r0.inside_host(), c.inside, "inside");
+  EXPECT_EQ(r0.alpha_seconds() > 0, c.world > 1);
+  for (int r = 0; r < c.world; ++r) {
+    SCOPED_TRACE(r);
+    const v1::BenchRankResult& x = results[r];
+    EXPECT_EQ(x.alpha_seconds(), r0.alpha_seconds());
+    EXPECT_EQ(x.beta_bytes_per_second(), r0.beta_bytes_per_second());
+    EXPECT_EQ(x.between_hosts().SerializeAsString(),
+              r0.between_hosts().SerializeAsString());
+    EXPECT_EQ(x.inside_host().SerializeAsString(),
+              r0.inside_host().SerializeAsString());
+    EXPECT_EQ(x.host_groups_size(), c.world);
+    ASSERT_EQ(x.rows_size(), 1);
+    EXPECT_TRUE(x.rows(0).ok()) << x.rows(0).error();
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(
+    Groups, BenchLinks,
+    ::testing::Values(
+        LinksCase{1, "0", kNone, kNone}, LinksCase{2, "0,0", kNone, {0, 1}},
+        LinksCase{2, "0,1", {0, 1}, kNone},
+        LinksCase{3, "0,0,1", {0, 2}, {0, 1}},
+        LinksCase{4, "0,0,1,1", {0, 2}, {0, 1}},
+        // The second pair is not rank 0's ring neighbour.
+        LinksCase{5, "0,0,0,1,1", {0, 3}, {0, 1}},
+        LinksCase{4, "0,1,0,1", {0, 1}, {0, 2}},
+        // The second pair without rank 0: it sends rank 0 its result.
+        LinksCase{4, "0,1,1,1", {0, 1}, {1, 2}},
+        LinksCase{4, "0,1,2,2", {0, 1}, {2, 3}}));
 
 }  // namespace
 }  // namespace gradsync

@@ -264,15 +264,8 @@ absl::StatusOr<v1::BenchRankResult> BenchRunner::Run(
       MakeAllreduce(v1::ALGORITHM_TREE, transport_, 1, allreduce_options_);
   if (!barrier.ok()) return barrier.status();
   barrier_ = std::move(*barrier);
-  absl::StatusOr<LinkEstimate> link = MeasureLink();
-  if (!link.ok()) return link.status();
   v1::BenchRankResult result;
-  result.set_alpha_seconds(link->alpha_seconds);
-  result.set_beta_bytes_per_second(link->beta_bytes_per_second);
-  result.set_cross_peer_rank(link->cross_peer);
-  result.set_cross_alpha_seconds(link->cross_alpha_seconds);
-  result.set_cross_beta_bytes_per_second(link->cross_beta_bytes_per_second);
-  for (int g : allreduce_options_.groups) result.add_host_groups(g);
+  if (absl::Status st = MeasureLinks(&result); !st.ok()) return st;
   const v1::BenchSpec& bench = a_.spec().bench();
   for (int i = 0; i < bench.sizes_size(); ++i) {
     absl::StatusOr<v1::BenchRankRow> row = RunSize(i, bench.sizes(i));
@@ -288,65 +281,125 @@ absl::StatusOr<v1::BenchRankResult> BenchRunner::Run(
   return result;
 }
 
-int CrossHostPeer(const std::vector<int>& groups) {
-  if (groups.size() < 2 || groups[1] != groups[0]) return 0;
-  for (size_t r = 2; r < groups.size(); ++r) {
-    if (groups[r] != groups[0]) return static_cast<int>(r);
+LinkPairs PickLinkPairs(const std::vector<int>& groups) {
+  LinkPairs pairs;
+  const int n = static_cast<int>(groups.size());
+  if (n < 2) return pairs;
+  if (groups[0] == groups[1]) {
+    pairs.inside = {0, 1};
+    for (int r = 2; r < n; ++r) {
+      if (groups[r] != groups[0]) {
+        pairs.between = {0, r};
+        break;
+      }
+    }
+    return pairs;
   }
-  return 0;
+  pairs.between = {0, 1};
+  // The first pair in rank order: with rank 0 if its group has another
+  // rank, else with rank 1, else any (then it measures while ranks 0 and 1
+  // do, not after them).
+  for (int a = 0; a < n; ++a) {
+    for (int b = a + 1; b < n; ++b) {
+      if (groups[b] == groups[a]) {
+        pairs.inside = {a, b};
+        return pairs;
+      }
+    }
+  }
+  return pairs;
 }
+
+// Link tags (bucket kPingBucket) say what they carry in `segment`: ranks 0
+// and 1's ping-pong, the second pair's, or the second pair's result sent to
+// rank 0.
+constexpr int kFirstPair = 0, kSecondPair = 1, kSecondResult = 2;
 
 // 1. Ranks 0 and 1 measure their link (MeasurePair).
-// 2. When CrossHostPeer says so, rank 0 and that rank measure theirs: with
-//    ranks host by host, ranks 0 and 1 often share a host, and their link is
-//    not the one that a collective over several hosts waits for.
+// 2. The other pair of PickLinkPairs, if any, measures its link: with ranks
+//    host by host, ranks 0 and 1 often share a host, and their link is not
+//    the one that a collective over several hosts waits for. When rank 0 is
+//    not in that pair, the pair's first rank sends the result to rank 0.
 // 3. Rank 0 broadcasts both (ring broadcast of 4 floats) to every rank.
-absl::StatusOr<LinkEstimate> BenchRunner::MeasureLink() {
-  LinkEstimate link;
-  if (transport_->size() < 2) return link;
+// A rank that waits for 1 and 2 to finish waits at most 3 step timeouts.
+absl::Status BenchRunner::MeasureLinks(v1::BenchRankResult* result) {
+  const std::vector<int>& groups = allreduce_options_.groups;
+  for (int g : groups) result->add_host_groups(g);
+  if (transport_->size() < 2) return absl::OkStatus();
+  const absl::Time deadline = absl::Now() + 3 * timeout_;
   const int me = transport_->rank();
-  const int cross = CrossHostPeer(allreduce_options_.groups);
-  float values[4] = {0, 0, 0, 0};
+  const LinkPairs pairs = PickLinkPairs(groups);
+  const bool first_between = pairs.between == std::array<int, 2>{0, 1};
+  const std::array<int, 2> second = first_between ? pairs.inside : pairs.between;
+  float values[4] = {0, 0, 0, 0};  // ranks 0 and 1's α, β; the second pair's
   if (me <= 1) {
-    absl::Status st = MeasurePair(1, &values[0], &values[1]);
+    absl::Status st = MeasurePair(0, 1, deadline, &values[0], &values[1]);
     if (!st.ok()) return st;
   }
-  if (cross > 0 && (me == 0 || me == cross)) {
-    absl::Status st = MeasurePair(cross, &values[2], &values[3]);
-    if (!st.ok()) return st;
+  if (second[0] >= 0) {
+    const auto [a, b] = second;
+    if (me == a || me == b) {
+      absl::Status st = MeasurePair(a, b, deadline, &values[2], &values[3]);
+      if (!st.ok()) return st;
+    }
+    ChunkTag tag;
+    tag.bucket = kPingBucket;
+    tag.phase = RingPhase::kBroadcast;
+    tag.segment = kSecondResult;
+    if (a != 0 && me == a) {
+      absl::Status st = transport_->Send(0, tag, &values[2], 2);
+      if (!st.ok()) return st;
+    } else if (a != 0 && me == 0) {
+      absl::StatusOr<std::unique_ptr<RecvChunk>> got =
+          transport_->Recv(a, tag, 2, deadline);
+      if (!got.ok()) return got.status();
+      (*got)->CopyTo(&values[2]);
+    }
   }
   absl::Status st = RingBroadcast(transport_, values, 4, 0,
-                                  allreduce_options_.segment_bytes, Deadline());
+                                  allreduce_options_.segment_bytes, deadline);
   if (!st.ok()) return st;
-  link.alpha_seconds = values[0];
-  link.beta_bytes_per_second = values[1];
-  if (cross > 0) {
-    link.cross_peer = cross;
-    link.cross_alpha_seconds = values[2];
-    link.cross_beta_bytes_per_second = values[3];
+  result->set_alpha_seconds(values[0]);
+  result->set_beta_bytes_per_second(values[1]);
+  const auto link = [&](const std::array<int, 2>& ranks, float alpha,
+                        float beta, v1::BenchLink* out) {
+    out->set_rank_a(ranks[0]);
+    out->set_rank_b(ranks[1]);
+    out->set_alpha_seconds(alpha);
+    out->set_beta_bytes_per_second(beta);
+  };
+  link({0, 1}, values[0], values[1],
+       first_between ? result->mutable_between_hosts()
+                     : result->mutable_inside_host());
+  if (second[0] >= 0) {
+    link(second, values[2], values[3],
+         first_between ? result->mutable_inside_host()
+                       : result->mutable_between_hosts());
   }
-  return link;
+  return absl::OkStatus();
 }
 
-absl::Status BenchRunner::MeasurePair(int peer, float* alpha, float* beta) {
-  absl::StatusOr<double> small = PingPong(peer, 1, kSmallTries);
+absl::Status BenchRunner::MeasurePair(int a, int b, absl::Time first_deadline,
+                                      float* alpha, float* beta) {
+  absl::StatusOr<double> small = PingPong(a, b, 1, kSmallTries, first_deadline);
   if (!small.ok()) return small.status();
   absl::StatusOr<double> big =
-      PingPong(peer, kBigBytes / sizeof(float), kBigTries);
+      PingPong(a, b, kBigBytes / sizeof(float), kBigTries, Deadline());
   if (!big.ok()) return big.status();
-  const double a = *small / 2;
+  const double t = *small / 2;
   // Noise can make the big one-way time not exceed α; then all of it is
   // counted as transfer time.
-  const double transfer = *big / 2 > a ? *big / 2 - a : *big / 2;
-  *alpha = static_cast<float>(a);
+  const double transfer = *big / 2 > t ? *big / 2 - t : *big / 2;
+  *alpha = static_cast<float>(t);
   *beta = static_cast<float>(kBigBytes / std::max(transfer, 1e-12));
   return absl::OkStatus();
 }
 
-absl::StatusOr<double> BenchRunner::PingPong(int peer, size_t count,
-                                             int tries) {
-  const int me = transport_->rank();
-  const int other = me == 0 ? peer : 0;
+absl::StatusOr<double> BenchRunner::PingPong(int a, int b, size_t count,
+                                             int tries,
+                                             absl::Time first_deadline) {
+  const bool sender = transport_->rank() == a;
+  const int other = sender ? b : a;
   std::vector<float> buf(count, 1.0f);  // Send may round it (exact here)
   std::vector<double> round_trips;
   // The connection a collective of this size would use.
@@ -357,17 +410,19 @@ absl::StatusOr<double> BenchRunner::PingPong(int peer, size_t count,
     tag.step = static_cast<int64_t>(count);
     tag.bucket = kPingBucket;
     tag.phase = RingPhase::kBroadcast;
+    tag.segment = a == 0 && b == 1 ? kFirstPair : kSecondPair;
     tag.index = i;
+    const absl::Time deadline = i == 0 ? first_deadline : Deadline();
     const auto t0 = std::chrono::steady_clock::now();
-    if (me == 0) {
+    if (sender) {
       absl::Status st = transport_->Send(other, tag, buf.data(), count);
       if (!st.ok()) return st;
       absl::StatusOr<std::unique_ptr<RecvChunk>> back =
-          transport_->Recv(other, tag, count, Deadline());
+          transport_->Recv(other, tag, count, deadline);
       if (!back.ok()) return back.status();
     } else {
       absl::StatusOr<std::unique_ptr<RecvChunk>> ping =
-          transport_->Recv(other, tag, count, Deadline());
+          transport_->Recv(other, tag, count, deadline);
       if (!ping.ok()) return ping.status();
       absl::Status st = transport_->Forward(other, tag, **ping);
       if (!st.ok()) return st;

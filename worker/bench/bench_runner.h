@@ -5,6 +5,7 @@
 #ifndef GRADSYNC_WORKER_BENCH_BENCH_RUNNER_H_
 #define GRADSYNC_WORKER_BENCH_BENCH_RUNNER_H_
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -24,22 +25,20 @@ namespace gradsync {
 class PsClient;
 class TuningTable;
 
-// Latency and bandwidth between ranks 0 and 1, measured by ping-pong, and,
-// when those two share a host group, between rank 0 and the first rank of
-// another group: the link a cross-host collective is bound by.
-struct LinkEstimate {
-  double alpha_seconds = 0;          // one message's latency
-  double beta_bytes_per_second = 0;  // 0 when not measured (world size 1)
-  int cross_peer = 0;                // 0: no cross-host link was measured
-  double cross_alpha_seconds = 0;
-  double cross_beta_bytes_per_second = 0;
+// The pairs of ranks whose links a bench job measures by ping-pong: ranks
+// 0 and 1, which is the link between two hosts or the one inside a host as
+// their groups say, and a second pair for the other kind when the groups
+// have one. Between hosts: rank 0 and the first rank outside its group.
+// Inside a host: rank 0 and the first rank of its group, else rank 1 and
+// the first of its, else the first two ranks that share any group.
+struct LinkPairs {
+  std::array<int, 2> between = {-1, -1};  // {a, b}, a < b; -1: none
+  std::array<int, 2> inside = {-1, -1};
 };
 
-// The rank whose link to rank 0 is measured as the cross-host link: the
-// first rank of a group other than rank 0's, when rank 1 is in rank 0's
-// group; 0 when there is none or rank 1 is already in another group (or
-// groups has fewer than 2 ranks). groups: one host group id per rank.
-int CrossHostPeer(const std::vector<int>& groups);
+// LinkPairs for `groups` (one host group id per rank; fewer than two
+// ranks: no pairs).
+LinkPairs PickLinkPairs(const std::vector<int>& groups);
 
 // Called on rank 0 after each size: `done` of `total` sizes finished.
 using BenchProgressFn = std::function<void(int done, int total)>;
@@ -60,8 +59,8 @@ class BenchRunner {
   BenchRunner& operator=(const BenchRunner&) = delete;
 
   // Protocol (every rank runs the same steps in the same order):
-  //  1. MeasureLink: ranks 0 and 1 ping-pong, then ranks 0 and
-  //     CrossHostPeer(groups) when there is one; rank 0 broadcasts α and β
+  //  1. MeasureLink: ranks 0 and 1 ping-pong, then the other pair of
+  //     PickLinkPairs(groups) when there is one; rank 0 broadcasts α and β
   //     of both links.
   //  2. For each size of spec.bench.sizes, in order:
   //     a. build the operation once (MakeAllreduce with spec.algorithm and
@@ -87,14 +86,19 @@ class BenchRunner {
   class Case;  // one operation at one size (bench_runner.cc)
 
  private:
-  absl::StatusOr<LinkEstimate> MeasureLink();
-  // α and β between rank 0 and `peer` (run by those two ranks only):
-  // kSmallTries round trips of 1 float, α = median / 2; kBigTries round trips
-  // of kBigBytes, β = kBigBytes / (median / 2 − α).
-  absl::Status MeasurePair(int peer, float* alpha, float* beta);
-  // Median round trip of `tries` ping-pongs of `count` floats between rank 0
-  // and `peer` (run by those two ranks only).
-  absl::StatusOr<double> PingPong(int peer, size_t count, int tries);
+  // Sets result's alpha_seconds, beta_bytes_per_second, between_hosts,
+  // inside_host and host_groups, the same on every rank.
+  absl::Status MeasureLinks(v1::BenchRankResult* result);
+  // α and β between ranks a and b (run by those two ranks only; b's first
+  // receive waits until `first_deadline`): kSmallTries round trips of 1
+  // float, α = median / 2; kBigTries round trips of kBigBytes,
+  // β = kBigBytes / (median / 2 − α).
+  absl::Status MeasurePair(int a, int b, absl::Time first_deadline,
+                           float* alpha, float* beta);
+  // Median round trip of `tries` ping-pongs of `count` floats that a sends
+  // and b returns.
+  absl::StatusOr<double> PingPong(int a, int b, size_t count, int tries,
+                                  absl::Time first_deadline);
   absl::Status Barrier();
   absl::StatusOr<std::unique_ptr<Case>> MakeCase(int index, int64_t bytes);
   absl::StatusOr<std::unique_ptr<Case>> MakePushPullCase(int index,
