@@ -59,9 +59,10 @@ class BenchRunner {
   BenchRunner& operator=(const BenchRunner&) = delete;
 
   // Protocol (every rank runs the same steps in the same order):
-  //  1. MeasureLink: ranks 0 and 1 ping-pong, then the other pair of
+  //  1. MeasureLinks: ranks 0 and 1 ping-pong, then the other pair of
   //     PickLinkPairs(groups) when there is one; rank 0 broadcasts α and β
-  //     of both links.
+  //     of both links (a rank that waits for them waits at most 3 step
+  //     timeouts).
   //  2. For each size of spec.bench.sizes, in order:
   //     a. build the operation once (MakeAllreduce with spec.algorithm and
   //        AllreduceOptionsFor(a, tuning): segment_bytes = spec.chunk_bytes,
