@@ -12,6 +12,8 @@
 #include <utility>
 #include <vector>
 
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "worker/collectives/testing/transport_group.h"
 
 namespace gradsync {
@@ -41,17 +43,20 @@ TEST(PickLinkPairs, RanksZeroAndOneAndAPairOfTheOtherKind) {
   EXPECT_EQ(pairs({0, 1, 2, 3}), Pairs(Pair{0, 1}, kNone));
 }
 
-// A bench job of one 4 KiB ring allreduce over `world` in-process ranks
-// with `groups`; every rank's result (each Run must succeed).
-std::vector<v1::BenchRankResult> RunBench(int world, const std::string& groups) {
+// Runs ranks `ranks` of a bench job of one 4 KiB ring allreduce over
+// `world` in-process ranks with `groups` (the others never start); each
+// rank's Run result, by rank (UNKNOWN for ranks not run).
+std::vector<absl::StatusOr<v1::BenchRankResult>> RunRanks(
+    int world, const std::string& groups, const std::vector<int>& ranks,
+    int step_timeout_ms) {
+  std::vector<absl::StatusOr<v1::BenchRankResult>> results(
+      world, absl::UnknownError("not run"));
   absl::StatusOr<std::unique_ptr<TransportGroup>> group =
       TransportGroup::Create(TransportKind::kInProc, world);
   EXPECT_TRUE(group.ok()) << group.status();
-  if (!group.ok()) return {};
-  std::vector<absl::StatusOr<v1::BenchRankResult>> results(
-      world, absl::UnknownError("not run"));
+  if (!group.ok()) return results;
   std::vector<std::thread> threads;
-  for (int r = 0; r < world; ++r) {
+  for (int r : ranks) {
     threads.emplace_back([&, r] {
       v1::Assignment a;
       a.set_rank(r);
@@ -61,7 +66,7 @@ std::vector<v1::BenchRankResult> RunBench(int world, const std::string& groups) 
       spec->set_workers(world);
       spec->set_algorithm(v1::ALGORITHM_RING);
       spec->set_chunk_bytes(1 << 20);
-      spec->set_step_timeout_ms(20000);
+      spec->set_step_timeout_ms(step_timeout_ms);
       spec->set_groups(groups);
       spec->mutable_bench()->set_op(v1::BENCH_OP_ALLREDUCE);
       spec->mutable_bench()->add_sizes(4096);
@@ -72,6 +77,15 @@ std::vector<v1::BenchRankResult> RunBench(int world, const std::string& groups) 
     });
   }
   for (std::thread& t : threads) t.join();
+  return results;
+}
+
+// Every rank's result of the whole job (each Run must succeed).
+std::vector<v1::BenchRankResult> RunBench(int world, const std::string& groups) {
+  std::vector<int> all(world);
+  for (int r = 0; r < world; ++r) all[r] = r;
+  std::vector<absl::StatusOr<v1::BenchRankResult>> results =
+      RunRanks(world, groups, all, 20000);
   std::vector<v1::BenchRankResult> out;
   for (int r = 0; r < world; ++r) {
     EXPECT_TRUE(results[r].ok()) << "rank " << r << ": " << results[r].status();
@@ -79,6 +93,21 @@ std::vector<v1::BenchRankResult> RunBench(int world, const std::string& groups) 
     out.push_back(*results[r]);
   }
   return out;
+}
+
+// The second pair's rank never answers: ranks 0 and 1 fail with
+// DEADLINE_EXCEEDED within the 3 step timeouts the measurement may take.
+TEST(BenchRunner, ASilentRankOfTheSecondPairFailsTheOthersInTime) {
+  constexpr int kTimeoutMs = 300;
+  const absl::Time start = absl::Now();
+  std::vector<absl::StatusOr<v1::BenchRankResult>> results =
+      RunRanks(3, "0,0,1", {0, 1}, kTimeoutMs);
+  const absl::Duration took = absl::Now() - start;
+  for (int r : {0, 1}) {
+    EXPECT_EQ(results[r].status().code(), absl::StatusCode::kDeadlineExceeded)
+        << "rank " << r << ": " << results[r].status();
+  }
+  EXPECT_LT(took, absl::Milliseconds(3 * kTimeoutMs) + absl::Seconds(5));
 }
 
 struct LinksCase {
@@ -143,7 +172,12 @@ INSTANTIATE_TEST_SUITE_P(
         LinksCase{4, "0,1,0,1", {0, 1}, {0, 2}},
         // The second pair without rank 0: it sends rank 0 its result.
         LinksCase{4, "0,1,1,1", {0, 1}, {1, 2}},
-        LinksCase{4, "0,1,2,2", {0, 1}, {2, 3}}));
+        LinksCase{4, "0,1,2,2", {0, 1}, {2, 3}}),
+    [](const ::testing::TestParamInfo<LinksCase>& info) {
+      std::string name = "groups_";  // "groups_0_0_1_1"
+      for (char ch : info.param.groups) name += ch == ',' ? '_' : ch;
+      return name;
+    });
 
 }  // namespace
 }  // namespace gradsync
