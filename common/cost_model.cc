@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/ps_layout.h"
@@ -54,6 +56,63 @@ double GroupedRing(const CostInputs& in, double a_local, double b_local) {
   return 2.0 * (n - 1) * hop + 2.0 * (n - 1) / n * k * per_byte;
 }
 
+// One round of messages of m bytes, `sends` as (from, to) ranks, over
+// `in.groups`: the slower of the links between hosts (α, and the busiest
+// host's bytes out or in over β) and inside a host (α_l + m/β_l).
+double GroupedRound(const CostInputs& in,
+                    const std::vector<std::pair<int, int>>& sends, double m,
+                    double a_local, double b_local) {
+  std::map<int, double> out, into;  // group -> bytes crossing out / in
+  bool local = false;
+  for (const auto& [from, to] : sends) {
+    const int g = in.groups[from], h = in.groups[to];
+    if (g == h) {
+      local = true;
+    } else {
+      out[g] += m;
+      into[h] += m;
+    }
+  }
+  double busiest = 0;
+  for (const auto& [g, bytes] : out) busiest = std::max(busiest, bytes);
+  for (const auto& [g, bytes] : into) busiest = std::max(busiest, bytes);
+  double t = busiest > 0 ? in.alpha + busiest / in.beta : 0.0;
+  if (local) t = std::max(t, a_local + m / b_local);
+  return t;
+}
+
+// Halving-doubling (hd) or recursive doubling (tree) over `in.groups`,
+// round by round as power_of_two.h folds the world and pairs its ranks:
+// extra rank 2i+1 (i < N − P) folds into 2i, virtual rank v is real rank 2v
+// (v < N − P) or v + N − P. hd's halving round k pairs v with v ^ (P >> k+1)
+// over K/2^(k+1) bytes, and its doubling rounds mirror them; tree's round j
+// pairs v with v ^ 2^j over K bytes.
+double GroupedPowerOfTwo(bool halving, const CostInputs& in, double a_local,
+                         double b_local) {
+  const int n = in.world;
+  const double k = static_cast<double>(in.bytes);
+  const int levels = FloorLog2(n), p = 1 << levels, extra = n - p;
+  const auto real = [&](int v) { return v < extra ? 2 * v : v + extra; };
+  double t = 0;
+  for (int round = 0; round < levels; ++round) {
+    const int distance = halving ? p >> (round + 1) : 1 << round;
+    const double m = halving ? k / (2 << round) : k;
+    std::vector<std::pair<int, int>> sends;
+    for (int v = 0; v < p; ++v) sends.emplace_back(real(v), real(v ^ distance));
+    t += (halving ? 2.0 : 1.0) * GroupedRound(in, sends, m, a_local, b_local);
+  }
+  if (extra > 0) {
+    std::vector<std::pair<int, int>> in_sends, out_sends;
+    for (int i = 0; i < extra; ++i) {
+      in_sends.emplace_back(2 * i + 1, 2 * i);
+      out_sends.emplace_back(2 * i, 2 * i + 1);
+    }
+    t += GroupedRound(in, in_sends, k, a_local, b_local) +
+         GroupedRound(in, out_sends, k, a_local, b_local);
+  }
+  return t;
+}
+
 double Allreduce(v1::Algorithm algorithm, const CostInputs& in) {
   const int n = in.world;
   const double k = static_cast<double>(in.bytes), a = in.alpha, b = in.beta;
@@ -64,8 +123,14 @@ double Allreduce(v1::Algorithm algorithm, const CostInputs& in) {
   const double b_local = in.local_beta > 0 ? in.local_beta : b;
   switch (algorithm) {
     case v1::ALGORITHM_HALVING_DOUBLING:
+      if (!in.groups.empty()) {
+        return GroupedPowerOfTwo(/*halving=*/true, in, a_local, b_local);
+      }
       return 2.0 * lp * a + 2.0 * (p - 1) / p * k / b + fold;
     case v1::ALGORITHM_TREE:
+      if (!in.groups.empty()) {
+        return GroupedPowerOfTwo(/*halving=*/false, in, a_local, b_local);
+      }
       return lp * (a + k / b) + fold;
     case v1::ALGORITHM_HIERARCHICAL: {
       if (in.groups.empty()) return Ring(n, k, a, b);

@@ -44,6 +44,13 @@ struct CostInputs {
 //                   inside a host.
 //            hd:    2·log2(P)·α + 2(P−1)/P·K/β + fold
 //            tree:  log2(P)·(α + K/β) + fold   (recursive doubling)
+//                   With groups, hd and tree round by round as the code
+//                   pairs ranks (hd: halving round k over K/2^(k+1) bytes at
+//                   distance P/2^(k+1), doubling mirrored; tree: round j over
+//                   K at distance 2^j; the fold's two rounds over K), each
+//                   round the slower of its link kinds: α + (the busiest
+//                   host's bytes out or in)/β between hosts, α_l + m/β_l
+//                   inside one. Without groups this is the line above.
 //            hier:  groups of at most L ranks (from `groups`; L = 1 without):
 //                   a chain inside each group, pipelined by segment, reduces
 //                   to the leader and another broadcasts from it, each
@@ -57,7 +64,7 @@ struct CostInputs {
 //  pushpull (S shards on hosts of their own, the tensor laid out as
 //           common/ps_layout.h does, in partitions of ps_partition_bytes):
 //           PushPullLinkFactor(N, S, K, ps_partition_bytes)·K/β + 2α.
-// hd, tree, broadcast and pushpull use α and β whatever the groups.
+// Broadcast and pushpull use α and β whatever the groups.
 // 0 for N = 1 (nothing crosses a link). INVALID_ARGUMENT for N < 1, K < 0,
 // α < 0, β <= 0, α_l < 0, β_l < 0, S < 1, segment_bytes < 1, groups of a
 // size other than N, or an unknown op.
