@@ -62,8 +62,8 @@ Two models (computed in bench/experiment_model.py), each with one alpha
 (seconds per message) and one beta (bytes/s) fitted to the ring's points on
 the relative error: beta from the points of 1 MiB and more, alpha from
 those of 16 KiB and less (fit()).
-  - alpha-beta: the formulas of common/cost_model.h (ring: t = a * 2(N-1) +
-    2(N-1)/N * K/b);
+  - alpha-beta: the formulas of common/cost_model.h without host groups
+    (ring: t = a * 2(N-1) + 2(N-1)/N * K/b);
   - alpha-beta+bucket: the emulated link as it is, a tbf token bucket of
     `burst` bytes refilled at the rate on each host's egress and on the
     bridge port toward it. Each algorithm runs round by round with each
@@ -85,7 +85,8 @@ those of 16 KiB and less (fit()).
 The bucket is counted in payload bytes (burst x b / rate: tbf also counts
 headers), the rate from the configuration (else 1gbit).
 
-Three lines follow this layout more closely than cost_model.h:
+Three lines follow this layout more closely than cost_model.h without
+host groups:
   - push/pull with S shards colocated on S of the N worker hosts, push phase
     then pull phase, each bounded by its busiest link: the shard's downlink
     carries (N-1)K/S, a worker's uplink K (S < N) or (N-1)K/N (S = N), so
@@ -95,8 +96,9 @@ Three lines follow this layout more closely than cost_model.h:
   - hier with H hosts of L workers: the inter-host part is the ring over
     the H leaders with the fitted a, b; the two intra-host phases (chains
     over the L ranks pipelined by 1 MiB segment, (L - 2 + s) segment times
-    each for s segments) use the bench job's own ping-pong between ranks 0
-    and 1, who share a host;
+    each for s segments) use the bench job's own link inside a host
+    (its JSON's inside_host; results from before 2026-11-27: ranks 0 and
+    1's, who share a host);
   - the ring with L workers per host (the link model only): ranks go host
     by host (the coordinator's OrderByHost), so N/L of the ring's N hops
     cross a link and the others stay on a host, where a message costs the
@@ -361,16 +363,20 @@ def collect(out):
         n = int(m.group(1)) if m.group(1) else int(m.group(2)) * per_host
         with open(os.path.join(out, name)) as f:
             d = json.load(f)
-        # Whether the job's ping-pong (ranks 0 and 1) stayed inside a host:
-        # the bench reports its host groups since 2026-11-27.
+        # Whether the job's ping-pong (ranks 0 and 1) stayed inside a host,
+        # and its link inside a host: the bench reports its host groups and
+        # both links since 2026-11-27.
         groups = d.get("host_groups") or []
         shared = {"job_shared_host": groups[0] == groups[1]} if len(groups) >= 2 else {}
+        local = d.get("inside_host") or {}
+        job_alpha = local.get("alpha_seconds", d.get("alpha_seconds"))
+        job_beta = local.get("beta_bytes_per_second", d.get("beta_bytes_per_second"))
         for r in d.get("rows", []):
             rows.append(dict({"workers": n, "per_host": per_host, "algorithm": m.group(4),
                               "ran": r["algorithm"], "bytes": r["bytes"],
                               "time_seconds": r["time_seconds"], "busbw": r["busbw"],
-                              "ok": r["ok"], "job_alpha": d.get("alpha_seconds"),
-                              "job_beta": d.get("beta_bytes_per_second"),
+                              "ok": r["ok"], "job_alpha": job_alpha,
+                              "job_beta": job_beta,
                               "ps_partition_bytes": d.get("ps_partition_bytes") or None},
                              **shared))
     rows = median_of_repeats(rows, (config or {}).get("repeats_small"))

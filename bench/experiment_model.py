@@ -1,5 +1,6 @@
 """The models of bench/experiment.py: the alpha-beta model of
-common/cost_model.h, the same on tbf's token-bucket links (the "link model":
+common/cost_model.h without host groups, the same on tbf's token-bucket
+links (the "link model":
 the ring (its hops inside a host at their own alpha), hd and hier in
 rounds, tree and push/pull message by message
 through bench/flow_model.py), their fit to the ring's points, and where

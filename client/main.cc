@@ -118,9 +118,9 @@ ABSL_FLAG(std::string, algorithm, "auto",
 ABSL_FLAG(std::string, groups, "",
           "--algorithm=hier: a host group id per rank, comma-separated (e.g. "
           "0,0,1,1), to try groups on one machine. Default: ranks whose peer "
-          "addresses share a host form a group. bench: when ranks 0 and 1 "
-          "share a group, rank 0 also measures its link to another group, "
-          "and the model uses both links and the groups.");
+          "addresses share a host form a group. bench: besides ranks 0 and "
+          "1's link, a second pair measures the other kind (between groups "
+          "or inside one), and the model uses both links and the groups.");
 ABSL_FLAG(int, step_timeout_ms, 30000,
           "Per-step communication timeout; a peer silent this long fails the job.");
 ABSL_FLAG(int, stall_report_ms, 0,

@@ -41,7 +41,9 @@ struct CostInputs {
 //                   the slowest link's seconds per byte: M/β for the host
 //                   that M crossing hops leave (M = 1 when there are several
 //                   hosts, each with consecutive ranks), 1/β_l for the hops
-//                   inside a host.
+//                   inside a host. The latency is the mean hop's: the slowest
+//                   rank's path can hold one crossing more (N = 3, groups
+//                   {0,0,1}: 3 crossings, where the mean counts 2.67).
 //            hd:    2·log2(P)·α + 2(P−1)/P·K/β + fold
 //            tree:  log2(P)·(α + K/β) + fold   (recursive doubling)
 //                   With groups, hd and tree round by round as the code
@@ -51,6 +53,8 @@ struct CostInputs {
 //                   round the slower of its link kinds: α + (the busiest
 //                   host's bytes out or in)/β between hosts, α_l + m/β_l
 //                   inside one. Without groups this is the line above.
+//                   The code overlaps consecutive rounds, so where their
+//                   link kinds differ this is an upper bound.
 //            hier:  groups of at most L ranks (from `groups`; L = 1 without):
 //                   a chain inside each group, pipelined by segment, reduces
 //                   to the leader and another broadcasts from it, each

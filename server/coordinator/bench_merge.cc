@@ -71,12 +71,17 @@ absl::StatusOr<v1::BenchResult> MergeBenchResults(
   v1::BenchResult res;
   res.set_alpha_seconds(results[0].bench().alpha_seconds());
   res.set_beta_bytes_per_second(results[0].bench().beta_bytes_per_second());
-  const v1::BenchRankResult& first = results[0].bench();
-  if (first.has_between_hosts()) {
-    *res.mutable_between_hosts() = first.between_hosts();
+  // Each link from the lowest rank that reports it (its pair's first rank).
+  for (const JobDone& done : results) {
+    const v1::BenchRankResult& b = done.bench();
+    if (b.has_between_hosts() && !res.has_between_hosts()) {
+      *res.mutable_between_hosts() = b.between_hosts();
+    }
+    if (b.has_inside_host() && !res.has_inside_host()) {
+      *res.mutable_inside_host() = b.inside_host();
+    }
   }
-  if (first.has_inside_host()) *res.mutable_inside_host() = first.inside_host();
-  *res.mutable_host_groups() = first.host_groups();
+  *res.mutable_host_groups() = results[0].bench().host_groups();
   res.set_iters(spec.iters());
   for (int i = 0; i < spec.sizes_size(); ++i) {
     *res.add_rows() = MergeRow(results, spec.iters(), i);

@@ -12,8 +12,9 @@ namespace gradsync {
 
 // result.bench from every rank's JobDone.bench (`results` in rank order):
 // per size, per iteration the slowest rank, time = the median of those; a
-// row is ok when every rank verified every iteration; α and β (both links)
-// and the host groups are rank 0's.
+// row is ok when every rank verified every iteration; α, β and the host
+// groups are rank 0's, each of the two links the lowest rank's that has it
+// (the rank that measured it).
 // INTERNAL when `results` is empty or a rank's rows do not match the spec's
 // sizes and iters.
 absl::StatusOr<v1::BenchResult> MergeBenchResults(

@@ -165,12 +165,14 @@ class FitTest(unittest.TestCase):
         try:
             row = {"algorithm": "ring", "bytes": 4096, "time_seconds": 1e-3, "busbw": 1.0,
                    "ok": True}
+            inside = {"ranks": [0, 2], "alpha_seconds": 3e-5, "beta_bytes_per_second": 2e9}
             for name, groups in (("H2x2-ring.json", [0, 0, 1, 1]),
                                  ("H3x2-ring.json", [0, 1, 0, 1, 2, 2]),
                                  ("N2-ring.json", None)):
                 d = {"rows": [row], "alpha_seconds": 1e-4, "beta_bytes_per_second": 1e8}
                 if groups:
                     d["host_groups"] = groups
+                    d["inside_host"] = inside if groups[1] == 1 else None
                 with open(os.path.join(out, name), "w") as f:
                     json.dump(d, f)
             rows, _ = experiment.collect(out)
@@ -178,6 +180,11 @@ class FitTest(unittest.TestCase):
             self.assertIs(by_n[4]["job_shared_host"], True)
             self.assertIs(by_n[6]["job_shared_host"], False)
             self.assertNotIn("job_shared_host", by_n[2])   # results from before the groups
+            # The job's local link: its inside_host where it has one, else
+            # ranks 0 and 1's (null inside_host: a JSON without one).
+            self.assertEqual((by_n[6]["job_alpha"], by_n[6]["job_beta"]), (3e-5, 2e9))
+            self.assertEqual((by_n[4]["job_alpha"], by_n[4]["job_beta"]), (1e-4, 1e8))
+            self.assertEqual((by_n[2]["job_alpha"], by_n[2]["job_beta"]), (1e-4, 1e8))
         finally:
             shutil.rmtree(out)
 

@@ -1,5 +1,5 @@
 // The α-β cost model (common/cost_model.h) against the formulas of
-// DESIGN.md "Cost model", worked by hand.
+// ../shared/DESIGN.md "Cost model", worked by hand.
 #include "common/cost_model.h"
 
 #include <gtest/gtest.h>
@@ -175,6 +175,13 @@ TEST(CostModel, PowerOfTwoAlgorithmsOverGroupsGoRoundByRound) {
                    2 * (la + k / lb) + (kAlpha + k / kBeta));
   // One host: every round inside.
   EXPECT_DOUBLE_EQ(predict(tree, 4, {0, 0, 0, 0}), 2 * (la + k / lb));
+  // 6 ranks on 3 hosts of 2: ranks 1 and 3 fold into 0 and 2 inside their
+  // hosts; the core is ranks 0, 2, 4, 5. Halving round 0 (K/2, 0<->4 and
+  // 2<->5) sends K into host 2; round 1 (K/4, 0<->2 across, 4<->5 inside)
+  // is bound by the link between hosts.
+  EXPECT_DOUBLE_EQ(predict(hd, 6, {0, 0, 1, 1, 2, 2}),
+                   2 * (la + k / lb) +
+                       2 * ((kAlpha + k / kBeta) + (kAlpha + k / 4 / kBeta)));
 }
 
 TEST(CostModel, BroadcastIsPipelinedOverSegments) {

@@ -142,7 +142,7 @@ TEST_F(JobTableTest, BenchJobNeedsNoModelAndMergesSlowestRankMedians) {
   EXPECT_EQ(a.num_params(), 1048580u / 4);  // the largest size
   EXPECT_EQ(a.layer_widths_size(), 0);
   EXPECT_EQ(a.ps_shards_size(), 0);  // allreduce needs no PS
-  // The links and groups are rank 0's, whatever the other ranks say.
+  // α, β and the groups are rank 0's, whatever the other ranks say.
   v1::WorkerMessage::JobDone d0 = BenchDone(id, 0, {{1, 5, 3}, {2, 2, 2}});
   v1::BenchLink* between = d0.mutable_bench()->mutable_between_hosts();
   between->set_rank_a(0);
@@ -152,10 +152,15 @@ TEST_F(JobTableTest, BenchJobNeedsNoModelAndMergesSlowestRankMedians) {
   d0.mutable_bench()->add_host_groups(0);
   d0.mutable_bench()->add_host_groups(1);
   JobDone("w0", d0);
+  // Rank 1 measured the second pair's link; its between_hosts loses to
+  // rank 0's.
   v1::WorkerMessage::JobDone d1 = BenchDone(id, 1, {{2, 1, 9}, {1, 4, 1}});
   d1.mutable_bench()->set_alpha_seconds(7e-5);
   d1.mutable_bench()->mutable_between_hosts()->set_alpha_seconds(9e-5);
-  d1.mutable_bench()->mutable_inside_host()->set_alpha_seconds(9e-6);
+  v1::BenchLink* inside = d1.mutable_bench()->mutable_inside_host();
+  inside->set_rank_a(1);
+  inside->set_rank_b(2);
+  inside->set_alpha_seconds(9e-6);
   d1.mutable_bench()->add_host_groups(5);
   d1.mutable_bench()->mutable_rows(1)->set_ok(false);
   d1.mutable_bench()->mutable_rows(1)->set_error("element 7: got 1, want 3");
@@ -169,7 +174,9 @@ TEST_F(JobTableTest, BenchJobNeedsNoModelAndMergesSlowestRankMedians) {
   EXPECT_EQ(b.between_hosts().rank_b(), 1);
   EXPECT_DOUBLE_EQ(b.between_hosts().alpha_seconds(), 1e-5);
   EXPECT_DOUBLE_EQ(b.between_hosts().beta_bytes_per_second(), 1e9);
-  EXPECT_FALSE(b.has_inside_host());  // rank 1's is not taken
+  ASSERT_TRUE(b.has_inside_host());
+  EXPECT_EQ(b.inside_host().rank_a(), 1);
+  EXPECT_DOUBLE_EQ(b.inside_host().alpha_seconds(), 9e-6);
   EXPECT_EQ(std::vector<int>(b.host_groups().begin(), b.host_groups().end()),
             (std::vector<int>{0, 1}));
   EXPECT_EQ(b.iters(), 3);

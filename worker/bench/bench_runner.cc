@@ -310,73 +310,67 @@ LinkPairs PickLinkPairs(const std::vector<int>& groups) {
   return pairs;
 }
 
-// Link tags (bucket kPingBucket) say what they carry in `segment`: ranks 0
-// and 1's ping-pong, the second pair's, or the second pair's result sent to
-// rank 0.
-constexpr int kFirstPair = 0, kSecondPair = 1, kSecondResult = 2;
+// Link tags (bucket kPingBucket) say which pair's ping-pong they carry in
+// `segment`: ranks 0 and 1's, or the second pair's.
+constexpr int kFirstPair = 0, kSecondPair = 1;
 
 // 1. Ranks 0 and 1 measure their link (MeasurePair).
 // 2. The other pair of PickLinkPairs, if any, measures its link: with ranks
 //    host by host, ranks 0 and 1 often share a host, and their link is not
-//    the one that a collective over several hosts waits for. When rank 0 is
-//    not in that pair, the pair's first rank sends the result to rank 0.
-// 3. Rank 0 broadcasts both (ring broadcast of 4 floats) to every rank.
-// A rank that waits for 1 and 2 to finish waits at most 3 step timeouts.
+//    the one that a collective over several hosts waits for.
+// 3. A barrier (a 1-float recursive-doubling allreduce): no rank starts the
+//    sizes, and no traffic of theirs crosses a link, before both are done.
+// Each pair's first rank reports its link (the coordinator merges them,
+// bench_merge.h): the values never travel as tensor data, which a 16-bit
+// wire format would round (fp16 tops out at 65504 bytes/s).
+// A rank waits for 1 and 2 at most 3 step timeouts.
 absl::Status BenchRunner::MeasureLinks(v1::BenchRankResult* result) {
-  const std::vector<int>& groups = allreduce_options_.groups;
+  const int world = transport_->size(), me = transport_->rank();
+  std::vector<int> groups = allreduce_options_.groups;
+  if (groups.empty()) {  // no peer addresses: a host per rank
+    for (int r = 0; r < world; ++r) groups.push_back(r);
+  }
   for (int g : groups) result->add_host_groups(g);
-  if (transport_->size() < 2) return absl::OkStatus();
-  const absl::Time deadline = absl::Now() + 3 * timeout_;
-  const int me = transport_->rank();
+  if (world < 2) return absl::OkStatus();
+  const absl::Duration wait = 3 * timeout_;
+  const absl::Time deadline = absl::Now() + wait;
   const LinkPairs pairs = PickLinkPairs(groups);
-  const bool first_between = pairs.between == std::array<int, 2>{0, 1};
-  const std::array<int, 2> second = first_between ? pairs.inside : pairs.between;
-  float values[4] = {0, 0, 0, 0};  // ranks 0 and 1's α, β; the second pair's
-  if (me <= 1) {
-    absl::Status st = MeasurePair(0, 1, deadline, &values[0], &values[1]);
-    if (!st.ok()) return st;
-  }
-  if (second[0] >= 0) {
-    const auto [a, b] = second;
-    if (me == a || me == b) {
-      absl::Status st = MeasurePair(a, b, deadline, &values[2], &values[3]);
-      if (!st.ok()) return st;
-    }
-    ChunkTag tag;
-    tag.bucket = kPingBucket;
-    tag.phase = RingPhase::kBroadcast;
-    tag.segment = kSecondResult;
-    if (a != 0 && me == a) {
-      absl::Status st = transport_->Send(0, tag, &values[2], 2);
-      if (!st.ok()) return st;
-    } else if (a != 0 && me == 0) {
-      absl::StatusOr<std::unique_ptr<RecvChunk>> got =
-          transport_->Recv(a, tag, 2, deadline);
-      if (!got.ok()) return got.status();
-      (*got)->CopyTo(&values[2]);
-    }
-  }
-  absl::Status st = RingBroadcast(transport_, values, 4, 0,
-                                  allreduce_options_.segment_bytes, deadline);
-  if (!st.ok()) return st;
-  result->set_alpha_seconds(values[0]);
-  result->set_beta_bytes_per_second(values[1]);
-  const auto link = [&](const std::array<int, 2>& ranks, float alpha,
-                        float beta, v1::BenchLink* out) {
-    out->set_rank_a(ranks[0]);
-    out->set_rank_b(ranks[1]);
-    out->set_alpha_seconds(alpha);
-    out->set_beta_bytes_per_second(beta);
+  const std::array<int, 2> first = {0, 1};
+  const bool first_between = pairs.between == first;
+  const std::array<int, 2> second =
+      first_between ? pairs.inside : pairs.between;
+  const auto link = [&](const std::array<int, 2>& ranks, bool between,
+                        float alpha, float beta) {
+    v1::BenchLink* l = between ? result->mutable_between_hosts()
+                               : result->mutable_inside_host();
+    l->set_rank_a(ranks[0]);
+    l->set_rank_b(ranks[1]);
+    l->set_alpha_seconds(alpha);
+    l->set_beta_bytes_per_second(beta);
   };
-  link({0, 1}, values[0], values[1],
-       first_between ? result->mutable_between_hosts()
-                     : result->mutable_inside_host());
-  if (second[0] >= 0) {
-    link(second, values[2], values[3],
-         first_between ? result->mutable_inside_host()
-                       : result->mutable_between_hosts());
+  if (me <= 1) {
+    float alpha = 0, beta = 0;
+    absl::Status st = MeasurePair(0, 1, deadline, &alpha, &beta);
+    if (!st.ok()) return st;
+    if (me == 0) {
+      result->set_alpha_seconds(alpha);
+      result->set_beta_bytes_per_second(beta);
+      link(first, first_between, alpha, beta);
+    }
   }
-  return absl::OkStatus();
+  if (second[0] >= 0 && (me == second[0] || me == second[1])) {
+    float alpha = 0, beta = 0;
+    absl::Status st = MeasurePair(second[0], second[1], deadline, &alpha, &beta);
+    if (!st.ok()) return st;
+    if (me == second[0]) link(second, !first_between, alpha, beta);
+  }
+  AllreduceOptions options = allreduce_options_;
+  options.timeout = wait;
+  absl::StatusOr<std::unique_ptr<Allreduce>> barrier =
+      MakeAllreduce(v1::ALGORITHM_TREE, transport_, 1, options);
+  if (!barrier.ok()) return barrier.status();
+  float one = 1.0f;
+  return (*barrier)->Run(&one, NextStep(), kBarrierBucket);
 }
 
 absl::Status BenchRunner::MeasurePair(int a, int b, absl::Time first_deadline,

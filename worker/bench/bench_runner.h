@@ -60,9 +60,9 @@ class BenchRunner {
 
   // Protocol (every rank runs the same steps in the same order):
   //  1. MeasureLinks: ranks 0 and 1 ping-pong, then the other pair of
-  //     PickLinkPairs(groups) when there is one; rank 0 broadcasts α and β
-  //     of both links (a rank that waits for them waits at most 3 step
-  //     timeouts).
+  //     PickLinkPairs(groups) when there is one; then a barrier (a rank
+  //     waits for the two at most 3 step timeouts). Each pair's first rank
+  //     reports its link in its result.
   //  2. For each size of spec.bench.sizes, in order:
   //     a. build the operation once (MakeAllreduce with spec.algorithm and
   //        AllreduceOptionsFor(a, tuning): segment_bytes = spec.chunk_bytes,
@@ -87,17 +87,20 @@ class BenchRunner {
   class Case;  // one operation at one size (bench_runner.cc)
 
  private:
-  // Sets result's alpha_seconds, beta_bytes_per_second, between_hosts,
-  // inside_host and host_groups, the same on every rank.
+  // Sets result's host_groups on every rank (without peer addresses: a
+  // host per rank); on rank 0 alpha_seconds, beta_bytes_per_second and
+  // ranks 0 and 1's link (between_hosts or inside_host, by their groups);
+  // on the second pair's first rank that pair's link.
   absl::Status MeasureLinks(v1::BenchRankResult* result);
-  // α and β between ranks a and b (run by those two ranks only; b's first
-  // receive waits until `first_deadline`): kSmallTries round trips of 1
-  // float, α = median / 2; kBigTries round trips of kBigBytes,
-  // β = kBigBytes / (median / 2 − α).
+  // α and β between ranks a and b (run by those two ranks only; each one's
+  // first receive waits until `first_deadline`, later ones one step
+  // timeout): kSmallTries round trips of 1 float, α = median / 2; kBigTries
+  // round trips of kBigBytes, β = kBigBytes / (median / 2 − α).
   absl::Status MeasurePair(int a, int b, absl::Time first_deadline,
                            float* alpha, float* beta);
   // Median round trip of `tries` ping-pongs of `count` floats that a sends
-  // and b returns.
+  // and b returns; the first receive on either side waits until
+  // `first_deadline`, the others one step timeout.
   absl::StatusOr<double> PingPong(int a, int b, size_t count, int tries,
                                   absl::Time first_deadline);
   absl::Status Barrier();
