@@ -69,6 +69,13 @@ ABSL_FLAG(int, max_streams, 1024,
 ABSL_FLAG(uint64_t, ps_max_ended_jobs, gradsync::PsStore::kDefaultMaxEndedJobs,
           "PS shard: ended job ids remembered so that their late calls are "
           "refused; the oldest is forgotten first.");
+ABSL_FLAG(uint64_t, ps_inline_bytes, gradsync::kPsInlineBytes,
+          "PS shard: a push of at most this many float32 bytes is summed "
+          "(and, as the step's last push, stepped and answered) on the gRPC "
+          "thread that read it when its slice is free and keeps no "
+          "checkpoints; larger ones go to the reduce threads. Saves a thread "
+          "hand-off per small push; 0: every push goes to the reduce "
+          "threads.");
 ABSL_FLAG(std::string, job_key_file, "",
           "File with the job key (64+ hex digits, e.g. from `head -c 32 "
           "/dev/urandom | xxd -p -c 64`) that job secrets are derived from. "
@@ -256,7 +263,8 @@ int main(int argc, char** argv) {
   gradsync::PsService ps_service(
       &store, &ps_access, gradsync::kPsReduceThreads,
       role == "coordinator" ? gradsync::PsTraffic{}
-                            : gradsync::RegisterPsTraffic(&metrics_registry));
+                            : gradsync::RegisterPsTraffic(&metrics_registry),
+      absl::GetFlag(FLAGS_ps_inline_bytes));
   // Declared before the coordinator, which writes to it until destroyed.
   std::unique_ptr<gradsync::SqliteJobStore> history;
   std::unique_ptr<gradsync::Coordinator> coordinator;

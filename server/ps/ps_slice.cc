@@ -111,9 +111,25 @@ absl::Status PsSlice::CheckPush(int64_t step, int rank,
 }
 
 void PsSlice::Push(int64_t step, int rank, size_t count,
-                       absl::FunctionRef<void(float*)> accumulate, Reply reply,
-                       PsCompletions* done) {
+                   absl::FunctionRef<void(float*)> accumulate, Reply reply,
+                   PsCompletions* done) {
   absl::MutexLock lock(&mu_);
+  PushLocked(step, rank, count, accumulate, std::move(reply), done);
+}
+
+bool PsSlice::TryPush(int64_t step, int rank, size_t count,
+                      absl::FunctionRef<void(float*)> accumulate, Reply* reply,
+                      PsCompletions* done) {
+  if (config_.checkpoint_every > 0) return false;  // const: no lock needed
+  if (!mu_.TryLock()) return false;
+  PushLocked(step, rank, count, accumulate, std::move(*reply), done);
+  mu_.Unlock();
+  return true;
+}
+
+void PsSlice::PushLocked(int64_t step, int rank, size_t count,
+                         absl::FunctionRef<void(float*)> accumulate,
+                         Reply reply, PsCompletions* done) {
   if (absl::Status st = CheckPush(step, rank, count); !st.ok()) {
     done->push_back({std::move(reply), std::move(st)});
     return;

@@ -115,6 +115,14 @@ class PsSlice {
             absl::FunctionRef<void(float*)> accumulate, Reply reply,
             PsCompletions* done);
 
+  // Push, for a thread that must never wait (a gRPC reaction): false, with
+  // nothing done and `*reply` untouched, when another thread holds the
+  // slice's lock or the slice writes checkpoints (their fsync); else Push
+  // with std::move(*reply), and true.
+  bool TryPush(int64_t step, int rank, size_t count,
+               absl::FunctionRef<void(float*)> accumulate, Reply* reply,
+               PsCompletions* done);
+
   // Fails every pending reply with `why` and every later call too. The first
   // End wins; later ones only fail what is pending.
   void End(const absl::Status& why, PsCompletions* done);
@@ -133,6 +141,9 @@ class PsSlice {
   // async: writes a checkpoint if the slowest rank reached a new multiple
   // of checkpoint_every.
   absl::Status MaybeCheckpointAsyncLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void PushLocked(int64_t step, int rank, size_t count,
+                  absl::FunctionRef<void(float*)> accumulate, Reply reply,
+                  PsCompletions* done) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void EndLocked(const absl::Status& why, PsCompletions* done)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 

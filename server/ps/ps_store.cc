@@ -221,18 +221,41 @@ void PsStore::Push(const std::string& key, int64_t step, int rank,
     absl::ReaderMutexLock lock(&mu_);
     part = Find(key);
   }
-  if (absl::IsNotFound(part.status())) {
-    reply(absl::FailedPreconditionError(absl::StrCat(
-        "push for job ", key, " which is not initialised on this shard")));
-    return;
-  }
   if (!part.ok()) {
-    reply(part.status());
+    RefusePush(key, part.status(), std::move(reply));
     return;
   }
   PsCompletions done;
   (*part)->Push(step, rank, count, accumulate, std::move(reply), &done);
   RunCompletions(&done);
+}
+
+bool PsStore::TryPush(const std::string& key, int64_t step, int rank,
+                      size_t count, absl::FunctionRef<void(float*)> accumulate,
+                      Reply* reply) {
+  if (!mu_.ReaderTryLock()) return false;
+  absl::StatusOr<std::shared_ptr<PsSlice>> part = Find(key);
+  mu_.ReaderUnlock();
+  if (!part.ok()) {
+    RefusePush(key, part.status(), std::move(*reply));
+    return true;
+  }
+  PsCompletions done;
+  if (!(*part)->TryPush(step, rank, count, accumulate, reply, &done)) {
+    return false;
+  }
+  RunCompletions(&done);
+  return true;
+}
+
+void PsStore::RefusePush(const std::string& key, const absl::Status& why,
+                         Reply reply) {
+  if (absl::IsNotFound(why)) {
+    reply(absl::FailedPreconditionError(absl::StrCat(
+        "push for job ", key, " which is not initialised on this shard")));
+    return;
+  }
+  reply(why);
 }
 
 void PsStore::EndJob(const std::string& job_id, const std::string& reason) {

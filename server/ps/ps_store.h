@@ -107,6 +107,15 @@ class PsStore {
   void Push(const std::string& key, int64_t step, int rank, size_t count,
             absl::FunctionRef<void(float*)> accumulate, Reply reply);
 
+  // Push, for a thread that must never wait (a gRPC reaction, for a small
+  // push: a hand-off to the reduce threads costs more than the sum): false,
+  // with nothing done and `*reply` untouched, when the store's or the
+  // slice's lock is held by another thread or the slice writes checkpoints
+  // (PsSlice::TryPush); else Push with std::move(*reply), replies included
+  // (the N-th sync push answers all N on this thread), and true.
+  bool TryPush(const std::string& key, int64_t step, int rank, size_t count,
+               absl::FunctionRef<void(float*)> accumulate, Reply* reply);
+
   // Drops the job's slices; pending replies get ABORTED with `reason`. Later
   // calls for the job get ABORTED (Init: FAILED_PRECONDITION). OK if the job
   // is unknown.
@@ -132,6 +141,9 @@ class PsStore {
   // every call for it gets (shut down, job ended).
   absl::StatusOr<std::shared_ptr<PsSlice>> Find(const std::string& key)
       const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // Answers a push whose slice Find did not give (`why`).
+  static void RefusePush(const std::string& key, const absl::Status& why,
+                         Reply reply);
   // The slice Init installs: fresh, or loaded from a checkpoint.
   // Adds `reply` to `waiters` under a new ticket; runs it with the error
   // instead when they are full. Also expires overdue waiters of both lists

@@ -161,14 +161,23 @@ class PushPullStreamReactor final
       absl::MutexLock lock(&gate->mu);
       if (gate->reactor != nullptr) gate->reactor->Deliver(std::move(answer));
     };
-    // As a unary PushPull: reduced off the callback thread, the frame
-    // keeps the slices alive.
-    deps_.pool->Schedule([store = deps_.store, f = *std::move(frame),
-                          reply = std::move(reply)]() mutable {
-      const TensorHeader& fh = f.header();
-      store->Push(fh.job_id(), fh.step(), fh.rank(), f.count(),
-                  [&f](float* dst) { f.AddTo(dst); }, std::move(reply));
-    });
+    // As a unary PushPull: a small push is reduced here when nothing makes
+    // it wait (its answers may go out at once, Deliver takes mu_: not held
+    // here), else off the callback thread; the frame keeps the slices alive.
+    if (frame->count() * sizeof(float) > deps_.inline_bytes ||
+        !deps_.store->TryPush(h.job_id(), h.step(), h.rank(), frame->count(),
+                              [&frame](float* dst) { frame->AddTo(dst); },
+                              &reply)) {
+      deps_.traffic->Summed(false);
+      deps_.pool->Schedule([store = deps_.store, f = *std::move(frame),
+                            reply = std::move(reply)]() mutable {
+        const TensorHeader& fh = f.header();
+        store->Push(fh.job_id(), fh.step(), fh.rank(), f.count(),
+                    [&f](float* dst) { f.AddTo(dst); }, std::move(reply));
+      });
+    } else {
+      deps_.traffic->Summed(true);
+    }
     // Under mu_, so that no read starts after Finish (no reaction runs
     // inline in StartRead).
     absl::MutexLock lock(&mu_);

@@ -9,8 +9,8 @@
 //     received slices, no copy); check the caller with PsAccess against the
 //     stream's metadata (once per (job, rank), then remembered); a GRAD
 //     frame only;
-//  2. hand it to the shard's ReducePool, exactly as a unary PushPull, and
-//     start the next read. The client keeps a bounded window of pushes
+//  2. sum it here when small and PsStore::TryPush can, else hand it to the
+//     shard's ReducePool, exactly as a unary PushPull; start the next read. The client keeps a bounded window of pushes
 //     unanswered (PsClient::set_push_window), which bounds what a stream
 //     holds here;
 //  3. the reply (a PARAMS frame over the shared parameter snapshot, naming
@@ -42,6 +42,9 @@ struct PsStreamDeps {
   ReducePool* pool = nullptr;
   const PsMethodTraffic* traffic = nullptr;
   RefusalLog* refusals = nullptr;
+  // Pushes of at most this many float32 bytes are reduced on the reaction
+  // that read them when PsStore::TryPush can (else on `pool`); 0: never.
+  size_t inline_bytes = 0;
 };
 
 // A new reactor for one PushPullStream call (deletes itself when done).

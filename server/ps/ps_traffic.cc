@@ -23,10 +23,18 @@ PsTraffic RegisterPsTraffic(MetricsRegistry* registry) {
     t.sent_bytes = sent->WithLabels({name});
     return t;
   };
+  CounterFamily* pushes = registry->AddCounterFamily(
+      "gradsync_ps_pushes_total",
+      "Gradient pushes this shard summed, by where: on the gRPC thread that "
+      "read them (reaction; small pushes to a free slice, see the server's "
+      "--ps_inline_bytes) or on its reduce threads (reduce_threads).",
+      {"where"});
   PsTraffic traffic;
   traffic.init = method("init");
   traffic.pull = method("pull");
   traffic.push_pull = method("push_pull");
+  traffic.push_pull.summed_inline = pushes->WithLabels({"reaction"});
+  traffic.push_pull.summed_on_pool = pushes->WithLabels({"reduce_threads"});
   return traffic;
 }
 

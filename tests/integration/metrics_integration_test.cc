@@ -120,6 +120,11 @@ TEST(MetricsIntegration, CountersOfServerAndWorkersMoveWithRingAndPsJobs) {
   const double push_pulls =
       Value(s, "gradsync_ps_requests_total{method=\"push_pull\"}");
   EXPECT_GE(push_pulls, 2 * 30) << s;
+  // Each push was summed once, on a reaction (small) or a reduce thread.
+  EXPECT_EQ(Value(s, "gradsync_ps_pushes_total{where=\"reaction\"}") +
+                Value(s, "gradsync_ps_pushes_total{where=\"reduce_threads\"}"),
+            push_pulls)
+      << s;
   double worker_pushed = 0, worker_pulled = 0;
   for (const LocalCluster::Process& p : c->workers()) {
     const std::string text = Scrape(p.metrics);

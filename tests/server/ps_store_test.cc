@@ -1,5 +1,7 @@
 // Parameter-server shard aggregation against a simple reference.
 #include <atomic>
+#include <cstdlib>
+#include <filesystem>
 #include <random>
 #include <thread>
 #include <vector>
@@ -315,6 +317,133 @@ TEST(PsStore, ShutdownFailsPendingAndLaterCallsWithUnavailable) {
   EXPECT_EQ(pull.result.status().code(), absl::StatusCode::kUnavailable);
   PushVec(&store, "j/p0", 0, 1, std::vector<float>(3, 1), &later);
   EXPECT_EQ(later.result.status().code(), absl::StatusCode::kUnavailable);
+}
+
+// TryPush as the PS services call it: true when it pushed, `*reply`
+// untouched when it did not.
+bool TryPushVec(PsStore* store, const std::string& job, int64_t step, int rank,
+                const std::vector<float>& g, Reply* reply) {
+  return store->TryPush(job, step, rank, g.size(),
+                        [&g](float* dst) {
+                          for (size_t i = 0; i < g.size(); ++i) dst[i] += g[i];
+                        },
+                        reply);
+}
+
+// TryPush on a free slice is Push: the same sums, steps and answers, bit
+// for bit, sync (N pushes a step) and async, at worlds 1-4 and odd sizes.
+TEST(PsStore, TryPushOnAFreeSliceIsPushBitForBit) {
+  for (bool async : {false, true}) {
+    for (int world : {1, 2, 3, 4}) {
+      for (size_t n : {size_t{1}, size_t{7}, size_t{1001}}) {
+        SCOPED_TRACE(absl::StrCat(async ? "async" : "sync", " world ", world,
+                                  " n ", n));
+        PsStore a, b;
+        std::vector<float> init(n);
+        for (size_t i = 0; i < n; ++i) init[i] = 0.01f * static_cast<float>(i % 37);
+        ASSERT_TRUE(a.Init("j", Config(world, async), init).ok());
+        ASSERT_TRUE(b.Init("j", Config(world, async), init).ok());
+        for (int step = 0; step < 3; ++step) {
+          std::vector<Captured> ca(world), cb(world);
+          for (int r = world - 1; r >= 0; --r) {
+            const std::vector<float> g = Grad(r, step, n);
+            PushVec(&a, "j", step, r, g, &ca[r]);
+            Reply reply = Capture(&cb[r]);
+            ASSERT_TRUE(TryPushVec(&b, "j", step, r, g, &reply));
+            EXPECT_EQ(ca[r].called, cb[r].called) << "rank " << r;
+          }
+          for (int r = 0; r < world; ++r) {
+            ASSERT_TRUE(ca[r].called && cb[r].called) << "rank " << r;
+            ASSERT_TRUE(ca[r].result.ok()) << ca[r].result.status();
+            ASSERT_TRUE(cb[r].result.ok()) << cb[r].result.status();
+            EXPECT_EQ(ca[r].result->step, cb[r].result->step);
+            EXPECT_EQ(*ca[r].result->params, *cb[r].result->params)
+                << "step " << step << " rank " << r;
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(PsStore, TryPushAnswersAnUnknownOrEndedSliceAtOnce) {
+  PsStore store;
+  Captured unknown, ended;
+  Reply reply = Capture(&unknown);
+  EXPECT_TRUE(TryPushVec(&store, "nope", 0, 0, {1.0f}, &reply));
+  EXPECT_EQ(unknown.result.status().code(), absl::StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(store.Init("j/p0", Config(1, false), {0.0f}).ok());
+  store.EndJob("j", "over");
+  reply = Capture(&ended);
+  EXPECT_TRUE(TryPushVec(&store, "j/p0", 0, 0, {1.0f}, &reply));
+  EXPECT_EQ(ended.result.status().code(), absl::StatusCode::kAborted);
+}
+
+// A slice that writes checkpoints (an fsync) is never pushed on the
+// caller's thread: TryPush declines, and the reply it leaves still works.
+TEST(PsStore, TryPushLeavesACheckpointingSliceToPush) {
+  char tmpl[] = "/tmp/gradsync-trypush-XXXXXX";
+  const std::string root = mkdtemp(tmpl);
+  {
+    PsStore store(root);
+    ShardJobConfig c = Config(1, false);
+    c.checkpoint_every = 1;
+    ASSERT_TRUE(store.Init("j/p0", c, {0.0f, 0.0f}).ok());
+    Captured cap;
+    Reply reply = Capture(&cap);
+    EXPECT_FALSE(TryPushVec(&store, "j/p0", 0, 0, {1.0f, 1.0f}, &reply));
+    EXPECT_FALSE(cap.called);
+    store.Push("j/p0", 0, 0, 2, [](float* dst) { dst[0] += 1; dst[1] += 1; },
+               std::move(reply));
+    ASSERT_TRUE(cap.called);
+    ASSERT_TRUE(cap.result.ok()) << cap.result.status();
+    EXPECT_EQ(cap.result->step, 1);
+    EXPECT_EQ(store.Checkpoints("j").steps.size(), 1u);
+  }
+  std::filesystem::remove_all(root);
+}
+
+// While another thread holds the slice (its push is being summed), TryPush
+// declines at once instead of waiting; the same reply then goes through
+// Push once the slice is free.
+TEST(PsStore, TryPushDeclinesABusySliceWithoutWaiting) {
+  PsStore store;
+  ASSERT_TRUE(store.Init("j", Config(2, false), std::vector<float>(4, 0)).ok());
+  absl::Mutex mu;
+  bool inside = false, release = false;
+  Captured first;
+  std::thread holder([&] {
+    store.Push("j", 0, 0, 4,
+               [&](float* dst) {
+                 absl::MutexLock lock(&mu);
+                 inside = true;
+                 mu.Await(absl::Condition(&release));
+                 for (int i = 0; i < 4; ++i) dst[i] += 1;
+               },
+               Capture(&first));
+  });
+  {
+    absl::MutexLock lock(&mu);
+    mu.Await(absl::Condition(&inside));
+  }
+  Captured second;
+  Reply reply = Capture(&second);
+  const absl::Time start = absl::Now();
+  EXPECT_FALSE(TryPushVec(&store, "j", 0, 1, std::vector<float>(4, 3), &reply));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5)) << "TryPush waited";
+  EXPECT_FALSE(second.called);
+  {
+    absl::MutexLock lock(&mu);
+    release = true;
+  }
+  holder.join();
+  EXPECT_FALSE(first.called);  // one of two pushes so far
+  store.Push("j", 0, 1, 4, [](float* dst) { for (int i = 0; i < 4; ++i) dst[i] += 3; },
+             std::move(reply));
+  ASSERT_TRUE(first.called && second.called);
+  ASSERT_TRUE(second.result.ok()) << second.result.status();
+  // mean of 1 and 3 = 2; SGD's first step with momentum: -lr * 2 = -0.2.
+  for (float x : *second.result->params) EXPECT_NEAR(x, -0.2f, 1e-6);
 }
 
 TEST(ReducePool, RunsEveryTaskAndDrainsTheQueueOnDestruction) {

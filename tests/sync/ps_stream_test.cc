@@ -6,6 +6,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include <grpcpp/grpcpp.h>
@@ -21,17 +22,25 @@
 namespace gradsync {
 namespace {
 
-// Sets PsPushStreams() for one test, back to the default after it.
-class PsPushPaths : public ::testing::TestWithParam<bool> {
+// Sets PsPushStreams() for one test, back to the default after it; the
+// shards sum small pushes on the reaction that read them (Inline) or always
+// on their reduce threads (Pool).
+class PsPushPaths
+    : public ::testing::TestWithParam<std::tuple<bool, bool>> {
  protected:
-  void SetUp() override { SetPsPushStreams(GetParam()); }
+  void SetUp() override { SetPsPushStreams(std::get<0>(GetParam())); }
   void TearDown() override { SetPsPushStreams(true); }
+  static std::unique_ptr<PsServer> Start() {
+    return StartPs(std::get<1>(GetParam()) ? kPsInlineBytes : 0);
+  }
 };
 
-INSTANTIATE_TEST_SUITE_P(, PsPushPaths, ::testing::Bool(),
-                         [](const ::testing::TestParamInfo<bool>& p) {
-                           return p.param ? "Streams" : "Unary";
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    , PsPushPaths, ::testing::Combine(::testing::Bool(), ::testing::Bool()),
+    [](const ::testing::TestParamInfo<std::tuple<bool, bool>>& p) {
+      return std::string(std::get<0>(p.param) ? "Streams" : "Unary") +
+             (std::get<1>(p.param) ? "Inline" : "Pool");
+    });
 
 // `count` pieces of odd sizes for job `job`, alternating over `shards`.
 std::vector<PsPiece> OddPieces(const std::string& job, int count,
@@ -98,8 +107,8 @@ struct OneShardJob {
 // stream per shard for all the steps.
 TEST_P(PsPushPaths, EveryRankGetsTheSameStepEveryStep) {
   constexpr int kWorld = 3;
-  auto a = StartPs();
-  auto b = StartPs();
+  auto a = Start();
+  auto b = Start();
   size_t total = 0;
   const std::vector<PsPiece> pieces =
       OddPieces("paths-job", 11, {a.get(), b.get()}, &total);
@@ -131,11 +140,25 @@ TEST_P(PsPushPaths, EveryRankGetsTheSameStepEveryStep) {
   for (std::thread& t : ranks) t.join();
   for (int r = 0; r < kWorld; ++r) {
     ASSERT_TRUE(status[r].ok()) << "rank " << r << ": " << status[r];
-    EXPECT_EQ(opened[r], GetParam() ? 2 : 0) << "rank " << r;
+    EXPECT_EQ(opened[r], std::get<0>(GetParam()) ? 2 : 0) << "rank " << r;
     for (size_t i = 0; i < total; ++i) {
       ASSERT_NEAR(params[r][i], 1.0f - 3 * 0.2f, 1e-6)
           << "rank " << r << " float " << i;
     }
+  }
+  // Where the shards summed the 3 x 11 x 3 pushes: with Inline most on the
+  // reaction that read them (a slice another rank's push holds goes to the
+  // reduce threads), with Pool all on the reduce threads.
+  double on_reaction = 0, on_pool = 0;
+  for (auto* ps : {a.get(), b.get()}) {
+    on_reaction += ps->traffic.push_pull.summed_inline->value();
+    on_pool += ps->traffic.push_pull.summed_on_pool->value();
+  }
+  EXPECT_EQ(on_reaction + on_pool, kWorld * 11 * 3);
+  if (std::get<1>(GetParam())) {
+    EXPECT_GT(on_reaction, 0);
+  } else {
+    EXPECT_EQ(on_reaction, 0);
   }
   for (auto* ps : {a.get(), b.get()}) ps->store.EndJob("paths-job", "test over");
 }
@@ -144,7 +167,7 @@ TEST_P(PsPushPaths, EveryRankGetsTheSameStepEveryStep) {
 // deadline, and a retry of the same step is refused (the shard holds the
 // first push), not summed twice.
 TEST_P(PsPushPaths, APushNobodyCompletesEndsAtItsDeadline) {
-  auto ps = StartPs();
+  auto ps = Start();
   OneShardJob job(ps.get(), "late-job", 3, 2);
   const absl::Time t0 = absl::Now();
   absl::Status st = job.Push(0, absl::Milliseconds(300));
@@ -163,7 +186,7 @@ TEST_P(PsPushPaths, APushNobodyCompletesEndsAtItsDeadline) {
 // worker aborts (the job failed elsewhere), with the abort's reason, and
 // when the shard ends the job (ABORTED).
 TEST_P(PsPushPaths, AbortAndEndJobEndAWaitingPushAtOnce) {
-  auto ps = StartPs();
+  auto ps = Start();
   size_t total = 0;
   const std::vector<PsPiece> pieces = OddPieces("abort-job", 4, {ps.get()}, &total);
   const PsCredentials creds{TestKey()->SecretOf("abort-job", 2), 2};
@@ -210,7 +233,7 @@ TEST_P(PsPushPaths, AbortAndEndJobEndAWaitingPushAtOnce) {
 // the stream to it was open or is opened anew: never a wait to the
 // deadline.
 TEST_P(PsPushPaths, AShardThatIsGoneFailsThePushQuickly) {
-  auto ps = StartPs();
+  auto ps = Start();
   OneShardJob job(ps.get(), "gone-job", 2, 1);
   ASSERT_TRUE(job.Push(0, absl::Seconds(10)).ok());
   ps->server->Shutdown(std::chrono::system_clock::now());

@@ -12,9 +12,11 @@
 
 #include "common/grpc/grpc_util.h"
 #include "common/grpc/job_secret.h"
+#include "common/metrics/metrics.h"
 #include "server/ps/ps_access.h"
 #include "server/ps/ps_service.h"
 #include "server/ps/ps_store.h"
+#include "server/ps/ps_traffic.h"
 
 namespace gradsync {
 
@@ -26,6 +28,8 @@ inline const std::shared_ptr<const JobKey>& TestKey() {
 }
 
 struct PsServer {
+  MetricsRegistry metrics;  // before the service that counts into it
+  PsTraffic traffic;        // its counters, for tests to read
   PsStore store;
   PsAccess access{TestKey()};
   std::unique_ptr<PsService> service;
@@ -33,9 +37,12 @@ struct PsServer {
   std::string address;
 };
 
-inline std::unique_ptr<PsServer> StartPs() {
+// `inline_bytes`: PsService's (0: every push on the reduce threads).
+inline std::unique_ptr<PsServer> StartPs(size_t inline_bytes = kPsInlineBytes) {
   auto s = std::make_unique<PsServer>();
-  s->service = std::make_unique<PsService>(&s->store, &s->access);
+  s->traffic = RegisterPsTraffic(&s->metrics);
+  s->service = std::make_unique<PsService>(
+      &s->store, &s->access, kPsReduceThreads, s->traffic, inline_bytes);
   auto started = StartServer("127.0.0.1:0", {s->service.get()});
   EXPECT_TRUE(started.ok()) << started.status();
   s->server = std::move(started->server);
