@@ -234,10 +234,13 @@ grpc::ServerUnaryReactor* PsService::PushPull(grpc::CallbackServerContext* ctx,
       MakeReply(reactor, response, header, dtype, &traffic_.push_pull);
   // Steps 2-3 here when the push is small and nothing makes it wait, else
   // off the callback thread; the frame keeps the slices alive.
-  if (frame->count() * sizeof(float) <= inline_bytes_ &&
+  PsCompletions done;
+  if (inline_bytes_ > 0 && frame->count() * sizeof(float) <= inline_bytes_ &&
       store_->TryPush(h.job_id(), h.step(), h.rank(), frame->count(),
-                      [&frame](float* dst) { frame->AddTo(dst); }, &reply)) {
+                      [&frame](float* dst) { frame->AddTo(dst); }, &reply,
+                      &done)) {
     traffic_.push_pull.Summed(true);
+    AnswerHereOrOnPool(std::move(done), &pool_);
     return reactor;
   }
   traffic_.push_pull.Summed(false);

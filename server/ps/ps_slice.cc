@@ -122,7 +122,12 @@ bool PsSlice::TryPush(int64_t step, int rank, size_t count,
                       PsCompletions* done) {
   if (config_.checkpoint_every > 0) return false;  // const: no lock needed
   if (!mu_.TryLock()) return false;
-  PushLocked(step, rank, count, accumulate, std::move(*reply), done);
+  try {
+    PushLocked(step, rank, count, accumulate, std::move(*reply), done);
+  } catch (...) {
+    mu_.Unlock();  // never leave the slice locked (bad_alloc)
+    throw;
+  }
   mu_.Unlock();
   return true;
 }

@@ -121,7 +121,7 @@ class PsSlice {
   // with std::move(*reply), and true.
   bool TryPush(int64_t step, int rank, size_t count,
                absl::FunctionRef<void(float*)> accumulate, Reply* reply,
-               PsCompletions* done);
+               PsCompletions* done) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Fails every pending reply with `why` and every later call too. The first
   // End wins; later ones only fail what is pending.

@@ -222,7 +222,7 @@ void PsStore::Push(const std::string& key, int64_t step, int rank,
     part = Find(key);
   }
   if (!part.ok()) {
-    RefusePush(key, part.status(), std::move(reply));
+    reply(PushRefusal(key, part.status()));
     return;
   }
   PsCompletions done;
@@ -232,30 +232,30 @@ void PsStore::Push(const std::string& key, int64_t step, int rank,
 
 bool PsStore::TryPush(const std::string& key, int64_t step, int rank,
                       size_t count, absl::FunctionRef<void(float*)> accumulate,
-                      Reply* reply) {
+                      Reply* reply, PsCompletions* done) {
   if (!mu_.ReaderTryLock()) return false;
-  absl::StatusOr<std::shared_ptr<PsSlice>> part = Find(key);
+  absl::StatusOr<std::shared_ptr<PsSlice>> part = absl::UnknownError("");
+  try {
+    part = Find(key);
+  } catch (...) {
+    mu_.ReaderUnlock();  // never leave the store locked (bad_alloc)
+    throw;
+  }
   mu_.ReaderUnlock();
   if (!part.ok()) {
-    RefusePush(key, part.status(), std::move(*reply));
+    done->push_back({std::move(*reply), PushRefusal(key, part.status())});
     return true;
   }
-  PsCompletions done;
-  if (!(*part)->TryPush(step, rank, count, accumulate, reply, &done)) {
-    return false;
-  }
-  RunCompletions(&done);
-  return true;
+  return (*part)->TryPush(step, rank, count, accumulate, reply, done);
 }
 
-void PsStore::RefusePush(const std::string& key, const absl::Status& why,
-                         Reply reply) {
+absl::Status PsStore::PushRefusal(const std::string& key,
+                                  const absl::Status& why) {
   if (absl::IsNotFound(why)) {
-    reply(absl::FailedPreconditionError(absl::StrCat(
-        "push for job ", key, " which is not initialised on this shard")));
-    return;
+    return absl::FailedPreconditionError(absl::StrCat(
+        "push for job ", key, " which is not initialised on this shard"));
   }
-  reply(why);
+  return why;
 }
 
 void PsStore::EndJob(const std::string& job_id, const std::string& reason) {

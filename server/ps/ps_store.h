@@ -111,10 +111,13 @@ class PsStore {
   // push: a hand-off to the reduce threads costs more than the sum): false,
   // with nothing done and `*reply` untouched, when the store's or the
   // slice's lock is held by another thread or the slice writes checkpoints
-  // (PsSlice::TryPush); else Push with std::move(*reply), replies included
-  // (the N-th sync push answers all N on this thread), and true.
+  // (PsSlice::TryPush); else Push with std::move(*reply), and true. The
+  // replies it completes (none, this one, or the N of a sync step, this
+  // one's among them) are added to `done`, for the caller to run
+  // (RunCompletions) with no lock held.
   bool TryPush(const std::string& key, int64_t step, int rank, size_t count,
-               absl::FunctionRef<void(float*)> accumulate, Reply* reply);
+               absl::FunctionRef<void(float*)> accumulate, Reply* reply,
+               PsCompletions* done) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Drops the job's slices; pending replies get ABORTED with `reason`. Later
   // calls for the job get ABORTED (Init: FAILED_PRECONDITION). OK if the job
@@ -141,9 +144,9 @@ class PsStore {
   // every call for it gets (shut down, job ended).
   absl::StatusOr<std::shared_ptr<PsSlice>> Find(const std::string& key)
       const ABSL_SHARED_LOCKS_REQUIRED(mu_);
-  // Answers a push whose slice Find did not give (`why`).
-  static void RefusePush(const std::string& key, const absl::Status& why,
-                         Reply reply);
+  // The answer to a push whose slice Find did not give (`why`).
+  static absl::Status PushRefusal(const std::string& key,
+                                  const absl::Status& why);
   // The slice Init installs: fresh, or loaded from a checkpoint.
   // Adds `reply` to `waiters` under a new ticket; runs it with the error
   // instead when they are full. Also expires overdue waiters of both lists

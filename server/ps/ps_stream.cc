@@ -164,10 +164,12 @@ class PushPullStreamReactor final
     // As a unary PushPull: a small push is reduced here when nothing makes
     // it wait (its answers may go out at once, Deliver takes mu_: not held
     // here), else off the callback thread; the frame keeps the slices alive.
-    if (frame->count() * sizeof(float) > deps_.inline_bytes ||
+    PsCompletions done;
+    if (deps_.inline_bytes == 0 ||
+        frame->count() * sizeof(float) > deps_.inline_bytes ||
         !deps_.store->TryPush(h.job_id(), h.step(), h.rank(), frame->count(),
                               [&frame](float* dst) { frame->AddTo(dst); },
-                              &reply)) {
+                              &reply, &done)) {
       deps_.traffic->Summed(false);
       deps_.pool->Schedule([store = deps_.store, f = *std::move(frame),
                             reply = std::move(reply)]() mutable {
@@ -177,6 +179,7 @@ class PushPullStreamReactor final
       });
     } else {
       deps_.traffic->Summed(true);
+      AnswerHereOrOnPool(std::move(done), deps_.pool);
     }
     // Under mu_, so that no read starts after Finish (no reaction runs
     // inline in StartRead).
@@ -252,6 +255,14 @@ class PushPullStreamReactor final
 };
 
 }  // namespace
+
+void AnswerHereOrOnPool(PsCompletions done, ReducePool* pool) {
+  if (done.size() <= kPsInlineReplies) {
+    RunCompletions(&done);
+    return;
+  }
+  pool->Schedule([done = std::move(done)]() mutable { RunCompletions(&done); });
+}
 
 grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>*
 NewPushPullStreamReactor(const PsStreamDeps& deps,

@@ -44,8 +44,19 @@ struct PsStreamDeps {
   RefusalLog* refusals = nullptr;
   // Pushes of at most this many float32 bytes are reduced on the reaction
   // that read them when PsStore::TryPush can (else on `pool`); 0: never.
+  // Their answers: AnswerHereOrOnPool.
   size_t inline_bytes = 0;
 };
+
+// A reaction that summed a push (PsStore::TryPush) sends at most this many
+// of the answers it completed; more (a sync step of N > 4 ranks) go to the
+// reduce threads as one task. Each answer's StartWrite costs ~24 us here,
+// and gRPC runs every reaction of the process on a few threads.
+inline constexpr size_t kPsInlineReplies = 4;
+
+// Runs `done` (RunCompletions) on this thread when it holds at most
+// kPsInlineReplies answers, else as one task on `pool`. No lock held.
+void AnswerHereOrOnPool(PsCompletions done, ReducePool* pool);
 
 // A new reactor for one PushPullStream call (deletes itself when done).
 grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>*

@@ -25,9 +25,10 @@ PsTraffic RegisterPsTraffic(MetricsRegistry* registry) {
   };
   CounterFamily* pushes = registry->AddCounterFamily(
       "gradsync_ps_pushes_total",
-      "Gradient pushes this shard summed, by where: on the gRPC thread that "
-      "read them (reaction; small pushes to a free slice, see the server's "
-      "--ps_inline_bytes) or on its reduce threads (reduce_threads).",
+      "Gradient pushes this shard took (summed, or refused), by where: on "
+      "the gRPC thread that read them (reaction; small pushes to a free "
+      "slice, see the server's --ps_inline_bytes) or on its reduce threads "
+      "(reduce_threads).",
       {"where"});
   PsTraffic traffic;
   traffic.init = method("init");

@@ -27,8 +27,9 @@ struct PsMethodTraffic {
     if (sent_bytes != nullptr) sent_bytes->Add(static_cast<double>(bytes));
   }
 
-  // Pushes summed on the reaction that read them (PsStore::TryPush) and
-  // pushes handed to the reduce threads (push_pull only).
+  // Pushes taken on the reaction that read them (PsStore::TryPush) and
+  // pushes handed to the reduce threads (push_pull only), refused ones
+  // (unknown slice, wrong step) included.
   Counter* summed_inline = nullptr;
   Counter* summed_on_pool = nullptr;
   void Summed(bool on_reaction) const {

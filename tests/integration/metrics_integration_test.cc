@@ -145,6 +145,23 @@ TEST(MetricsIntegration, CountersOfServerAndWorkersMoveWithRingAndPsJobs) {
   EXPECT_LT(shard_received, worker_pushed * 1.01);
   EXPECT_GE(shard_sent, worker_pulled);
   EXPECT_LT(shard_sent, worker_pulled * 1.01);
+  // That job's 0.94 MB bucket is one partition, summed on a reduce thread;
+  // in 64 KiB partitions (the server's --ps_inline_bytes) the shard sums
+  // them on the gRPC thread that read them, unless that slice is busy.
+  EXPECT_EQ(Value(s, "gradsync_ps_pushes_total{where=\"reaction\"}"), 0) << s;
+  v1::JobSpec small = Spec("ps", "sync", 2);
+  small.set_steps(10);
+  small.set_ps_partition_bytes(64 << 10);
+  done = RunScraping(c, small);
+  ASSERT_EQ(done.state(), v1::SUCCEEDED) << done.error();
+  s = Scrape(server);
+  const double on_reaction =
+      Value(s, "gradsync_ps_pushes_total{where=\"reaction\"}");
+  EXPECT_GT(on_reaction, 0) << s;
+  EXPECT_EQ(on_reaction +
+                Value(s, "gradsync_ps_pushes_total{where=\"reduce_threads\"}"),
+            Value(s, "gradsync_ps_requests_total{method=\"push_pull\"}"))
+      << s;
 }
 
 // A bench job's small size travels to the workers' peer servers, its size of

@@ -12,6 +12,7 @@
 #include "absl/synchronization/mutex.h"
 #include "common/optimizer.h"
 #include "server/ps/ps_store.h"
+#include "server/ps/ps_stream.h"
 #include "server/ps/reduce_pool.h"
 
 namespace gradsync {
@@ -319,15 +320,22 @@ TEST(PsStore, ShutdownFailsPendingAndLaterCallsWithUnavailable) {
   EXPECT_EQ(later.result.status().code(), absl::StatusCode::kUnavailable);
 }
 
-// TryPush as the PS services call it: true when it pushed, `*reply`
-// untouched when it did not.
+// TryPush as the PS services call it, then the answers it completed: true
+// when it pushed, `*reply` untouched (and nothing to answer) when it did not.
 bool TryPushVec(PsStore* store, const std::string& job, int64_t step, int rank,
                 const std::vector<float>& g, Reply* reply) {
-  return store->TryPush(job, step, rank, g.size(),
-                        [&g](float* dst) {
-                          for (size_t i = 0; i < g.size(); ++i) dst[i] += g[i];
-                        },
-                        reply);
+  PsCompletions done;
+  const bool took = store->TryPush(
+      job, step, rank, g.size(),
+      [&g](float* dst) {
+        for (size_t i = 0; i < g.size(); ++i) dst[i] += g[i];
+      },
+      reply, &done);
+  if (!took) {
+    EXPECT_TRUE(done.empty());
+  }
+  RunCompletions(&done);
+  return took;
 }
 
 // TryPush on a free slice is Push: the same sums, steps and answers, bit
@@ -444,6 +452,33 @@ TEST(PsStore, TryPushDeclinesABusySliceWithoutWaiting) {
   ASSERT_TRUE(second.result.ok()) << second.result.status();
   // mean of 1 and 3 = 2; SGD's first step with momentum: -lr * 2 = -0.2.
   for (float x : *second.result->params) EXPECT_NEAR(x, -0.2f, 1e-6);
+}
+
+// A reaction sends at most kPsInlineReplies answers itself; a sync step's
+// more go to the reduce threads, all of them, each once.
+TEST(PsStore, AReactionAnswersAFewRepliesItselfAndHandsMoreToThePool) {
+  for (size_t n : {size_t{1}, kPsInlineReplies, kPsInlineReplies + 1,
+                   size_t{9}}) {
+    SCOPED_TRACE(absl::StrCat(n, " answers"));
+    absl::Mutex mu;
+    std::vector<std::thread::id> ran_on;
+    {
+      ReducePool pool(1);
+      PsCompletions done;
+      for (size_t i = 0; i < n; ++i) {
+        done.push_back({[&](absl::StatusOr<PsReply>) {
+                          absl::MutexLock lock(&mu);
+                          ran_on.push_back(std::this_thread::get_id());
+                        },
+                        absl::CancelledError("an answer")});
+      }
+      AnswerHereOrOnPool(std::move(done), &pool);
+    }  // the pool drains its queue
+    ASSERT_EQ(ran_on.size(), n);
+    for (const std::thread::id& id : ran_on) {
+      EXPECT_EQ(id == std::this_thread::get_id(), n <= kPsInlineReplies);
+    }
+  }
 }
 
 TEST(ReducePool, RunsEveryTaskAndDrainsTheQueueOnDestruction) {
