@@ -69,13 +69,15 @@ ABSL_FLAG(int, max_streams, 1024,
 ABSL_FLAG(uint64_t, ps_max_ended_jobs, gradsync::PsStore::kDefaultMaxEndedJobs,
           "PS shard: ended job ids remembered so that their late calls are "
           "refused; the oldest is forgotten first.");
+constexpr uint64_t kMaxPsInlineBytes = 1 << 20;
 ABSL_FLAG(uint64_t, ps_inline_bytes, gradsync::kPsInlineBytes,
           "PS shard: a push of at most this many float32 bytes is summed "
-          "(and, as the step's last push, stepped and answered) on the gRPC "
+          "(and, as the step's last push, stepped; answered too for up to 4 "
+          "ranks) on the gRPC "
           "thread that read it when its slice is free and keeps no "
           "checkpoints; larger ones go to the reduce threads. Saves a thread "
           "hand-off per small push; 0: every push goes to the reduce "
-          "threads.");
+          "threads; at most 1048576.");
 ABSL_FLAG(std::string, job_key_file, "",
           "File with the job key (64+ hex digits, e.g. from `head -c 32 "
           "/dev/urandom | xxd -p -c 64`) that job secrets are derived from. "
@@ -168,6 +170,12 @@ absl::StatusOr<Startup> CheckStartup() {
   if (s.role != "all" && s.role != "coordinator" && s.role != "ps") {
     return absl::InvalidArgumentError(absl::StrCat(
         "--role must be all, coordinator or ps, got '", s.role, "'"));
+  }
+  if (absl::GetFlag(FLAGS_ps_inline_bytes) > kMaxPsInlineBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--ps_inline_bytes must be at most ", kMaxPsInlineBytes, " (1 MiB: ",
+        "a larger push would hold a gRPC thread for its whole sum), got ",
+        absl::GetFlag(FLAGS_ps_inline_bytes)));
   }
   if (absl::Status st =
           gradsync::InitLogging("server", absl::GetFlag(FLAGS_log_level));

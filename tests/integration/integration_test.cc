@@ -3,6 +3,7 @@
 // the daemons die with the test process (PR_SET_PDEATHSIG).
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -385,6 +386,23 @@ TEST(Integration, CliPointedAtAClosedPortSaysSoInOneLine) {
             std::string::npos)
       << err;
   EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
+}
+
+// A PS shard refuses an inline limit past 1 MiB before it listens, naming
+// the flag, exit 2.
+TEST(Integration, ServerRefusesAnInlineLimitPastOneMebibyte) {
+  const std::string dir = TempDir();
+  const std::string err = dir + "/err";
+  EXPECT_EQ(Shell(absl::StrCat(GRADSYNC_BIN_DIR,
+                               "/gradsync-server --role=ps --auth=none "
+                               "--listen=127.0.0.1:0 --ps_inline_bytes=1048577 "
+                               "--state_dir=", dir, " 2>", err),
+                  30),
+            2);
+  EXPECT_NE(Slurp(err).find("--ps_inline_bytes must be at most 1048576"),
+            std::string::npos)
+      << Slurp(err);
+  std::filesystem::remove_all(dir);
 }
 
 TEST(Integration, CliRejectsUnknownCommandAndBadPairs) {
