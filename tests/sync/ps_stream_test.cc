@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "common/grpc/grpc_util.h"
 #include "common/grpc/job_secret.h"
 #include "gradsync/v1/gradsync.grpc.pb.h"
@@ -161,6 +162,54 @@ TEST_P(PsPushPaths, EveryRankGetsTheSameStepEveryStep) {
     EXPECT_EQ(on_reaction, 0);
   }
   for (auto* ps : {a.get(), b.get()}) ps->store.EndJob("paths-job", "test over");
+}
+
+// Async with staleness 0 (SSP): rank 0's push of step 0 is held until
+// rank 1 has pushed step 0 too; rank 1's push releases it, on whichever
+// thread sums rank 1's push (the reaction that read it, with Inline), and
+// both get the parameters after both pushes.
+TEST_P(PsPushPaths, AHeldAsyncPushIsReleasedByTheSlowRanksPush) {
+  auto ps = Start();
+  size_t total = 0;
+  const std::vector<PsPiece> pieces = OddPieces("ssp-job", 3, {ps.get()}, &total);
+  const PsCredentials creds{TestKey()->SecretOf("ssp-job", 2), 2};
+  v1::ShardConfig config = SgdConfig(2);
+  config.set_mode(v1::SYNC_MODE_ASYNC);
+  config.set_staleness(0);
+  const std::vector<float> init(total, 0.5f);
+  {
+    PsClient rank0(0, creds, pieces);
+    ASSERT_TRUE(rank0.Init(init.data(), config, absl::Now() + absl::Seconds(10))
+                    .ok());
+  }
+  std::vector<std::vector<float>> params(2, std::vector<float>(total));
+  absl::Status fast_status;
+  absl::Notification fast_done;
+  std::thread fast([&] {
+    PsClient client(0, creds, pieces);
+    const std::vector<float> grad(total, 1.0f);
+    fast_status = client.PushPull(0, grad.data(), params[0].data(),
+                                  AllOf(pieces), absl::Now() + absl::Seconds(20));
+    fast_done.Notify();
+  });
+  // Held: rank 1 has not pushed step 0.
+  EXPECT_FALSE(fast_done.WaitForNotificationWithTimeout(absl::Milliseconds(300)));
+  PsClient slow(1, creds, pieces);
+  const std::vector<float> grad(total, 3.0f);
+  const absl::Status slow_status = slow.PushPull(
+      0, grad.data(), params[1].data(), AllOf(pieces),
+      absl::Now() + absl::Seconds(20));
+  EXPECT_TRUE(fast_done.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  fast.join();
+  ASSERT_TRUE(fast_status.ok()) << fast_status;
+  ASSERT_TRUE(slow_status.ok()) << slow_status;
+  // Each async push applies lr/N x its gradient at once: 0.5 - 0.05 x (1 + 3).
+  for (int r = 0; r < 2; ++r) {
+    for (size_t i = 0; i < total; ++i) {
+      ASSERT_NEAR(params[r][i], 0.5f - 0.05f * 4, 1e-6) << "rank " << r << " " << i;
+    }
+  }
+  ps->store.EndJob("ssp-job", "test over");
 }
 
 // One rank of two pushes and the other never does: the push ends at its
