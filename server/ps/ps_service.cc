@@ -230,35 +230,18 @@ grpc::ServerUnaryReactor* PsService::PushPull(grpc::CallbackServerContext* ctx,
   header.set_job_id(h.job_id());
   header.set_offset(h.offset());
   const WireDtype dtype = frame->dtype();
-  Reply reply =
-      MakeReply(reactor, response, header, dtype, &traffic_.push_pull);
   // Steps 2-3 here when the push is small and nothing makes it wait, else
-  // off the callback thread; the frame keeps the slices alive.
-  PsCompletions done;
-  if (inline_bytes_ > 0 && frame->count() * sizeof(float) <= inline_bytes_ &&
-      store_->TryPush(h.job_id(), h.step(), h.rank(), frame->count(),
-                      [&frame](float* dst) { frame->AddTo(dst); }, &reply,
-                      &done)) {
-    traffic_.push_pull.Summed(true);
-    AnswerHereOrOnPool(std::move(done), &pool_);
-    return reactor;
-  }
-  traffic_.push_pull.Summed(false);
-  pool_.Schedule([store = store_, f = *std::move(frame),
-                  reply = std::move(reply)]() mutable {
-    const TensorHeader& fh = f.header();
-    store->Push(fh.job_id(), fh.step(), fh.rank(), f.count(),
-                [&f](float* dst) { f.AddTo(dst); }, std::move(reply));
-  });
+  // off the callback thread.
+  SumPush(*std::move(frame),
+          MakeReply(reactor, response, header, dtype, &traffic_.push_pull),
+          PushDeps());
   return reactor;
 }
 
 grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>*
 PsService::PushPullStream(grpc::CallbackServerContext* ctx) {
   return NewPushPullStreamReactor(
-      PsStreamDeps{store_, access_, &pool_, &traffic_.push_pull, &refusals_,
-                   inline_bytes_},
-      ctx);
+      PushDeps(), ctx);
 }
 
 grpc::ServerUnaryReactor* PsService::EndJob(grpc::CallbackServerContext* ctx,

@@ -118,6 +118,12 @@ class PsService final : public PsServiceBase {
                                    grpc::ByteBuffer* response, Access access,
                                    Work work);
 
+  // What SumPush and the PushPullStream reactors use.
+  PsStreamDeps PushDeps() {
+    return PsStreamDeps{store_,     access_,   &pool_, &traffic_.push_pull,
+                        &refusals_, inline_bytes_};
+  }
+
   PsStore* const store_;
   const PsAccess* const access_;
   ReducePool pool_;

@@ -161,26 +161,9 @@ class PushPullStreamReactor final
       absl::MutexLock lock(&gate->mu);
       if (gate->reactor != nullptr) gate->reactor->Deliver(std::move(answer));
     };
-    // As a unary PushPull: a small push is reduced here when nothing makes
-    // it wait (its answers may go out at once, Deliver takes mu_: not held
-    // here), else off the callback thread; the frame keeps the slices alive.
-    PsCompletions done;
-    if (deps_.inline_bytes == 0 ||
-        frame->count() * sizeof(float) > deps_.inline_bytes ||
-        !deps_.store->TryPush(h.job_id(), h.step(), h.rank(), frame->count(),
-                              [&frame](float* dst) { frame->AddTo(dst); },
-                              &reply, &done)) {
-      deps_.traffic->Summed(false);
-      deps_.pool->Schedule([store = deps_.store, f = *std::move(frame),
-                            reply = std::move(reply)]() mutable {
-        const TensorHeader& fh = f.header();
-        store->Push(fh.job_id(), fh.step(), fh.rank(), f.count(),
-                    [&f](float* dst) { f.AddTo(dst); }, std::move(reply));
-      });
-    } else {
-      deps_.traffic->Summed(true);
-      AnswerHereOrOnPool(std::move(done), deps_.pool);
-    }
+    // As a unary PushPull (its answers may go out at once: Deliver takes
+    // mu_, not held here).
+    SumPush(*std::move(frame), std::move(reply), deps_);
     // Under mu_, so that no read starts after Finish (no reaction runs
     // inline in StartRead).
     absl::MutexLock lock(&mu_);
@@ -262,6 +245,28 @@ void AnswerHereOrOnPool(PsCompletions done, ReducePool* pool) {
     return;
   }
   pool->Schedule([done = std::move(done)]() mutable { RunCompletions(&done); });
+}
+
+void SumPush(DecodedFrame frame, Reply reply, const PsStreamDeps& deps) {
+  const TensorHeader& h = frame.header();
+  PsCompletions done;
+  if (deps.inline_bytes > 0 &&
+      frame.count() * sizeof(float) <= deps.inline_bytes &&
+      deps.store->TryPush(h.job_id(), h.step(), h.rank(), frame.count(),
+                          [&frame](float* dst) { frame.AddTo(dst); }, &reply,
+                          &done)) {
+    deps.traffic->Summed(true);
+    AnswerHereOrOnPool(std::move(done), deps.pool);
+    return;
+  }
+  deps.traffic->Summed(false);
+  // The frame keeps the received slices alive until the sum.
+  deps.pool->Schedule([store = deps.store, f = std::move(frame),
+                       reply = std::move(reply)]() mutable {
+    const TensorHeader& fh = f.header();
+    store->Push(fh.job_id(), fh.step(), fh.rank(), f.count(),
+                [&f](float* dst) { f.AddTo(dst); }, std::move(reply));
+  });
 }
 
 grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>*

@@ -28,6 +28,7 @@
 #include <grpcpp/support/server_callback.h>
 
 #include "common/grpc/refusal_log.h"
+#include "common/grpc/tensor_frame.h"
 #include "server/ps/ps_access.h"
 #include "server/ps/ps_store.h"
 #include "server/ps/ps_traffic.h"
@@ -57,6 +58,12 @@ inline constexpr size_t kPsInlineReplies = 4;
 // Runs `done` (RunCompletions) on this thread when it holds at most
 // kPsInlineReplies answers, else as one task on `pool`. No lock held.
 void AnswerHereOrOnPool(PsCompletions done, ReducePool* pool);
+
+// A push read on a gRPC reaction (PushPull, PushPullStream): summed here
+// when it has at most deps.inline_bytes float32 bytes and PsStore::TryPush
+// can (its answers: AnswerHereOrOnPool), else on deps.pool; counted in
+// deps.traffic by where. Call with no lock held.
+void SumPush(DecodedFrame frame, Reply reply, const PsStreamDeps& deps);
 
 // A new reactor for one PushPullStream call (deletes itself when done).
 grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>*
