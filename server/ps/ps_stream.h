@@ -9,10 +9,10 @@
 //     received slices, no copy); check the caller with PsAccess against the
 //     stream's metadata (once per (job, rank), then remembered); a GRAD
 //     frame only;
-//  2. sum it here when small and PsStore::TryPush can, else hand it to the
-//     shard's ReducePool, exactly as a unary PushPull; start the next read. The client keeps a bounded window of pushes
-//     unanswered (PsClient::set_push_window), which bounds what a stream
-//     holds here;
+//  2. SumPush, exactly as a unary PushPull (summed here when small and
+//     PsStore::TryPush can, else on the shard's ReducePool); start the next
+//     read. The client keeps a bounded window of pushes unanswered
+//     (PsClient::set_push_window), which bounds what a stream holds here;
 //  3. the reply (a PARAMS frame over the shared parameter snapshot, naming
 //     the slice and the step) joins the stream's write queue, one write in
 //     flight, from whichever thread completed it.
