@@ -550,6 +550,7 @@ int LocalBench(const BenchCommandOptions& o, const CommandHooks& hooks) {
   c.log_level = o.log_level;
   c.tuning_file = o.tuning_file;
   c.heartbeat_timeout = o.heartbeat_timeout;
+  c.ps_inline_bytes = o.ps_inline_bytes;
   c.interrupted = hooks.interrupted;
   if (!o.quiet) {
     std::printf("starting 1 server, %d PS shard(s), %d workers (logs in %s)\n",

@@ -50,6 +50,7 @@ struct BenchCommandOptions {
   std::string tuning_file;      // workers' --tuning_file; empty = built-in
   std::string log_level = "warn";
   double heartbeat_timeout = 6.0;
+  int64_t ps_inline_bytes = -1;  // the shards' --ps_inline_bytes; < 0: theirs
 };
 
 // What the CLI's main lends a command: Ctrl-C state and a way to make a

@@ -10,6 +10,7 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "client/bench_command.h"
+#include "common/ps_layout.h"
 #include "common/spec/job_spec.h"
 
 ABSL_FLAG(std::string, op, "allreduce",
@@ -50,6 +51,7 @@ ABSL_DECLARE_FLAG(bool, quiet);
 ABSL_DECLARE_FLAG(std::string, log_dir);
 ABSL_DECLARE_FLAG(std::string, log_level);
 ABSL_DECLARE_FLAG(double, heartbeat_timeout);
+ABSL_DECLARE_FLAG(int64_t, ps_inline_bytes);
 
 namespace gradsync {
 
@@ -89,6 +91,12 @@ absl::StatusOr<BenchCommandOptions> BenchOptionsFromFlags(bool local) {
   o.tuning_file = absl::GetFlag(FLAGS_tuning_file);
   o.log_level = absl::GetFlag(FLAGS_log_level);
   o.heartbeat_timeout = absl::GetFlag(FLAGS_heartbeat_timeout);
+  o.ps_inline_bytes = absl::GetFlag(FLAGS_ps_inline_bytes);
+  if (o.ps_inline_bytes > static_cast<int64_t>(kMaxPsInlineBytes)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--ps_inline_bytes must be at most ", kMaxPsInlineBytes,
+        " (or -1: the shards' default)"));
+  }
   o.tune_passes = absl::GetFlag(FLAGS_tune_passes);
   if (o.tune_passes < 1 || o.tune_passes > 10) {
     return absl::InvalidArgumentError(absl::StrCat(

@@ -50,6 +50,7 @@ struct CliOptions {
   std::string tuning_file;
   std::string log_level;
   double heartbeat_timeout = 6.0;
+  int64_t ps_inline_bytes = -1;  // the shards' --ps_inline_bytes; < 0: theirs
   std::string tls_dir;       // empty: plaintext
   // The job spec the job flags describe; Dies (2) naming a flag whose value
   // is not one of its names. Called only when a command builds a job (after

@@ -159,15 +159,19 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(
   const std::string key_file = absl::StrCat(options.log_dir, "/job.key");
   if (absl::Status st = JobKey::WriteNewFile(key_file); !st.ok()) return st;
   const std::string key_flag = absl::StrCat("--job_key_file=", key_file);
+  const std::string inline_flag =
+      options.ps_inline_bytes < 0
+          ? ""
+          : absl::StrCat("--ps_inline_bytes=", options.ps_inline_bytes);
   std::vector<std::string> extra;
   for (int s = 1; s < options.ps_shards; ++s) {
     // Each shard its own state directory (its checkpoints), as on hosts of
     // their own.
-    auto p = c->Spawn(absl::StrCat("ps", s), server_bin,
-                      {"--listen=127.0.0.1:0", "--role=ps", key_flag, level,
-                       metrics,
-                       absl::StrCat("--state_dir=", state_dir, "/ps", s)},
-                      deadline);
+    std::vector<std::string> args = {
+        "--listen=127.0.0.1:0", "--role=ps", key_flag, level, metrics,
+        absl::StrCat("--state_dir=", state_dir, "/ps", s)};
+    if (!inline_flag.empty()) args.push_back(inline_flag);
+    auto p = c->Spawn(absl::StrCat("ps", s), server_bin, args, deadline);
     if (!p.ok()) return p.status();
     c->shards_.push_back(*p);
     extra.push_back(p->address);
@@ -177,6 +181,7 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(
       absl::StrCat("--heartbeat_timeout=", options.heartbeat_timeout),
       absl::StrCat("--state_dir=", state_dir),
       key_flag, level, metrics};
+  if (!inline_flag.empty()) c->server_args_.push_back(inline_flag);
   std::vector<std::string> server_args = c->server_args_;
   server_args.insert(server_args.begin(), "--listen=127.0.0.1:0");
   auto server = c->Spawn("server", server_bin, server_args, deadline);

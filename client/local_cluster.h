@@ -30,6 +30,8 @@ struct LocalClusterOptions {
   std::string tuning_file;    // workers' --tuning_file, when set
   std::string log_level = "info";
   double heartbeat_timeout = 6.0;
+  // The server's and every shard's --ps_inline_bytes; < 0: their default.
+  int64_t ps_inline_bytes = -1;
   // Every process serves /metrics on a free loopback port (Process::metrics).
   bool metrics = false;
   absl::Duration start_timeout = absl::Seconds(30);

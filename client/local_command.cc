@@ -20,6 +20,7 @@
 #include "client/local_cluster.h"
 #include "client/report.h"
 #include "common/grpc/security.h"
+#include "common/ps_layout.h"
 #include "common/spec/job_spec.h"
 #include "common/spec/model_spec.h"
 
@@ -92,6 +93,11 @@ LocalClusterOptions ClusterOptions(const CliOptions& cli,
   if (cli.ps_shards < 1 || cli.ps_shards > 16) {
     Die("--ps_shards must be between 1 and 16 for a local cluster", 2);
   }
+  if (cli.ps_inline_bytes > static_cast<int64_t>(kMaxPsInlineBytes)) {
+    Die(absl::StrCat("--ps_inline_bytes must be at most ", kMaxPsInlineBytes,
+                     " (or -1: the shards' default)"),
+        2);
+  }
   LocalClusterOptions o;
   o.workers = cli.workers;
   o.ps_shards = cli.ps_shards;
@@ -101,6 +107,7 @@ LocalClusterOptions ClusterOptions(const CliOptions& cli,
   o.tuning_file = cli.tuning_file;
   o.log_level = cli.log_level;
   o.heartbeat_timeout = cli.heartbeat_timeout;
+  o.ps_inline_bytes = cli.ps_inline_bytes;
   o.interrupted = interruption.flag();
   o.tls_dir = cli.tls_dir;
   return o;

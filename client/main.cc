@@ -162,6 +162,11 @@ ABSL_FLAG(bool, json, false, "status/list: print JSON instead of text.");
 ABSL_FLAG(bool, quiet, false, "Print no progress lines, only results.");
 ABSL_FLAG(double, heartbeat_timeout, 6.0,
           "local: seconds without a heartbeat before a worker counts as dead.");
+ABSL_FLAG(int64_t, ps_inline_bytes, -1,
+          "local: every PS shard's --ps_inline_bytes (pushes of at most this "
+          "many float32 bytes are summed on the gRPC thread that read them; "
+          "0: all on the shards' reduce threads; at most 1048576; README "
+          "\"PS small pushes\"). -1: the shards' default, 64 KiB.");
 
 namespace gradsync {
 namespace {
@@ -262,6 +267,7 @@ CliOptions CliOptionsFromFlags() {
   o.tuning_file = absl::GetFlag(FLAGS_tuning_file);
   o.log_level = absl::GetFlag(FLAGS_log_level);
   o.heartbeat_timeout = absl::GetFlag(FLAGS_heartbeat_timeout);
+  o.ps_inline_bytes = absl::GetFlag(FLAGS_ps_inline_bytes);
   o.tls_dir = absl::GetFlag(FLAGS_tls_dir);
   o.spec = SpecFromFlags;
   return o;

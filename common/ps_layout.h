@@ -35,6 +35,9 @@ inline constexpr int64_t kPullFinalStep = -2;
 inline constexpr size_t kPsPartitionBytes = size_t{4} << 20;
 inline constexpr size_t kPreferredPsPartitionBytes = size_t{1} << 20;
 inline constexpr size_t kMinPsPartitionBytes = size_t{64} << 10;
+// A shard's --ps_inline_bytes (server/ps/ps_service.h, kPsInlineBytes) is at
+// most this: a larger push would hold a gRPC thread for its whole sum.
+inline constexpr size_t kMaxPsInlineBytes = size_t{1} << 20;
 // Pulls one PS shard keeps waiting, at most (all jobs together; a pull of a
 // partition not initialised yet waits for rank 0's Init). A job whose
 // (workers - 1) * partitions-per-shard exceeds it is refused at submit.

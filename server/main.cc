@@ -18,6 +18,7 @@
 #include "common/logging.h"
 #include "common/metrics/metrics_server.h"
 #include "common/process_setup.h"
+#include "common/ps_layout.h"
 #include "common/signals.h"
 #include "server/coordinator/coordinator.h"
 #include "server/coordinator/sqlite_job_store.h"
@@ -69,7 +70,6 @@ ABSL_FLAG(int, max_streams, 1024,
 ABSL_FLAG(uint64_t, ps_max_ended_jobs, gradsync::PsStore::kDefaultMaxEndedJobs,
           "PS shard: ended job ids remembered so that their late calls are "
           "refused; the oldest is forgotten first.");
-constexpr uint64_t kMaxPsInlineBytes = 1 << 20;
 ABSL_FLAG(uint64_t, ps_inline_bytes, gradsync::kPsInlineBytes,
           "PS shard: a push of at most this many float32 bytes is summed "
           "(and, as the step's last push, stepped; answered too for up to 4 "
@@ -171,9 +171,10 @@ absl::StatusOr<Startup> CheckStartup() {
     return absl::InvalidArgumentError(absl::StrCat(
         "--role must be all, coordinator or ps, got '", s.role, "'"));
   }
-  if (absl::GetFlag(FLAGS_ps_inline_bytes) > kMaxPsInlineBytes) {
+  if (absl::GetFlag(FLAGS_ps_inline_bytes) > gradsync::kMaxPsInlineBytes) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "--ps_inline_bytes must be at most ", kMaxPsInlineBytes, " (1 MiB: ",
+        "--ps_inline_bytes must be at most ", gradsync::kMaxPsInlineBytes,
+        " (1 MiB: ",
         "a larger push would hold a gRPC thread for its whole sum), got ",
         absl::GetFlag(FLAGS_ps_inline_bytes)));
   }

@@ -388,8 +388,8 @@ TEST(Integration, CliPointedAtAClosedPortSaysSoInOneLine) {
   EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
 }
 
-// A PS shard refuses an inline limit past 1 MiB before it listens, naming
-// the flag, exit 2.
+// A PS shard, `gradsync local` and `local bench` refuse an inline limit
+// past 1 MiB before anything listens, naming the flag, exit 2.
 TEST(Integration, ServerRefusesAnInlineLimitPastOneMebibyte) {
   const std::string dir = TempDir();
   const std::string err = dir + "/err";
@@ -402,6 +402,17 @@ TEST(Integration, ServerRefusesAnInlineLimitPastOneMebibyte) {
   EXPECT_NE(Slurp(err).find("--ps_inline_bytes must be at most 1048576"),
             std::string::npos)
       << Slurp(err);
+  // `gradsync local` and `local bench` refuse it before starting anything.
+  for (const char* cmd : {"local --steps=1", "local bench --op=pushpull"}) {
+    EXPECT_EQ(Shell(absl::StrCat(GRADSYNC_BIN_DIR, "/gradsync ", cmd,
+                                 " --ps_inline_bytes=1048577 2>", err),
+                    30),
+              2)
+        << cmd;
+    EXPECT_NE(Slurp(err).find("--ps_inline_bytes must be at most 1048576"),
+              std::string::npos)
+        << cmd << ": " << Slurp(err);
+  }
   std::filesystem::remove_all(dir);
 }
 

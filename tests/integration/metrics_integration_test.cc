@@ -164,6 +164,33 @@ TEST(MetricsIntegration, CountersOfServerAndWorkersMoveWithRingAndPsJobs) {
       << s;
 }
 
+// `gradsync local`'s --ps_inline_bytes reaches the server and every extra
+// shard: with 0, every push of a job in 64 KiB partitions over two shards
+// is summed on the shards' reduce threads.
+TEST(MetricsIntegration, ZeroInlineBytesSendEveryPushToTheReduceThreads) {
+  Cluster c(2, /*shards=*/2, /*metrics=*/true, 6.0, "", /*ps_inline_bytes=*/0);
+  ASSERT_TRUE(c.ok());
+  v1::JobSpec spec = Spec("ps", "sync", 2);
+  spec.set_steps(10);
+  spec.set_ps_shards(2);
+  spec.set_ps_partition_bytes(64 << 10);
+  const v1::Job done = RunScraping(c, spec);
+  ASSERT_EQ(done.state(), v1::SUCCEEDED) << done.error();
+  std::vector<std::string> shards = {c->server().metrics};
+  for (const LocalCluster::Process& p : c->shards()) shards.push_back(p.metrics);
+  ASSERT_EQ(shards.size(), 2u);
+  for (const std::string& address : shards) {
+    const std::string s = Scrape(address);
+    EXPECT_EQ(Value(s, "gradsync_ps_pushes_total{where=\"reaction\"}"), 0) << s;
+    const double pushes =
+        Value(s, "gradsync_ps_requests_total{method=\"push_pull\"}");
+    EXPECT_GE(pushes, 2 * 10) << s;  // both ranks, every step, some partition
+    EXPECT_EQ(Value(s, "gradsync_ps_pushes_total{where=\"reduce_threads\"}"),
+              pushes)
+        << s;
+  }
+}
+
 // A bench job's small size travels to the workers' peer servers, its size of
 // peer_bulk_bytes (the default, 4 MiB) to their bulk servers: the assignment
 // carried the bulk addresses that the workers registered.
