@@ -34,6 +34,7 @@ DOWNLINK=1
 WAIT_S=60
 KEEP_LOGS=0
 PEER_BDP_PROBE=""
+PS_INLINE_BYTES=""
 DATA_DIR=""
 
 # Derived / runtime state.
@@ -102,6 +103,10 @@ Flags (--flag=VALUE or --flag VALUE):
   --peer-bdp-probe=true|false  up, with --start-daemons: every worker's
                      --peer_bdp_probe (gRPC's BDP probing on the streams between
                      workers; default: the workers' own, true).
+  --ps-inline-bytes=B  up, with --start-daemons: the server's and every PS
+                     shard's --ps_inline_bytes (pushes of at most B float32
+                     bytes are summed on the gRPC thread that read them; 0:
+                     all on the reduce threads; default: theirs, 64 KiB).
   --data-dir=DIR     up, with --start-daemons: every worker's --data_dir, the
                      Fashion-MNIST directory its training jobs read (default: the
                      workers' own, /usr/share/datasets/fashion-mnist).
@@ -164,6 +169,7 @@ parse_flags() {
       --wait) WAIT_S=$val ;;
       --state-dir) STATE_DIR=$val ;;
       --peer-bdp-probe) PEER_BDP_PROBE=$val ;;
+      --ps-inline-bytes) PS_INLINE_BYTES=$val ;;
       --data-dir) DATA_DIR=$val ;;
       *) usage_error "unknown flag '$key'" ;;
     esac
@@ -230,6 +236,8 @@ validate_up() {
   [[ $WAIT_S =~ ^[1-9][0-9]*$ ]] || usage_error "--wait must be a positive number of seconds"
   [[ -z $PEER_BDP_PROBE || $PEER_BDP_PROBE == true || $PEER_BDP_PROBE == false ]] ||
     usage_error "--peer-bdp-probe must be true or false"
+  [[ -z $PS_INLINE_BYTES || ( $PS_INLINE_BYTES =~ ^[0-9]+$ && $PS_INLINE_BYTES -le 1048576 ) ]] ||
+    usage_error "--ps-inline-bytes must be a byte count 0..1048576"
   [[ -z $DATA_DIR || -d $DATA_DIR ]] || usage_error "--data-dir: no directory '$DATA_DIR'"
   [[ $SHAPER == tbf || $SHAPER == netem ]] || usage_error "--shaper must be tbf or netem, got '$SHAPER'"
   [[ $SHAPER == tbf || -z $BURST ]] || usage_error "--burst is a tbf size; --shaper=netem has no bucket"
@@ -427,6 +435,8 @@ start_daemon() {  # start_daemon I ROLE LOG BIN ARGS...: background in host I
   local extra=()
   [[ -z $PEER_BDP_PROBE || $bin != */gradsync-worker ]] ||
     extra+=(--peer_bdp_probe="$PEER_BDP_PROBE")
+  [[ -z $PS_INLINE_BYTES || $bin != */gradsync-server ]] ||
+    extra+=(--ps_inline_bytes="$PS_INLINE_BYTES")
   [[ -z $DATA_DIR || $bin != */gradsync-worker ]] || extra+=(--data_dir="$DATA_DIR")
   setsid ip netns exec "$PREFIX-h$i" "$bin" "$@" --token_file="$LOG_DIR/token" \
     "${extra[@]}" >"$log" 2>&1 </dev/null &
