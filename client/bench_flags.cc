@@ -92,10 +92,10 @@ absl::StatusOr<BenchCommandOptions> BenchOptionsFromFlags(bool local) {
   o.log_level = absl::GetFlag(FLAGS_log_level);
   o.heartbeat_timeout = absl::GetFlag(FLAGS_heartbeat_timeout);
   o.ps_inline_bytes = absl::GetFlag(FLAGS_ps_inline_bytes);
-  if (o.ps_inline_bytes > static_cast<int64_t>(kMaxPsInlineBytes)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--ps_inline_bytes must be at most ", kMaxPsInlineBytes,
-        " (or -1: the shards' default)"));
+  if (o.ps_inline_bytes >= 0) {  // < 0: the shards' default
+    if (absl::Status st = CheckPsInlineBytes(o.ps_inline_bytes); !st.ok()) {
+      return st;
+    }
   }
   o.tune_passes = absl::GetFlag(FLAGS_tune_passes);
   if (o.tune_passes < 1 || o.tune_passes > 10) {

@@ -93,10 +93,9 @@ LocalClusterOptions ClusterOptions(const CliOptions& cli,
   if (cli.ps_shards < 1 || cli.ps_shards > 16) {
     Die("--ps_shards must be between 1 and 16 for a local cluster", 2);
   }
-  if (cli.ps_inline_bytes > static_cast<int64_t>(kMaxPsInlineBytes)) {
-    Die(absl::StrCat("--ps_inline_bytes must be at most ", kMaxPsInlineBytes,
-                     " (or -1: the shards' default)"),
-        2);
+  if (cli.ps_inline_bytes >= 0) {  // < 0: the shards' default
+    absl::Status st = CheckPsInlineBytes(cli.ps_inline_bytes);
+    if (!st.ok()) Die(std::string(st.message()), 2);
   }
   LocalClusterOptions o;
   o.workers = cli.workers;

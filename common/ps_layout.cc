@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "absl/strings/str_cat.h"
+
 namespace gradsync {
 
 PsLayout MakePsLayout(const std::vector<Range>& buckets, int num_shards,
@@ -26,6 +28,14 @@ PsLayout MakePsLayout(const std::vector<Range>& buckets, int num_shards,
     }
   }
   return layout;
+}
+
+absl::Status CheckPsInlineBytes(uint64_t bytes) {
+  if (bytes <= kMaxPsInlineBytes) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "--ps_inline_bytes must be at most ", kMaxPsInlineBytes,
+      " (1 MiB: a larger push would hold a gRPC thread for its whole sum), "
+      "got ", bytes));
 }
 
 }  // namespace gradsync

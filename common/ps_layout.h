@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "common/partition.h"
 
 namespace gradsync {
@@ -38,6 +39,8 @@ inline constexpr size_t kMinPsPartitionBytes = size_t{64} << 10;
 // A shard's --ps_inline_bytes (server/ps/ps_service.h, kPsInlineBytes) is at
 // most this: a larger push would hold a gRPC thread for its whole sum.
 inline constexpr size_t kMaxPsInlineBytes = size_t{1} << 20;
+// INVALID_ARGUMENT naming --ps_inline_bytes when `bytes` exceeds it.
+absl::Status CheckPsInlineBytes(uint64_t bytes);
 // Pulls one PS shard keeps waiting, at most (all jobs together; a pull of a
 // partition not initialised yet waits for rank 0's Init). A job whose
 // (workers - 1) * partitions-per-shard exceeds it is refused at submit.

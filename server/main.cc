@@ -171,12 +171,10 @@ absl::StatusOr<Startup> CheckStartup() {
     return absl::InvalidArgumentError(absl::StrCat(
         "--role must be all, coordinator or ps, got '", s.role, "'"));
   }
-  if (absl::GetFlag(FLAGS_ps_inline_bytes) > gradsync::kMaxPsInlineBytes) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--ps_inline_bytes must be at most ", gradsync::kMaxPsInlineBytes,
-        " (1 MiB: ",
-        "a larger push would hold a gRPC thread for its whole sum), got ",
-        absl::GetFlag(FLAGS_ps_inline_bytes)));
+  if (absl::Status st =
+          gradsync::CheckPsInlineBytes(absl::GetFlag(FLAGS_ps_inline_bytes));
+      !st.ok()) {
+    return st;
   }
   if (absl::Status st =
           gradsync::InitLogging("server", absl::GetFlag(FLAGS_log_level));
