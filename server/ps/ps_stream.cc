@@ -1,6 +1,8 @@
 #include "server/ps/ps_stream.h"
 
+#include <algorithm>
 #include <deque>
+#include <iterator>
 #include <memory>
 #include <string>
 #include <utility>
@@ -239,12 +241,28 @@ class PushPullStreamReactor final
 
 }  // namespace
 
-void AnswerHereOrOnPool(PsCompletions done, ReducePool* pool) {
-  if (done.size() <= kPsInlineReplies) {
+void SpreadAnswers(PsCompletions done, ReducePool* pool) {
+  const size_t n = done.size();
+  if (n <= kPsAnswersHere) {
     RunCompletions(&done);
     return;
   }
-  pool->Schedule([done = std::move(done)]() mutable { RunCompletions(&done); });
+  const size_t groups =
+      std::min(n, static_cast<size_t>(std::max(1, pool->threads())) + 1);
+  const size_t here = std::min(kPsInlineReplies, (n + groups - 1) / groups);
+  // The pool's groups first, so that they are sent while this thread sends
+  // its own.
+  size_t next = here;
+  for (size_t tasks = groups - 1; tasks > 0 && next < n; --tasks) {
+    const size_t take = (n - next + tasks - 1) / tasks;
+    PsCompletions part(std::make_move_iterator(done.begin() + next),
+                       std::make_move_iterator(done.begin() + next + take));
+    next += take;
+    pool->Schedule(
+        [part = std::move(part)]() mutable { RunCompletions(&part); });
+  }
+  done.resize(here);
+  RunCompletions(&done);
 }
 
 void SumPush(DecodedFrame frame, Reply reply, const PsStreamDeps& deps) {
@@ -256,16 +274,20 @@ void SumPush(DecodedFrame frame, Reply reply, const PsStreamDeps& deps) {
                           [&frame](float* dst) { frame.AddTo(dst); }, &reply,
                           &done)) {
     deps.traffic->Summed(true);
-    AnswerHereOrOnPool(std::move(done), deps.pool);
+    SpreadAnswers(std::move(done), deps.pool);
     return;
   }
   deps.traffic->Summed(false);
   // The frame keeps the received slices alive until the sum.
-  deps.pool->Schedule([store = deps.store, f = std::move(frame),
+  deps.pool->Schedule([store = deps.store, pool = deps.pool,
+                       f = std::move(frame),
                        reply = std::move(reply)]() mutable {
     const TensorHeader& fh = f.header();
+    PsCompletions answers;
     store->Push(fh.job_id(), fh.step(), fh.rank(), f.count(),
-                [&f](float* dst) { f.AddTo(dst); }, std::move(reply));
+                [&f](float* dst) { f.AddTo(dst); }, std::move(reply),
+                &answers);
+    SpreadAnswers(std::move(answers), pool);
   });
 }
 

@@ -45,23 +45,26 @@ struct PsStreamDeps {
   RefusalLog* refusals = nullptr;
   // Pushes of at most this many float32 bytes are reduced on the reaction
   // that read them when PsStore::TryPush can (else on `pool`); 0: never.
-  // Their answers: AnswerHereOrOnPool.
+  // Their answers: SpreadAnswers.
   size_t inline_bytes = 0;
 };
 
-// A reaction that summed a push (PsStore::TryPush) sends at most this many
-// of the answers it completed; more (a sync step of N > 4 ranks) go to the
-// reduce threads as one task. Each answer's StartWrite costs ~24 us here,
-// and gRPC runs every reaction of the process on a few threads.
+// A step's answers are sent from several threads at once: each answer's
+// StartWrite costs ~24 us of the sending thread (here; one answer per
+// worker, each on its own connection), so N answers sent one after another
+// made a small push/pull grow by that per worker. SpreadAnswers runs up to
+// kPsAnswersHere of them on the calling thread alone; more are cut into
+// one group per thread of `pool` plus one, as even as can be, the caller
+// sending one group (at most kPsInlineReplies answers: gRPC runs every
+// reaction of a process on a few threads) and the pool the others, each
+// group one task. No lock held.
+inline constexpr size_t kPsAnswersHere = 2;
 inline constexpr size_t kPsInlineReplies = 4;
-
-// Runs `done` (RunCompletions) on this thread when it holds at most
-// kPsInlineReplies answers, else as one task on `pool`. No lock held.
-void AnswerHereOrOnPool(PsCompletions done, ReducePool* pool);
+void SpreadAnswers(PsCompletions done, ReducePool* pool);
 
 // A push read on a gRPC reaction (PushPull, PushPullStream): summed here
 // when it has at most deps.inline_bytes float32 bytes and PsStore::TryPush
-// can (its answers: AnswerHereOrOnPool), else on deps.pool; counted in
+// can, else on deps.pool (its answers, either way: SpreadAnswers); counted in
 // deps.traffic by where. Call with no lock held.
 void SumPush(DecodedFrame frame, Reply reply, const PsStreamDeps& deps);
 

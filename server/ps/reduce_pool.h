@@ -27,6 +27,9 @@ class ReducePool {
 
   void Schedule(absl::AnyInvocable<void() &&> task);
 
+  // How many threads run the tasks.
+  int threads() const { return static_cast<int>(threads_.size()); }
+
  private:
   // Takes and runs tasks until the queue is empty and stop_ is set. Idle
   // threads wait for work without a deadline: that is their only job.
