@@ -578,9 +578,11 @@ def analyse(rows, link, config=None):
         models[name] = {"alpha_seconds": a, "beta_bytes_per_second": b,
                         "burst_bytes": burst if name == BUCKET else 0,
                         "within_tolerance": within_tolerance(rows, key)}
+    crossings = crossovers(rows, alpha, beta, burst, rate, fits[PLAIN])
     summary = {"model": used, "link": link, "alpha_seconds": alpha,
                "beta_bytes_per_second": beta, "models": models,
-               "crossover_bytes": crossovers(rows, alpha, beta, burst, rate, fits[PLAIN]),
+               "crossover_bytes": crossings,
+               "crossover_agreement": crossover_agreement(crossings),
                "within_tolerance": within_tolerance(rows),
                "ring_flatness": ring_flatness(rows), "rows": rows}
     if config is not None:
@@ -719,6 +721,34 @@ def crossovers(rows, alpha, beta, burst=0, rate=None, plain=None):
                                         if measured and c["model"] else None)
             out["N%d %s" % (n, alg)] = c
     return out
+
+
+def crossover_agreement(crossings, factor=2.0):
+    """How many (N, algorithm) crossovers agree with the link model within
+    `factor` (issue 8's target: 2x): both a size, measured/model within
+    [1/factor, factor]; or both "ring faster at every size"; or both never.
+    Pairs whose algorithm sends the ring's very messages are not counted
+    (the model has no crossover there). {"within", "of", "factor",
+    "outside": [[key, measured/model or None], ...]}."""
+    within, outside = 0, []
+    for key, c in sorted(crossings.items()):
+        if c["same_messages"]:
+            continue
+        model_k, measured = c["model"], c["measured"]
+        if model_k and measured:
+            ok = 1 / factor <= measured / model_k <= factor
+        elif model_k == 0:      # ring faster at every size
+            ok = measured is None and c["first_ring_win"] is not None
+        elif model_k is None:   # never
+            ok = c["first_ring_win"] is None
+        else:
+            ok = False
+        if ok:
+            within += 1
+        else:
+            outside.append([key, measured / model_k if model_k and measured else None])
+    return {"within": within, "of": within + len(outside), "factor": factor,
+            "outside": outside}
 
 
 def plot(out, summary):
@@ -959,6 +989,13 @@ def report(summary):
             "; plain alpha-beta %s" % model_crossover_text(c["model_plain"],
                                                            c["model_plain_then"])
             if plain and not c["same_messages"] else ""))
+    agree = summary.get("crossover_agreement")
+    if agree and agree["of"]:
+        print("crossovers within %gx of the model: %d of %d%s" % (
+            agree["factor"], agree["within"], agree["of"],
+            " (outside: %s)" % ", ".join(
+                "%s %s" % (k, "%.2f" % r if r is not None else "no crossing")
+                for k, r in agree["outside"]) if agree["outside"] else ""))
 
 
 def per_message_range(rows):

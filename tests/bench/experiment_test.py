@@ -188,6 +188,27 @@ class FitTest(unittest.TestCase):
         finally:
             shutil.rmtree(out)
 
+    def test_crossover_agreement_counts_pairs_within_2x(self):
+        def c(measured, model, first=1 << 16, same=False):
+            return {"measured": measured, "model": model, "first_ring_win": first,
+                    "same_messages": same}
+        crossings = {
+            "N2 hd": c(30e3, None, same=True),        # the ring's messages: not counted
+            "N3 hd": c(18e3, 37e3),                   # 0.49x: outside
+            "N3 tree": c(29e3, 36e3),                 # 0.8x
+            "N4 hd": c(455e3, 55e3),                  # 8.3x: outside
+            "N5 tree": c(39e3, 20e3),                 # 1.95x
+            "N6 hd": c(None, 0.0, first=4096),        # both: ring faster at every size
+            "N7 hd": c(None, None, first=None),       # both: never
+            "N8 hd": c(None, 50e3, first=None),       # measured never, model a size
+        }
+        a = experiment.crossover_agreement(crossings)
+        self.assertEqual((a["within"], a["of"]), (4, 7))
+        self.assertEqual([k for k, _ in a["outside"]], ["N3 hd", "N4 hd", "N8 hd"])
+        self.assertAlmostEqual(a["outside"][0][1], 18 / 37)
+        self.assertIsNone(a["outside"][2][1])
+        self.assertEqual(experiment.crossover_agreement(crossings, 10)["within"], 6)
+
     def test_measured_crossover_interpolates_between_sizes(self):
         sizes = [1 << 12, 1 << 14, 1 << 16]
         ring = {1 << 12: 2.0, 1 << 14: 2.0, 1 << 16: 1.0}
