@@ -14,7 +14,9 @@
 //     straight into the partition's sum under the partition's lock; the
 //     N-th push of a sync step runs the optimizer there too;
 //  3. whichever thread completes a reply finishes its reactor with a frame
-//     over the shared parameter snapshot (zero-copy).
+//     over the shared parameter snapshot (zero-copy); a reaction that
+//     completed a step's answers spreads them over the pool
+//     (SpreadAnswers, ps_stream.h).
 // Every call is first checked by PsAccess (ps_access.h): the caller must
 // prove membership of the call's job (PERMISSION_DENIED otherwise, before
 // anything is parsed further or stored). A Pull that waits (for Init, or at

@@ -216,24 +216,18 @@ void PsStore::CancelPull(uint64_t ticket, const absl::Status& why) {
 void PsStore::Push(const std::string& key, int64_t step, int rank,
                    size_t count, absl::FunctionRef<void(float*)> accumulate,
                    Reply reply) {
-  PsCompletions done;
-  Push(key, step, rank, count, accumulate, std::move(reply), &done);
-  RunCompletions(&done);
-}
-
-void PsStore::Push(const std::string& key, int64_t step, int rank,
-                   size_t count, absl::FunctionRef<void(float*)> accumulate,
-                   Reply reply, PsCompletions* done) {
   absl::StatusOr<std::shared_ptr<PsSlice>> part;
   {
     absl::ReaderMutexLock lock(&mu_);
     part = Find(key);
   }
   if (!part.ok()) {
-    done->push_back({std::move(reply), PushRefusal(key, part.status())});
+    reply(PushRefusal(key, part.status()));
     return;
   }
-  (*part)->Push(step, rank, count, accumulate, std::move(reply), done);
+  PsCompletions done;
+  (*part)->Push(step, rank, count, accumulate, std::move(reply), &done);
+  RunCompletions(&done);
 }
 
 bool PsStore::TryPush(const std::string& key, int64_t step, int rank,

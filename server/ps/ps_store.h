@@ -106,12 +106,6 @@ class PsStore {
   // N-th sync push runs the optimizer on this thread).
   void Push(const std::string& key, int64_t step, int rank, size_t count,
             absl::FunctionRef<void(float*)> accumulate, Reply reply);
-  // The same, but the replies it completes (none, this one, or the N of a
-  // sync step) are added to `done` for the caller to run with no lock held
-  // (RunCompletions, or SpreadAnswers to send them from several threads).
-  void Push(const std::string& key, int64_t step, int rank, size_t count,
-            absl::FunctionRef<void(float*)> accumulate, Reply reply,
-            PsCompletions* done);
 
   // Push, for a thread that must never wait (a gRPC reaction, for a small
   // push: a hand-off to the reduce threads costs more than the sum): false,

@@ -258,7 +258,7 @@ void SpreadAnswers(PsCompletions done, ReducePool* pool) {
     PsCompletions part(std::make_move_iterator(done.begin() + next),
                        std::make_move_iterator(done.begin() + next + take));
     next += take;
-    pool->Schedule(
+    pool->ScheduleFirst(
         [part = std::move(part)]() mutable { RunCompletions(&part); });
   }
   done.resize(here);
@@ -278,16 +278,14 @@ void SumPush(DecodedFrame frame, Reply reply, const PsStreamDeps& deps) {
     return;
   }
   deps.traffic->Summed(false);
-  // The frame keeps the received slices alive until the sum.
-  deps.pool->Schedule([store = deps.store, pool = deps.pool,
-                       f = std::move(frame),
+  // The frame keeps the received slices alive until the sum. A reduce
+  // thread sends the answers it completes itself, one after another: the
+  // pool's other thread may be summing, and the answers would wait for it.
+  deps.pool->Schedule([store = deps.store, f = std::move(frame),
                        reply = std::move(reply)]() mutable {
     const TensorHeader& fh = f.header();
-    PsCompletions answers;
     store->Push(fh.job_id(), fh.step(), fh.rank(), f.count(),
-                [&f](float* dst) { f.AddTo(dst); }, std::move(reply),
-                &answers);
-    SpreadAnswers(std::move(answers), pool);
+                [&f](float* dst) { f.AddTo(dst); }, std::move(reply));
   });
 }
 

@@ -15,7 +15,8 @@
 //     (PsClient::set_push_window), which bounds what a stream holds here;
 //  3. the reply (a PARAMS frame over the shared parameter snapshot, naming
 //     the slice and the step) joins the stream's write queue, one write in
-//     flight, from whichever thread completed it.
+//     flight, from whichever thread completed it or sends it
+//     (SpreadAnswers).
 // The first error (a refused, malformed or failed push) ends the stream
 // with its status, the slice named in the message; replies already queued
 // are dropped. A cancelled stream (client gone, or its deadline) drops the
@@ -49,22 +50,23 @@ struct PsStreamDeps {
   size_t inline_bytes = 0;
 };
 
-// A step's answers are sent from several threads at once: each answer's
-// StartWrite costs ~24 us of the sending thread (here; one answer per
-// worker, each on its own connection), so N answers sent one after another
-// made a small push/pull grow by that per worker. SpreadAnswers runs up to
-// kPsAnswersHere of them on the calling thread alone; more are cut into
-// one group per thread of `pool` plus one, as even as can be, the caller
-// sending one group (at most kPsInlineReplies answers: gRPC runs every
-// reaction of a process on a few threads) and the pool the others, each
-// group one task. No lock held.
+// A step's answers completed on a reaction (a push summed there) are sent
+// from several threads at once: each answer's StartWrite costs ~24 us of
+// the sending thread (here; one answer per worker, each on its own
+// connection), so N answers sent one after another made a small push/pull
+// grow by that per worker. SpreadAnswers runs up to kPsAnswersHere of them
+// on the calling thread alone; more are cut into one group per thread of
+// `pool` plus one, the caller sending one group (at most kPsInlineReplies
+// answers: gRPC runs every reaction of a process on a few threads) and the
+// pool the others, shared as evenly as can be, each group one task ahead of
+// queued reductions (ReducePool::ScheduleFirst). No lock held.
 inline constexpr size_t kPsAnswersHere = 2;
 inline constexpr size_t kPsInlineReplies = 4;
 void SpreadAnswers(PsCompletions done, ReducePool* pool);
 
 // A push read on a gRPC reaction (PushPull, PushPullStream): summed here
 // when it has at most deps.inline_bytes float32 bytes and PsStore::TryPush
-// can, else on deps.pool (its answers, either way: SpreadAnswers); counted in
+// can (its answers: SpreadAnswers), else on deps.pool; counted in
 // deps.traffic by where. Call with no lock held.
 void SumPush(DecodedFrame frame, Reply reply, const PsStreamDeps& deps);
 

@@ -28,6 +28,11 @@ void ReducePool::Schedule(absl::AnyInvocable<void() &&> task) {
   queue_.push_back(std::move(task));
 }
 
+void ReducePool::ScheduleFirst(absl::AnyInvocable<void() &&> task) {
+  absl::MutexLock lock(&mu_);
+  queue_.push_front(std::move(task));
+}
+
 void ReducePool::Loop() {
   for (;;) {
     absl::AnyInvocable<void() &&> task;

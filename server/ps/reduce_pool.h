@@ -14,7 +14,8 @@
 
 namespace gradsync {
 
-// Thread-safe. Tasks run in FIFO order, each on one of the pool's threads;
+// Thread-safe. Tasks run in FIFO order (ScheduleFirst: at the front), each
+// on one of the pool's threads;
 // a task must not block on another task of the same pool.
 class ReducePool {
  public:
@@ -26,6 +27,9 @@ class ReducePool {
   ReducePool& operator=(const ReducePool&) = delete;
 
   void Schedule(absl::AnyInvocable<void() &&> task);
+  // Schedule, ahead of every task still queued: for short work that someone
+  // waits for (a step's answers), not to wait behind queued reductions.
+  void ScheduleFirst(absl::AnyInvocable<void() &&> task);
 
   // How many threads run the tasks.
   int threads() const { return static_cast<int>(threads_.size()); }

@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <random>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -519,6 +520,31 @@ TEST(PsStore, SpreadAnswersSendsTheGroupsAtTheSameTime) {
   }
   EXPECT_EQ(most, 3);
   EXPECT_EQ(saw_three, 6);
+}
+
+// ScheduleFirst jumps the queue: answers do not wait behind reductions.
+TEST(ReducePool, ScheduleFirstRunsAheadOfQueuedTasks) {
+  absl::Mutex mu;
+  bool release = false;
+  std::vector<std::string> order;
+  {
+    ReducePool pool(1);
+    pool.Schedule([&] {  // holds the one thread until the rest are queued
+      absl::MutexLock lock(&mu);
+      mu.Await(absl::Condition(&release));
+    });
+    pool.Schedule([&] {
+      absl::MutexLock lock(&mu);
+      order.push_back("reduction");
+    });
+    pool.ScheduleFirst([&] {
+      absl::MutexLock lock(&mu);
+      order.push_back("answers");
+    });
+    absl::MutexLock lock(&mu);
+    release = true;
+  }
+  EXPECT_EQ(order, (std::vector<std::string>{"answers", "reduction"}));
 }
 
 TEST(ReducePool, RunsEveryTaskAndDrainsTheQueueOnDestruction) {
