@@ -2,6 +2,7 @@
 // fixture parameterised by algorithm x transport x world x size (Gloo's
 // allreduce_test.cc). A new algorithm is one more line in kAlgorithms.
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -21,6 +22,8 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/clock.h"
 #include "worker/collectives/allreduce.h"
+#include "worker/collectives/forwarding_transport.h"
+#include "worker/collectives/halving_doubling.h"
 #include "tests/collectives/collective_test_util.h"
 #include "worker/collectives/testing/transport_group.h"
 
@@ -293,6 +296,78 @@ TEST_P(AllreduceFailureTest, StrayChunkIsRejectedNotSummed) {
   EXPECT_NE(st.message().find("step 7"), absl::string_view::npos) << st;
   for (size_t i = 0; i < 100; ++i) {
     ASSERT_EQ(data[i], 1.0f) << "element " << i << " summed";
+  }
+}
+
+// ---------------------------------------------------------------- messages
+
+// Counts the messages a rank sends (Send, SendSum, Forward).
+class CountingTransport final : public ForwardingTransport {
+ public:
+  using ForwardingTransport::ForwardingTransport;
+  absl::Status Send(int peer, const ChunkTag& tag, float* data, size_t n,
+                    uint64_t checksum) override {
+    ++sent;
+    return ForwardingTransport::Send(peer, tag, data, n, checksum);
+  }
+  absl::Status SendSum(int peer, const ChunkTag& tag, const float* a,
+                       const RecvChunk& chunk, float* store) override {
+    ++sent;
+    return ForwardingTransport::SendSum(peer, tag, a, chunk, store);
+  }
+  absl::Status Forward(int peer, const ChunkTag& tag, const RecvChunk& chunk,
+                       uint64_t checksum) override {
+    ++sent;
+    return ForwardingTransport::Forward(peer, tag, chunk, checksum);
+  }
+  std::atomic<int> sent{0};
+};
+
+// Halving-doubling sends a small vector (at most kHdRoundBytes, one
+// segment) in one message per round: 2 log2(p) per virtual rank, one more
+// to a folded extra rank, and two from the extra rank (the half its partner
+// passes on, then the rest); a larger one in a message per block: p - 1 per
+// phase. Both sum right (RunAndCheck).
+TEST(HalvingDoublingMessages, ASmallVectorGoesInOneMessagePerRound) {
+  const size_t small = kHdRoundBytes / sizeof(float);  // the largest
+  const size_t large = small + 1;
+  for (int world : {2, 3, 4, 5, 7, 8}) {
+    for (size_t n : {size_t{1024}, small, large}) {
+      SCOPED_TRACE(absl::StrCat("world ", world, " n ", n));
+      std::unique_ptr<TransportGroup> group =
+          NewGroup(TransportKind::kInProc, world);
+      ASSERT_NE(group, nullptr);
+      std::vector<std::unique_ptr<CountingTransport>> counted;
+      std::vector<std::unique_ptr<Allreduce>> algos;
+      for (int r = 0; r < world; ++r) {
+        counted.push_back(
+            std::make_unique<CountingTransport>(group->transport(r)));
+        algos.push_back(std::make_unique<HalvingDoublingAllreduce>(
+            counted.back().get(), n, AllreduceOptions{}));
+      }
+      RunAndCheck(algos, n, /*step=*/0, /*bucket=*/0, 0, IntegerData);
+      int p = 1, levels = 0;
+      while (p * 2 <= world) p *= 2, ++levels;
+      const int extra = world - p;
+      for (int r = 0; r < world; ++r) {
+        // Ranks 2i+1 (i < extra) are extra; 2i their partners.
+        const bool is_extra = r < 2 * extra && r % 2 == 1;
+        const bool folded = r < 2 * extra && r % 2 == 0;
+        int want;
+        if (is_extra) {
+          want = n == large ? -1 : 2;  // large: one per block, checked below
+        } else if (n != large) {
+          want = 2 * levels + (folded ? 1 : 0);
+        } else {
+          want = 2 * (p - 1) + (folded ? p : 0);
+        }
+        if (want < 0) {
+          EXPECT_GE(counted[r]->sent.load(), p) << "rank " << r;
+        } else {
+          EXPECT_EQ(counted[r]->sent.load(), want) << "rank " << r;
+        }
+      }
+    }
   }
 }
 

@@ -1,6 +1,8 @@
 #include "worker/collectives/halving_doubling.h"
 
 #include <algorithm>
+#include <functional>
+#include <memory>
 #include <utility>
 
 namespace gradsync {
@@ -25,9 +27,11 @@ HalvingDoublingAllreduce::HalvingDoublingAllreduce(Transport* transport,
   const int p = fold_.p();
   const int levels = fold_.levels();
   const size_t seg = SegmentElems(options_.segment_bytes);
-  for (const Range& block : PartitionEven(count_, p)) {
+  blocks_ = PartitionEven(count_, p);
+  for (const Range& block : blocks_) {
     block_segs_.push_back(Segments(block, seg));
   }
+  in_rounds_ = count_ * sizeof(float) <= kHdRoundBytes && count_ <= seg;
   // The virtual rank of this rank, or of the partner an extra rank folds into.
   const int v = vrank_ >= 0 ? vrank_ : fold_.VirtualRank(fold_peer_);
   if (fold_peer_ >= 0) {
@@ -92,6 +96,7 @@ absl::Status HalvingDoublingAllreduce::Run(float* data, int64_t step,
   if (transport_->size() == 1 || count_ == 0) return absl::OkStatus();
   transport_->BeginCollective(count_ * sizeof(float));
   const absl::Time deadline = absl::Now() + options_.timeout;
+  if (in_rounds_) return RunInRounds(data, step, bucket, deadline);
   if (vrank_ < 0) return RunExtra(data, step, bucket, deadline);
   const bool folded = fold_peer_ >= 0;
   absl::Status st;
@@ -222,6 +227,110 @@ absl::Status HalvingDoublingAllreduce::RunExtra(float* data, int64_t step,
                                                 absl::Time deadline) {
   return RunExtraRank(transport_, fold_peer_, data, step, bucket, fold_in_,
                       fold_out_, deadline);
+}
+
+Range HalvingDoublingAllreduce::Blocks(int first, int n) const {
+  if (n <= 0) return Range{blocks_[first].begin, 0};
+  const Range& last = blocks_[first + n - 1];
+  return Range{blocks_[first].begin, last.end() - blocks_[first].begin};
+}
+
+absl::Status HalvingDoublingAllreduce::RunInRounds(float* data, int64_t step,
+                                                   int bucket,
+                                                   absl::Time deadline) {
+  auto tag = [&](RingPhase phase, int index, size_t segment) {
+    return MakeTag(step, bucket, phase, index, segment);
+  };
+  auto send = [&](int peer, const ChunkTag& t, const Range& r) {
+    if (r.size == 0) return absl::OkStatus();
+    return transport_->Send(peer, t, data + r.begin, r.size);
+  };
+  // Hands the message to `use`; an empty range is no message.
+  auto receive = [&](int peer, const ChunkTag& t, const Range& r,
+                     const std::function<absl::Status(const RecvChunk&)>& use) {
+    if (r.size == 0) return absl::OkStatus();
+    absl::StatusOr<std::unique_ptr<RecvChunk>> chunk =
+        transport_->Recv(peer, t, r.size, deadline);
+    if (!chunk.ok()) return chunk.status();
+    return use(**chunk);
+  };
+  auto add = [&](const Range& r) {
+    return [&data, r](const RecvChunk& c) {
+      c.AddTo(data + r.begin);
+      return absl::OkStatus();
+    };
+  };
+  // Halving round 0 of virtual rank v: the half of all blocks it gives away
+  // and the half it keeps.
+  const int v = vrank_ >= 0 ? vrank_ : fold_.VirtualRank(fold_peer_);
+  const int half0 = fold_.p() / 2;
+  const bool upper0 = (v & half0) != 0;
+  const Range give0 = Blocks(upper0 ? 0 : half0, half0);
+  const Range keep0 = Blocks(upper0 ? half0 : 0, half0);
+  const Range all{0, count_};
+  absl::Status st;
+  if (vrank_ < 0) {
+    // The extra rank: the half its partner gives away first, so that the
+    // partner passes it on while the rest arrives; then the result.
+    st = send(fold_peer_, tag(RingPhase::kFoldIn, 0, 0), give0);
+    if (st.ok()) st = send(fold_peer_, tag(RingPhase::kFoldIn, 0, 1), keep0);
+    if (st.ok()) {
+      st = receive(fold_peer_, tag(RingPhase::kFoldOut, 0, 0), all,
+                   [&data](const RecvChunk& c) {
+                     c.CopyTo(data);
+                     return absl::OkStatus();
+                   });
+    }
+    if (!st.ok()) return st;
+    return transport_->WaitSendsReleased(deadline);
+  }
+  // Halving: this rank and its partner hold blocks [base, base + m); the one
+  // whose virtual rank has the bit `half` keeps the upper half. A folded
+  // rank's round-0 message is its extra rank's first one plus its own.
+  const bool folded = fold_peer_ >= 0;
+  if (folded) {
+    st = receive(fold_peer_, tag(RingPhase::kFoldIn, 0, 0), give0,
+                 [&](const RecvChunk& c) {
+                   return transport_->SendSum(HalvingPartner(0),
+                                              tag(RingPhase::kHalving, 0, 0),
+                                              data + give0.begin, c, nullptr);
+                 });
+    if (st.ok()) {
+      st = receive(fold_peer_, tag(RingPhase::kFoldIn, 0, 1), keep0,
+                   add(keep0));
+    }
+  }
+  int base = 0;
+  for (int k = 0, m = fold_.p(); k < fold_.levels() && st.ok(); ++k, m /= 2) {
+    const int half = m / 2;
+    const bool upper = (vrank_ & half) != 0;
+    const Range keep = Blocks(upper ? base + half : base, half);
+    const Range give = Blocks(upper ? base : base + half, half);
+    const ChunkTag t = tag(RingPhase::kHalving, k, 0);
+    if (k > 0 || !folded) st = send(HalvingPartner(k), t, give);
+    if (st.ok()) st = receive(HalvingPartner(k), t, keep, add(keep));
+    if (upper) base += half;
+  }
+  // Doubling: in round j this rank holds the 2^j blocks of its aligned group.
+  for (int j = 0; j < fold_.levels() && st.ok(); ++j) {
+    const int n = 1 << j;
+    const int mine = vrank_ & ~(n - 1);
+    const Range theirs = Blocks(mine ^ n, n);
+    const ChunkTag t = tag(RingPhase::kDoubling, j, 0);
+    st = send(DoublingPartner(j), t, Blocks(mine, n));
+    if (st.ok()) {
+      st = receive(DoublingPartner(j), t, theirs,
+                   [&data, theirs](const RecvChunk& c) {
+                     c.CopyTo(data + theirs.begin);
+                     return absl::OkStatus();
+                   });
+    }
+  }
+  if (st.ok() && folded) {
+    st = send(fold_peer_, tag(RingPhase::kFoldOut, 0, 0), all);
+  }
+  if (!st.ok()) return st;
+  return transport_->WaitSendsReleased(deadline);
 }
 
 }  // namespace gradsync

@@ -24,17 +24,24 @@ namespace gradsync {
 // The vector is cut into p blocks (PartitionEven); virtual rank v ends the
 // halving owning block v, summed. Messages are segments of at most
 // AllreduceOptions::segment_bytes that never span two blocks (so a rank
-// sends at least one message per block it sends: p-1 per phase, which only
-// matters for small vectors, the job of RecursiveDoublingAllreduce). Each
+// sends at least one message per block it sends: p-1 per phase). Each
 // message stream is ordered so that what the receiver passes on in its next
 // round arrives first, and a rank passes a segment on as soon as it arrives:
 // consecutive rounds overlap.
+//
+// A small vector (at most kHdRoundBytes, and one segment) goes round by
+// round instead (RunInRounds): one message per round, the blocks a rank
+// sends in a round being contiguous, so 2·log2(p) messages per rank (plus
+// the fold's) instead of 2(p-1): at 4 KiB and p = 8 the overlap saves
+// nothing and every message costs a send and a wake-up.
 //
 // Bit-identical results: every partial and final sum of an element is
 // computed by exactly one rank (the fold partner, then the rank that keeps
 // that half in each halving round; the final one by the block's owner) and
 // then only copied (Forward / CopyTo / the same value SendSum stores and
 // sends), so all ranks hold the owner's bits.
+inline constexpr size_t kHdRoundBytes = 64 << 10;
+
 class HalvingDoublingAllreduce final : public Allreduce {
  public:
   HalvingDoublingAllreduce(Transport* transport, size_t count,
@@ -71,6 +78,19 @@ class HalvingDoublingAllreduce final : public Allreduce {
   //  5. Wait until the transport released our memory.
   // An extra rank sends its vector to its partner in the order of step 1
   // (kFoldIn, 0), then receives the result (kFoldOut, 0) into data.
+  //
+  // In rounds (a small vector): the same rounds, partners and tags, each
+  // message the whole range of blocks given or received in that round
+  // (none when that range is empty), segment 0: halving round k sends the
+  // half given away and adds the half kept; doubling round j sends the 2^j
+  // blocks held (Send rounds them in place to the wire dtype) and copies
+  // the partner's; then the whole vector to a folded extra rank
+  // (kFoldOut). An extra rank sends its vector in two messages (kFoldIn,
+  // segments 0 and 1): the half its partner gives away in halving round 0,
+  // which the partner sums straight into its round-0 message (SendSum), so
+  // that it is on its way while the rest arrives; then the half it keeps.
+  // The same sums in the same order, so the same bits as the segment-wise
+  // protocol.
   absl::Status Run(float* data, int64_t step, int bucket) override;
   v1::Algorithm algorithm() const override {
     return v1::ALGORITHM_HALVING_DOUBLING;
@@ -98,6 +118,10 @@ class HalvingDoublingAllreduce final : public Allreduce {
                              absl::Time deadline);
   absl::Status RunExtra(float* data, int64_t step, int bucket,
                         absl::Time deadline);
+  absl::Status RunInRounds(float* data, int64_t step, int bucket,
+                           absl::Time deadline);
+  // The elements of blocks [first, first + n).
+  Range Blocks(int first, int n) const;
 
   // Constant after construction.
   Transport* const transport_;
@@ -107,7 +131,9 @@ class HalvingDoublingAllreduce final : public Allreduce {
   const int rank_;
   const int vrank_;      // -1 for an extra rank
   const int fold_peer_;  // -1 when not in a fold pair
+  std::vector<Range> blocks_;                   // by block (= virtual rank)
   std::vector<std::vector<Range>> block_segs_;  // by block (= virtual rank)
+  bool in_rounds_ = false;                      // RunInRounds
   // Virtual ranks only, by round:
   std::vector<Range> round0_send_;
   std::vector<std::vector<Range>> halving_recv_;
