@@ -144,6 +144,12 @@ TEST_P(AllreduceLanesTest, TwoConnectionsPerPeer) {
     RunAndCheck(algos, n, /*step=*/0, /*bucket=*/2, 0, IntegerData);
     RunAndCheck(algos, n, /*step=*/1, /*bucket=*/2, 1e-6 * world,
                 InexactData);
+    // A small vector in one segment (halving-doubling: in rounds, the fold's
+    // two messages on two lanes).
+    const size_t small = 1001;
+    algos = Build(GetParam(), group.get(), small, AllreduceOptions{});
+    ASSERT_EQ(algos.size(), static_cast<size_t>(world));
+    RunAndCheck(algos, small, /*step=*/2, /*bucket=*/2, 0, IntegerData);
   }
 }
 
