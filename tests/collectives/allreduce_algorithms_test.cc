@@ -333,44 +333,48 @@ class CountingTransport final : public ForwardingTransport {
 // segment) in one message per round: 2 log2(p) per virtual rank, one more
 // to a folded extra rank, and two from the extra rank (the half its partner
 // passes on, then the rest); a larger one in a message per block: p - 1 per
-// phase. Both sum right (RunAndCheck).
+// phase. Both sum right with bit-identical replicas (RunAndCheck), over the
+// float32 and bf16 wire, with uneven blocks (1027) and empty ones (3 < p).
 TEST(HalvingDoublingMessages, ASmallVectorGoesInOneMessagePerRound) {
   const size_t small = kHdRoundBytes / sizeof(float);  // the largest
   const size_t large = small + 1;
-  for (int world : {2, 3, 4, 5, 7, 8}) {
-    for (size_t n : {size_t{1024}, small, large}) {
-      SCOPED_TRACE(absl::StrCat("world ", world, " n ", n));
-      std::unique_ptr<TransportGroup> group =
-          NewGroup(TransportKind::kInProc, world);
-      ASSERT_NE(group, nullptr);
-      std::vector<std::unique_ptr<CountingTransport>> counted;
-      std::vector<std::unique_ptr<Allreduce>> algos;
-      for (int r = 0; r < world; ++r) {
-        counted.push_back(
-            std::make_unique<CountingTransport>(group->transport(r)));
-        algos.push_back(std::make_unique<HalvingDoublingAllreduce>(
-            counted.back().get(), n, AllreduceOptions{}));
-      }
-      RunAndCheck(algos, n, /*step=*/0, /*bucket=*/0, 0, IntegerData);
-      int p = 1, levels = 0;
-      while (p * 2 <= world) p *= 2, ++levels;
-      const int extra = world - p;
-      for (int r = 0; r < world; ++r) {
-        // Ranks 2i+1 (i < extra) are extra; 2i their partners.
-        const bool is_extra = r < 2 * extra && r % 2 == 1;
-        const bool folded = r < 2 * extra && r % 2 == 0;
-        int want;
-        if (is_extra) {
-          want = n == large ? -1 : 2;  // large: one per block, checked below
-        } else if (n != large) {
-          want = 2 * levels + (folded ? 1 : 0);
-        } else {
-          want = 2 * (p - 1) + (folded ? p : 0);
+  for (int world : {2, 3, 4, 5, 7, 8, 12}) {
+    int p = 1, levels = 0;
+    while (p * 2 <= world) p *= 2, ++levels;
+    const int extra = world - p;
+    for (size_t n : {size_t{3}, size_t{1027}, small, large}) {
+      for (WireDtype dtype : {WireDtype::kFp32, WireDtype::kBf16}) {
+        SCOPED_TRACE(absl::StrCat("world ", world, " n ", n, " ",
+                                  WireDtypeName(dtype)));
+        std::unique_ptr<TransportGroup> group =
+            NewGroup(TransportKind::kInProc, world, 1, dtype);
+        ASSERT_NE(group, nullptr);
+        std::vector<std::unique_ptr<CountingTransport>> counted;
+        std::vector<std::unique_ptr<Allreduce>> algos;
+        for (int r = 0; r < world; ++r) {
+          counted.push_back(
+              std::make_unique<CountingTransport>(group->transport(r)));
+          algos.push_back(std::make_unique<HalvingDoublingAllreduce>(
+              counted.back().get(), n, AllreduceOptions{}));
         }
-        if (want < 0) {
-          EXPECT_GE(counted[r]->sent.load(), p) << "rank " << r;
-        } else {
-          EXPECT_EQ(counted[r]->sent.load(), want) << "rank " << r;
+        // Integer sums below 256: exact in bf16 too, and every replica
+        // must hold the same bits.
+        RunAndCheck(algos, n, /*step=*/0, /*bucket=*/0, 0, IntegerData);
+        for (int r = 0; r < world; ++r) {
+          // Ranks 2i+1 (i < extra) are extra; 2i their partners.
+          const bool is_extra = r < 2 * extra && r % 2 == 1;
+          const bool folded = r < 2 * extra && r % 2 == 0;
+          const int sent = counted[r]->sent.load();
+          if (n == large) {  // a message per block
+            EXPECT_GE(sent, is_extra ? p : 2 * (p - 1)) << "rank " << r;
+            continue;
+          }
+          const int want = is_extra ? 2 : 2 * levels + (folded ? 1 : 0);
+          if (n < static_cast<size_t>(p)) {
+            EXPECT_LE(sent, want) << "rank " << r;  // empty blocks: none
+          } else {
+            EXPECT_EQ(sent, want) << "rank " << r;
+          }
         }
       }
     }

@@ -39,7 +39,8 @@ namespace gradsync {
 // computed by exactly one rank (the fold partner, then the rank that keeps
 // that half in each halving round; the final one by the block's owner) and
 // then only copied (Forward / CopyTo / the same value SendSum stores and
-// sends), so all ranks hold the owner's bits.
+// sends; in rounds, the owner's block as Send rounds it in place), so all
+// ranks hold the owner's bits.
 inline constexpr size_t kHdRoundBytes = 64 << 10;
 
 class HalvingDoublingAllreduce final : public Allreduce {
