@@ -1,7 +1,6 @@
 #include "worker/collectives/halving_doubling.h"
 
 #include <algorithm>
-#include <functional>
 #include <memory>
 #include <utility>
 
@@ -10,6 +9,32 @@ namespace {
 
 void Append(std::vector<Range>* out, const std::vector<Range>& more) {
   out->insert(out->end(), more.begin(), more.end());
+}
+
+// One message of data[r]; none when r is empty.
+absl::Status SendRange(Transport* transport, int peer, const ChunkTag& tag,
+                       float* data, const Range& r) {
+  if (r.size == 0) return absl::OkStatus();
+  return transport->Send(peer, tag, data + r.begin, r.size);
+}
+
+enum class Into { kAdd, kCopy };
+
+// One message of r.size floats, added into or copied to data[r]; none when
+// r is empty.
+absl::Status ReceiveRange(Transport* transport, int peer, const ChunkTag& tag,
+                          const Range& r, float* data, Into into,
+                          absl::Time deadline) {
+  if (r.size == 0) return absl::OkStatus();
+  absl::StatusOr<std::unique_ptr<RecvChunk>> chunk =
+      transport->Recv(peer, tag, r.size, deadline);
+  if (!chunk.ok()) return chunk.status();
+  if (into == Into::kAdd) {
+    (*chunk)->AddTo(data + r.begin);
+  } else {
+    (*chunk)->CopyTo(data + r.begin);
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -235,99 +260,99 @@ Range HalvingDoublingAllreduce::Blocks(int first, int n) const {
   return Range{blocks_[first].begin, last.end() - blocks_[first].begin};
 }
 
+HalvingDoublingAllreduce::Halves HalvingDoublingAllreduce::Round0Halves()
+    const {
+  const int v = vrank_ >= 0 ? vrank_ : fold_.VirtualRank(fold_peer_);
+  const int half = fold_.p() / 2;
+  const bool upper = (v & half) != 0;
+  return {Blocks(upper ? 0 : half, half), Blocks(upper ? half : 0, half)};
+}
+
+absl::Status HalvingDoublingAllreduce::RunExtraInRounds(float* data,
+                                                        int64_t step,
+                                                        int bucket,
+                                                        absl::Time deadline) {
+  // The half the partner gives away first, so that the partner passes it on
+  // while the rest arrives; then the result.
+  const Halves h = Round0Halves();
+  absl::Status st = SendRange(transport_, fold_peer_,
+                              MakeTag(step, bucket, RingPhase::kFoldIn, 0, 0),
+                              data, h.give);
+  if (st.ok()) {
+    st = SendRange(transport_, fold_peer_,
+                   MakeTag(step, bucket, RingPhase::kFoldIn, 0, 1), data,
+                   h.keep);
+  }
+  if (st.ok()) {
+    st = ReceiveRange(transport_, fold_peer_,
+                      MakeTag(step, bucket, RingPhase::kFoldOut, 0, 0),
+                      Range{0, count_}, data, Into::kCopy, deadline);
+  }
+  if (!st.ok()) return st;
+  return transport_->WaitSendsReleased(deadline);
+}
+
+absl::Status HalvingDoublingAllreduce::FoldInInRounds(float* data,
+                                                      int64_t step,
+                                                      int bucket,
+                                                      absl::Time deadline) {
+  // The extra rank's first message plus ours is our halving round-0 message.
+  const Halves h = Round0Halves();
+  if (h.give.size > 0) {
+    absl::StatusOr<std::unique_ptr<RecvChunk>> chunk = transport_->Recv(
+        fold_peer_, MakeTag(step, bucket, RingPhase::kFoldIn, 0, 0),
+        h.give.size, deadline);
+    if (!chunk.ok()) return chunk.status();
+    absl::Status st = transport_->SendSum(
+        HalvingPartner(0), MakeTag(step, bucket, RingPhase::kHalving, 0, 0),
+        data + h.give.begin, **chunk, nullptr);
+    if (!st.ok()) return st;
+  }
+  return ReceiveRange(transport_, fold_peer_,
+                      MakeTag(step, bucket, RingPhase::kFoldIn, 0, 1), h.keep,
+                      data, Into::kAdd, deadline);
+}
+
 absl::Status HalvingDoublingAllreduce::RunInRounds(float* data, int64_t step,
                                                    int bucket,
                                                    absl::Time deadline) {
-  auto tag = [&](RingPhase phase, int index, size_t segment) {
-    return MakeTag(step, bucket, phase, index, segment);
-  };
-  auto send = [&](int peer, const ChunkTag& t, const Range& r) {
-    if (r.size == 0) return absl::OkStatus();
-    return transport_->Send(peer, t, data + r.begin, r.size);
-  };
-  // Hands the message to `use`; an empty range is no message.
-  auto receive = [&](int peer, const ChunkTag& t, const Range& r,
-                     const std::function<absl::Status(const RecvChunk&)>& use) {
-    if (r.size == 0) return absl::OkStatus();
-    absl::StatusOr<std::unique_ptr<RecvChunk>> chunk =
-        transport_->Recv(peer, t, r.size, deadline);
-    if (!chunk.ok()) return chunk.status();
-    return use(**chunk);
-  };
-  auto add = [&](const Range& r) {
-    return [&data, r](const RecvChunk& c) {
-      c.AddTo(data + r.begin);
-      return absl::OkStatus();
-    };
-  };
-  // Halving round 0 of virtual rank v: the half of all blocks it gives away
-  // and the half it keeps.
-  const int v = vrank_ >= 0 ? vrank_ : fold_.VirtualRank(fold_peer_);
-  const int half0 = fold_.p() / 2;
-  const bool upper0 = (v & half0) != 0;
-  const Range give0 = Blocks(upper0 ? 0 : half0, half0);
-  const Range keep0 = Blocks(upper0 ? half0 : 0, half0);
-  const Range all{0, count_};
-  absl::Status st;
-  if (vrank_ < 0) {
-    // The extra rank: the half its partner gives away first, so that the
-    // partner passes it on while the rest arrives; then the result.
-    st = send(fold_peer_, tag(RingPhase::kFoldIn, 0, 0), give0);
-    if (st.ok()) st = send(fold_peer_, tag(RingPhase::kFoldIn, 0, 1), keep0);
-    if (st.ok()) {
-      st = receive(fold_peer_, tag(RingPhase::kFoldOut, 0, 0), all,
-                   [&data](const RecvChunk& c) {
-                     c.CopyTo(data);
-                     return absl::OkStatus();
-                   });
-    }
-    if (!st.ok()) return st;
-    return transport_->WaitSendsReleased(deadline);
-  }
-  // Halving: this rank and its partner hold blocks [base, base + m); the one
-  // whose virtual rank has the bit `half` keeps the upper half. A folded
-  // rank's round-0 message is its extra rank's first one plus its own.
+  if (vrank_ < 0) return RunExtraInRounds(data, step, bucket, deadline);
   const bool folded = fold_peer_ >= 0;
-  if (folded) {
-    st = receive(fold_peer_, tag(RingPhase::kFoldIn, 0, 0), give0,
-                 [&](const RecvChunk& c) {
-                   return transport_->SendSum(HalvingPartner(0),
-                                              tag(RingPhase::kHalving, 0, 0),
-                                              data + give0.begin, c, nullptr);
-                 });
-    if (st.ok()) {
-      st = receive(fold_peer_, tag(RingPhase::kFoldIn, 0, 1), keep0,
-                   add(keep0));
-    }
-  }
+  absl::Status st;
+  if (folded) st = FoldInInRounds(data, step, bucket, deadline);
+  // Halving: this rank and its partner hold blocks [base, base + m); the one
+  // whose virtual rank has the bit `half` keeps the upper half.
   int base = 0;
   for (int k = 0, m = fold_.p(); k < fold_.levels() && st.ok(); ++k, m /= 2) {
     const int half = m / 2;
     const bool upper = (vrank_ & half) != 0;
-    const Range keep = Blocks(upper ? base + half : base, half);
-    const Range give = Blocks(upper ? base : base + half, half);
-    const ChunkTag t = tag(RingPhase::kHalving, k, 0);
-    if (k > 0 || !folded) st = send(HalvingPartner(k), t, give);
-    if (st.ok()) st = receive(HalvingPartner(k), t, keep, add(keep));
+    const ChunkTag tag = MakeTag(step, bucket, RingPhase::kHalving, k, 0);
+    if (k > 0 || !folded) {  // a folded rank sent round 0 in FoldInInRounds
+      st = SendRange(transport_, HalvingPartner(k), tag, data,
+                     Blocks(upper ? base : base + half, half));
+    }
+    if (st.ok()) {
+      st = ReceiveRange(transport_, HalvingPartner(k), tag,
+                        Blocks(upper ? base + half : base, half), data,
+                        Into::kAdd, deadline);
+    }
     if (upper) base += half;
   }
   // Doubling: in round j this rank holds the 2^j blocks of its aligned group.
   for (int j = 0; j < fold_.levels() && st.ok(); ++j) {
     const int n = 1 << j;
     const int mine = vrank_ & ~(n - 1);
-    const Range theirs = Blocks(mine ^ n, n);
-    const ChunkTag t = tag(RingPhase::kDoubling, j, 0);
-    st = send(DoublingPartner(j), t, Blocks(mine, n));
+    const ChunkTag tag = MakeTag(step, bucket, RingPhase::kDoubling, j, 0);
+    st = SendRange(transport_, DoublingPartner(j), tag, data, Blocks(mine, n));
     if (st.ok()) {
-      st = receive(DoublingPartner(j), t, theirs,
-                   [&data, theirs](const RecvChunk& c) {
-                     c.CopyTo(data + theirs.begin);
-                     return absl::OkStatus();
-                   });
+      st = ReceiveRange(transport_, DoublingPartner(j), tag,
+                        Blocks(mine ^ n, n), data, Into::kCopy, deadline);
     }
   }
   if (st.ok() && folded) {
-    st = send(fold_peer_, tag(RingPhase::kFoldOut, 0, 0), all);
+    st = SendRange(transport_, fold_peer_,
+                   MakeTag(step, bucket, RingPhase::kFoldOut, 0, 0), data,
+                   Range{0, count_});
   }
   if (!st.ok()) return st;
   return transport_->WaitSendsReleased(deadline);

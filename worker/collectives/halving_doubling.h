@@ -121,8 +121,19 @@ class HalvingDoublingAllreduce final : public Allreduce {
                         absl::Time deadline);
   absl::Status RunInRounds(float* data, int64_t step, int bucket,
                            absl::Time deadline);
+  absl::Status RunExtraInRounds(float* data, int64_t step, int bucket,
+                                absl::Time deadline);
+  absl::Status FoldInInRounds(float* data, int64_t step, int bucket,
+                              absl::Time deadline);
   // The elements of blocks [first, first + n).
   Range Blocks(int first, int n) const;
+  // Halving round 0 of this rank's virtual rank (its fold partner's, for an
+  // extra rank): the blocks given away and the blocks kept, in rounds.
+  struct Halves {
+    Range give;
+    Range keep;
+  };
+  Halves Round0Halves() const;
 
   // Constant after construction.
   Transport* const transport_;
