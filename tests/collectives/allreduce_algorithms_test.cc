@@ -254,54 +254,70 @@ std::string FailureName(const ::testing::TestParamInfo<FailureCase>& info) {
 
 class AllreduceFailureTest : public ::testing::TestWithParam<FailureCase> {};
 
+// 100 floats in one segment (halving-doubling: in rounds) and in 64-byte
+// segments (every algorithm segment-wise); the default 30 s timeout.
+std::vector<AllreduceOptions> FailureOptions() {
+  AllreduceOptions segmented;
+  segmented.segment_bytes = 64;
+  return {AllreduceOptions{}, segmented};
+}
+
 TEST_P(AllreduceFailureTest, EveryRankTimesOutWhenAPeerNeverShowsUp) {
   const auto [algorithm, kind] = GetParam();
-  // Rank 3 of 5 never runs: each of the others needs its data, directly or
-  // through a partner, and must give up at its deadline, not hang.
-  std::unique_ptr<TransportGroup> group = NewGroup(kind, 5);
-  ASSERT_NE(group, nullptr);
-  AllreduceOptions opts;
-  opts.timeout = absl::Milliseconds(300);
-  std::vector<std::unique_ptr<Allreduce>> algos =
-      Build(algorithm, group.get(), 100, opts);
-  ASSERT_EQ(algos.size(), 5u);
-  std::vector<std::vector<float>> data(5, std::vector<float>(100, 1.0f));
-  const absl::Time start = absl::Now();
-  auto st = OnRanks({0, 1, 2, 4}, [&](int r) {
-    return algos[r]->Run(data[r].data(), 0, 0);
-  });
-  for (const absl::Status& s : st) EXPECT_TRUE(absl::IsDeadlineExceeded(s)) << s;
-  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+  for (AllreduceOptions opts : FailureOptions()) {
+    SCOPED_TRACE(absl::StrCat("segment_bytes ", opts.segment_bytes));
+    // Rank 3 of 5 never runs: each of the others needs its data, directly
+    // or through a partner, and must give up at its deadline, not hang.
+    std::unique_ptr<TransportGroup> group = NewGroup(kind, 5);
+    ASSERT_NE(group, nullptr);
+    opts.timeout = absl::Milliseconds(300);
+    std::vector<std::unique_ptr<Allreduce>> algos =
+        Build(algorithm, group.get(), 100, opts);
+    ASSERT_EQ(algos.size(), 5u);
+    std::vector<std::vector<float>> data(5, std::vector<float>(100, 1.0f));
+    const absl::Time start = absl::Now();
+    auto st = OnRanks({0, 1, 2, 4}, [&](int r) {
+      return algos[r]->Run(data[r].data(), 0, 0);
+    });
+    for (const absl::Status& s : st) {
+      EXPECT_TRUE(absl::IsDeadlineExceeded(s)) << s;
+    }
+    EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+  }
 }
 
 TEST_P(AllreduceFailureTest, AbortFromAnotherThreadUnblocksAWaitingRank) {
   const auto [algorithm, kind] = GetParam();
-  std::unique_ptr<TransportGroup> group = NewGroup(kind, 2);
-  ASSERT_NE(group, nullptr);
-  auto algo = MakeAllreduce(algorithm, group->transport(0), 100,
-                            AllreduceOptions{});  // default 30 s timeout
-  ASSERT_TRUE(algo.ok()) << algo.status();
-  ExpectAbortUnblocksRun(algo->get(), group->transport(0), 100);
+  for (const AllreduceOptions& opts : FailureOptions()) {
+    SCOPED_TRACE(absl::StrCat("segment_bytes ", opts.segment_bytes));
+    std::unique_ptr<TransportGroup> group = NewGroup(kind, 2);
+    ASSERT_NE(group, nullptr);
+    auto algo = MakeAllreduce(algorithm, group->transport(0), 100, opts);
+    ASSERT_TRUE(algo.ok()) << algo.status();
+    ExpectAbortUnblocksRun(algo->get(), group->transport(0), 100);
+  }
 }
 
 TEST_P(AllreduceFailureTest, StrayChunkIsRejectedNotSummed) {
   const auto [algorithm, kind] = GetParam();
-  std::unique_ptr<TransportGroup> group = NewGroup(kind, 2);
-  ASSERT_NE(group, nullptr);
-  // Rank 1 sends a chunk tagged for step 7 while rank 0 runs step 0.
-  std::vector<float> junk(50, 100.0f);
-  const ChunkTag stray{/*step=*/7, /*bucket=*/0, RingPhase::kHalving,
-                       /*index=*/0, /*segment=*/0};
-  ASSERT_TRUE(group->transport(1)->Send(0, stray, junk.data(), 50).ok());
-  auto algo = MakeAllreduce(algorithm, group->transport(0), 100,
-                            AllreduceOptions{});
-  ASSERT_TRUE(algo.ok()) << algo.status();
-  std::vector<float> data(100, 1.0f);
-  absl::Status st = (*algo)->Run(data.data(), 0, 0);
-  EXPECT_TRUE(absl::IsFailedPrecondition(st)) << st;
-  EXPECT_NE(st.message().find("step 7"), absl::string_view::npos) << st;
-  for (size_t i = 0; i < 100; ++i) {
-    ASSERT_EQ(data[i], 1.0f) << "element " << i << " summed";
+  for (const AllreduceOptions& opts : FailureOptions()) {
+    SCOPED_TRACE(absl::StrCat("segment_bytes ", opts.segment_bytes));
+    std::unique_ptr<TransportGroup> group = NewGroup(kind, 2);
+    ASSERT_NE(group, nullptr);
+    // Rank 1 sends a chunk tagged for step 7 while rank 0 runs step 0.
+    std::vector<float> junk(50, 100.0f);
+    const ChunkTag stray{/*step=*/7, /*bucket=*/0, RingPhase::kHalving,
+                         /*index=*/0, /*segment=*/0};
+    ASSERT_TRUE(group->transport(1)->Send(0, stray, junk.data(), 50).ok());
+    auto algo = MakeAllreduce(algorithm, group->transport(0), 100, opts);
+    ASSERT_TRUE(algo.ok()) << algo.status();
+    std::vector<float> data(100, 1.0f);
+    absl::Status st = (*algo)->Run(data.data(), 0, 0);
+    EXPECT_TRUE(absl::IsFailedPrecondition(st)) << st;
+    EXPECT_NE(st.message().find("step 7"), absl::string_view::npos) << st;
+    for (size_t i = 0; i < 100; ++i) {
+      ASSERT_EQ(data[i], 1.0f) << "element " << i << " summed";
+    }
   }
 }
 
