@@ -53,10 +53,11 @@ HalvingDoublingAllreduce::HalvingDoublingAllreduce(Transport* transport,
   const int levels = fold_.levels();
   const size_t seg = SegmentElems(options_.segment_bytes);
   blocks_ = PartitionEven(count_, p);
+  in_rounds_ = count_ * sizeof(float) <= kHdRoundBytes && count_ <= seg;
+  if (in_rounds_) return;  // RunInRounds needs the blocks only
   for (const Range& block : blocks_) {
     block_segs_.push_back(Segments(block, seg));
   }
-  in_rounds_ = count_ * sizeof(float) <= kHdRoundBytes && count_ <= seg;
   // The virtual rank of this rank, or of the partner an extra rank folds into.
   const int v = vrank_ >= 0 ? vrank_ : fold_.VirtualRank(fold_peer_);
   if (fold_peer_ >= 0) {

@@ -144,8 +144,9 @@ class HalvingDoublingAllreduce final : public Allreduce {
   const int vrank_;      // -1 for an extra rank
   const int fold_peer_;  // -1 when not in a fold pair
   std::vector<Range> blocks_;                   // by block (= virtual rank)
-  std::vector<std::vector<Range>> block_segs_;  // by block (= virtual rank)
   bool in_rounds_ = false;                      // RunInRounds
+  // The segment-wise protocol's, all of the below (empty when in_rounds_):
+  std::vector<std::vector<Range>> block_segs_;  // by block (= virtual rank)
   // Virtual ranks only, by round:
   std::vector<Range> round0_send_;
   std::vector<std::vector<Range>> halving_recv_;
