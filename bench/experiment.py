@@ -125,7 +125,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 # payload_burst, pushpull_model and shaped_seconds are not used here: they
 # are imported so that tests reach every model as experiment.X.
 from experiment_model import (  # noqa: E402,F401
-    BANDWIDTH_FROM, DEFAULT_BURST, DEFAULT_RATE, FitError, LATENCY_UPTO, Link, fit,
+    BANDWIDTH_FROM, DEFAULT_BURST, DEFAULT_RATE, FitError, LATENCY_UPTO, Link,
+    alpha_per_workers, fit,
     measured_crossover, model, model_crossover, payload_burst, pushpull_model, pushpull_rounds,
     ring_rows, row_model, schedule, shaped_seconds)
 
@@ -584,10 +585,34 @@ def analyse(rows, link, config=None):
                "crossover_bytes": crossings,
                "crossover_agreement": crossover_agreement(crossings),
                "within_tolerance": within_tolerance(rows),
-               "ring_flatness": ring_flatness(rows), "rows": rows}
+               "ring_flatness": ring_flatness(rows),
+               "alpha_per_workers": per_workers_check(rows, beta, burst, rate, alpha),
+               "rows": rows}
     if config is not None:
         summary["config"] = config
     return summary
+
+
+def per_workers_check(rows, beta, burst, rate, alpha):
+    """How many one-worker-per-host points lie within TOLERANCE of the
+    plotted model with alpha fitted per N (alpha_per_workers(), a
+    diagnostic) against with the one fitted alpha: whether the misses are
+    the time per message growing with N, or something the model lacks.
+    The rows keep the one alpha's model."""
+    alphas = alpha_per_workers(rows, beta, burst, rate, alpha)
+    out = {"alpha_seconds": {str(n): a for n, a in alphas.items()},
+           "tolerance": TOLERANCE, "by_algorithm": {}}
+    for r in rows:
+        if not r["ok"] or r.get("per_host", 1) != 1 or r["workers"] not in alphas:
+            continue
+        t = r["time_seconds"] / row_model(r, alphas[r["workers"]], beta, burst, rate, flow=True)
+        c = out["by_algorithm"].setdefault(r["algorithm"], {"within": 0, "one_alpha": 0, "of": 0})
+        c["of"] += 1
+        c["within"] += abs(t - 1) <= TOLERANCE
+        c["one_alpha"] += abs(r["measured_over_model"] - 1) <= TOLERANCE
+    for k in ("within", "one_alpha", "of"):
+        out[k] = sum(c[k] for c in out["by_algorithm"].values())
+    return out
 
 
 def push_fan_in(alg, n, k, partition=None):
@@ -975,6 +1000,15 @@ def report(summary):
                                        "x%d" % r["per_host"] if r.get("per_host", 1) > 1 else "",
                                        human(r["bytes"]), r["measured_over_model"])
                 for r in outside[key])))
+    per_n = summary.get("alpha_per_workers")
+    if per_n and per_n["of"]:
+        print("diagnostic, alpha fitted per N from that N's ring points (%s us at N = %s): "
+              "%d of %d one-worker-per-host points within %d%% (one alpha: %d; %s)" % (
+                  ", ".join("%.0f" % (a * 1e6) for a in per_n["alpha_seconds"].values()),
+                  ",".join(per_n["alpha_seconds"]), per_n["within"], per_n["of"],
+                  round(per_n["tolerance"] * 100), per_n["one_alpha"], ", ".join(
+                      "%s %d/%d" % (k, c["within"], c["of"])
+                      for k, c in sorted(per_n["by_algorithm"].items()))))
     flat = summary["ring_flatness"]
     if flat:
         print("ring at %s, time / (2(N-1)/N): %s ms; spread %.1f%%" % (

@@ -91,6 +91,22 @@ def fit(rows, burst=0, rate=None):
     return max(a, 0.0), 1.0 / c
 
 
+def alpha_per_workers(rows, beta, burst=0, rate=None, start=1e-4):
+    """A diagnostic, not the model: alpha fitted separately for each N, from
+    that N's one-worker-per-host ring points of at most LATENCY_UPTO, with
+    beta fixed (the fitted one). If the points off the model were off only
+    because the time per message grows with N (all emulated hosts share one
+    machine's CPU), this alpha would bring them in. {N: alpha seconds}."""
+    by_n = {}
+    for r in ring_rows(rows):
+        if r["bytes"] <= LATENCY_UPTO:
+            by_n.setdefault(r["workers"], []).append(
+                (r["workers"], r["bytes"], r["time_seconds"]))
+    return {n: relative_least_squares(
+        pts, lambda v, p: model("ring", p[0], p[1], v, beta, burst=burst, rate=rate), start)
+        for n, pts in sorted(by_n.items())}
+
+
 def relative_least_squares(points, f, x, rounds=50):
     """x >= 0 minimising sum((1 - f(x, p) / t)^2) over points p whose last
     item is the measured t, from x: Newton steps on the linearised f (a

@@ -44,6 +44,25 @@ class FitTest(unittest.TestCase):
         a, b = experiment.fit(rows)
         self.assertLess(b, 0.9 * 117e6)
 
+    def test_alpha_per_workers_brings_in_points_off_only_by_a_growing_alpha(self):
+        # Every algorithm on the plain model, but with a time per message
+        # that grows with N: the one fitted alpha misses the small points at
+        # both ends, alpha fitted per N (a diagnostic) recovers each N's.
+        beta, alpha_of = 117e6, {2: 60e-6, 4: 90e-6, 8: 150e-6}
+        rows = [{"workers": n, "algorithm": alg, "bytes": k, "ok": True,
+                 "job_alpha": None, "job_beta": None,
+                 "time_seconds": experiment.model(alg, n, k, a, beta, flow=True)}
+                for n, a in alpha_of.items() for k in (4096, 16384, 1 << 24, 1 << 26)
+                for alg in ("ring", "hd", "tree")]
+        link = {"shaper": "netem", "rate": "1gbit", "rate_from": "test",
+                "rate_bytes_per_second": 125e6, "burst_bytes": 0,
+                "burst_from": "test", "limit_bytes": None}
+        per = experiment.analyse(rows, link)["alpha_per_workers"]
+        for n, a in alpha_of.items():
+            self.assertLess(abs(per["alpha_seconds"][str(n)] / a - 1), 0.05)
+        self.assertEqual((per["within"], per["of"]), (len(rows), len(rows)))
+        self.assertLess(per["one_alpha"], len(rows) - 4)
+
     def test_model_crossover_between_tree_and_ring(self):
         alpha, beta = 120e-6, 117e6
         c = experiment.crossovers(rows_from_model(alpha, beta), alpha, beta)
