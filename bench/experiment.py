@@ -28,8 +28,10 @@ configuration in DIR/config.json first. Then it does what `plot` does:
 collects every row into DIR/experiment.csv and DIR/experiment.json (with
 the configuration under "config"), fits the models below to the
 one-worker-per-host ring points, reports how many points lie within 15% of
-each and why the others do not where that is known, and the crossovers,
-and draws DIR/*.png with the token-bucket model (plain alpha-beta when
+each and why the others do not where that is known, the crossovers, and
+a diagnostic (alpha_per_workers: how many one-worker-per-host points an
+alpha fitted per N would bring within 15%, against the one alpha), and
+draws DIR/*.png with the token-bucket model (plain alpha-beta when
 there is no bucket). plot --burst=B: the bucket the model assumes (0: none);
 by default the run's configuration's, else run's default, 73728 (older
 results do not record it; the output says which it used).
