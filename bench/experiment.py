@@ -28,7 +28,8 @@ configuration in DIR/config.json first. Then it does what `plot` does:
 collects every row into DIR/experiment.csv and DIR/experiment.json (with
 the configuration under "config"), fits the models below to the
 one-worker-per-host ring points, reports how many points lie within 15% of
-each and why the others do not where that is known, the crossovers, and
+each and why the others do not where that is known, the crossovers (where
+the model ends in a tie, also where the two come within 5% of each other), and
 a diagnostic (alpha_per_workers: how many one-worker-per-host points an
 alpha fitted per N would bring within 15%, against the one alpha), and
 draws DIR/*.png with the token-bucket model (plain alpha-beta when
@@ -145,6 +146,7 @@ SWEEP = ["ring", "hd", "tree", "ps1", "psN"]
 STYLE = {"ring": "C0", "hd": "C1", "tree": "C2", "ps1": "C3", "psN": "C4", "hier": "C5"}
 SMALL = 1 << 20    # sizes below this get --iters-small iterations
 TOLERANCE = 0.15   # the issue's "within 15 % of the model"
+TIE_SLACK = 0.05   # "tied" for a crossover the model ends in a tie
 
 
 def die(msg, code=2, prog="experiment"):
@@ -746,6 +748,14 @@ def crossovers(rows, alpha, beta, burst=0, rate=None, plain=None):
                 c["model_plain"], c["model_plain_then"] = predict(plain[0], plain[1], 0, False)
             c["measured_over_model"] = (measured / c["model"]
                                         if measured and c["model"] else None)
+            if c["model_then"] == "tie":
+                # The model has the two equal past its crossover, so the
+                # measured crossing is wherever noise first tips them;
+                # where they first come within TIE_SLACK of each other
+                # says more (a second view; the agreement counts both).
+                tie = measured_crossover(sizes, ring, other, TIE_SLACK)[1]
+                c["measured_tie"] = tie
+                c["tie_over_model"] = tie / c["model"] if tie and c["model"] else None
             out["N%d %s" % (n, alg)] = c
     return out
 
@@ -756,8 +766,10 @@ def crossover_agreement(crossings, factor=2.0):
     [1/factor, factor]; or both "ring faster at every size"; or both never.
     Pairs whose algorithm sends the ring's very messages are not counted
     (the model has no crossover there). {"within", "of", "factor",
-    "outside": [[key, measured/model or None], ...]}."""
-    within, outside = 0, []
+    "outside": [[key, measured/model or None], ...], "within_counting_ties":
+    within, plus the pairs outside whose model ends in a tie and whose
+    measured_tie (within TIE_SLACK of each other) is within factor}."""
+    within, outside, ties = 0, [], 0
     for key, c in sorted(crossings.items()):
         if c["same_messages"]:
             continue
@@ -774,8 +786,10 @@ def crossover_agreement(crossings, factor=2.0):
             within += 1
         else:
             outside.append([key, measured / model_k if model_k and measured else None])
+            tie = c.get("tie_over_model")
+            ties += bool(tie and 1 / factor <= tie <= factor)
     return {"within": within, "of": within + len(outside), "factor": factor,
-            "outside": outside}
+            "outside": outside, "within_counting_ties": within + ties}
 
 
 def plot(out, summary):
@@ -1032,6 +1046,16 @@ def report(summary):
             " (outside: %s)" % ", ".join(
                 "%s %s" % (k, "%.2f" % r if r is not None else "no crossing")
                 for k, r in agree["outside"]) if agree["outside"] else ""))
+        ties = {k: c for k, c in summary["crossover_bytes"].items() if "measured_tie" in c}
+        if ties and "within_counting_ties" in agree:
+            print("where the model ends in a tie, the size from which the two are within "
+                  "%d%% of each other: %s; counting those: %d of %d within %gx" % (
+                      round(TIE_SLACK * 100), ", ".join(
+                          "%s %s" % (k, "%.0f (%.2fx the model)" % (c["measured_tie"],
+                                                                     c["tie_over_model"])
+                                     if c["tie_over_model"] else "-")
+                          for k, c in sorted(ties.items())),
+                      agree["within_counting_ties"], agree["of"], agree["factor"]))
 
 
 def per_message_range(rows):

@@ -379,18 +379,21 @@ def row_model(r, alpha, beta, burst=0, rate=None, flow=False):
                  r.get("job_shared_host"))
 
 
-def measured_crossover(sizes, ring, other):
+def measured_crossover(sizes, ring, other, slack=0.0):
     """(the smallest size at which ring is faster, the size where ring/other
     crosses 1 interpolated on log scales between that size and the one
     before it); (None, None) if ring never wins; the crossover is None when
-    ring already wins at the smallest size."""
+    ring already wins at the smallest size. slack > 0: "ring faster" is
+    "other no longer faster by more than slack", other >= ring * (1 -
+    slack), for where the model has the two tie."""
+    keep = 1.0 - slack
     for i, k in enumerate(sizes):
-        if ring[k] < other[k]:
+        if ring[k] * keep < other[k]:
             if i == 0:
                 return k, None
             k0 = sizes[i - 1]
-            r0 = math.log(ring[k0] / other[k0])
-            r1 = math.log(ring[k] / other[k])
+            r0 = math.log(ring[k0] * keep / other[k0])
+            r1 = math.log(ring[k] * keep / other[k])
             f = r0 / (r0 - r1) if r0 != r1 else 0.5
             return k, math.exp(math.log(k0) + f * (math.log(k) - math.log(k0)))
     return None, None

@@ -227,6 +227,30 @@ class FitTest(unittest.TestCase):
         self.assertAlmostEqual(a["outside"][0][1], 18 / 37)
         self.assertIsNone(a["outside"][2][1])
         self.assertEqual(experiment.crossover_agreement(crossings, 10)["within"], 6)
+        # Where the model ends in a tie, a pair outside counts in the second
+        # view when the two came within TIE_SLACK of each other near the
+        # model's crossover; the headline count stays.
+        self.assertEqual(a["within_counting_ties"], 4)
+        crossings["N4 hd"]["tie_over_model"] = 1.19
+        crossings["N8 hd"]["tie_over_model"] = 2.5
+        a = experiment.crossover_agreement(crossings)
+        self.assertEqual((a["within"], a["within_counting_ties"], a["of"]), (4, 5, 7))
+
+    def test_a_tied_crossover_is_where_the_two_come_within_the_slack(self):
+        sizes = [1 << 12, 1 << 14, 1 << 16]
+        ring = {1 << 12: 2.0, 1 << 14: 1.02, 1 << 16: 1.0}
+        hd = {1 << 12: 1.0, 1 << 14: 1.0, 1 << 16: 1.01}
+        self.assertEqual(experiment.measured_crossover(sizes, ring, hd)[0], 1 << 16)
+        first, at = experiment.measured_crossover(sizes, ring, hd, experiment.TIE_SLACK)
+        self.assertEqual(first, 1 << 14)
+        self.assertTrue(1 << 12 < at < 1 << 14)
+        # crossovers() adds it only where the model ends in a tie.
+        alpha, beta = 120e-6, 117e6
+        c = experiment.crossovers(rows_from_model(alpha, beta), alpha, beta,
+                                  burst=73728, rate=125e6)
+        self.assertIn("tie", [x["model_then"] for x in c.values()])
+        self.assertTrue(all(("measured_tie" in x) == (x["model_then"] == "tie")
+                            for x in c.values()))
 
     def test_measured_crossover_interpolates_between_sizes(self):
         sizes = [1 << 12, 1 << 14, 1 << 16]
