@@ -149,6 +149,18 @@ TOLERANCE = 0.15   # the issue's "within 15 % of the model"
 TIE_SLACK = 0.05   # "tied" for a crossover the model ends in a tie
 
 
+def read_json(path, prog="experiment"):
+    """The JSON in `path`; exits 1 naming the file when it cannot be read or
+    is not JSON (a half-written result, a file that is something else)."""
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except OSError as e:
+        die("cannot read %s: %s" % (path, e.strerror or e), 1, prog)
+    except ValueError as e:
+        die("%s is not valid JSON (%s)" % (path, e), 1, prog)
+
+
 def die(msg, code=2, prog="experiment"):
     print(prog + ": " + msg, file=sys.stderr)
     sys.exit(code)
@@ -357,44 +369,61 @@ def collect(out):
     time in repeat_seconds, and ok only if every job's result was."""
     rows = []
     config = None
+    if not os.path.isdir(out):
+        die("no directory %s" % out, 1)
     if os.path.exists(os.path.join(out, CONFIG_NAME)):
-        with open(os.path.join(out, CONFIG_NAME)) as f:
-            config = json.load(f)
+        config = read_json(os.path.join(out, CONFIG_NAME))
+        if not isinstance(config, dict):
+            die("%s is not a run's configuration" % os.path.join(out, CONFIG_NAME), 1)
     for name in sorted(os.listdir(out)):
         m = RESULT_NAME.fullmatch(name)
         if not m:
             continue
         per_host = int(m.group(3)) if m.group(2) else 1
         n = int(m.group(1)) if m.group(1) else int(m.group(2)) * per_host
-        with open(os.path.join(out, name)) as f:
-            d = json.load(f)
-        # Whether the job's ping-pong (ranks 0 and 1) stayed inside a host,
-        # and its link inside a host: the bench reports its host groups and
-        # both links since 2026-11-27.
-        groups = d.get("host_groups") or []
-        shared = {"job_shared_host": groups[0] == groups[1]} if len(groups) >= 2 else {}
-        local = d.get("inside_host") or {}
-        job_alpha = local.get("alpha_seconds", d.get("alpha_seconds"))
-        job_beta = local.get("beta_bytes_per_second", d.get("beta_bytes_per_second"))
-        for r in d.get("rows", []):
-            rows.append(dict({"workers": n, "per_host": per_host, "algorithm": m.group(4),
-                              "ran": r["algorithm"], "bytes": r["bytes"],
-                              "time_seconds": r["time_seconds"], "busbw": r["busbw"],
-                              "ok": r["ok"], "job_alpha": job_alpha,
-                              "job_beta": job_beta,
-                              "ps_partition_bytes": d.get("ps_partition_bytes") or None},
-                             **shared))
+        try:
+            rows += result_rows(read_json(os.path.join(out, name)), n, per_host, m.group(4))
+        except (KeyError, TypeError, AttributeError) as e:
+            die("%s is not a gradsync bench result (%s: %s)" % (
+                os.path.join(out, name), type(e).__name__, e), 1)
     rows = median_of_repeats(rows, (config or {}).get("repeats_small"))
     if not rows and os.path.exists(os.path.join(out, "experiment.json")):
         # A directory of tables only (docs/experiment): redraw from them.
-        with open(os.path.join(out, "experiment.json")) as f:
-            d = json.load(f)
-        rows = [{k: v for k, v in r.items() if k not in DERIVED} for r in d["rows"]]
+        path = os.path.join(out, "experiment.json")
+        d = read_json(path)
+        table = d.get("rows") if isinstance(d, dict) else None
+        if not isinstance(table, list) or not all(
+                isinstance(r, dict) and all(k in r for k in TABLE_KEYS) for r in table):
+            die("%s is not an experiment.py table (a list of rows with %s)" % (
+                path, ", ".join(TABLE_KEYS)), 1)
+        rows = [{k: v for k, v in r.items() if k not in DERIVED} for r in table]
         config = d.get("config")
     if not rows:
         die("no N<workers>-<algorithm>.json results (nor experiment.json) in %s" % out, 1)
     rows.sort(key=lambda r: (r["per_host"], r["workers"], r["algorithm"], r["bytes"]))
     return rows, config
+
+
+TABLE_KEYS = ("workers", "per_host", "algorithm", "bytes", "time_seconds", "ok")
+
+
+def result_rows(d, n, per_host, algorithm):
+    """The rows of one bench job's results file (`gradsync bench
+    --results`) for N = n workers, per_host per host, algorithm as swept."""
+    # Whether the job's ping-pong (ranks 0 and 1) stayed inside a host, and
+    # its link inside a host: the bench reports its host groups and both
+    # links since 2026-11-27.
+    groups = d.get("host_groups") or []
+    shared = {"job_shared_host": groups[0] == groups[1]} if len(groups) >= 2 else {}
+    local = d.get("inside_host") or {}
+    job_alpha = local.get("alpha_seconds", d.get("alpha_seconds"))
+    job_beta = local.get("beta_bytes_per_second", d.get("beta_bytes_per_second"))
+    return [dict({"workers": n, "per_host": per_host, "algorithm": algorithm,
+                  "ran": r["algorithm"], "bytes": r["bytes"],
+                  "time_seconds": r["time_seconds"], "busbw": r["busbw"],
+                  "ok": r["ok"], "job_alpha": job_alpha, "job_beta": job_beta,
+                  "ps_partition_bytes": d.get("ps_partition_bytes") or None}, **shared)
+            for r in d.get("rows", [])]
 
 
 LINK_KEYS = ("shaper", "rate", "burst", "limit")   # run_config's: how the links were shaped
@@ -476,8 +505,8 @@ def remembered_base(out):
     path = os.path.join(out, "experiment.json")
     if not os.path.exists(path) or not any(RESULT_NAME.fullmatch(n) for n in os.listdir(out)):
         return None
-    with open(path) as f:
-        bases = (json.load(f).get("config") or {}).get("base")
+    d = read_json(path)
+    bases = ((d.get("config") if isinstance(d, dict) else None) or {}).get("base")
     if not bases:
         return None
     last = bases[-1]["dir"]

@@ -198,20 +198,25 @@ def collect(out):
     are loopback). Results from different networks in one directory are an
     error: their rows would be drawn as one experiment."""
     rows, jobs, networks = [], {}, {}
+    if not os.path.isdir(out):
+        die("no directory %s" % out, 1)
     for name in sorted(os.listdir(out)):
         m = re.fullmatch(r"train-N(\d+)\.json", name)
         if not m:
             continue
-        with open(os.path.join(out, name)) as f:
-            d = json.load(f)
-        networks[name] = d.get("network") or {"network": "loopback"}
-        for job in d.get("jobs", []):
-            n = int(m.group(1))
-            jobs[(n, mode_of(job))] = job
-            row = {k: job.get(k) for k in FIELDS if k in job}
-            row.update({"workers": n, "mode": mode_of(job),
-                        "epochs": len(job.get("per_epoch", []))})
-            rows.append(row)
+        path = os.path.join(out, name)
+        d = experiment.read_json(path, prog="experiment_train")
+        try:
+            networks[name] = d.get("network") or {"network": "loopback"}
+            for job in d.get("jobs", []):
+                n = int(m.group(1))
+                jobs[(n, mode_of(job))] = job
+                row = {k: job.get(k) for k in FIELDS if k in job}
+                row.update({"workers": n, "mode": mode_of(job),
+                            "epochs": len(job.get("per_epoch", []))})
+                rows.append(row)
+        except (KeyError, TypeError, AttributeError) as e:
+            die("%s is not a train-N results file (%s: %s)" % (path, type(e).__name__, e), 1)
     if not rows:
         die("no train-N<workers>.json results in %s (run first)" % out, 1)
     kinds = sorted({json.dumps(v, sort_keys=True) for v in networks.values()})

@@ -9,6 +9,8 @@ import json
 import math
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 import unittest
 
@@ -261,6 +263,37 @@ class FitTest(unittest.TestCase):
         self.assertAlmostEqual(at, 1 << 15)  # log-midway: ratio 2 -> 1/2
         self.assertEqual(experiment.measured_crossover(sizes, tree, ring), (1 << 12, None))
         self.assertEqual(experiment.measured_crossover(sizes, tree, tree), (None, None))
+
+    def test_unreadable_results_are_said_not_a_traceback(self):
+        def plot(out):
+            return subprocess.run(
+                [sys.executable, os.path.join(ROOT, "bench", "experiment.py"),
+                 "plot", "--out=" + out], capture_output=True, text=True)
+        out = tempfile.mkdtemp()
+        try:
+            cases = (("N2-ring.json", "{half", "is not valid JSON"),
+                     ("N2-ring.json", "[1]", "is not a gradsync bench result"),
+                     ("N2-ring.json", '{"rows": [{"bytes": 4096}]}',
+                      "is not a gradsync bench result"),
+                     ("experiment.json", "{}", "is not an experiment.py table"),
+                     ("experiment.json", '{"rows": [{"workers": 2}]}',
+                      "is not an experiment.py table"),
+                     ("config.json", "[]", "is not a run's configuration"))
+            for name, content, said in cases:
+                for old in os.listdir(out):
+                    os.remove(os.path.join(out, old))
+                with open(os.path.join(out, name), "w") as f:
+                    f.write(content)
+                r = plot(out)
+                self.assertEqual(r.returncode, 1, (name, content))
+                self.assertIn(os.path.join(out, name) + " " + said, r.stderr, (name, content))
+                self.assertNotIn("Traceback", r.stderr, (name, content))
+            r = plot(os.path.join(out, "missing"))
+            self.assertEqual(r.returncode, 1)
+            self.assertIn("no directory", r.stderr)
+            self.assertNotIn("Traceback", r.stderr)
+        finally:
+            shutil.rmtree(out)
 
     def test_split_sizes_and_result_names(self):
         self.assertEqual(experiment.split_sizes("4K,64K,1M,64M"), ("4K,64K", "1M,64M"))

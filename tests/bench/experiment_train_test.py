@@ -70,6 +70,26 @@ class TrainTablesTest(unittest.TestCase):
         self.assertEqual(r.returncode, 1)
         self.assertIn("no train-N", r.stderr)
 
+    def test_unreadable_results_are_said_not_a_traceback(self):
+        def plot(out):
+            return subprocess.run(
+                [sys.executable, os.path.join(ROOT, "bench", "experiment_train.py"),
+                 "plot", "--out=" + out], capture_output=True, text=True)
+        path = os.path.join(self.dir, "train-N2.json")
+        for content, said in (("{not json", "is not valid JSON"),
+                              ("[1, 2]", "is not a train-N results file"),
+                              ('{"jobs": [5]}', "is not a train-N results file")):
+            with open(path, "w") as f:
+                f.write(content)
+            r = plot(self.dir)
+            self.assertEqual(r.returncode, 1, content)
+            self.assertIn(path + " " + said, r.stderr, content)
+            self.assertNotIn("Traceback", r.stderr, content)
+        r = plot(os.path.join(self.dir, "missing"))
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("no directory", r.stderr)
+        self.assertNotIn("Traceback", r.stderr)
+
     def test_bad_flag_is_refused(self):
         for bad in ("--workers=0", "--network=wan", "--pairs=ring-sync,ps-bsp", "--limit=8M"):
             r = subprocess.run([sys.executable,
