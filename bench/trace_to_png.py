@@ -9,12 +9,7 @@ zoomed: the window starts at the training-thread span of --first_step on rank
 """
 import argparse
 import json
-
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.patches import Patch  # noqa: E402
+import sys
 
 COLORS = {
     "stage batch": "#9e9e9e",
@@ -40,29 +35,78 @@ def window(events, first_step, steps):
     starts = [e["ts"] for e in events
               if e["ph"] == "X" and e["pid"] == 0 and e["tid"] == 0
               and e["name"] == "forward+backward"
-              and first_step <= e["args"].get("step", -1) < first_step + steps + 1]
+              and first_step <= (e.get("args") or {}).get("step", -1) < first_step + steps + 1]
     if len(starts) < 2:
         ts = [e["ts"] for e in events if e["ph"] == "X"]
         return min(ts), max(ts)
     return min(starts), max(starts)
 
 
-def main():
+def die(msg):
+    print("trace_to_png: " + msg, file=sys.stderr)
+    sys.exit(1)
+
+
+# What each kind of event must carry to be drawn (Chrome trace format).
+NEEDS = {"X": ("name", "pid", "tid", "ts", "dur"), "i": ("name", "pid", "tid", "ts"),
+         "M": ("name", "pid", "args")}
+
+
+def load_events(path):
+    """The trace's events (the object form with traceEvents, or a bare list),
+    each checked for what drawing it needs; exits 1 saying what is wrong."""
+    try:
+        with open(path) as f:
+            trace = json.load(f)
+    except OSError as e:
+        die("cannot read %s: %s" % (path, e.strerror or e))
+    except ValueError as e:
+        die("%s is not valid JSON (%s)" % (path, e))
+    events = trace.get("traceEvents") if isinstance(trace, dict) else trace
+    if not isinstance(events, list):
+        die("%s is not a Chrome trace (no traceEvents list)" % path)
+    for i, e in enumerate(events):
+        if not isinstance(e, dict) or "ph" not in e:
+            die("%s: event %d is not an event object with a ph" % (path, i))
+        missing = [k for k in NEEDS.get(e["ph"], ()) if k not in e]
+        if missing:
+            die("%s: event %d (ph %s) lacks %s" % (path, i, e["ph"], ", ".join(missing)))
+        bad = [k for k in ("ts", "dur") if k in NEEDS.get(e["ph"], ())
+               and not isinstance(e[k], (int, float))]
+        if bad:
+            die("%s: event %d (ph %s): %s not a number" % (path, i, e["ph"], ", ".join(bad)))
+        if e["ph"] == "M" and not isinstance(e["args"], dict):
+            die("%s: event %d (ph M): args is not an object" % (path, i))
+    if not any(e["ph"] == "X" for e in events):
+        die("%s has no complete events (ph X) to draw; was the job run with --trace?" % path)
+    return (trace if isinstance(trace, dict) else {}), events
+
+
+def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("trace")
-    p.add_argument("png")
-    p.add_argument("--first_step", type=int, default=10)
-    p.add_argument("--steps", type=int, default=3)
-    a = p.parse_args()
-    with open(a.trace) as f:
-        trace = json.load(f)
-    events = trace["traceEvents"]
+    p.add_argument("trace", help="a merged trace.json (gradsync ... --trace)")
+    p.add_argument("png", help="the PNG to write")
+    p.add_argument("--first_step", type=int, default=10,
+                   help="the first step drawn (rank 0's forward starts the window)")
+    p.add_argument("--steps", type=int, default=3, help="how many steps to draw (>= 1)")
+    a = p.parse_args(argv)
+    if a.steps < 1:
+        p.error("--steps must be at least 1")
+    trace, events = load_events(a.trace)
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        from matplotlib.patches import Patch
+    except ImportError:
+        die("drawing needs python3-matplotlib (Debian: apt-get install python3-matplotlib; "
+            "use /usr/bin/python3 if another python3 comes first on PATH)")
     names = {}
     for e in events:
         if e["ph"] == "M" and e["name"] == "process_name":
-            names[(e["pid"], None)] = e["args"]["name"]
+            names[(e["pid"], None)] = e["args"].get("name")
         if e["ph"] == "M" and e["name"] == "thread_name":
-            names[(e["pid"], e["tid"])] = e["args"]["name"]
+            names[(e["pid"], e.get("tid"))] = e["args"].get("name")
     lo, hi = window(events, a.first_step, a.steps)
     rows = sorted({(e["pid"], e["tid"]) for e in events if e["ph"] in "Xi"})
     row_of = {r: i for i, r in enumerate(rows)}
@@ -98,7 +142,10 @@ def main():
               loc="upper center", bbox_to_anchor=(0.5, -0.28), ncol=9,
               fontsize=7, frameon=False)
     fig.tight_layout()
-    fig.savefig(a.png, dpi=130)
+    try:
+        fig.savefig(a.png, dpi=130)
+    except OSError as e:
+        die("cannot write %s: %s" % (a.png, e.strerror or e))
 
 
 if __name__ == "__main__":
