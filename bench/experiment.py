@@ -7,7 +7,7 @@
                                    [--iters=3] [--iters-small=20] [--repeats-small=3]
                                    [--hier-hosts=2,3,4] [--hier-per-host=2]
                                    [--ps-partition-bytes=B] [--peer-bulk-bytes=B]
-                                   [--out=DIR] [--build-dir=build] [--base=DIR]
+                                   [--ps-reduce-threads=T] [--out=DIR] [--build-dir=build] [--base=DIR]
   python3 bench/experiment.py plot [--out=DIR] [--burst=B] [--base=DIR]
 
 `run` (root: network namespaces) brings up 1 + N hosts with
@@ -59,7 +59,9 @@ in partitions of at most --ps-partition-bytes (the jobs' ps_partition_bytes,
 that many pulls wait), which the model follows (the bench's JSON records it
 per job; data without it had 4 MiB partitions). --peer-bulk-bytes is the
 allreduce jobs' peer_bulk_bytes (gradsync --help; -1: never use the bulk
-connections; default: the job's own, 4 MiB).
+connections; default: the job's own, 4 MiB). --ps-reduce-threads is every
+shard's --ps_reduce_threads (1..64; default: the server's own, 2), recorded
+in the configuration.
 
 Two models (computed in bench/experiment_model.py), each with one alpha
 (seconds per message) and one beta (bytes/s) fitted to the ring's points on
@@ -197,7 +199,8 @@ def parse_args(argv):
         "algorithms": ",".join(SWEEP), "rate": "1gbit", "shaper": "tbf",
         "burst": None, "limit": "", "iters": "3", "iters-small": "20", "repeats-small": "3",
         "hier-hosts": "2,3,4",
-        "hier-per-host": "2", "ps-partition-bytes": "", "peer-bulk-bytes": "", "out": "experiment-results",
+        "hier-per-host": "2", "ps-partition-bytes": "", "peer-bulk-bytes": "",
+        "ps-reduce-threads": "", "out": "experiment-results",
         "build-dir": "build", "base": ""},
         "experiment")
     opts["workers"] = int_list(opts["workers"], "workers", 2, 16)
@@ -215,6 +218,9 @@ def parse_args(argv):
     for flag in ("burst", "limit", "ps-partition-bytes"):
         if opts[flag] and not opts[flag].isdigit():
             die("--%s takes a byte count, got %r" % (flag, opts[flag]))
+    if opts["ps-reduce-threads"] and not (opts["ps-reduce-threads"].isdigit() and
+                                          1 <= int(opts["ps-reduce-threads"]) <= 64):
+        die("--ps-reduce-threads takes 1..64, got %r" % opts["ps-reduce-threads"])
     if opts["peer-bulk-bytes"] and not re.fullmatch(r"-1|\d+", opts["peer-bulk-bytes"]):
         die("--peer-bulk-bytes takes a byte count or -1, got %r" % opts["peer-bulk-bytes"])
     if cmd == "plot" and opts["burst"] == "":
@@ -255,6 +261,8 @@ class Cluster:
         for flag in ("burst", "limit"):
             if opts[flag] and (flag != "burst" or opts["shaper"] == "tbf"):
                 self.up.append("--%s=%s" % (flag, opts[flag]))
+        if opts.get("ps-reduce-threads"):
+            self.up.append("--ps-reduce-threads=" + opts["ps-reduce-threads"])
         if opts.get("data-dir"):   # experiment_train.py's: the workers' data
             self.up.append("--data-dir=" + os.path.abspath(opts["data-dir"]))
         self.binary = os.path.join(ROOT, opts["build-dir"], "bin", "gradsync")
@@ -350,6 +358,8 @@ def run_config(opts):
             "ps_partition_bytes": size(opts["ps-partition-bytes"]),
             "peer_bulk_bytes": (int(opts["peer-bulk-bytes"])
                                 if opts["peer-bulk-bytes"] else None),
+            "ps_reduce_threads": (int(opts["ps-reduce-threads"])
+                                  if opts["ps-reduce-threads"] else None),
             "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
 
 

@@ -35,6 +35,7 @@ WAIT_S=60
 KEEP_LOGS=0
 PEER_BDP_PROBE=""
 PS_INLINE_BYTES=""
+PS_REDUCE_THREADS=""
 DATA_DIR=""
 
 # Derived / runtime state.
@@ -107,6 +108,8 @@ Flags (--flag=VALUE or --flag VALUE):
                      shard's --ps_inline_bytes (pushes of at most B float32
                      bytes are summed on the gRPC thread that read them; 0:
                      all on the reduce threads; default: theirs, 64 KiB).
+  --ps-reduce-threads=N  up, with --start-daemons: the server's and every PS
+                     shard's --ps_reduce_threads (1..64; default: theirs, 2).
   --data-dir=DIR     up, with --start-daemons: every worker's --data_dir, the
                      Fashion-MNIST directory its training jobs read (default: the
                      workers' own, /usr/share/datasets/fashion-mnist).
@@ -170,6 +173,7 @@ parse_flags() {
       --state-dir) STATE_DIR=$val ;;
       --peer-bdp-probe) PEER_BDP_PROBE=$val ;;
       --ps-inline-bytes) PS_INLINE_BYTES=$val ;;
+      --ps-reduce-threads) PS_REDUCE_THREADS=$val ;;
       --data-dir) DATA_DIR=$val ;;
       *) usage_error "unknown flag '$key'" ;;
     esac
@@ -238,6 +242,8 @@ validate_up() {
     usage_error "--peer-bdp-probe must be true or false"
   [[ -z $PS_INLINE_BYTES || ( $PS_INLINE_BYTES =~ ^[0-9]+$ && $PS_INLINE_BYTES -le 1048576 ) ]] ||
     usage_error "--ps-inline-bytes must be a byte count 0..1048576"
+  [[ -z $PS_REDUCE_THREADS || ( $PS_REDUCE_THREADS =~ ^[1-9][0-9]?$ && $PS_REDUCE_THREADS -le 64 ) ]] ||
+    usage_error "--ps-reduce-threads must be 1..64"
   [[ -z $DATA_DIR || -d $DATA_DIR ]] || usage_error "--data-dir: no directory '$DATA_DIR'"
   [[ $SHAPER == tbf || $SHAPER == netem ]] || usage_error "--shaper must be tbf or netem, got '$SHAPER'"
   [[ $SHAPER == tbf || -z $BURST ]] || usage_error "--burst is a tbf size; --shaper=netem has no bucket"
@@ -437,6 +443,8 @@ start_daemon() {  # start_daemon I ROLE LOG BIN ARGS...: background in host I
     extra+=(--peer_bdp_probe="$PEER_BDP_PROBE")
   [[ -z $PS_INLINE_BYTES || $bin != */gradsync-server ]] ||
     extra+=(--ps_inline_bytes="$PS_INLINE_BYTES")
+  [[ -z $PS_REDUCE_THREADS || $bin != */gradsync-server ]] ||
+    extra+=(--ps_reduce_threads="$PS_REDUCE_THREADS")
   [[ -z $DATA_DIR || $bin != */gradsync-worker ]] || extra+=(--data_dir="$DATA_DIR")
   setsid ip netns exec "$PREFIX-h$i" "$bin" "$@" --token_file="$LOG_DIR/token" \
     "${extra[@]}" >"$log" 2>&1 </dev/null &

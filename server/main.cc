@@ -78,6 +78,12 @@ ABSL_FLAG(uint64_t, ps_inline_bytes, gradsync::kPsInlineBytes,
           "checkpoints; larger ones go to the reduce threads. Saves a thread "
           "hand-off per small push; 0: every push goes to the reduce "
           "threads; at most 1048576.");
+ABSL_FLAG(int64_t, ps_reduce_threads, gradsync::kPsReduceThreads,
+          "PS shard: threads that sum pushes too large to sum inline (or "
+          "that find their slice busy), step the parameters and send a "
+          "step's answers beyond the first few; 1..64. More can help a "
+          "shard with many cores serving many workers; on a small machine "
+          "they only contend for cores.");
 ABSL_FLAG(std::string, job_key_file, "",
           "File with the job key (64+ hex digits, e.g. from `head -c 32 "
           "/dev/urandom | xxd -p -c 64`) that job secrets are derived from. "
@@ -176,6 +182,11 @@ absl::StatusOr<Startup> CheckStartup() {
       !st.ok()) {
     return st;
   }
+  if (absl::Status st = gradsync::CheckPsReduceThreads(
+          absl::GetFlag(FLAGS_ps_reduce_threads));
+      !st.ok()) {
+    return st;
+  }
   if (absl::Status st =
           gradsync::InitLogging("server", absl::GetFlag(FLAGS_log_level));
       !st.ok()) {
@@ -268,14 +279,21 @@ int main(int argc, char** argv) {
                           absl::GetFlag(FLAGS_ps_max_ended_jobs));
   const gradsync::PsAccess ps_access(job_key);
   gradsync::PsService ps_service(
-      &store, &ps_access, gradsync::kPsReduceThreads,
+      &store, &ps_access,
+      static_cast<int>(absl::GetFlag(FLAGS_ps_reduce_threads)),
       role == "coordinator" ? gradsync::PsTraffic{}
                             : gradsync::RegisterPsTraffic(&metrics_registry),
       absl::GetFlag(FLAGS_ps_inline_bytes));
   // Declared before the coordinator, which writes to it until destroyed.
   std::unique_ptr<gradsync::SqliteJobStore> history;
   std::unique_ptr<gradsync::Coordinator> coordinator;
-  if (role != "coordinator") services.push_back(&ps_service);
+  if (role != "coordinator") {
+    services.push_back(&ps_service);
+    spdlog::info("PS shard: {} reduce thread(s); pushes of up to {} bytes "
+                 "summed inline",
+                 ps_service.reduce_threads(),
+                 absl::GetFlag(FLAGS_ps_inline_bytes));
+  }
   const gradsync::CoordinatorOptions copts =
       CoordinatorOptionsFromFlags(role, job_key);
   if (role != "ps") {

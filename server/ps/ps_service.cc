@@ -10,6 +10,14 @@
 #include "common/spec/job_spec.h"
 
 namespace gradsync {
+
+absl::Status CheckPsReduceThreads(int64_t threads) {
+  if (threads >= 1 && threads <= kMaxPsReduceThreads) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "--ps_reduce_threads must be 1..", kMaxPsReduceThreads, ", got ",
+      threads));
+}
+
 namespace {
 
 // Completes `reactor` with the parameters of `result` (or its error), in

@@ -29,6 +29,9 @@
 #ifndef GRADSYNC_SERVER_PS_PS_SERVICE_H_
 #define GRADSYNC_SERVER_PS_PS_SERVICE_H_
 
+#include <cstdint>
+
+#include "absl/status/status.h"
 #include "common/grpc/refusal_log.h"
 #include "gradsync/v1/gradsync.grpc.pb.h"
 #include "server/ps/ps_access.h"
@@ -50,8 +53,15 @@ using PsServiceBase = v1::ParameterServer::WithRawCallbackMethod_Init<
                                 v1::ParameterServer::Service>>>>>>>>;
 
 // Threads that reduce and step (a shard's CPU work is memory-bound: a few
-// are enough to overlap partitions; more only contend for cores).
+// are enough to overlap partitions; more only contend for cores). They also
+// send a step's answers beyond the few sent where the step completed
+// (SpreadAnswers), so a many-core shard serving many workers may want more:
+// the server's --ps_reduce_threads, 1..kMaxPsReduceThreads.
 inline constexpr int kPsReduceThreads = 2;
+inline constexpr int kMaxPsReduceThreads = 64;
+
+// OK for 1..kMaxPsReduceThreads; else INVALID_ARGUMENT naming the flag.
+absl::Status CheckPsReduceThreads(int64_t threads);
 
 // Pushes (PushPull, PushPullStream) of at most this many float32 bytes are
 // reduced on the gRPC reaction that read them, when the slice is free and
@@ -74,6 +84,8 @@ class PsService final : public PsServiceBase {
         pool_(reduce_threads),
         traffic_(traffic),
         inline_bytes_(inline_bytes) {}
+
+  int reduce_threads() const { return pool_.threads(); }
 
   grpc::ServerUnaryReactor* Init(grpc::CallbackServerContext* ctx,
                                  const grpc::ByteBuffer* request,

@@ -353,6 +353,24 @@ class FitTest(unittest.TestCase):
         finally:
             shutil.rmtree(out, ignore_errors=True)
 
+    def test_ps_reduce_threads_reach_the_shards_and_the_config(self):
+        opts = {"rate": "1gbit", "shaper": "tbf", "burst": "", "limit": "",
+                "build-dir": "build", "ps-reduce-threads": "8"}
+        c = experiment.Cluster(opts, 3, 1)
+        shutil.rmtree(c.state, ignore_errors=True)
+        self.assertIn("--ps-reduce-threads=8", c.up)
+        c = experiment.Cluster(dict(opts, **{"ps-reduce-threads": ""}), 3, 1)
+        shutil.rmtree(c.state, ignore_errors=True)
+        self.assertFalse([f for f in c.up if f.startswith("--ps-reduce-threads")])
+        _, parsed = experiment.parse_args(["run", "--ps-reduce-threads=8"])
+        self.assertEqual(experiment.run_config(parsed)["ps_reduce_threads"], 8)
+        for bad in ("0", "65", "two"):
+            r = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "experiment.py"),
+                                "run", "--ps-reduce-threads=" + bad],
+                               capture_output=True, text=True)
+            self.assertEqual(r.returncode, 2, bad)
+            self.assertIn("--ps-reduce-threads takes 1..64", r.stderr, bad)
+
     def test_sweep_alternates_repeats_and_drops_an_earlier_runs_extra_ones(self):
         out = tempfile.mkdtemp(prefix="experiment-test.")
         try:

@@ -416,6 +416,33 @@ TEST(Integration, ServerRefusesAnInlineLimitPastOneMebibyte) {
   std::filesystem::remove_all(dir);
 }
 
+TEST(Integration, ServerTakesOneToSixtyFourPsReduceThreads) {
+  const std::string dir = TempDir();
+  const std::string err = dir + "/err";
+  const std::string server =
+      absl::StrCat(GRADSYNC_BIN_DIR, "/gradsync-server --role=all --auth=none "
+                                     "--listen=127.0.0.1:0 --state_dir=",
+                   dir);
+  for (const char* bad : {"0", "65", "-1"}) {
+    EXPECT_EQ(Shell(absl::StrCat(server, " --ps_reduce_threads=", bad, " 2>",
+                                 err),
+                    30),
+              2)
+        << bad;
+    EXPECT_NE(Slurp(err).find("--ps_reduce_threads must be 1..64, got " +
+                              std::string(bad)),
+              std::string::npos)
+        << Slurp(err);
+  }
+  // A valid count reaches the shard's pool (its start-up line says so);
+  // `timeout` ends the server with SIGTERM, which it takes as a clean stop.
+  Shell(absl::StrCat("timeout 3 ", server, " --ps_reduce_threads=7 2>", err),
+        30);
+  EXPECT_NE(Slurp(err).find("PS shard: 7 reduce thread(s)"), std::string::npos)
+      << Slurp(err);
+  std::filesystem::remove_all(dir);
+}
+
 TEST(Integration, CliRejectsUnknownCommandAndBadPairs) {
   EXPECT_EQ(Shell(absl::StrCat(GRADSYNC_BIN_DIR, "/gradsync frobnicate 2>/dev/null"), 30), 2);
   EXPECT_EQ(Shell(absl::StrCat(GRADSYNC_BIN_DIR,
