@@ -280,7 +280,10 @@ int main(int argc, char** argv) {
   const gradsync::PsAccess ps_access(job_key);
   gradsync::PsService ps_service(
       &store, &ps_access,
-      static_cast<int>(absl::GetFlag(FLAGS_ps_reduce_threads)),
+      // A coordinator serves no PS calls: one idle thread, whatever the flag.
+      role == "coordinator"
+          ? 1
+          : static_cast<int>(absl::GetFlag(FLAGS_ps_reduce_threads)),
       role == "coordinator" ? gradsync::PsTraffic{}
                             : gradsync::RegisterPsTraffic(&metrics_registry),
       absl::GetFlag(FLAGS_ps_inline_bytes));
