@@ -225,10 +225,12 @@ void MarkServing(grpc::Server* server, bool coordinator, bool ps) {
 
 // Once listening on `port`: marks the services SERVING, gives the
 // coordinator of role all its own PS shard's address, and says where this
-// process listens (on stdout for launchers, and in the log).
+// process listens (on stdout for launchers, and in the log), with its PS
+// shard's reduce threads and inline limit.
 void Announce(grpc::Server* server, const std::string& role,
               const std::string& listen, int port,
-              gradsync::Coordinator* coordinator, int known_shards) {
+              gradsync::Coordinator* coordinator, int known_shards,
+              int reduce_threads) {
   MarkServing(server, coordinator != nullptr, role != "coordinator");
   std::string advertise = absl::GetFlag(FLAGS_advertise);
   if (advertise.empty()) advertise = gradsync::LocalAddress(listen, port);
@@ -240,6 +242,11 @@ void Announce(grpc::Server* server, const std::string& role,
   spdlog::info("gradsync-server role={} listening on {}:{} (advertised {}), "
                "{} PS shard(s) known",
                role, host, port, advertise, known_shards);
+  if (role != "coordinator") {
+    spdlog::info("PS shard: {} reduce thread(s); pushes of up to {} bytes "
+                 "summed inline",
+                 reduce_threads, absl::GetFlag(FLAGS_ps_inline_bytes));
+  }
 }
 
 // Blocks until SIGINT/SIGTERM, then stops in order: metrics scrapes (they
@@ -290,13 +297,7 @@ int main(int argc, char** argv) {
   // Declared before the coordinator, which writes to it until destroyed.
   std::unique_ptr<gradsync::SqliteJobStore> history;
   std::unique_ptr<gradsync::Coordinator> coordinator;
-  if (role != "coordinator") {
-    services.push_back(&ps_service);
-    spdlog::info("PS shard: {} reduce thread(s); pushes of up to {} bytes "
-                 "summed inline",
-                 ps_service.reduce_threads(),
-                 absl::GetFlag(FLAGS_ps_inline_bytes));
-  }
+  if (role != "coordinator") services.push_back(&ps_service);
   const gradsync::CoordinatorOptions copts =
       CoordinatorOptionsFromFlags(role, job_key);
   if (role != "ps") {
@@ -324,7 +325,8 @@ int main(int argc, char** argv) {
   }
   std::unique_ptr<grpc::Server> server = std::move(started->server);
   Announce(server.get(), role, listen, started->port, coordinator.get(),
-           role == "ps" ? 1 : static_cast<int>(copts.ps_addresses.size()));
+           role == "ps" ? 1 : static_cast<int>(copts.ps_addresses.size()),
+           ps_service.reduce_threads());
   StopOnSignal(server.get(), &metrics, coordinator.get(), &store);
   coordinator.reset();
   return 0;
