@@ -15,6 +15,9 @@
 #                          # the README's "next lent machine" line re-sweeps
 #                          # the small sizes in ~4 min (then plot --base here)
 #   bash .devbundle/run-train-sweep.sh NAME [experiment_train.py run flags]
+#   bash bench/latency_vs_n.sh --build-dir=.devbundle
+#                          # small-allreduce latency against N: bare gRPC,
+#                          # plain processes, daemons (~1 minute)
 #                          # the four modes training on emulated hosts
 # Each phase leaves at most 6 files in $OUT (the device tool returns 8):
 # tests.json + tests.log, perf.json + perf.log, summary.txt, raw.tar.gz. The
@@ -33,6 +36,14 @@ for t in $TESTS; do
     cp "$B/tests/$t" .devbundle/bin/
   else
     echo "devbundle: $B/tests/$t not built; the checks will report it missing" >&2
+  fi
+done
+# bench/latency_vs_n.sh --build-dir=.devbundle runs these beside gradsync.
+for t in grpc_latency_probe allreduce_compare; do
+  if [ -x "$B/bench/$t" ]; then
+    cp "$B/bench/$t" .devbundle/bin/
+  else
+    echo "devbundle: $B/bench/$t not built; bench/latency_vs_n.sh will say so" >&2
   fi
 done
 strip .devbundle/bin/*   # the carry limit is 64 MiB for the whole tree
