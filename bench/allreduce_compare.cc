@@ -40,7 +40,7 @@
 #include "common/grpc/grpc_util.h"
 #include "common/grpc/transport_flags.h"
 #include "common/spec/job_spec.h"
-#include "worker/collectives/allreduce.h"
+#include "worker/collectives/allreduce_factory.h"
 #include "worker/collectives/recursive_doubling.h"
 #include "worker/collectives/transport/grpc/grpc_transport.h"
 
@@ -198,8 +198,8 @@ RankTimes RunGradsync(const Config& c, int rank) {
     opts.segment_bytes = static_cast<size_t>(absl::GetFlag(FLAGS_segment_bytes));
     opts.timeout = absl::Seconds(60);
     // Checked in Main before any rank starts.
-    const v1::Algorithm algorithm =
-        ParseAlgorithm(absl::GetFlag(FLAGS_algorithm)).value();
+    const AllreduceAlgorithm algorithm =
+        ParseAllreduceAlgorithm(absl::GetFlag(FLAGS_algorithm)).value();
     int64_t step = 0;
     auto report = [rank](const absl::Status& st) {
       if (!st.ok()) std::fprintf(stderr, "rank %d: %s\n", rank, st.ToString().c_str());
@@ -308,11 +308,10 @@ int Main() {
     }
     c.sizes.push_back(*v);
   }
-  absl::StatusOr<v1::Algorithm> algorithm =
-      ParseAlgorithm(absl::GetFlag(FLAGS_algorithm));
-  if (!algorithm.ok() || *algorithm == v1::ALGORITHM_HIERARCHICAL ||
-      *algorithm == v1::ALGORITHM_AUTO ||
-      *algorithm == v1::ALGORITHM_UNSPECIFIED) {
+  absl::StatusOr<AllreduceAlgorithm> algorithm =
+      ParseAllreduceAlgorithm(absl::GetFlag(FLAGS_algorithm));
+  if (!algorithm.ok() || *algorithm == AllreduceAlgorithm::kHierarchical ||
+      *algorithm == AllreduceAlgorithm::kAuto) {
     std::fprintf(stderr, "--algorithm: want ring, hd or tree\n");
     return 2;
   }

@@ -16,7 +16,7 @@
 // parent prints the median, p10 and p90 of rank 0's time and of the slowest
 // rank's per iteration (what `gradsync bench` reports). Every sum is checked;
 // the parent kills the ranks and fails after --timeout_s. A probe for a design
-// decision (README "Where the data plane stands"), not a test.
+// decision (docs/performance.md), not a test.
 //
 //   build/bench/grpc_latency_probe --ranks=4 --bytes=4096 --mode=pull
 #include <signal.h>

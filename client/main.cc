@@ -20,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "client/bench_command.h"
 #include "client/cli.h"
+#include "common/command_line.h"
 #include "common/grpc/security.h"
 #include "common/grpc/security_flags.h"
 #include "common/grpc/transport_flags.h"
@@ -28,7 +29,9 @@
 
 ABSL_FLAG(std::string, server, "127.0.0.1:50051",
           "submit/watch/status/list/cancel: HOST:PORT of the coordinator.");
-ABSL_FLAG(std::string, strategy, "ring", "Gradient synchronisation: ps or ring.");
+ABSL_FLAG(std::string, strategy, "ring",
+          "Gradient synchronisation: ps (parameter server) or ring (allreduce "
+          "among the workers, by --algorithm; 'allreduce' is the same).");
 ABSL_FLAG(std::string, mode, "sync",
           "sync (BSP / synchronous allreduce) or async (ASGD/SSP for ps, "
           "bounded-staleness pipelining for ring).");
@@ -86,13 +89,13 @@ ABSL_FLAG(int64_t, peer_bulk_bytes, 0,
           "bulk connections, whose receivers "
           "keep gRPC's initial flow-control windows instead of growing them "
           "by bandwidth-delay probing, so a sender waits for its receiver "
-          "rather than filling its memory (README 'Bulk connections'). "
+          "rather than filling its memory (docs/architecture.md). "
           "0 = the default, 4 MiB; -1 = never.");
 ABSL_FLAG(std::string, wire_dtype, "fp32",
           "Element format of gradients and parameters on the wire, both "
           "strategies: fp32, bf16 or fp16 (16-bit halves the bytes; values "
           "are rounded to nearest even when sent, sums and optimizer state "
-          "stay float32; see the README for the accuracy cost).");
+          "stay float32; see docs/user-guide.md for the accuracy cost).");
 ABSL_FLAG(std::string, tuning_file, "",
           "The allreduce tuning table for --algorithm=auto (lines 'WORLD "
           "MAX_BYTES ALGORITHM', as written by 'gradsync bench --tune=FILE'). "
@@ -165,8 +168,8 @@ ABSL_FLAG(double, heartbeat_timeout, 6.0,
 ABSL_FLAG(int64_t, ps_inline_bytes, -1,
           "local: every PS shard's --ps_inline_bytes (pushes of at most this "
           "many float32 bytes are summed on the gRPC thread that read them; "
-          "0: all on the shards' reduce threads; at most 1048576; README "
-          "\"PS small pushes\"). -1: the shards' default, 64 KiB.");
+          "0: all on the shards' reduce threads; at most 1048576; "
+          "docs/lab-notes/ps-small-pushes.md). -1: the shards' default, 64 KiB.");
 
 namespace gradsync {
 namespace {
@@ -193,7 +196,7 @@ Commands:
 Flags may be written --batch-size or --batch_size.
 Every command that dials sends the cluster token from --token_file=PATH (or
 $GRADSYNC_TOKEN; the file wins), with TLS when --tls_cert/--tls_key/--tls_ca
-are given; `local` makes a random token of its own (see README, Security).
+are given; `local` makes a random token of its own (see docs/operations.md, Security).
 Examples:
   gradsync local --compare --workers 4 --epochs 1 --results=results.json
   gradsync submit --server=HOST:PORT --strategy=ps --mode=async --staleness=2 --wait
@@ -320,18 +323,8 @@ int Run(const std::vector<char*>& args, Interruption* interruption) {
 }  // namespace gradsync
 
 int main(int argc, char** argv) {
-  // Accept --batch-size as well as --batch_size.
-  std::vector<std::string> norm(argv, argv + argc);
-  for (std::string& a : norm) {
-    if (a.rfind("--", 0) == 0) {
-      size_t end = a.find('=');
-      for (size_t i = 2; i < std::min(end, a.size()); ++i) {
-        if (a[i] == '-') a[i] = '_';
-      }
-    }
-  }
-  std::vector<char*> nargv;
-  for (std::string& a : norm) nargv.push_back(a.data());
+  // Accept --batch-size as well as --batch_size (as the daemons do).
+  gradsync::CommandLine command_line(argc, argv);
   absl::SetProgramUsageMessage(gradsync::kUsage);
   absl::FlagsUsageConfig cfg;
   cfg.contains_help_flags = [](absl::string_view f) {
@@ -341,8 +334,8 @@ int main(int argc, char** argv) {
            f.find("client/bench_flags.cc") != absl::string_view::npos;
   };
   absl::SetFlagsUsageConfig(cfg);
-  std::vector<char*> args = absl::ParseCommandLine(static_cast<int>(nargv.size()),
-                                                   nargv.data());
+  std::vector<char*> args = absl::ParseCommandLine(command_line.argc(),
+                                                   command_line.argv());
   if (args.size() < 2) {
     std::cerr << gradsync::kUsage;
     return 2;

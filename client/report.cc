@@ -109,7 +109,7 @@ nlohmann::json JobToJson(const v1::Job& job) {
 
 namespace {
 
-// The cost model's shape of one allreduce of K bytes on N ranks (DESIGN.md
+// The cost model's shape of one allreduce of K bytes on N ranks (docs/architecture.md
 // "Cost model", common/cost_model.h), in words: its sequential messages and
 // the bytes each worker sends, as a multiple of K. Empty for an algorithm
 // without a closed form here (hier: it depends on the host groups).
@@ -208,7 +208,7 @@ std::string CompareTable(const std::vector<v1::Job>& jobs) {
                 std::max(1.0, slowest->result().samples_per_second()),
             StrategyLabel(slowest->spec()), share(fastest), share(slowest),
             StrategyLabel(slowest->spec())));
-    // Why, from the cost model (DESIGN.md) and the measured per-step comm.
+    // Why, from the cost model (docs/architecture.md) and the measured per-step comm.
     const v1::Job& f = *fastest;
     const int n = f.spec().workers();
     const double k_mb = f.result().num_params() * 4.0 / 1e6;

@@ -20,7 +20,7 @@ std::string JobErrorText(const v1::Job& job);
 // The name of a job's error_code ("UNAVAILABLE"; "OK" when it has none).
 std::string JobErrorCodeName(const v1::Job& job);
 
-// One job as a results-file entry (keys documented in README "Results"):
+// One job as a results-file entry (keys documented in docs/user-guide.md "Results format"):
 // "error" is the plain message, "error_code" the code's name.
 nlohmann::json JobToJson(const v1::Job& job);
 

@@ -1,4 +1,4 @@
-// The α-β cost model of DESIGN.md ("Cost model"): predicted seconds of one
+// The α-β cost model of docs/architecture.md ("Cost model"): predicted seconds of one
 // collective for a world size, a message size and a link measured as latency
 // α (seconds per message) and bandwidth β (bytes per second). Benchmarks
 // print measured time next to it (`gradsync bench`).

@@ -9,7 +9,7 @@ namespace gradsync {
 // gRPC allocates a new buffer for every received message; with glibc's
 // defaults a 1 MiB one is a fresh mmap, so every received byte costs a page
 // fault (a quarter of the ring's CPU time on loopback, measured with perf;
-// docs/design-notes.md "Send blocks"). Freed memory stays in the process up
+// docs/architecture.md "Send blocks"). Freed memory stays in the process up
 // to its peak use. Call once at the start of main(), before threads start.
 void TuneAllocatorForLargeBuffers();
 

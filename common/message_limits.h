@@ -11,7 +11,7 @@
 // Control plane: the largest is a traced job's result (JobDone with one
 // rank's trace, GetJob with every rank's, both capped in events, see
 // server/coordinator/job_table.h); ListJobs carries no traces and at most
-// the retained jobs (README "Limits").
+// the retained jobs (docs/operations.md "Limits").
 #ifndef GRADSYNC_COMMON_MESSAGE_LIMITS_H_
 #define GRADSYNC_COMMON_MESSAGE_LIMITS_H_
 

@@ -13,6 +13,8 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/command_line.h"
+#include "common/env.h"
 #include "common/grpc/grpc_util.h"
 #include "common/grpc/security_flags.h"
 #include "common/logging.h"
@@ -49,7 +51,7 @@ ABSL_FLAG(std::string, state_dir, "./gradsync-state",
           "restarted\", queued ones stay queued. A corrupt or unwritable "
           "database stops the server at start-up and is left untouched. "
           "PS shards (--role=ps or all) keep job checkpoints in "
-          "DIR/checkpoints/JOB/ (see README, Checkpoints and resume); "
+          "DIR/checkpoints/JOB/ (see docs/operations.md, Checkpoints and resume); "
           "--role=ps opens no database.");
 ABSL_FLAG(uint64_t, max_ended_jobs, 1000,
           "Coordinator: ended jobs kept in memory (list, status, watch); the "
@@ -259,7 +261,8 @@ void StopOnSignal(grpc::Server* server, gradsync::MetricsServer* metrics,
   metrics->Stop();
   if (coordinator != nullptr) coordinator->Shutdown();
   store->Shutdown();
-  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  server->Shutdown(gradsync::ToChrono(gradsync::Env::Default()->Now() +
+                                      absl::Seconds(2)));
   server->Wait();
 }
 
@@ -268,7 +271,9 @@ void StopOnSignal(grpc::Server* server, gradsync::MetricsServer* metrics,
 int main(int argc, char** argv) {
   gradsync::BlockTerminationSignals();
   absl::SetProgramUsageMessage(kUsage);
-  absl::ParseCommandLine(argc, argv);
+  // --token-file as well as --token_file, as the CLI takes them.
+  gradsync::CommandLine command_line(argc, argv);
+  absl::ParseCommandLine(command_line.argc(), command_line.argv());
   gradsync::PrepareDaemonProcess();  // before any thread starts
   absl::StatusOr<Startup> startup = CheckStartup();
   if (!startup.ok()) {

@@ -12,6 +12,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
+#include "common/command_line.h"
 #include "common/grpc/security_flags.h"
 #include "common/grpc/transport_flags.h"
 #include "common/logging.h"
@@ -39,7 +40,7 @@ ABSL_FLAG(int, bulk_port, 0,
           "--peer_bulk_bytes, default 4 MiB) from ranks on the same host "
           "travel there, on connections "
           "whose receiver does not grow its HTTP/2 windows by probing "
-          "(faster for large tensors, see README 'Bulk connections'). On the "
+          "(faster for large tensors, see docs/architecture.md). On the "
           "--listen host, advertised with the --advertise host. 0 picks a "
           "free port; -1 serves none, and peers send everything to --listen. "
           "A peer that cannot reach this port falls back to --listen after "
@@ -149,7 +150,9 @@ int main(int argc, char** argv) {
       "its shard of the data and synchronises gradients by the job's strategy. "
       "Stops cleanly on SIGINT/SIGTERM. The token and TLS flags (a token "
       "file wins over GRADSYNC_TOKEN): --helpon=security_flags.");
-  absl::ParseCommandLine(argc, argv);
+  // --token-file as well as --token_file, as the CLI takes them.
+  gradsync::CommandLine command_line(argc, argv);
+  absl::ParseCommandLine(command_line.argc(), command_line.argv());
   gradsync::PrepareDaemonProcess();  // before any thread starts
   absl::StatusOr<Startup> startup = CheckStartup();
   if (!startup.ok()) {

@@ -5,7 +5,7 @@
 // waits on a completion queue that takes part in gRPC's polling, so the
 // session thread, idle for a whole job, also picked up peers' frames and
 // handed them on: one more thread and context switch per small message
-// (README "Where the data plane stands"). Here the session thread waits on
+// (docs/lab-notes/data-plane-targets.md). Here the session thread waits on
 // an absl::CondVar and gRPC's own threads deliver the messages.
 #ifndef GRADSYNC_WORKER_SESSION_STREAM_H_
 #define GRADSYNC_WORKER_SESSION_STREAM_H_

@@ -37,6 +37,7 @@ std::string AdvertiseAddress(const std::string& advertise,
 
 WorkerDaemon::WorkerDaemon(WorkerOptions options)
     : options_(std::move(options)),
+      env_(options_.env),
       data_dirs_(options_.data_dir, options_.allowed_data_dirs) {
   id_ = options_.id;
   if (id_.empty()) id_ = absl::StrCat(HostName(), "-", getpid());
@@ -47,7 +48,7 @@ WorkerDaemon::~WorkerDaemon() {
   JoinJobThread();
   for (grpc::Server* s : {server_.get(), bulk_server_.get()}) {
     if (s == nullptr) continue;
-    s->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+    s->Shutdown(ToChrono(env_->Now() + absl::Seconds(1)));
     s->Wait();
   }
 }
@@ -101,17 +102,17 @@ void WorkerDaemon::Run() {
       absl::MutexLock lock(&mu_);
       if (stopping_) break;
     }
-    const absl::Time began = absl::Now();
+    const absl::Time began = env_->Now();
     absl::Status st = Session();
     {
       absl::MutexLock lock(&mu_);
       if (stopping_) break;
     }
-    if (absl::Now() - began > absl::Seconds(5)) backoff = absl::Milliseconds(200);
+    if (env_->Now() - began > absl::Seconds(5)) backoff = absl::Milliseconds(200);
     spdlog::warn("coordinator session ended: {}; retrying in {}", st.ToString(),
                  absl::FormatDuration(backoff));
     absl::MutexLock lock(&mu_);
-    mu_.AwaitWithTimeout(absl::Condition(&stopping_), backoff);
+    env_->AwaitWithTimeout(&mu_, absl::Condition(&stopping_), backoff);
     backoff = std::min(backoff * 2, absl::Seconds(2));
   }
   JoinJobThread();
@@ -127,13 +128,15 @@ class WorkerDaemon::Heartbeats {
           hb.mutable_heartbeat();
           absl::MutexLock lock(&mu_);
           const absl::Duration interval = d->options_.heartbeat_interval;
-          while (!mu_.AwaitWithTimeout(absl::Condition(&over_), interval)) {
-            const absl::Time before = absl::Now();
+          const Env* const env = d->env_;
+          while (!env->AwaitWithTimeout(&mu_, absl::Condition(&over_),
+                                        interval)) {
+            const absl::Time before = env->Now();
             const bool written = d->Write(hb);
             // A write blocked for k intervals delayed k heartbeats.
             absl::Duration rest;
             const int64_t late =
-                absl::IDivDuration(absl::Now() - before, interval, &rest);
+                absl::IDivDuration(env->Now() - before, interval, &rest);
             d->metrics_.heartbeats_missed->Add(
                 static_cast<double>(late + (written ? 0 : 1)));
           }
@@ -177,7 +180,7 @@ void WorkerDaemon::ReadCoordinatorMessages(SessionStream* stream) {
 absl::Status WorkerDaemon::Session() {
   auto channel = MakeChannel(options_.coordinator);
   absl::Status st = WaitForConnected(channel.get(), options_.coordinator,
-                                     absl::Now() + absl::Seconds(2));
+                                     env_->Now() + absl::Seconds(2));
   if (!st.ok()) return st;
   auto stub = v1::Coordinator::NewStub(channel);
   grpc::ClientContext ctx;

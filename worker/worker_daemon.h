@@ -27,6 +27,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/env.h"
 #include "gradsync/v1/gradsync.grpc.pb.h"
 #include "worker/model/data_dirs.h"
 #include "worker/model/dataset.h"
@@ -69,6 +70,11 @@ struct WorkerOptions {
   // and checked in main); null: the built-in table.
   std::shared_ptr<const TuningTable> tuning;
   absl::Duration heartbeat_interval = absl::Seconds(1);
+  // The daemon's clock and sleeps (heartbeats, session backoff, job
+  // timers, and what it builds for jobs: transports, stall watches, the
+  // PS client, the training loop's timers); not owned, outlives the daemon.
+  // Its deadlines also go to gRPC, so it keeps real time.
+  const Env* env = Env::Default();
   // Tests only: called at the start of every job (it may throw, to check
   // that no exception escapes the job thread).
   std::function<void(const v1::Assignment&)> throw_in_job_for_test;
@@ -157,12 +163,13 @@ class WorkerDaemon {
                                                           bool train);
 
   const WorkerOptions options_;
+  const Env* const env_;           // options_.env
   const DataDirPolicy data_dirs_;  // from options_
   MetricsRegistry metrics_registry_;
   WorkerMetrics metrics_{&metrics_registry_};  // thread-safe handles
   std::string advertise_;
   std::string id_;
-  PeerMailboxes mailboxes_;
+  PeerMailboxes mailboxes_{env_};
   std::unique_ptr<PeerService> peer_service_;
   std::unique_ptr<grpc::Server> server_;
   std::string bulk_advertise_;  // empty: no bulk server

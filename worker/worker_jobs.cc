@@ -19,14 +19,16 @@
 #include "worker/train/trainer.h"
 #include "worker/train/training_steps.h"
 #include "worker/worker_daemon.h"
+#include "worker/sync/gradient_sync_factory.h"
 
 namespace gradsync {
 namespace {
 
 // The data-plane settings of an assignment (equal on every rank).
-GrpcTransportOptions TransportOptions(const v1::Assignment& a) {
+GrpcTransportOptions TransportOptions(const v1::Assignment& a, const Env* env) {
   const v1::JobSpec& spec = a.spec();
   GrpcTransportOptions o;
+  o.env = env;
   o.job_secret = a.job_secret();
   o.connections_per_peer = std::max(1, spec.connections_per_peer());
   // Validated by the coordinator; an unknown value cannot reach here.
@@ -226,7 +228,7 @@ absl::StatusOr<WorkerDaemon::JobParts> WorkerDaemon::PrepareJob(
         std::vector<std::string>(a.peer_addresses().begin(),
                                  a.peer_addresses().end()),
         mailboxes_.Open(a.job_id(), a.job_secret(), a.world_size()),
-        TransportOptions(a));
+        TransportOptions(a, env_));
     parts.metered = std::make_unique<MeteredTransport>(
         parts.transport.get(), metrics_.peer_sent_bytes,
         metrics_.peer_received_bytes);
@@ -240,9 +242,10 @@ absl::StatusOr<WorkerDaemon::JobParts> WorkerDaemon::PrepareJob(
   parts.tuning = *std::move(tuning);
   absl::StatusOr<std::unique_ptr<GradientSync>> sync =
       MakeGradientSync(&a, parts.watched.get(), parts.tuning.get(),
-                       parts.stall.get());
+                       parts.stall.get(), env_);
   if (!sync.ok()) return sync.status();
-  parts.sync = std::make_unique<MeteredSync>(std::move(*sync), &a, &metrics_);
+  parts.sync =
+      std::make_unique<MeteredSync>(std::move(*sync), &a, &metrics_, env_);
   return parts;
 }
 
@@ -267,8 +270,10 @@ void WorkerDaemon::JobMain(v1::Assignment a) {
       if (cancelled_) sync_->Abort(absl::CancelledError("job cancelled"));
     }
     Reporter reporter(this);
+    TrainingOptions training;
+    training.env = env_;
     outcome = RunTraining(a, *parts->train, *parts->test, parts->model.get(),
-                          parts->sync.get(), &reporter, &cancelled_);
+                          parts->sync.get(), &reporter, &cancelled_, training);
     absl::MutexLock lock(&mu_);
     sync_ = nullptr;
   } else {
@@ -298,8 +303,8 @@ void WorkerDaemon::ClassifyCancelledPeerFailure(TrainingOutcome* outcome) {
     return;
   }
   absl::MutexLock lock(&mu_);
-  if (!mu_.AwaitWithTimeout(absl::Condition(&cancel_requested_),
-                            kCancelAfterPeerFailureWait)) {
+  if (!env_->AwaitWithTimeout(&mu_, absl::Condition(&cancel_requested_),
+                              kCancelAfterPeerFailureWait)) {
     return;
   }
   RecordFailure(absl::CancelledError(absl::StrCat(
@@ -314,7 +319,8 @@ std::unique_ptr<StallWatch> WorkerDaemon::MakeStallWatch(
       StallThreshold(a.spec()),
       [this, job_id = a.job_id(), rank = a.rank()](const StallReport& r) {
         ReportStall(job_id, rank, r);
-      });
+      },
+      env_);
 }
 
 void WorkerDaemon::ReportStall(const std::string& job_id, int rank,
@@ -356,7 +362,7 @@ v1::WorkerMessage::JobDone WorkerDaemon::RunBenchJob(const v1::Assignment& a) {
   spdlog::info("{}bench: {} of {} sizes, world {}", tag,
                BenchOpName(a.spec().bench().op()),
                a.spec().bench().sizes_size(), a.world_size());
-  const absl::Time began = absl::Now();
+  const absl::Time began = env_->Now();
   v1::WorkerMessage::JobDone done;
   done.set_job_id(a.job_id());
   done.set_rank(a.rank());
@@ -371,10 +377,10 @@ v1::WorkerMessage::JobDone WorkerDaemon::RunBenchJob(const v1::Assignment& a) {
         std::vector<std::string>(a.peer_addresses().begin(),
                                  a.peer_addresses().end()),
         mailboxes_.Open(a.job_id(), a.job_secret(), a.world_size()),
-        TransportOptions(a));
+        TransportOptions(a, env_));
     MeteredTransport metered(&transport, metrics_.peer_sent_bytes,
                              metrics_.peer_received_bytes);
-    BenchRunner runner(a, &metered, tuning->get());
+    BenchRunner runner(a, &metered, tuning->get(), env_);
     {
       absl::MutexLock lock(&mu_);
       bench_ = &runner;
@@ -395,7 +401,7 @@ v1::WorkerMessage::JobDone WorkerDaemon::RunBenchJob(const v1::Assignment& a) {
     }
     mailboxes_.Close(a.job_id(), absl::AbortedError("job ended"));
   }
-  done.set_wall_seconds(absl::ToDoubleSeconds(absl::Now() - began));
+  done.set_wall_seconds(absl::ToDoubleSeconds(env_->Now() - began));
   if (!result.ok()) {
     spdlog::warn("{}failed: {}", tag, result.status().ToString());
     done.set_code(static_cast<int>(result.status().code()));

@@ -5,7 +5,7 @@
 //
 // Why: a fresh 1 MiB buffer per frame is a fresh mmap for glibc, i.e. 256 page
 // faults before the first byte is written; measured, page faults were the
-// largest single cost of the ring on loopback (docs/design-notes.md
+// largest single cost of the ring on loopback (docs/architecture.md
 // "Send blocks").
 #ifndef GRADSYNC_COMMON_GRPC_BLOCK_POOL_H_
 #define GRADSYNC_COMMON_GRPC_BLOCK_POOL_H_

@@ -41,7 +41,7 @@ inline constexpr int kMinConnectTimeoutMs = 5000;
 // MiB on loopback); off, the windows stay at gRPC's initial size and a
 // sender that runs ahead of its receiver waits instead of filling the
 // receiver's memory with frames that go cold before they are reduced.
-// Measured on 2 cores (README "BDP probing"): off is faster for large
+// Measured on 2 cores (docs/lab-notes/bdp-probing.md): off is faster for large
 // tensors (64 MiB ring, 4 ranks: 0.73-0.76x -> 0.84-0.94x of Gloo's busbw)
 // and slower for messages of 128 KiB - 1 MiB (hd at 256 KiB: 1.45 -> 2.0
 // ms, `local --compare` ring-sync 5.2-5.6 -> 6.2-6.8 ms per step), so it

@@ -11,7 +11,7 @@ ABSL_FLAG(bool, peer_bdp_probe, true,
           "seems to hold. false: windows stay small and a sender waits for "
           "its receiver: faster for large tensors on loopback (64 MiB ring, "
           "4 ranks on 2 cores: 0.75x -> 0.9x of Gloo), slower for messages "
-          "of 128 KiB - 1 MiB (README \"BDP probing\"). Give every worker of "
+          "of 128 KiB - 1 MiB (docs/lab-notes/bdp-probing.md). Give every worker of "
           "a cluster the same value; `gradsync local` passes its own to the "
           "workers it starts.");
 
@@ -20,7 +20,7 @@ ABSL_FLAG(bool, ps_push_streams, true,
           "over one stream that stays open for the job (true), or as one "
           "unary call per partition (false, the older path). The stream "
           "saves each partition a call's headers, trailers and credential "
-          "check (README \"PS push streams\"). Shards serve both; "
+          "check (docs/lab-notes/ps-push-streams.md). Shards serve both; "
           "`gradsync local` passes its own value to the workers it starts.");
 
 namespace gradsync {

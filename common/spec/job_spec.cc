@@ -109,6 +109,9 @@ bool UsesPs(const v1::JobSpec& spec) {
 }
 
 absl::StatusOr<v1::Strategy> ParseStrategy(absl::string_view text) {
+  // "allreduce" names the strategy in the code and docs; "ring" is the
+  // spelling results files and tables keep (StrategyName).
+  if (text == "allreduce") return v1::STRATEGY_RING;
   return ParseIn(kStrategies, "strategy", text);
 }
 absl::StatusOr<v1::SyncMode> ParseSyncMode(absl::string_view text) {
@@ -122,6 +125,27 @@ absl::StatusOr<v1::Optimizer> ParseOptimizer(absl::string_view text) {
 }
 absl::StatusOr<v1::Algorithm> ParseAlgorithm(absl::string_view text) {
   return ParseIn(kAlgorithms, "algorithm", text);
+}
+
+AllreduceAlgorithm AllreduceAlgorithmOf(v1::Algorithm algorithm) {
+  switch (algorithm) {
+    case v1::ALGORITHM_RING: return AllreduceAlgorithm::kRing;
+    case v1::ALGORITHM_HALVING_DOUBLING: return AllreduceAlgorithm::kHalvingDoubling;
+    case v1::ALGORITHM_TREE: return AllreduceAlgorithm::kRecursiveDoubling;
+    case v1::ALGORITHM_HIERARCHICAL: return AllreduceAlgorithm::kHierarchical;
+    default: return AllreduceAlgorithm::kAuto;
+  }
+}
+
+v1::Algorithm WireAlgorithm(AllreduceAlgorithm algorithm) {
+  switch (algorithm) {
+    case AllreduceAlgorithm::kRing: return v1::ALGORITHM_RING;
+    case AllreduceAlgorithm::kHalvingDoubling: return v1::ALGORITHM_HALVING_DOUBLING;
+    case AllreduceAlgorithm::kRecursiveDoubling: return v1::ALGORITHM_TREE;
+    case AllreduceAlgorithm::kHierarchical: return v1::ALGORITHM_HIERARCHICAL;
+    case AllreduceAlgorithm::kAuto: break;
+  }
+  return v1::ALGORITHM_AUTO;
 }
 
 std::string StrategyLabel(const v1::JobSpec& spec) {

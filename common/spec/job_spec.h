@@ -12,51 +12,14 @@
 #include "absl/time/time.h"
 #include "common/message_limits.h"
 #include "common/optimizer.h"
+#include "common/spec/allreduce_algorithm.h"
+#include "common/spec/job_limits.h"
 #include "common/spec/model_spec.h"
 #include "gradsync/v1/gradsync.pb.h"
 
 namespace gradsync {
 
-// Defaults, defined once. ValidateJobSpec fills them into every spec, so code
-// after validation reads the spec and never repeats these numbers.
-inline constexpr int64_t kDefaultBucketBytes = 25 << 20;
-inline constexpr int64_t kDefaultChunkBytes = 1 << 20;
-// Collectives of at least this many bytes use the bulk connections (no BDP
-// probing): measured on 2 cores, ring and hd at 4 ranks gain 10-20 % from
-// 8 MiB up, break even around 2-4 MiB and lose below (README "BDP probing").
-inline constexpr int64_t kDefaultPeerBulkBytes = 4 << 20;
-inline constexpr int32_t kDefaultStepTimeoutMs = 30000;
-inline constexpr int32_t kDefaultRingAsyncStaleness = 1;
-// Ring async keeps staleness + 2 copies of the gradient; more than this many
-// steps in flight is a mistake, not an experiment.
-inline constexpr int32_t kMaxRingAsyncStaleness = 64;
-inline constexpr float kDefaultSgdLr = 0.05f;
-inline constexpr float kDefaultAdamLr = 0.001f;
-
-// Caps: a spec beyond them is refused (INVALID_ARGUMENT naming the field)
-// before anything is allocated for it.
-inline constexpr size_t kMaxNameBytes = 256;
-inline constexpr size_t kMaxPathBytes = 4096;
-inline constexpr size_t kMaxModelBytes = 256;
-inline constexpr size_t kMaxTuningTableBytes = 64 << 10;
-inline constexpr int32_t kMaxWorkers = 1024;
-inline constexpr int32_t kMaxBatchSize = 1 << 16;
-inline constexpr int32_t kMaxPsShards = 256;
-inline constexpr uint64_t kMaxParams = uint64_t{1} << 30;  // 4 GiB of float32
-inline constexpr int32_t kMaxEpochs = 100000;
-inline constexpr int64_t kMaxSteps = int64_t{1} << 40;
-inline constexpr int64_t kMaxBucketBytes = int64_t{1} << 32;
-// One ring segment travels in one frame: the cap is the frame's data limit.
-inline constexpr int64_t kMaxChunkBytes = kMaxFrameDataBytes;
-inline constexpr int32_t kMaxStepTimeoutMs = 3600 * 1000;
-inline constexpr int32_t kMaxSspStaleness = 1 << 20;
-inline constexpr int32_t kMaxConnectionsPerPeer = 8;
-// Bench jobs (kind = bench): sizes per job, bytes per size, timed and warm-up
-// iterations per size.
-inline constexpr int kMaxBenchSizes = 64;
-inline constexpr int64_t kMaxBenchBytes = int64_t{1} << 30;
-inline constexpr int32_t kMaxBenchIters = 10000;
-inline constexpr int32_t kMaxBenchWarmup = 10000;
+// The defaults and caps (kDefault*, kMax*) are in common/spec/job_limits.h.
 
 // Returns the spec with defaults filled in (strategy ring, mode sync, model
 // kDefaultModel, dataset "fashion-mnist", optimizer sgd, algorithm auto, lr kDefaultSgdLr or
@@ -123,12 +86,17 @@ std::string AlgorithmName(v1::Algorithm a);
 std::string WireDtypeName(v1::WireDtype d);
 
 // Parses the text names above. INVALID_ARGUMENT starting with the field name
-// ("strategy: unknown strategy 'x' (want ps or ring)").
+// ("strategy: unknown strategy 'x' (want ps or ring)"). ParseStrategy also
+// takes "allreduce" for the strategy that StrategyName calls "ring".
 absl::StatusOr<v1::Strategy> ParseStrategy(absl::string_view text);
 absl::StatusOr<v1::SyncMode> ParseSyncMode(absl::string_view text);
 absl::StatusOr<v1::Device> ParseDevice(absl::string_view text);
 absl::StatusOr<v1::Optimizer> ParseOptimizer(absl::string_view text);
 absl::StatusOr<v1::Algorithm> ParseAlgorithm(absl::string_view text);
+// The wire's algorithm as the collectives know it (UNSPECIFIED is kAuto,
+// ALGORITHM_TREE is kRecursiveDoubling), and back.
+AllreduceAlgorithm AllreduceAlgorithmOf(v1::Algorithm algorithm);
+v1::Algorithm WireAlgorithm(AllreduceAlgorithm algorithm);
 absl::StatusOr<v1::WireDtype> ParseWireDtype(absl::string_view text);
 
 // Short label of a job's strategy and mode: "ps-sync", "ring-async(s=1)".

@@ -13,7 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "common/spec/job_spec.h"
+#include "common/spec/job_limits.h"
 
 namespace gradsync {
 
@@ -129,8 +129,8 @@ absl::StatusOr<TuningTable::Rule> ParseRule(absl::string_view line) {
         "suffix, or 'inf'"));
   }
   rule.max_bytes = *bytes;
-  absl::StatusOr<v1::Algorithm> algorithm = ParseAlgorithm(f[2]);
-  if (!algorithm.ok() || *algorithm == v1::ALGORITHM_AUTO) {
+  absl::StatusOr<AllreduceAlgorithm> algorithm = ParseAllreduceAlgorithm(f[2]);
+  if (!algorithm.ok() || *algorithm == AllreduceAlgorithm::kAuto) {
     return absl::InvalidArgumentError(absl::StrCat(
         "ALGORITHM '", f[2], "' is not ring, hd, tree or hier"));
   }
@@ -195,20 +195,20 @@ const TuningTable& TuningTable::Default() {
   return *table;
 }
 
-v1::Algorithm TuningTable::Choose(int world, uint64_t bytes) const {
+AllreduceAlgorithm TuningTable::Choose(int world, uint64_t bytes) const {
   for (int pass_world : {world, 0}) {
     for (const Rule& r : rules_) {
       if (r.world == pass_world && bytes <= r.max_bytes) return r.algorithm;
     }
   }
-  return v1::ALGORITHM_RING;
+  return AllreduceAlgorithm::kRing;
 }
 
 std::string TuningTable::ToString() const {
   std::string out = "# WORLD MAX_BYTES ALGORITHM\n";
   for (const Rule& r : rules_) {
     absl::StrAppend(&out, r.world == 0 ? "*" : absl::StrCat(r.world), " ",
-                    BytesText(r.max_bytes), " ", AlgorithmName(r.algorithm),
+                    BytesText(r.max_bytes), " ", AllreduceAlgorithmName(r.algorithm),
                     "\n");
   }
   return out;

@@ -1,4 +1,4 @@
-// Which allreduce algorithm ALGORITHM_AUTO runs: a table from (world size,
+// Which allreduce algorithm AllreduceAlgorithm::kAuto runs: a table from (world size,
 // message bytes) to an algorithm, built in (kDefaultTuningTable) or loaded
 // from a file that `gradsync bench --tune` writes.
 #ifndef GRADSYNC_COMMON_SPEC_TUNING_TABLE_H_
@@ -10,7 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "gradsync/v1/gradsync.pb.h"
+#include "common/spec/allreduce_algorithm.h"
 
 namespace gradsync {
 
@@ -22,11 +22,11 @@ namespace gradsync {
 //   WORLD      a world size >= 1, or '*' for any world size
 //   MAX_BYTES  the largest message (bytes) the rule covers: digits with an
 //              optional KiB / MiB / GiB suffix, or 'inf'
-//   ALGORITHM  ring, hd, tree or hier (common/spec/job_spec.h names; not auto)
+//   ALGORITHM  ring, hd, tree or hier (AllreduceAlgorithmName; not auto)
 //
 // Choose(world, bytes) takes the rules for exactly `world`, then the '*'
 // rules, each set in ascending MAX_BYTES, and returns the algorithm of the
-// first rule with bytes <= MAX_BYTES; ALGORITHM_RING when none covers it.
+// first rule with bytes <= MAX_BYTES; kRing when none covers it.
 // Rule order in the file does not matter; two rules with the same WORLD and
 // MAX_BYTES are an error.
 //
@@ -36,7 +36,7 @@ class TuningTable {
   struct Rule {
     int world = 0;           // 0: any world size ('*')
     uint64_t max_bytes = 0;  // UINT64_MAX: 'inf'
-    v1::Algorithm algorithm = v1::ALGORITHM_RING;
+    AllreduceAlgorithm algorithm = AllreduceAlgorithm::kRing;
   };
 
   // Parses the format above. INVALID_ARGUMENT "SOURCE:LINE: what is wrong"
@@ -49,7 +49,7 @@ class TuningTable {
   // The built-in table (kDefaultTuningTable, parsed once).
   static const TuningTable& Default();
 
-  v1::Algorithm Choose(int world, uint64_t bytes) const;
+  AllreduceAlgorithm Choose(int world, uint64_t bytes) const;
   // Rules in lookup order: by world (exact sizes ascending, '*' last), then
   // by max_bytes.
   const std::vector<Rule>& rules() const { return rules_; }

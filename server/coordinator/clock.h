@@ -1,21 +1,17 @@
-// The coordinator's source of time, injected so that the job table's timing
-// rules (symptom grace, wall seconds, timestamps) can be tested without
-// sleeping. Like LevelDB's Env::NowMicros, but only the clock.
+// The coordinator's source of time is the Env (common/env.h) the worker and
+// the PS use too, so that the job table's timing rules (symptom grace, wall
+// seconds, timestamps) are tested on a FakeEnv (common/testing/fake_env.h)
+// without sleeping. `Clock` is the coordinator's name for it.
 #ifndef GRADSYNC_SERVER_COORDINATOR_CLOCK_H_
 #define GRADSYNC_SERVER_COORDINATOR_CLOCK_H_
 
-#include "absl/time/time.h"
+#include "common/env.h"
 
 namespace gradsync {
 
-// Thread-safe: Now() may be called from any thread.
-class Clock {
- public:
-  virtual ~Clock() = default;
-  virtual absl::Time Now() const = 0;
-};
+using Clock = Env;
 
-// absl::Now(). Never destroyed.
+// Env::Default(). Never destroyed.
 const Clock* SystemClock();
 
 }  // namespace gradsync

@@ -122,7 +122,8 @@ void Coordinator::EndJobOnShards(const ShardEndJob& end) {
     if (addr.empty()) continue;
     auto stub = v1::ParameterServer::NewStub(MakeChannel(addr));
     grpc::ClientContext ctx;
-    ctx.set_deadline(ToChrono(absl::Now() + kEndJobDeadline));
+    // A gRPC deadline is real time: the real Env's, whatever clock_ is.
+    ctx.set_deadline(ToChrono(Env::Default()->Now() + kEndJobDeadline));
     ctx.AddMetadata(kJobWorldMetadata, std::to_string(end.world));
     ctx.AddMetadata(kJobSecretMetadata, end.secret);
     v1::EndJobRequest req;

@@ -89,7 +89,7 @@ struct WatchCursor {
   int64_t seen_seq = -1;       // the job's seq when last read
 };
 
-// What the coordinator keeps of ended jobs (README "Limits"; server flags
+// What the coordinator keeps of ended jobs (docs/operations.md "Limits"; server flags
 // --max_ended_jobs, --max_events_per_job, --max_stored_jobs). Queued and
 // running jobs are never pruned.
 struct JobRetention {

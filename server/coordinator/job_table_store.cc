@@ -82,8 +82,8 @@ void JobTable::Restore(StoredJob stored, Decisions* out) {
   } else if (e.job.state() == v1::RUNNING) {
     // Not resumed automatically: a ps-sync job with checkpoint_every is
     // resumed by submitting a job with resume_from = this id (`gradsync
-    // submit --resume`), once its PS shards are back (README, Checkpoints
-    // and resume).
+    // submit --resume`), once its PS shards are back (docs/operations.md,
+    // Checkpoints and resume).
     const int n = e.job.workers_size();
     e.done.assign(n, false);
     e.results.assign(n, {});

@@ -129,7 +129,7 @@ uint64_t PsStore::Wait(PullWaiters* waiters, const std::string& key,
                        int rank, Reply* reply, absl::Time deadline,
                        absl::Status* refused,
                        std::vector<PendingPull>* expired) {
-  const absl::Time now = absl::Now();
+  const absl::Time now = env_->Now();
   for (PullWaiters* w : {&pull_waiters_, &final_waiters_}) {
     for (PendingPull& p : w->Expire(now)) expired->push_back(std::move(p));
   }

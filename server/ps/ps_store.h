@@ -37,6 +37,7 @@
 #include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "common/env.h"
 #include "server/ps/ps_slice.h"
 #include "server/ps/pull_waiters.h"
 
@@ -59,11 +60,15 @@ class PsStore {
   static constexpr size_t kMaxEndReasonBytes = 1024;
 
   // `checkpoint_root` empty: jobs asking for checkpoints are refused.
-  // `max_ended_jobs` (at least 1) bounds the ended-job tombstones.
+  // `max_ended_jobs` (at least 1) bounds the ended-job tombstones. `env`
+  // (not owned, outlives the store) is the clock pull deadlines are
+  // compared with.
   explicit PsStore(std::string checkpoint_root = "",
-                   size_t max_ended_jobs = kDefaultMaxEndedJobs)
+                   size_t max_ended_jobs = kDefaultMaxEndedJobs,
+                   const Env* env = Env::Default())
       : checkpoint_root_(std::move(checkpoint_root)),
-        max_ended_jobs_(max_ended_jobs > 0 ? max_ended_jobs : 1) {}
+        max_ended_jobs_(max_ended_jobs > 0 ? max_ended_jobs : 1),
+        env_(env) {}
   PsStore(const PsStore&) = delete;
   PsStore& operator=(const PsStore&) = delete;
 
@@ -166,6 +171,7 @@ class PsStore {
 
   const std::string checkpoint_root_;
   const size_t max_ended_jobs_;
+  const Env* const env_;
 
   mutable absl::Mutex mu_;
   std::map<std::string, std::shared_ptr<PsSlice>> slices_ ABSL_GUARDED_BY(mu_);

@@ -212,12 +212,12 @@ TEST(BenchTune, FastestPerSizeParsesAsATuningTable) {
   const std::string text = TuningLines(4, runs);
   absl::StatusOr<TuningTable> table = TuningTable::Parse(text, "tune");
   ASSERT_TRUE(table.ok()) << table.status() << "\n" << text;
-  EXPECT_EQ(table->Choose(4, 4096), v1::ALGORITHM_TREE) << text;
-  EXPECT_EQ(table->Choose(4, 65536), v1::ALGORITHM_HALVING_DOUBLING) << text;
+  EXPECT_EQ(table->Choose(4, 4096), AllreduceAlgorithm::kRecursiveDoubling) << text;
+  EXPECT_EQ(table->Choose(4, 65536), AllreduceAlgorithm::kHalvingDoubling) << text;
   // A FAILED row never wins: ring for 16 MiB although tree's time is lower.
-  EXPECT_EQ(table->Choose(4, 1 << 20), v1::ALGORITHM_RING) << text;
-  EXPECT_EQ(table->Choose(4, 16 << 20), v1::ALGORITHM_RING) << text;
-  EXPECT_EQ(table->Choose(4, int64_t{1} << 40), v1::ALGORITHM_RING) << text;
+  EXPECT_EQ(table->Choose(4, 1 << 20), AllreduceAlgorithm::kRing) << text;
+  EXPECT_EQ(table->Choose(4, 16 << 20), AllreduceAlgorithm::kRing) << text;
+  EXPECT_EQ(table->Choose(4, int64_t{1} << 40), AllreduceAlgorithm::kRing) << text;
   // Consecutive sizes with one winner are one rule: tree, hd, ring(inf).
   EXPECT_EQ(table->rules().size(), 3u) << text;
 }
@@ -236,8 +236,8 @@ TEST(BenchTune, PassesAreAveragedAndOneFailedPassDisqualifies) {
   const std::string text = TuningLines(2, runs);
   absl::StatusOr<TuningTable> table = TuningTable::Parse(text, "tune");
   ASSERT_TRUE(table.ok()) << table.status() << "\n" << text;
-  EXPECT_EQ(table->Choose(2, 4096), v1::ALGORITHM_HALVING_DOUBLING) << text;
-  EXPECT_EQ(table->Choose(2, 1 << 20), v1::ALGORITHM_HALVING_DOUBLING) << text;
+  EXPECT_EQ(table->Choose(2, 4096), AllreduceAlgorithm::kHalvingDoubling) << text;
+  EXPECT_EQ(table->Choose(2, 1 << 20), AllreduceAlgorithm::kHalvingDoubling) << text;
   EXPECT_EQ(table->rules().size(), 1u) << text;
   // The means behind the choice are in the file, failures named.
   EXPECT_NE(text.find("# 4096 B: hd 200.0 us, ring 900.0 us, tree 550.0 us"),
@@ -268,8 +268,8 @@ TEST(BenchTune, AFailedJobRulesItsAlgorithmOutAtEverySize) {
   const std::string text = TuningLines(4, runs);
   absl::StatusOr<TuningTable> table = TuningTable::Parse(text, "tune");
   ASSERT_TRUE(table.ok()) << table.status() << "\n" << text;
-  EXPECT_EQ(table->Choose(4, 4096), v1::ALGORITHM_RING) << text;
-  EXPECT_EQ(table->Choose(4, 1 << 20), v1::ALGORITHM_RING) << text;
+  EXPECT_EQ(table->Choose(4, 4096), AllreduceAlgorithm::kRing) << text;
+  EXPECT_EQ(table->Choose(4, 1 << 20), AllreduceAlgorithm::kRing) << text;
   EXPECT_NE(text.find("hd FAILED"), std::string::npos) << text;
 }
 

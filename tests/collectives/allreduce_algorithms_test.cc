@@ -21,7 +21,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/clock.h"
-#include "worker/collectives/allreduce.h"
+#include "worker/collectives/allreduce_factory.h"
 #include "worker/collectives/forwarding_transport.h"
 #include "worker/collectives/halving_doubling.h"
 #include "tests/collectives/collective_test_util.h"
@@ -30,29 +30,33 @@
 namespace gradsync {
 namespace {
 
-constexpr v1::Algorithm kAlgorithms[] = {
-    v1::ALGORITHM_RING,
-    v1::ALGORITHM_HALVING_DOUBLING,
-    v1::ALGORITHM_TREE,
-    v1::ALGORITHM_HIERARCHICAL,  // with groups of two ranks, see Build
+constexpr AllreduceAlgorithm kAlgorithms[] = {
+    AllreduceAlgorithm::kRing,
+    AllreduceAlgorithm::kHalvingDoubling,
+    AllreduceAlgorithm::kRecursiveDoubling,
+    AllreduceAlgorithm::kHierarchical,  // with groups of two ranks, see Build
 };
 
-// "halving_doubling" for ALGORITHM_HALVING_DOUBLING.
-std::string AlgoName(v1::Algorithm a) {
-  std::string name = v1::Algorithm_Name(a);
-  absl::string_view prefix = "ALGORITHM_";
-  if (absl::StartsWith(name, prefix)) name = name.substr(prefix.size());
-  return absl::AsciiStrToLower(name);
+// The test-name spelling: "halving_doubling" for kHalvingDoubling.
+std::string AlgoName(AllreduceAlgorithm a) {
+  switch (a) {
+    case AllreduceAlgorithm::kRing: return "ring";
+    case AllreduceAlgorithm::kHalvingDoubling: return "halving_doubling";
+    case AllreduceAlgorithm::kRecursiveDoubling: return "tree";
+    case AllreduceAlgorithm::kHierarchical: return "hierarchical";
+    case AllreduceAlgorithm::kAuto: break;
+  }
+  return "auto";
 }
 
 // One algorithm object per rank, or an empty vector after recording the
 // failure.
-std::vector<std::unique_ptr<Allreduce>> Build(v1::Algorithm algorithm,
+std::vector<std::unique_ptr<Allreduce>> Build(AllreduceAlgorithm algorithm,
                                               TransportGroup* group, size_t n,
                                               const AllreduceOptions& opts) {
   std::vector<std::unique_ptr<Allreduce>> algos;
   AllreduceOptions options = opts;
-  if (algorithm == v1::ALGORITHM_HIERARCHICAL && options.groups.empty()) {
+  if (algorithm == AllreduceAlgorithm::kHierarchical && options.groups.empty()) {
     // Hosts of two ranks ({0,0,1,1,2,...}): a group reduce, a leader ring
     // and a group broadcast; hierarchical_test.cc covers other groupings.
     for (int r = 0; r < group->size(); ++r) options.groups.push_back(r / 2);
@@ -70,7 +74,7 @@ std::vector<std::unique_ptr<Allreduce>> Build(v1::Algorithm algorithm,
   return algos;
 }
 
-using Case = std::tuple<v1::Algorithm, TransportKind, int, size_t>;
+using Case = std::tuple<AllreduceAlgorithm, TransportKind, int, size_t>;
 
 // "tree_grpc_world5_n1048579".
 std::string CaseName(const ::testing::TestParamInfo<Case>& info) {
@@ -128,7 +132,7 @@ INSTANTIATE_TEST_SUITE_P(
 // Segments alternate between two connections per peer; FIFO order holds per
 // connection only, so this checks that receivers take each lane's messages
 // in the order its sender queued them.
-class AllreduceLanesTest : public ::testing::TestWithParam<v1::Algorithm> {};
+class AllreduceLanesTest : public ::testing::TestWithParam<AllreduceAlgorithm> {};
 
 TEST_P(AllreduceLanesTest, TwoConnectionsPerPeer) {
   for (int world : {3, 4, 6}) {
@@ -155,7 +159,7 @@ TEST_P(AllreduceLanesTest, TwoConnectionsPerPeer) {
 
 // ---------------------------------------------------------------- wire dtype
 
-using WireCase = std::tuple<v1::Algorithm, TransportKind, WireDtype>;
+using WireCase = std::tuple<AllreduceAlgorithm, TransportKind, WireDtype>;
 
 std::string WireName(const ::testing::TestParamInfo<WireCase>& info) {
   return absl::StrCat(AlgoName(std::get<0>(info.param)), "_",
@@ -245,7 +249,7 @@ INSTANTIATE_TEST_SUITE_P(
 
 // ---------------------------------------------------------------- failures
 
-using FailureCase = std::tuple<v1::Algorithm, TransportKind>;
+using FailureCase = std::tuple<AllreduceAlgorithm, TransportKind>;
 
 std::string FailureName(const ::testing::TestParamInfo<FailureCase>& info) {
   return absl::StrCat(AlgoName(std::get<0>(info.param)), "_",
@@ -405,7 +409,7 @@ INSTANTIATE_TEST_SUITE_P(
 
 INSTANTIATE_TEST_SUITE_P(
     Algorithms, AllreduceLanesTest, ::testing::ValuesIn(kAlgorithms),
-    [](const ::testing::TestParamInfo<v1::Algorithm>& info) {
+    [](const ::testing::TestParamInfo<AllreduceAlgorithm>& info) {
       return AlgoName(info.param);
     });
 

@@ -23,7 +23,7 @@ constexpr size_t kBulkBytes = 64 << 10;
 
 // One allreduce of n floats with `algorithm` on every rank of `group`,
 // checked exactly (RunAndCheck).
-void RunOnAll(TransportGroup* group, v1::Algorithm algorithm, size_t n,
+void RunOnAll(TransportGroup* group, AllreduceAlgorithm algorithm, size_t n,
                int64_t step) {
   std::vector<std::unique_ptr<Allreduce>> algos;
   for (int r = 0; r < group->size(); ++r) {
@@ -49,12 +49,12 @@ TEST(BulkLanes, OnlyCollectivesOfBulkBytesOrMoreUseTheBulkServers) {
   const size_t below = kBulkBytes / sizeof(float) - 1;
   const size_t at = kBulkBytes / sizeof(float);
 
-  RunOnAll(g, v1::ALGORITHM_RING, below, 0);
+  RunOnAll(g, AllreduceAlgorithm::kRing, below, 0);
   EXPECT_EQ(Accepted(*g, /*bulk=*/true), 0);
   const int64_t small_streams = Accepted(*g, /*bulk=*/false);
   EXPECT_GT(small_streams, 0);
 
-  RunOnAll(g, v1::ALGORITHM_RING, at, 1);
+  RunOnAll(g, AllreduceAlgorithm::kRing, at, 1);
   for (int r = 0; r < g->size(); ++r) {
     EXPECT_GT(g->streams_accepted(r, /*bulk=*/true), 0) << "rank " << r;
   }
@@ -65,8 +65,8 @@ TEST(BulkLanes, OnlyCollectivesOfBulkBytesOrMoreUseTheBulkServers) {
   // every frame must reach the lane its receiver waits on.
   int64_t step = 2;
   for (int round = 0; round < 3; ++round) {
-    for (v1::Algorithm alg : {v1::ALGORITHM_RING, v1::ALGORITHM_HALVING_DOUBLING,
-                              v1::ALGORITHM_TREE}) {
+    for (AllreduceAlgorithm alg : {AllreduceAlgorithm::kRing, AllreduceAlgorithm::kHalvingDoubling,
+                              AllreduceAlgorithm::kRecursiveDoubling}) {
       for (size_t n : {size_t{1}, at + 7, size_t{1000}, 3 * at}) {
         RunOnAll(g, alg, n, step++);
       }
@@ -91,7 +91,7 @@ TEST(BulkLanes, NeverWhenBulkBytesIsZero) {
   auto group =
       TransportGroup::Create(TransportKind::kGrpc, 2, 1, WireDtype::kFp32, 0);
   ASSERT_TRUE(group.ok()) << group.status();
-  RunOnAll(group->get(), v1::ALGORITHM_RING, (1 << 20) + 3, 0);
+  RunOnAll(group->get(), AllreduceAlgorithm::kRing, (1 << 20) + 3, 0);
   EXPECT_EQ(Accepted(**group, /*bulk=*/true), 0);
 }
 
@@ -139,7 +139,7 @@ TEST(BulkLanes, ABulkAddressThatDoesNotAnswerFallsBackToThePeerAddress) {
   const size_t n = 3 * kBulkBytes / sizeof(float) + 1;
   std::vector<std::unique_ptr<Allreduce>> algos;
   for (int r = 0; r < world; ++r) {
-    auto a = MakeAllreduce(v1::ALGORITHM_RING, transports[r].get(), n,
+    auto a = MakeAllreduce(AllreduceAlgorithm::kRing, transports[r].get(), n,
                            AllreduceOptions{});
     ASSERT_TRUE(a.ok()) << a.status();
     algos.push_back(*std::move(a));

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "worker/collectives/allreduce.h"
+#include "worker/collectives/allreduce_factory.h"
 #include "worker/collectives/testing/transport_group.h"
 
 namespace gradsync {

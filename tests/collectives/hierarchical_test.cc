@@ -19,7 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
-#include "worker/collectives/allreduce.h"
+#include "worker/collectives/allreduce_factory.h"
 #include "worker/collectives/hierarchical.h"
 #include "worker/collectives/sub_transport.h"
 #include "tests/collectives/collective_test_util.h"
@@ -70,10 +70,10 @@ TEST_P(HierarchicalTest, SumsAndReplicasAreBitIdenticalEveryRun) {
   opts.timeout = absl::Seconds(30);
   std::vector<std::unique_ptr<Allreduce>> algos;
   for (int r = 0; r < world; ++r) {
-    auto a = MakeAllreduce(v1::ALGORITHM_HIERARCHICAL, group->transport(r), n,
+    auto a = MakeAllreduce(AllreduceAlgorithm::kHierarchical, group->transport(r), n,
                            opts);
     ASSERT_TRUE(a.ok()) << a.status();
-    ASSERT_EQ((*a)->algorithm(), v1::ALGORITHM_HIERARCHICAL);
+    ASSERT_EQ((*a)->algorithm(), AllreduceAlgorithm::kHierarchical);
     algos.push_back(std::move(*a));
   }
   // Built once, run twice on the same objects.
@@ -109,7 +109,7 @@ TEST(HierarchicalOptions, BadGroupsAreInvalidArgumentNamingGroups) {
         std::vector<int>{0, -1, 0}}) {
     AllreduceOptions opts;
     opts.groups = bad;
-    auto a = MakeAllreduce(v1::ALGORITHM_HIERARCHICAL, group->transport(0), 10,
+    auto a = MakeAllreduce(AllreduceAlgorithm::kHierarchical, group->transport(0), 10,
                            opts);
     EXPECT_TRUE(absl::IsInvalidArgument(a.status()))
         << absl::StrJoin(bad, ",") << ": " << a.status();
@@ -156,7 +156,7 @@ TEST_P(HierarchicalFailureTest, EveryRankTimesOutWhenAPeerNeverShowsUp) {
     opts.timeout = absl::Milliseconds(300);
     std::vector<std::unique_ptr<Allreduce>> algos;
     for (int r = 0; r < 4; ++r) {
-      auto a = MakeAllreduce(v1::ALGORITHM_HIERARCHICAL, group->transport(r),
+      auto a = MakeAllreduce(AllreduceAlgorithm::kHierarchical, group->transport(r),
                              100, opts);
       ASSERT_TRUE(a.ok()) << a.status();
       algos.push_back(std::move(*a));
@@ -184,7 +184,7 @@ TEST_P(HierarchicalFailureTest, AbortFromAnotherThreadUnblocksAWaitingLeader) {
   AllreduceOptions opts;  // default 30 s timeout
   opts.groups = {0, 0, 0};
   auto algo =
-      MakeAllreduce(v1::ALGORITHM_HIERARCHICAL, group->transport(0), 100, opts);
+      MakeAllreduce(AllreduceAlgorithm::kHierarchical, group->transport(0), 100, opts);
   ASSERT_TRUE(algo.ok()) << algo.status();
   ExpectAbortUnblocksRun(algo->get(), group->transport(0), 100);
 }

@@ -14,11 +14,14 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "common/kernels.h"
+#include "common/testing/fake_env.h"
 #include "tests/collectives/collective_test_util.h"
 #include "worker/collectives/ring.h"
 #include "worker/collectives/testing/transport_group.h"
+#include "worker/collectives/transport/inproc/inproc_transport.h"
 
 namespace gradsync {
 namespace {
@@ -116,6 +119,42 @@ TEST_P(RingFailureTest, AllreduceTimesOutWhenAPeerNeverShowsUp) {
   absl::Status st = algo.Run(data.data(), 0, 0);
   EXPECT_TRUE(absl::IsDeadlineExceeded(st)) << st;
   EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+}
+
+// The deadline is on the Env's clock: with a fake one, a Run whose peers
+// never come fails once the test has moved the clock past options.timeout
+// (an hour: on the real clock this test would time out), and not before.
+TEST(RingTimeout, DeadlineIsOnTheEnvsClock) {
+  FakeEnv env;
+  InProcGroup group(3, WireDtype::kFp32, &env);
+  RingOptions opts;
+  opts.timeout = absl::Hours(1);
+  opts.env = &env;
+  RingAllreduce algo(group.transport(0), 100, opts);
+  std::vector<float> data(100, 1.0f);
+  absl::Mutex mu;
+  bool done = false;
+  absl::Status st;
+  std::thread runner([&] {
+    absl::Status s = algo.Run(data.data(), 0, 0);
+    absl::MutexLock lock(&mu);
+    st = s;
+    done = true;
+  });
+  // Run reads its deadline when it starts, which the test cannot see: move
+  // the clock 10 minutes at a time, giving Run real time to notice each.
+  absl::Duration advanced;
+  while (true) {
+    absl::MutexLock lock(&mu);
+    if (mu.AwaitWithTimeout(absl::Condition(&done), absl::Milliseconds(20))) {
+      break;
+    }
+    env.Advance(absl::Minutes(10));
+    advanced += absl::Minutes(10);
+  }
+  runner.join();
+  EXPECT_TRUE(absl::IsDeadlineExceeded(st)) << st;
+  EXPECT_GE(advanced, opts.timeout) << "failed before its fake deadline";
 }
 
 // Abort from another thread is the Transport contract for every transport.

@@ -1,5 +1,5 @@
 // The allreduce tuning table: file format, lookup at its boundaries, the
-// built-in table, and ALGORITHM_AUTO in MakeAllreduce.
+// built-in table, and kAuto in MakeAllreduce.
 #include "common/spec/tuning_table.h"
 
 #include <cstdio>
@@ -11,7 +11,8 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
-#include "worker/collectives/allreduce.h"
+#include "common/spec/job_spec.h"
+#include "worker/collectives/allreduce_factory.h"
 #include "worker/collectives/testing/transport_group.h"
 
 namespace gradsync {
@@ -50,7 +51,7 @@ TEST(TuningTableParse, CommentsBlankLinesTabsAndSuffixes) {
   EXPECT_EQ(t.rules()[3].world, 0);
   EXPECT_EQ(t.rules()[3].max_bytes, 1000u);
   EXPECT_EQ(t.rules()[4].max_bytes, 1024 * kMiB);
-  EXPECT_EQ(t.rules()[4].algorithm, v1::ALGORITHM_HIERARCHICAL);
+  EXPECT_EQ(t.rules()[4].algorithm, AllreduceAlgorithm::kHierarchical);
 }
 
 TEST(TuningTableParse, ErrorsNameTheSourceAndLine) {
@@ -86,38 +87,38 @@ TEST(TuningTableChoose, ExactWorldThenAnyWorldThenRing) {
       "4 2MiB hd\n"
       "* 1KiB tree\n"
       "* 8MiB hier\n");
-  EXPECT_EQ(t.Choose(4, 0), v1::ALGORITHM_TREE);
-  EXPECT_EQ(t.Choose(4, 64 * kKiB), v1::ALGORITHM_TREE);
-  EXPECT_EQ(t.Choose(4, 64 * kKiB + 1), v1::ALGORITHM_HALVING_DOUBLING);
-  EXPECT_EQ(t.Choose(4, 2 * kMiB), v1::ALGORITHM_HALVING_DOUBLING);
+  EXPECT_EQ(t.Choose(4, 0), AllreduceAlgorithm::kRecursiveDoubling);
+  EXPECT_EQ(t.Choose(4, 64 * kKiB), AllreduceAlgorithm::kRecursiveDoubling);
+  EXPECT_EQ(t.Choose(4, 64 * kKiB + 1), AllreduceAlgorithm::kHalvingDoubling);
+  EXPECT_EQ(t.Choose(4, 2 * kMiB), AllreduceAlgorithm::kHalvingDoubling);
   // Beyond world 4's rules, the '*' rules apply, then the ring.
-  EXPECT_EQ(t.Choose(4, 2 * kMiB + 1), v1::ALGORITHM_HIERARCHICAL);
-  EXPECT_EQ(t.Choose(4, 8 * kMiB + 1), v1::ALGORITHM_RING);
-  EXPECT_EQ(t.Choose(3, kKiB), v1::ALGORITHM_TREE);
-  EXPECT_EQ(t.Choose(3, kKiB + 1), v1::ALGORITHM_HIERARCHICAL);
-  EXPECT_EQ(t.Choose(3, UINT64_MAX), v1::ALGORITHM_RING);
+  EXPECT_EQ(t.Choose(4, 2 * kMiB + 1), AllreduceAlgorithm::kHierarchical);
+  EXPECT_EQ(t.Choose(4, 8 * kMiB + 1), AllreduceAlgorithm::kRing);
+  EXPECT_EQ(t.Choose(3, kKiB), AllreduceAlgorithm::kRecursiveDoubling);
+  EXPECT_EQ(t.Choose(3, kKiB + 1), AllreduceAlgorithm::kHierarchical);
+  EXPECT_EQ(t.Choose(3, UINT64_MAX), AllreduceAlgorithm::kRing);
 }
 
 TEST(TuningTableDefault, ParsesAndFollowsTheCostModel) {
   const TuningTable& t = TuningTable::Default();
-  EXPECT_EQ(t.Choose(1, 1), v1::ALGORITHM_RING);
-  EXPECT_EQ(t.Choose(1, UINT64_MAX), v1::ALGORITHM_RING);
-  EXPECT_EQ(t.Choose(2, kMiB), v1::ALGORITHM_TREE);
-  EXPECT_EQ(t.Choose(2, kMiB + 1), v1::ALGORITHM_RING);
+  EXPECT_EQ(t.Choose(1, 1), AllreduceAlgorithm::kRing);
+  EXPECT_EQ(t.Choose(1, UINT64_MAX), AllreduceAlgorithm::kRing);
+  EXPECT_EQ(t.Choose(2, kMiB), AllreduceAlgorithm::kRecursiveDoubling);
+  EXPECT_EQ(t.Choose(2, kMiB + 1), AllreduceAlgorithm::kRing);
   for (int world : {4, 8, 16, 32, 64}) {
-    EXPECT_EQ(t.Choose(world, 4), v1::ALGORITHM_TREE) << world;
-    EXPECT_EQ(t.Choose(world, 64 * kKiB), v1::ALGORITHM_TREE) << world;
-    EXPECT_EQ(t.Choose(world, 64 * kKiB + 1), v1::ALGORITHM_HALVING_DOUBLING)
+    EXPECT_EQ(t.Choose(world, 4), AllreduceAlgorithm::kRecursiveDoubling) << world;
+    EXPECT_EQ(t.Choose(world, 64 * kKiB), AllreduceAlgorithm::kRecursiveDoubling) << world;
+    EXPECT_EQ(t.Choose(world, 64 * kKiB + 1), AllreduceAlgorithm::kHalvingDoubling)
         << world;
-    EXPECT_EQ(t.Choose(world, 1024 * kMiB), v1::ALGORITHM_RING) << world;
+    EXPECT_EQ(t.Choose(world, 1024 * kMiB), AllreduceAlgorithm::kRing) << world;
   }
-  EXPECT_EQ(t.Choose(4, 1536 * kKiB), v1::ALGORITHM_HALVING_DOUBLING);
-  EXPECT_EQ(t.Choose(4, 1536 * kKiB + 1), v1::ALGORITHM_RING);
-  EXPECT_EQ(t.Choose(8, 4 * kMiB + 1), v1::ALGORITHM_RING);
+  EXPECT_EQ(t.Choose(4, 1536 * kKiB), AllreduceAlgorithm::kHalvingDoubling);
+  EXPECT_EQ(t.Choose(4, 1536 * kKiB + 1), AllreduceAlgorithm::kRing);
+  EXPECT_EQ(t.Choose(8, 4 * kMiB + 1), AllreduceAlgorithm::kRing);
   // Not powers of two, and powers of two beyond the listed ones.
   for (int world : {3, 5, 6, 7, 12, 128}) {
-    EXPECT_EQ(t.Choose(world, 32 * kKiB), v1::ALGORITHM_TREE) << world;
-    EXPECT_EQ(t.Choose(world, 32 * kKiB + 1), v1::ALGORITHM_RING) << world;
+    EXPECT_EQ(t.Choose(world, 32 * kKiB), AllreduceAlgorithm::kRecursiveDoubling) << world;
+    EXPECT_EQ(t.Choose(world, 32 * kKiB + 1), AllreduceAlgorithm::kRing) << world;
   }
   // ToString round-trips.
   auto again = TuningTable::Parse(t.ToString(), "round trip");
@@ -139,7 +140,7 @@ TEST(TuningTableLoad, MissingFileIsNotFoundAndErrorsNameThePath) {
   }
   auto good = TuningTable::Load(path);
   ASSERT_TRUE(good.ok()) << good.status();
-  EXPECT_EQ(good->Choose(8, kMiB), v1::ALGORITHM_HALVING_DOUBLING);
+  EXPECT_EQ(good->Choose(8, kMiB), AllreduceAlgorithm::kHalvingDoubling);
   {
     std::ofstream out(path);
     out << "8 1MiB hd\n8 lots ring\n";
@@ -160,26 +161,26 @@ TEST(AutoAllreduce, RunsWhatTheTableChooses) {
   AllreduceOptions opts;
   opts.tuning = &t;
   Transport* tr = (*group)->transport(0);
-  auto expect = [&](v1::Algorithm algorithm, size_t count, v1::Algorithm want) {
+  auto expect = [&](AllreduceAlgorithm algorithm, size_t count, AllreduceAlgorithm want) {
     auto a = MakeAllreduce(algorithm, tr, count, opts);
     ASSERT_TRUE(a.ok()) << a.status();
     EXPECT_EQ((*a)->algorithm(), want) << "count " << count;
   };
-  expect(v1::ALGORITHM_AUTO, 100, v1::ALGORITHM_HALVING_DOUBLING);  // 400 B
-  expect(v1::ALGORITHM_AUTO, 101, v1::ALGORITHM_HIERARCHICAL);
-  expect(v1::ALGORITHM_UNSPECIFIED, 1000, v1::ALGORITHM_HIERARCHICAL);
-  expect(v1::ALGORITHM_AUTO, 1001, v1::ALGORITHM_TREE);
+  expect(AllreduceAlgorithm::kAuto, 100, AllreduceAlgorithm::kHalvingDoubling);  // 400 B
+  expect(AllreduceAlgorithm::kAuto, 101, AllreduceAlgorithm::kHierarchical);
+  expect(AllreduceAlgorithmOf(v1::ALGORITHM_UNSPECIFIED), 1000, AllreduceAlgorithm::kHierarchical);
+  expect(AllreduceAlgorithm::kAuto, 1001, AllreduceAlgorithm::kRecursiveDoubling);
   // A named algorithm ignores the table.
-  expect(v1::ALGORITHM_RING, 100, v1::ALGORITHM_RING);
+  expect(AllreduceAlgorithm::kRing, 100, AllreduceAlgorithm::kRing);
   // nullptr: the built-in table.
   opts.tuning = nullptr;
-  expect(v1::ALGORITHM_AUTO, 16, v1::ALGORITHM_TREE);
-  expect(v1::ALGORITHM_AUTO, 100000, v1::ALGORITHM_HALVING_DOUBLING);
-  expect(v1::ALGORITHM_AUTO, 10 << 20, v1::ALGORITHM_RING);
+  expect(AllreduceAlgorithm::kAuto, 16, AllreduceAlgorithm::kRecursiveDoubling);
+  expect(AllreduceAlgorithm::kAuto, 100000, AllreduceAlgorithm::kHalvingDoubling);
+  expect(AllreduceAlgorithm::kAuto, 10 << 20, AllreduceAlgorithm::kRing);
   // Bad groups still fail when the table picks hierarchical.
   opts.tuning = &t;
   opts.groups = {0, 0};
-  auto bad = MakeAllreduce(v1::ALGORITHM_AUTO, tr, 1000, opts);
+  auto bad = MakeAllreduce(AllreduceAlgorithm::kAuto, tr, 1000, opts);
   EXPECT_TRUE(absl::IsInvalidArgument(bad.status())) << bad.status();
 }
 

@@ -1,5 +1,5 @@
 // The α-β cost model (common/cost_model.h) against the formulas of
-// ../shared/DESIGN.md "Cost model", worked by hand.
+// docs/architecture.md "Cost model", worked by hand.
 #include "common/cost_model.h"
 
 #include <gtest/gtest.h>

@@ -170,6 +170,12 @@ TEST(JobSpecNames, ParseAndNameRoundTrip) {
     ASSERT_TRUE(v.ok()) << v.status();
     EXPECT_EQ(AlgorithmName(*v), n);
   }
+  // The strategy that is not the PS is "allreduce" in the code; the CLI
+  // takes that spelling too, and results keep naming it "ring".
+  auto allreduce = ParseStrategy("allreduce");
+  ASSERT_TRUE(allreduce.ok()) << allreduce.status();
+  EXPECT_EQ(*allreduce, v1::STRATEGY_RING);
+  EXPECT_EQ(StrategyName(*allreduce), "ring");
   EXPECT_EQ(StrategyName(static_cast<v1::Strategy>(42)), "unknown(42)");
   EXPECT_EQ(SyncModeName(v1::SYNC_MODE_UNSPECIFIED), "unspecified");
 }

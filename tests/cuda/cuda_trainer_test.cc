@@ -42,7 +42,7 @@
 #include "worker/model/cuda/cuda_model.h"
 #include "worker/model/dataset.h"
 #include "worker/model/device_model.h"
-#include "worker/sync/gradient_sync.h"
+#include "worker/sync/gradient_sync_factory.h"
 #include "worker/train/trainer.h"
 
 namespace gradsync {

@@ -165,6 +165,11 @@ TEST(Auth, DaemonsWithoutATokenRefuseToStart) {
     // warning loudly.
     EXPECT_EQ(RunWithoutEnvToken(daemon, "--auth=none", 3, &err), 124);
     EXPECT_TRUE(absl::StrContains(err, "NO AUTHENTICATION")) << err;
+    // The daemons spell their flags as the CLI does: --token-file is
+    // --token_file (a missing file is its error, not an unknown flag).
+    EXPECT_EQ(RunWithoutEnvToken(daemon, "--token-file=/nonexistent/token", 30, &err), 2);
+    EXPECT_TRUE(absl::StrContains(err, "--token_file: ")) << err;
+    EXPECT_FALSE(absl::StrContains(err, "Unknown command line flag")) << err;
   }
 }
 

@@ -132,7 +132,8 @@ TEST(Integration, LocalAutotuneTriesTheAlgorithmsAndRingJobsRunTheBest) {
       const uint64_t bytes = j["bucket_bytes"][b].get<uint64_t>();
       EXPECT_EQ(j["bucket_algorithms"][b].get<std::string>(),
                 autotune ? chosen
-                         : AlgorithmName(TuningTable::Default().Choose(2, bytes)))
+                         : std::string(AllreduceAlgorithmName(
+                               TuningTable::Default().Choose(2, bytes))))
           << "bucket " << b << " of " << bytes << " bytes\n" << text;
     }
   }
@@ -164,9 +165,10 @@ TEST(Integration, BenchTuneRunsEveryPassAndWritesATableThatParses) {
   absl::StatusOr<TuningTable> table = TuningTable::Parse(text, "table.txt");
   ASSERT_TRUE(table.ok()) << table.status() << "\n" << text;
   for (const int64_t bytes : {int64_t{4096}, int64_t{65536}}) {
-    const v1::Algorithm a = table->Choose(2, bytes);
-    EXPECT_TRUE(a == v1::ALGORITHM_RING || a == v1::ALGORITHM_HALVING_DOUBLING ||
-                a == v1::ALGORITHM_TREE)
+    const AllreduceAlgorithm a = table->Choose(2, bytes);
+    EXPECT_TRUE(a == AllreduceAlgorithm::kRing ||
+                a == AllreduceAlgorithm::kHalvingDoubling ||
+                a == AllreduceAlgorithm::kRecursiveDoubling)
         << bytes << "\n" << text;
   }
   const int bad = Shell(

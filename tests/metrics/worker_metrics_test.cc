@@ -12,7 +12,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
-#include "worker/collectives/allreduce.h"
+#include "worker/collectives/allreduce_factory.h"
 #include "worker/collectives/testing/transport_group.h"
 #include "worker/metrics/metered_sync.h"
 #include "worker/metrics/metered_transport.h"
@@ -31,7 +31,7 @@ double PeerBytes(CounterFamily* f, int peer) {
   return f->WithLabels({std::to_string(peer)})->value();
 }
 
-class MeteredTransportTest : public ::testing::TestWithParam<v1::Algorithm> {};
+class MeteredTransportTest : public ::testing::TestWithParam<AllreduceAlgorithm> {};
 
 TEST_P(MeteredTransportTest, WhatEachRankSentItsPeerReceivedAndSumsHold) {
   constexpr int kWorld = 3;
@@ -77,8 +77,8 @@ TEST_P(MeteredTransportTest, WhatEachRankSentItsPeerReceivedAndSumsHold) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Algorithms, MeteredTransportTest,
-                         ::testing::Values(v1::ALGORITHM_RING,
-                                           v1::ALGORITHM_HALVING_DOUBLING));
+                         ::testing::Values(AllreduceAlgorithm::kRing,
+                                           AllreduceAlgorithm::kHalvingDoubling));
 
 // Records calls; succeeds unless told to fail.
 class FakeSync final : public GradientSync {

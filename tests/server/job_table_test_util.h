@@ -13,6 +13,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "gradsync/v1/gradsync.pb.h"
+#include "common/testing/fake_env.h"
 #include "server/coordinator/clock.h"
 #include "server/coordinator/job_table.h"
 #include "server/coordinator/worker_registry.h"
@@ -22,14 +23,8 @@ namespace gradsync {
 inline constexpr char kModel[] = "mlp:784-10";  // 7850 parameters
 inline constexpr size_t kModelParams = 784 * 10 + 10;
 
-class FakeClock final : public Clock {
- public:
-  absl::Time Now() const override { return now_; }
-  void Advance(absl::Duration d) { now_ += d; }
-
- private:
-  absl::Time now_ = absl::FromUnixSeconds(1700000000);
-};
+// Starts at 1700000000 s after the epoch.
+using FakeClock = FakeEnv;
 
 // A sync job of `workers` ranks on kModel, 100 steps.
 inline v1::JobSpec Spec(v1::Strategy strategy, int workers) {

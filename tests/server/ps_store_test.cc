@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "common/optimizer.h"
+#include "common/testing/fake_env.h"
 #include "server/ps/ps_store.h"
 
 namespace gradsync {
@@ -489,16 +490,21 @@ TEST(PsStore, PendingPullsAreBoundedAndEndAtTheirDeadlineOrCancel) {
 }
 
 TEST(PsStore, APullPastItsDeadlineIsAnsweredDeadlineExceeded) {
-  PsStore store;
+  FakeEnv env;
+  PsStore store("", PsStore::kDefaultMaxEndedJobs, &env);
   Captured early;
-  store.Pull("late", true, Capture(&early), absl::Now() + absl::Milliseconds(20));
-  absl::SleepFor(absl::Milliseconds(50));
+  store.Pull("late", true, Capture(&early), env.Now() + absl::Milliseconds(20));
+  env.Advance(absl::Milliseconds(19));
+  Captured before;  // not yet overdue
+  store.Pull("other", true, Capture(&before), env.Now() + absl::Seconds(30));
+  EXPECT_FALSE(early.called);
+  env.Advance(absl::Milliseconds(1));
   Captured next;  // any later pull reaps the overdue one
-  store.Pull("other", true, Capture(&next), absl::Now() + absl::Seconds(30));
+  store.Pull("other", true, Capture(&next), env.Now() + absl::Seconds(30));
   ASSERT_TRUE(early.called);
   EXPECT_EQ(early.result.status().code(), absl::StatusCode::kDeadlineExceeded);
-  EXPECT_FALSE(next.called);
-  EXPECT_EQ(store.NumPendingPulls(), 1u);
+  EXPECT_FALSE(before.called || next.called);
+  EXPECT_EQ(store.NumPendingPulls(), 2u);
   store.Shutdown();
 }
 

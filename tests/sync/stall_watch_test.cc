@@ -1,6 +1,6 @@
-// StallWatch / StallWait with a fake clock, and StallTransport over the
-// in-process transport (a report names the peer and tag; the split wait
-// loses no message).
+// StallWatch / StallWait with a fake clock (FakeEnv), and StallTransport
+// over the in-process transport on the same fake clock (a report names the
+// peer and tag; the split wait loses no message).
 #include "worker/sync/stall_watch.h"
 
 #include <thread>
@@ -9,6 +9,8 @@
 #include <gtest/gtest.h>
 
 #include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "common/testing/fake_env.h"
 #include "worker/collectives/transport/inproc/inproc_transport.h"
 #include "worker/sync/stall_transport.h"
 
@@ -27,15 +29,9 @@ class StallWatchTest : public ::testing::Test {
           absl::MutexLock lock(&mu_);
           reports_.push_back(r);
         },
-        [this] {
-          absl::MutexLock lock(&mu_);
-          return now_;
-        });
+        &env_);
   }
-  void Advance(absl::Duration d) {
-    absl::MutexLock lock(&mu_);
-    now_ += d;
-  }
+  void Advance(absl::Duration d) { env_.Advance(d); }
   std::vector<StallReport> Reports() {
     absl::MutexLock lock(&mu_);
     return reports_;
@@ -50,8 +46,8 @@ class StallWatchTest : public ::testing::Test {
   }
 
   const absl::Time start_ = absl::FromUnixSeconds(1000);
+  FakeEnv env_{start_};
   absl::Mutex mu_;
-  absl::Time now_ ABSL_GUARDED_BY(mu_) = start_;
   std::vector<StallReport> reports_ ABSL_GUARDED_BY(mu_);
 };
 
@@ -121,24 +117,43 @@ TEST(StallWait, WithoutWatchNeverReports) {
   EXPECT_FALSE(wait.reported());
 }
 
-// Real clock, short threshold: rank 1 waits for rank 0, which sends late.
+// Fake clock: rank 1 waits for rank 0, which moves the clock past the
+// threshold, sends once the wait has been reported, and not before.
 TEST(StallTransport, ReportsTheWaitAndStillDeliversTheMessage) {
+  FakeEnv env;
   absl::Mutex mu;
   std::vector<StallReport> reports;
-  StallWatch watch(absl::Milliseconds(50), [&](const StallReport& r) {
-    absl::MutexLock lock(&mu);
-    reports.push_back(r);
-  });
-  InProcGroup group(2);
+  StallWatch watch(
+      absl::Milliseconds(50),
+      [&](const StallReport& r) {
+        absl::MutexLock lock(&mu);
+        reports.push_back(r);
+      },
+      &env);
+  InProcGroup group(2, WireDtype::kFp32, &env);
   StallTransport receiver(group.transport(1), &watch, {"host0:1", "host1:2"});
   const ChunkTag tag = MakeTag(7, 2, RingPhase::kAllgather, 0, 0);
   std::vector<float> data = {1, 2, 3};
   std::thread sender([&] {
-    absl::SleepFor(absl::Milliseconds(300));
+    // The receiver reports once the fake clock is 50 ms past the start of
+    // its wait; move it 10 ms at a time until it has (a real-time bound
+    // only keeps a broken build from hanging).
+    const absl::Time give_up = absl::Now() + absl::Seconds(60);
+    const auto reported = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+      return !reports.empty();
+    };
+    while (absl::Now() < give_up) {
+      env.Advance(absl::Milliseconds(10));
+      absl::MutexLock lock(&mu);
+      if (mu.AwaitWithTimeout(absl::Condition(&reported),
+                              absl::Milliseconds(5))) {
+        break;
+      }
+    }
     ASSERT_TRUE(group.transport(0)->Send(1, tag, data.data(), 3).ok());
   });
   absl::StatusOr<std::unique_ptr<RecvChunk>> got =
-      receiver.Recv(0, tag, 3, absl::Now() + absl::Seconds(20));
+      receiver.Recv(0, tag, 3, env.Now() + absl::Seconds(20));
   sender.join();
   ASSERT_TRUE(got.ok()) << got.status();
   std::vector<float> out(3);
@@ -151,18 +166,23 @@ TEST(StallTransport, ReportsTheWaitAndStillDeliversTheMessage) {
   EXPECT_EQ(reports[0].bucket, 2);
   EXPECT_EQ(reports[0].phase, "allgather");
   EXPECT_FALSE(reports[0].resolved);
+  EXPECT_GE(reports[0].waited, absl::Milliseconds(50));
   EXPECT_TRUE(reports[1].resolved);
   EXPECT_GE(reports[1].waited, reports[0].waited);
 }
 
 TEST(StallTransport, DeadlineBeforeTheThresholdFailsWithoutReport) {
+  FakeEnv env;
   int reports = 0;
-  StallWatch watch(absl::Seconds(30), [&](const StallReport&) { ++reports; });
-  InProcGroup group(2);
+  StallWatch watch(
+      absl::Seconds(30), [&](const StallReport&) { ++reports; }, &env);
+  InProcGroup group(2, WireDtype::kFp32, &env);
   StallTransport receiver(group.transport(1), &watch, {});
+  const absl::Time deadline = env.Now() + absl::Milliseconds(50);
+  std::thread clock([&] { env.Advance(absl::Milliseconds(50)); });
   absl::StatusOr<std::unique_ptr<RecvChunk>> got = receiver.Recv(
-      0, MakeTag(1, 0, RingPhase::kReduceScatter, 0, 0), 3,
-      absl::Now() + absl::Milliseconds(50));
+      0, MakeTag(1, 0, RingPhase::kReduceScatter, 0, 0), 3, deadline);
+  clock.join();
   EXPECT_TRUE(absl::IsDeadlineExceeded(got.status())) << got.status();
   EXPECT_EQ(reports, 0);
 }

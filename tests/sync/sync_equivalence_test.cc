@@ -24,6 +24,7 @@
 #include "worker/sync/ps_client.h"
 #include "worker/train/trainer.h"
 #include "worker/train/training_steps.h"
+#include "worker/sync/gradient_sync_factory.h"
 #include "tests/sync/ps_test_util.h"
 
 namespace gradsync {
@@ -326,7 +327,7 @@ TEST_F(SyncEquivalence, AutoReportsTheTablesChoicePerBucket) {
   ASSERT_GT(d.bucket_bytes_size(), 0);
   for (int b = 0; b < d.bucket_bytes_size(); ++b) {
     EXPECT_EQ(d.bucket_algorithms(b),
-              AlgorithmName(TuningTable::Default().Choose(
+              AllreduceAlgorithmName(TuningTable::Default().Choose(
                   4, static_cast<uint64_t>(d.bucket_bytes(b)))))
         << "bucket " << b << " of " << d.bucket_bytes(b) << " bytes";
   }

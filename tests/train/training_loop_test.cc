@@ -14,6 +14,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "common/spec/job_spec.h"
+#include "common/testing/fake_env.h"
 #include "worker/model/device_model.h"
 #include "worker/train/trainer.h"
 
@@ -180,6 +181,55 @@ TEST(TrainingLoop, ComputeRunsUpToDepthStepsAheadOfSynchronisation) {
     EXPECT_GT(out.done.comm_seconds(), 0);
     EXPECT_EQ(out.done.steps(), 12);
   }
+}
+
+// A "sync" whose every bucket takes `delay` on a fake clock (it sleeps on
+// the Env, which moves the clock and returns at once).
+class FakeClockSync final : public GradientSync {
+ public:
+  FakeClockSync(const Env* env, absl::Duration delay)
+      : env_(env), delay_(delay) {}
+  absl::Status Initialize(const std::vector<Range>&, float*) override {
+    return absl::OkStatus();
+  }
+  absl::Status SyncBucket(int64_t, int, float*, float*) override {
+    ++calls_;
+    env_->SleepFor(delay_);
+    return absl::OkStatus();
+  }
+  absl::Status Finish(float*) override { return absl::OkStatus(); }
+  void Abort(const absl::Status&) override {}
+  Output output() const override { return Output::kAveragedGradient; }
+  int pipeline_depth() const override { return 0; }
+
+  std::atomic<int64_t> calls_{0};
+
+ private:
+  const Env* const env_;
+  const absl::Duration delay_;
+};
+
+// The loop's timers read TrainingOptions::env: an hour of fake
+// communication per bucket shows as hours of wall time in a run that takes
+// milliseconds of real time; nothing else moved the clock.
+TEST(TrainingLoop, TimersReadTheEnv) {
+  FakeEnv env;
+  const Dataset data = TinyData(64);
+  auto model = Model();
+  FakeClockSync sync(&env, absl::Hours(1));
+  Quiet q;
+  TrainingOptions o;
+  o.evaluate = false;
+  o.env = &env;
+  const absl::Time real0 = absl::Now();
+  TrainingOutcome out = RunTraining(OneRank(6), data, Dataset{}, model.get(),
+                                    &sync, &q, nullptr, o);
+  ASSERT_TRUE(out.status.ok()) << out.status;
+  EXPECT_LT(absl::Now() - real0, absl::Minutes(1));
+  ASSERT_GT(sync.calls_.load(), 0);
+  EXPECT_EQ(out.done.wall_seconds(),
+            absl::ToDoubleSeconds(sync.calls_.load() * absl::Hours(1)));
+  EXPECT_GE(out.done.comm_seconds(), 3600.0);
 }
 
 // A model whose backward takes `compute` in `layers` equal parts, announcing

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <array>
-#include <chrono>
 #include <cstring>
 #include <string>
 #include <utility>
@@ -89,9 +88,9 @@ double Median(std::vector<double> v) {
   return v.size() % 2 == 1 ? v[m] : (v[m - 1] + v[m]) / 2;
 }
 
-double SecondsSince(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
-      .count();
+// Seconds on `env`'s monotonic clock since its reading t0.
+double SecondsSince(const Env* env, absl::Time t0) {
+  return absl::ToDoubleSeconds(env->NowMonotonic() - t0);
 }
 
 }  // namespace
@@ -126,7 +125,7 @@ class AllreduceCase final : public BenchRunner::Case {
         fill_(Block(RankPattern(rank))),
         want_(Block(SumPattern(world))) {}
   std::string algorithm() const override {
-    return AlgorithmName(algo_->algorithm());
+    return std::string(AllreduceAlgorithmName(algo_->algorithm()));
   }
   void Fill() override { FillPeriodic(fill_, data_.data(), data_.size()); }
   absl::Status Run(int64_t step) override {
@@ -147,10 +146,11 @@ class AllreduceCase final : public BenchRunner::Case {
 class BroadcastCase final : public BenchRunner::Case {
  public:
   BroadcastCase(Transport* transport, size_t count, size_t segment_bytes,
-                absl::Duration timeout)
+                absl::Duration timeout, const Env* env)
       : transport_(transport),
         segment_bytes_(segment_bytes),
         timeout_(timeout),
+        env_(env),
         data_(count),
         fill_(Block(transport->rank() == 0 ? RankPattern(0) : Pattern{})),
         want_(Block(RankPattern(0))) {}
@@ -158,7 +158,7 @@ class BroadcastCase final : public BenchRunner::Case {
   void Fill() override { FillPeriodic(fill_, data_.data(), data_.size()); }
   absl::Status Run(int64_t) override {
     return RingBroadcast(transport_, data_.data(), data_.size(), 0,
-                         segment_bytes_, absl::Now() + timeout_);
+                         segment_bytes_, env_->Now() + timeout_);
   }
   std::string Verify() const override {
     return CheckPeriodic(want_, data_.data(), data_.size());
@@ -168,6 +168,7 @@ class BroadcastCase final : public BenchRunner::Case {
   Transport* const transport_;
   const size_t segment_bytes_;
   const absl::Duration timeout_;
+  const Env* const env_;
   std::vector<float> data_;
   const std::vector<float> fill_, want_;
 };
@@ -181,11 +182,12 @@ class PushPullCase final : public BenchRunner::Case {
  public:
   // `client` has `pieces` pieces covering [0, count).
   PushPullCase(std::unique_ptr<PsClient> client, int pieces, size_t count,
-               int rank, int world, absl::Duration timeout)
+               int rank, int world, absl::Duration timeout, const Env* env)
       : client_(std::move(client)),
         rank_(rank),
         world_(world),
         timeout_(timeout),
+        env_(env),
         grad_(count),
         params_(count) {
     FillPeriodic(Block(RankPattern(rank)), grad_.data(), count);
@@ -213,7 +215,7 @@ class PushPullCase final : public BenchRunner::Case {
   }
   absl::Status Run(int64_t) override {
     return client_->PushPull(ps_step_++, grad_.data(), params_.data(), all_,
-                             absl::Now() + timeout_);
+                             env_->Now() + timeout_);
   }
   std::string Verify() const override {
     return CheckPeriodic(Block(want_), params_.data(), params_.size());
@@ -223,6 +225,7 @@ class PushPullCase final : public BenchRunner::Case {
   const std::unique_ptr<PsClient> client_;
   const int rank_, world_;
   const absl::Duration timeout_;
+  const Env* const env_;
   std::vector<float> grad_, params_;
   std::vector<int> all_;
   Pattern mean_{}, want_{};  // want_: the parameters after the next run
@@ -232,11 +235,12 @@ class PushPullCase final : public BenchRunner::Case {
 }  // namespace
 
 BenchRunner::BenchRunner(v1::Assignment a, Transport* transport,
-                         const TuningTable* tuning)
+                         const TuningTable* tuning, const Env* env)
     : a_(std::move(a)),
       transport_(transport),
       timeout_(StepTimeout(a_.spec())),
-      tuning_(tuning) {}
+      tuning_(tuning),
+      env_(env) {}
 
 BenchRunner::~BenchRunner() = default;
 
@@ -258,10 +262,12 @@ absl::StatusOr<v1::BenchRankResult> BenchRunner::Run(
   absl::StatusOr<AllreduceOptions> options = AllreduceOptionsFor(a_, tuning_);
   if (!options.ok()) return options.status();
   allreduce_options_ = *std::move(options);
+  allreduce_options_.env = env_;
   // Recursive doubling: every rank leaves after the same log2(N) exchanges,
   // where a ring barrier lets ranks go 2(N-1) hops apart.
   absl::StatusOr<std::unique_ptr<Allreduce>> barrier =
-      MakeAllreduce(v1::ALGORITHM_TREE, transport_, 1, allreduce_options_);
+      MakeAllreduce(AllreduceAlgorithm::kRecursiveDoubling, transport_, 1,
+                    allreduce_options_);
   if (!barrier.ok()) return barrier.status();
   barrier_ = std::move(*barrier);
   v1::BenchRankResult result;
@@ -333,7 +339,7 @@ absl::Status BenchRunner::MeasureLinks(v1::BenchRankResult* result) {
   for (int g : groups) result->add_host_groups(g);
   if (world < 2) return absl::OkStatus();
   const absl::Duration wait = 3 * timeout_;
-  const absl::Time deadline = absl::Now() + wait;
+  const absl::Time deadline = env_->Now() + wait;
   const LinkPairs pairs = PickLinkPairs(groups);
   const std::array<int, 2> first = {0, 1};
   const bool first_between = pairs.between == first;
@@ -367,7 +373,7 @@ absl::Status BenchRunner::MeasureLinks(v1::BenchRankResult* result) {
   AllreduceOptions options = allreduce_options_;
   options.timeout = wait;
   absl::StatusOr<std::unique_ptr<Allreduce>> barrier =
-      MakeAllreduce(v1::ALGORITHM_TREE, transport_, 1, options);
+      MakeAllreduce(AllreduceAlgorithm::kRecursiveDoubling, transport_, 1, options);
   if (!barrier.ok()) return barrier.status();
   float one = 1.0f;
   return (*barrier)->Run(&one, NextStep(), kBarrierBucket);
@@ -407,7 +413,7 @@ absl::StatusOr<double> BenchRunner::PingPong(int a, int b, size_t count,
     tag.segment = a == 0 && b == 1 ? kFirstPair : kSecondPair;
     tag.index = i;
     const absl::Time deadline = i == 0 ? first_deadline : Deadline();
-    const auto t0 = std::chrono::steady_clock::now();
+    const absl::Time t0 = env_->NowMonotonic();
     if (sender) {
       absl::Status st = transport_->Send(other, tag, buf.data(), count);
       if (!st.ok()) return st;
@@ -421,7 +427,7 @@ absl::StatusOr<double> BenchRunner::PingPong(int a, int b, size_t count,
       absl::Status st = transport_->Forward(other, tag, **ping);
       if (!st.ok()) return st;
     }
-    if (i >= kWarmTries) round_trips.push_back(SecondsSince(t0));
+    if (i >= kWarmTries) round_trips.push_back(SecondsSince(env_, t0));
   }
   absl::Status st = transport_->WaitSendsReleased(Deadline());
   if (!st.ok()) return st;
@@ -440,14 +446,16 @@ absl::StatusOr<std::unique_ptr<BenchRunner::Case>> BenchRunner::MakeCase(
   switch (a_.spec().bench().op()) {
     case v1::BENCH_OP_ALLREDUCE: {
       absl::StatusOr<std::unique_ptr<Allreduce>> algo = MakeAllreduce(
-          a_.spec().algorithm(), transport_, count, allreduce_options_);
+          AllreduceAlgorithmOf(a_.spec().algorithm()), transport_, count,
+          allreduce_options_);
       if (!algo.ok()) return algo.status();
       return std::unique_ptr<Case>(std::make_unique<AllreduceCase>(
           *std::move(algo), count, rank, world, index));
     }
     case v1::BENCH_OP_BROADCAST:
       return std::unique_ptr<Case>(std::make_unique<BroadcastCase>(
-          transport_, count, allreduce_options_.segment_bytes, timeout_));
+          transport_, count, allreduce_options_.segment_bytes, timeout_,
+          env_));
     case v1::BENCH_OP_PUSHPULL:
       return MakePushPullCase(index, count);
     default:
@@ -481,10 +489,11 @@ absl::StatusOr<std::unique_ptr<BenchRunner::Case>> BenchRunner::MakePushPullCase
   }
   const int n = static_cast<int>(pieces.size());
   auto client = std::make_unique<PsClient>(
-      transport_->rank(), PsCredentialsOf(a_), std::move(pieces));
+      transport_->rank(), PsCredentialsOf(a_), std::move(pieces),
+      WireDtype::kFp32, /*stall=*/nullptr, env_);
   return std::unique_ptr<Case>(std::make_unique<PushPullCase>(
       std::move(client), n, count, transport_->rank(), transport_->size(),
-      timeout_));
+      timeout_, env_));
 }
 
 // Steps 2a-2c of Run for one size.
@@ -507,9 +516,9 @@ absl::StatusOr<v1::BenchRankRow> BenchRunner::RunSize(int index, int64_t bytes) 
     c->Fill();
     st = Barrier();
     if (!st.ok()) break;
-    const auto t0 = std::chrono::steady_clock::now();
+    const absl::Time t0 = env_->NowMonotonic();
     st = c->Run(NextStep());
-    const double seconds = SecondsSince(t0);
+    const double seconds = SecondsSince(env_, t0);
     if (!st.ok()) break;
     row.add_iteration_seconds(seconds);
     const std::string bad = c->Verify();

@@ -16,8 +16,9 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/env.h"
 #include "gradsync/v1/gradsync.pb.h"
-#include "worker/collectives/allreduce.h"
+#include "worker/collectives/allreduce_factory.h"
 #include "worker/collectives/transport.h"
 
 namespace gradsync {
@@ -50,9 +51,11 @@ class BenchRunner {
   // every rank of the job and must outlive the runner (pushpull also talks
   // to a.ps_shards()). `tuning` (nullptr: the built-in table) is what
   // algorithm auto runs, as for training (AllreduceOptionsFor,
-  // worker/sync/ring_sync.h); it must outlive the runner.
+  // worker/sync/ring_sync.h); it must outlive the runner, and so must
+  // `env` (deadlines; iterations are timed on its monotonic clock).
   BenchRunner(v1::Assignment a, Transport* transport,
-              const TuningTable* tuning = nullptr);
+              const TuningTable* tuning = nullptr,
+              const Env* env = Env::Default());
   ~BenchRunner();
 
   BenchRunner(const BenchRunner&) = delete;
@@ -111,7 +114,7 @@ class BenchRunner {
   void ForgetPs();
   absl::Status CheckAborted();
   absl::StatusOr<v1::BenchRankRow> RunSize(int index, int64_t bytes);
-  absl::Time Deadline() const { return absl::Now() + timeout_; }
+  absl::Time Deadline() const { return env_->Now() + timeout_; }
   int64_t NextStep() { return next_step_++; }
 
   // Constant after construction.
@@ -119,6 +122,7 @@ class BenchRunner {
   Transport* const transport_;
   const absl::Duration timeout_;
   const TuningTable* const tuning_;
+  const Env* const env_;
   AllreduceOptions allreduce_options_;  // set at the start of Run
   std::unique_ptr<Allreduce> barrier_;
 

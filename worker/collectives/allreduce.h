@@ -1,14 +1,16 @@
-// The one interface every allreduce algorithm implements, and the factory that
-// picks one. Algorithms are built once per tensor size (Gloo style) and Run
-// every step; all of them talk only to a Transport:
-//   ring.h                RingAllreduce (ALGORITHM_RING): pipelined ring,
+// The one interface every allreduce algorithm implements, and its options.
+// Algorithms are built once per tensor size (Gloo style) and Run every step;
+// all of them talk only to a Transport:
+//   ring.h                RingAllreduce (kRing): pipelined ring,
 //                         bandwidth-optimal, 2(N-1) latencies.
-//   halving_doubling.h    HalvingDoublingAllreduce (ALGORITHM_HALVING_DOUBLING):
+//   halving_doubling.h    HalvingDoublingAllreduce (kHalvingDoubling):
 //                         Rabenseifner, bandwidth-optimal, 2 log2(p) latencies.
-//   recursive_doubling.h  RecursiveDoublingAllreduce (ALGORITHM_TREE):
-//                         log2(p) full-vector exchanges, for small vectors.
-//   hierarchical.h        HierarchicalAllreduce (ALGORITHM_HIERARCHICAL).
+//   recursive_doubling.h  RecursiveDoublingAllreduce (kRecursiveDoubling,
+//                         "tree" on the command line): log2(p) full-vector
+//                         exchanges, for small vectors.
+//   hierarchical.h        HierarchicalAllreduce (kHierarchical).
 // The power-of-two ones fold extra ranks in and out (power_of_two.h).
+// allreduce_factory.h builds one by name.
 #ifndef GRADSYNC_WORKER_COLLECTIVES_ALLREDUCE_H_
 #define GRADSYNC_WORKER_COLLECTIVES_ALLREDUCE_H_
 
@@ -21,7 +23,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "gradsync/v1/gradsync.pb.h"
+#include "common/env.h"
+#include "common/spec/allreduce_algorithm.h"
 #include "worker/collectives/transport.h"
 
 namespace gradsync {
@@ -34,9 +37,11 @@ struct AllreduceOptions {
   // Hierarchical: the host group of each rank (size == world size); empty
   // means every rank is its own group.
   std::vector<int> groups;
-  // What ALGORITHM_AUTO / UNSPECIFIED run (common/spec/tuning_table.h); not
+  // What kAuto runs (common/spec/tuning_table.h); not
   // owned, must outlive MakeAllreduce's call. nullptr: the built-in table.
   const TuningTable* tuning = nullptr;
+  // Where Run's deadline comes from (not owned, outlives the algorithm).
+  const Env* env = Env::Default();
 };
 
 // Sum-allreduce of a fixed number of floats. Every rank ends with
@@ -47,19 +52,9 @@ class Allreduce {
   // Sums data[0..count) across ranks, in place. On error the contents of
   // `data` are unspecified and the transport should be aborted.
   virtual absl::Status Run(float* data, int64_t step, int bucket) = 0;
-  // The algorithm that runs (never ALGORITHM_AUTO).
-  virtual v1::Algorithm algorithm() const = 0;
+  // The algorithm that runs (never kAuto).
+  virtual AllreduceAlgorithm algorithm() const = 0;
 };
-
-// Builds `algorithm` for `count` floats over `transport`. ALGORITHM_AUTO (or
-// UNSPECIFIED) runs what options.tuning (or the built-in table) chooses for
-// the world size and count * 4 bytes; if this build lacks that algorithm
-// (UNIMPLEMENTED) it runs the ring. The result's algorithm() says which ran.
-// UNIMPLEMENTED for an explicitly named algorithm this build does not have,
-// INVALID_ARGUMENT for a bad value or options (hierarchical: bad groups).
-absl::StatusOr<std::unique_ptr<Allreduce>> MakeAllreduce(
-    v1::Algorithm algorithm, Transport* transport, size_t count,
-    const AllreduceOptions& options);
 
 }  // namespace gradsync
 

@@ -121,7 +121,7 @@ absl::Status HalvingDoublingAllreduce::Run(float* data, int64_t step,
                                            int bucket) {
   if (transport_->size() == 1 || count_ == 0) return absl::OkStatus();
   transport_->BeginCollective(count_ * sizeof(float));
-  const absl::Time deadline = absl::Now() + options_.timeout;
+  const absl::Time deadline = options_.env->Now() + options_.timeout;
   if (in_rounds_) return RunInRounds(data, step, bucket, deadline);
   if (vrank_ < 0) return RunExtra(data, step, bucket, deadline);
   const bool folded = fold_peer_ >= 0;

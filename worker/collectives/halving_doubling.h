@@ -1,5 +1,5 @@
 // Rabenseifner's allreduce: reduce-scatter by recursive halving, allgather by
-// recursive doubling (v1::ALGORITHM_HALVING_DOUBLING).
+// recursive doubling (kHalvingDoubling).
 #ifndef GRADSYNC_WORKER_COLLECTIVES_HALVING_DOUBLING_H_
 #define GRADSYNC_WORKER_COLLECTIVES_HALVING_DOUBLING_H_
 
@@ -93,8 +93,8 @@ class HalvingDoublingAllreduce final : public Allreduce {
   // The same sums in the same order, so the same bits as the segment-wise
   // protocol.
   absl::Status Run(float* data, int64_t step, int bucket) override;
-  v1::Algorithm algorithm() const override {
-    return v1::ALGORITHM_HALVING_DOUBLING;
+  AllreduceAlgorithm algorithm() const override {
+    return AllreduceAlgorithm::kHalvingDoubling;
   }
 
  private:

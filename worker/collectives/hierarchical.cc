@@ -5,7 +5,6 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "absl/time/clock.h"
 #include "common/grpc/grpc_util.h"
 
 namespace gradsync {
@@ -71,7 +70,7 @@ HierarchicalAllreduce::Create(Transport* transport, size_t count,
     h->leaders_ = std::move(*leaders);
     h->ring_ = std::make_unique<RingAllreduce>(
         h->leaders_.get(), count,
-        RingOptions{options.segment_bytes, options.timeout});
+        RingOptions{options.segment_bytes, options.timeout, options.env});
   }
   return h;
 }
@@ -83,6 +82,7 @@ HierarchicalAllreduce::HierarchicalAllreduce(Transport* transport, size_t count,
     : transport_(transport),
       count_(count),
       timeout_(options.timeout),
+      env_(options.env),
       members_(std::move(members)),
       position_(position),
       segments_(Segments(Range{0, count},
@@ -91,7 +91,7 @@ HierarchicalAllreduce::HierarchicalAllreduce(Transport* transport, size_t count,
 absl::Status HierarchicalAllreduce::Run(float* data, int64_t step, int bucket) {
   if (transport_->size() == 1 || count_ == 0) return absl::OkStatus();
   transport_->BeginCollective(count_ * sizeof(float));
-  const absl::Time deadline = absl::Now() + timeout_;
+  const absl::Time deadline = env_->Now() + timeout_;
   // 1.
   absl::Status st = ReduceToLeader(data, step, bucket, deadline);
   if (!st.ok()) return st;
@@ -101,10 +101,10 @@ absl::Status HierarchicalAllreduce::Run(float* data, int64_t step, int bucket) {
     if (!st.ok()) return st;
   }
   // 3.
-  st = BroadcastFromLeader(data, step, bucket, absl::Now() + timeout_);
+  st = BroadcastFromLeader(data, step, bucket, env_->Now() + timeout_);
   if (!st.ok()) return st;
   // 4.
-  return transport_->WaitSendsReleased(absl::Now() + timeout_);
+  return transport_->WaitSendsReleased(env_->Now() + timeout_);
 }
 
 absl::Status HierarchicalAllreduce::ReduceToLeader(float* data, int64_t step,

@@ -93,8 +93,8 @@ class HierarchicalAllreduce final : public Allreduce {
   // chains are pipelined by segment) plus the ring among leaders,
   // 2(L-1)·alpha + 2(L-1)/L·K/B, on the inter-host links only.
   absl::Status Run(float* data, int64_t step, int bucket) override;
-  v1::Algorithm algorithm() const override {
-    return v1::ALGORITHM_HIERARCHICAL;
+  AllreduceAlgorithm algorithm() const override {
+    return AllreduceAlgorithm::kHierarchical;
   }
 
  private:
@@ -111,6 +111,7 @@ class HierarchicalAllreduce final : public Allreduce {
   Transport* const transport_;
   const size_t count_;
   const absl::Duration timeout_;
+  const Env* const env_;            // not owned
   const std::vector<int> members_;  // this rank's group, ascending
   const int position_;              // index of this rank in members_
   const std::vector<Range> segments_;

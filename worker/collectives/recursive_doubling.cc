@@ -24,7 +24,7 @@ absl::Status RecursiveDoublingAllreduce::Run(float* data, int64_t step,
                                              int bucket) {
   if (transport_->size() == 1 || count_ == 0) return absl::OkStatus();
   transport_->BeginCollective(count_ * sizeof(float));
-  const absl::Time deadline = absl::Now() + options_.timeout;
+  const absl::Time deadline = options_.env->Now() + options_.timeout;
   if (vrank_ < 0) return RunExtra(data, step, bucket, deadline);
   // 1.
   const bool folded = fold_peer_ >= 0;

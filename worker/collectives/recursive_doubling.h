@@ -1,5 +1,5 @@
 // Recursive-doubling allreduce: the latency-optimised algorithm for small
-// vectors (v1::ALGORITHM_TREE): log2(p) rounds, each a full-vector exchange.
+// vectors (kRecursiveDoubling, "tree"): log2(p) rounds, each a full-vector exchange.
 #ifndef GRADSYNC_WORKER_COLLECTIVES_RECURSIVE_DOUBLING_H_
 #define GRADSYNC_WORKER_COLLECTIVES_RECURSIVE_DOUBLING_H_
 
@@ -57,7 +57,9 @@ class RecursiveDoublingAllreduce final : public Allreduce {
   // An extra rank sends its segments to its partner (kFoldIn, 0), then
   // receives the result (kFoldOut, 0) into data.
   absl::Status Run(float* data, int64_t step, int bucket) override;
-  v1::Algorithm algorithm() const override { return v1::ALGORITHM_TREE; }
+  AllreduceAlgorithm algorithm() const override {
+    return AllreduceAlgorithm::kRecursiveDoubling;
+  }
 
  private:
   // Steps 1 and 2 (the exchange with the round-0 partner when nothing is

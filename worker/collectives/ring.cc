@@ -28,7 +28,7 @@ absl::Status RingAllreduce::Run(float* data, int64_t step, int bucket) {
   transport_->BeginCollective(count_ * sizeof(float));
   const int right = (r + 1) % n;
   const int left = (r + n - 1) % n;
-  const absl::Time deadline = absl::Now() + options_.timeout;
+  const absl::Time deadline = options_.env->Now() + options_.timeout;
   auto tag = [&](RingPhase phase, int index, size_t segment) {
     return MakeTag(step, bucket, phase, index, segment);
   };

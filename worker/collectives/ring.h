@@ -9,6 +9,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "common/env.h"
 #include "common/partition.h"
 #include "worker/collectives/allreduce.h"
 #include "worker/collectives/transport.h"
@@ -18,6 +19,7 @@ namespace gradsync {
 struct RingOptions {
   size_t segment_bytes = 1 << 20;         // pipelining unit
   absl::Duration timeout = absl::Seconds(30);  // per Run
+  const Env* env = Env::Default();  // not owned; the deadline's clock
 };
 
 // Sum-allreduce of `count` floats: reduce-scatter then allgather around the
@@ -45,7 +47,9 @@ class RingAllreduce final : public Allreduce {
   //     received bytes as (kAllgather, index k+1) (Transport::Forward).
   //  4. Wait until the transport released our memory.
   absl::Status Run(float* data, int64_t step, int bucket) override;
-  v1::Algorithm algorithm() const override { return v1::ALGORITHM_RING; }
+  AllreduceAlgorithm algorithm() const override {
+    return AllreduceAlgorithm::kRing;
+  }
 
  private:
   size_t Chunk(int c) const;  // index into chunks_ for (c mod N)

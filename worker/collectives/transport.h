@@ -126,7 +126,7 @@ class Transport {
 
   // Queues data[0..n) for `peer`; returns without waiting for the network.
   // The payload is copied before Send returns (the gRPC transport into a
-  // pooled send block, see docs/design-notes.md "Send blocks"; the
+  // pooled send block, see docs/architecture.md "Send blocks"; the
   // in-process one into the receiver's queue), so the caller may reuse or
   // free `data` at once. Messages to one peer arrive in order. Sends never
   // block: what a sender queues is bounded by what its algorithm sends ahead

@@ -3,18 +3,18 @@
 #include <string>
 #include <utility>
 
-#include "absl/time/clock.h"
 #include "common/ps_layout.h"
 
 namespace gradsync {
 
 MeteredSync::MeteredSync(std::unique_ptr<GradientSync> inner,
                          const v1::Assignment* assignment,
-                         const WorkerMetrics* metrics)
+                         const WorkerMetrics* metrics, const Env* env)
     : inner_(std::move(inner)),
       a_(*assignment),
       ps_(assignment->spec().strategy() == v1::STRATEGY_PS),
-      latency_(ps_ ? metrics->push_pull_seconds : metrics->collective_seconds) {
+      latency_(ps_ ? metrics->push_pull_seconds : metrics->collective_seconds),
+      env_(env) {
   if (!ps_) return;
   for (int s = 0; s < a_.ps_shards_size(); ++s) {
     shard_sent_.push_back(metrics->ps_sent_bytes->WithLabels({std::to_string(s)}));
@@ -48,10 +48,10 @@ absl::Status MeteredSync::Initialize(const std::vector<Range>& buckets,
 
 absl::Status MeteredSync::SyncBucket(int64_t step, int bucket, float* grad,
                                      float* params) {
-  const absl::Time start = absl::Now();
+  const absl::Time start = env_->Now();
   absl::Status st = inner_->SyncBucket(step, bucket, grad, params);
   if (!st.ok()) return st;
-  latency_->Observe(absl::ToDoubleSeconds(absl::Now() - start));
+  latency_->Observe(absl::ToDoubleSeconds(env_->Now() - start));
   if (ps_ && bucket >= 0 &&
       bucket < static_cast<int>(bucket_shard_bytes_.size())) {
     AddPerShard(shard_sent_, bucket_shard_bytes_[bucket]);

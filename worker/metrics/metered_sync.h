@@ -8,6 +8,7 @@
 #include <memory>
 #include <vector>
 
+#include "common/env.h"
 #include "worker/metrics/worker_metrics.h"
 #include "worker/sync/gradient_sync.h"
 
@@ -26,9 +27,11 @@ namespace gradsync {
 //  - Finish (async mode only): every partition is received (final pull).
 class MeteredSync final : public GradientSync {
  public:
-  // `assignment` and `metrics` must outlive this.
+  // `assignment`, `metrics` and `env` (the latencies' clock) must outlive
+  // this.
   MeteredSync(std::unique_ptr<GradientSync> inner,
-              const v1::Assignment* assignment, const WorkerMetrics* metrics);
+              const v1::Assignment* assignment, const WorkerMetrics* metrics,
+              const Env* env = Env::Default());
 
   absl::Status Initialize(const std::vector<Range>& buckets,
                           float* params) override;
@@ -39,7 +42,7 @@ class MeteredSync final : public GradientSync {
   Output output() const override { return inner_->output(); }
   int pipeline_depth() const override { return inner_->pipeline_depth(); }
   bool identity() const override { return inner_->identity(); }
-  std::vector<v1::Algorithm> bucket_algorithms() const override {
+  std::vector<AllreduceAlgorithm> bucket_algorithms() const override {
     return inner_->bucket_algorithms();
   }
   int64_t start_step() const override { return inner_->start_step(); }
@@ -54,6 +57,7 @@ class MeteredSync final : public GradientSync {
   const v1::Assignment& a_;
   const bool ps_;
   Histogram* const latency_;
+  const Env* const env_;
   std::vector<Counter*> shard_sent_;      // ps: by shard
   std::vector<Counter*> shard_received_;  // ps: by shard
   // ps, set in Initialize: bytes per shard of each bucket, and of all.

@@ -12,12 +12,11 @@
 
 #include "absl/status/statusor.h"
 #include "common/partition.h"
-#include "gradsync/v1/gradsync.pb.h"
+#include "common/spec/allreduce_algorithm.h"
 
 namespace gradsync {
 
 class RingCheckpointer;
-class TuningTable;
 class StallWatch;
 class Transport;
 
@@ -75,9 +74,9 @@ class GradientSync {
   virtual bool identity() const { return false; }
 
   // The collective algorithm each bucket runs, in bucket order, once
-  // Initialize has succeeded (never ALGORITHM_AUTO: what auto chose).
+  // Initialize has succeeded (never kAuto: what auto chose).
   // Empty for strategies without collectives (ps).
-  virtual std::vector<v1::Algorithm> bucket_algorithms() const { return {}; }
+  virtual std::vector<AllreduceAlgorithm> bucket_algorithms() const { return {}; }
 
   // The first step to train, once Initialize has succeeded: 0, or the step
   // of the checkpoint a resumed job continues from (spec.resume_from; the
@@ -92,16 +91,6 @@ class GradientSync {
   // to load into the model.
   virtual RingCheckpointer* checkpointer() { return nullptr; }
 };
-
-// Builds the implementation for the assignment's strategy and mode.
-// `assignment` and `transport` (ring strategies; may be null for ps) must
-// outlive the result, and so must `tuning` (ring strategies with algorithm
-// auto: the table that chooses per bucket; nullptr = the built-in table),
-// and `stall` (ps strategies: reports PS calls waiting past its threshold;
-// ring strategies report through a StallTransport instead; may be null).
-absl::StatusOr<std::unique_ptr<GradientSync>> MakeGradientSync(
-    const v1::Assignment* assignment, Transport* transport,
-    const TuningTable* tuning = nullptr, const StallWatch* stall = nullptr);
 
 }  // namespace gradsync
 

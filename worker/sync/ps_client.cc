@@ -16,55 +16,14 @@
 
 namespace gradsync {
 
-std::vector<PsPiece> MakePsPieces(const std::string& job_id,
-                                  const std::vector<v1::PsShardInfo>& shards,
-                                  const PsLayout& layout) {
-  std::vector<PsPiece> pieces;
-  pieces.reserve(layout.partitions.size());
-  for (const PsPartition& part : layout.partitions) {
-    PsPiece p;
-    p.key = absl::StrCat(job_id, "/p", part.index);
-    p.address = shards[part.shard].address();
-    p.offset = part.range.begin;
-    p.count = part.range.size;
-    pieces.push_back(std::move(p));
-  }
-  return pieces;
-}
-
-PsCredentials PsCredentialsOf(const v1::Assignment& a) {
-  PsCredentials c;
-  c.secret = a.job_secret();
-  c.world = a.world_size();
-  c.resume_secret = a.resume_secret();
-  c.resume_world = a.resume_world();
-  return c;
-}
-
-std::vector<std::pair<std::string, std::string>> PsCredentialMetadata(
-    const PsCredentials& creds) {
-  std::vector<std::pair<std::string, std::string>> md = {
-      {kJobWorldMetadata, std::to_string(creds.world)},
-      {kJobSecretMetadata, creds.secret}};
-  if (!creds.resume_secret.empty()) {
-    md.emplace_back(kResumeWorldMetadata, std::to_string(creds.resume_world));
-    md.emplace_back(kResumeSecretMetadata, creds.resume_secret);
-  }
-  return md;
-}
-
-void AddPsCredentials(const PsCredentials& creds, grpc::ClientContext* ctx) {
-  for (const auto& [key, value] : PsCredentialMetadata(creds)) {
-    ctx->AddMetadata(key, value);
-  }
-}
-
 PsClient::PsClient(int rank, PsCredentials creds, std::vector<PsPiece> pieces,
-                   WireDtype wire, const StallWatch* stall)
+                   WireDtype wire, const StallWatch* stall,
+                   const Env* env)
     : rank_(rank),
       creds_(std::move(creds)),
       wire_(wire),
       stall_(stall),
+      env_(env),
       pieces_(std::move(pieces)),
       push_stream_(PsPushStreams()) {
   for (size_t i = 0; i < pieces_.size(); ++i) {
@@ -115,7 +74,7 @@ absl::Status PsClient::CallAll(
     absl::Time deadline, const WaitTag& tag, size_t window, bool stream) {
   const size_t n = which.size();
   if (window == 0 || window > n) window = n;
-  if (stream && deadline <= absl::Now()) {
+  if (stream && deadline <= env_->Now()) {
     // A frame carries no deadline: send nothing a unary call would refuse.
     return absl::DeadlineExceededError(absl::StrCat(
         "PS ", tag.phase, " of step ", tag.step, ": deadline already passed"));
@@ -143,9 +102,9 @@ absl::Status PsClient::CallAll(
   for (size_t taken = 0; taken < launched; taken += batch.size()) {
     // Once cancelled, every call reports promptly; keep each wait bounded.
     const absl::Time until =
-        cancelled ? absl::Now() + kPsCallGrace : deadline + calls.grace();
+        cancelled ? env_->Now() + kPsCallGrace : deadline + calls.grace();
     const absl::Time wake = cancelled ? until : stall.Until(until);
-    if (!calls.Take(wake, &batch)) {
+    if (!calls.Take(wake, &batch, env_)) {
       if (wake < until) {
         stall.Check(
             [&] { return DescribeStall(tag, which, answered, launched); });
@@ -220,9 +179,9 @@ PsClient::~PsClient() {
   // Nothing is pending between calls: a shard answers the half-close at
   // once; one that does not (stopped) is cancelled. Retired streams were
   // cancelled already: this waits for the end of their calls.
-  const absl::Time deadline = absl::Now() + kStreamCloseWait;
-  for (auto& [address, s] : streams) s->Close(deadline);
-  for (auto& s : retired) s->Close(deadline);
+  const absl::Time deadline = env_->Now() + kStreamCloseWait;
+  for (auto& [address, s] : streams) s->Close(deadline, env_);
+  for (auto& s : retired) s->Close(deadline, env_);
   // A stream's OnDone may still hold the last reference to it, and through
   // its ClientContext the channel. Wait until each stream is gone, so that
   // the channel dies with stubs_ on this thread: if the last reference to a
@@ -234,10 +193,10 @@ PsClient::~PsClient() {
   for (auto& s : retired) gone.push_back(s);
   streams.clear();
   retired.clear();
-  const absl::Time until = absl::Now() + kStreamCloseWait;
+  const absl::Time until = env_->Now() + kStreamCloseWait;
   for (const auto& w : gone) {
-    while (!w.expired() && absl::Now() < until) {
-      absl::SleepFor(absl::Microseconds(200));
+    while (!w.expired() && env_->Now() < until) {
+      env_->SleepFor(absl::Microseconds(200));
     }
   }
 }

@@ -24,43 +24,15 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/env.h"
 #include "common/ps_layout.h"
 #include "common/wire_dtype.h"
 #include "gradsync/v1/gradsync.pb.h"
+#include "worker/sync/ps_pieces.h"
 #include "worker/sync/ps_stream.h"
 #include "worker/sync/stall_watch.h"
 
 namespace gradsync {
-
-// One independently synchronised slice of the flat vector on one shard.
-struct PsPiece {
-  std::string key;      // PS slice key, "JOB/<piece>" (e.g. "JOB/p<index>")
-  std::string address;  // shard
-  uint64_t offset = 0;
-  uint64_t count = 0;
-};
-
-// One piece per partition of `layout` (common/ps_layout.h): piece i is
-// partition i, keyed "JOB/p<i>", on shards[partition.shard]. Requires every
-// partition's shard to index `shards`.
-std::vector<PsPiece> MakePsPieces(const std::string& job_id,
-                                  const std::vector<v1::PsShardInfo>& shards,
-                                  const PsLayout& layout);
-
-// What proves to the PS shards that the caller is a member of its job
-// (common/grpc/job_secret.h), sent as metadata on every call.
-struct PsCredentials {
-  std::string secret;          // Assignment.job_secret
-  int world = 0;               // Assignment.world_size
-  std::string resume_secret;   // Assignment.resume_secret (resuming jobs)
-  int resume_world = 0;
-};
-PsCredentials PsCredentialsOf(const v1::Assignment& a);
-// `creds` as call metadata (key, value).
-std::vector<std::pair<std::string, std::string>> PsCredentialMetadata(
-    const PsCredentials& creds);
-// Adds `creds` to a call's metadata.
-void AddPsCredentials(const PsCredentials& creds, grpc::ClientContext* ctx);
 
 class PsPieceCalls;  // ps_piece_calls.h
 
@@ -72,10 +44,12 @@ class PsClient {
   // `stall` (may be null; must outlive this) hears of calls that wait past
   // its threshold, naming the shards still outstanding.
   // PushPull uses the push streams when PsPushStreams() (grpc_util.h) is
-  // on at construction.
+  // on at construction. `env` (not owned, outlives this) is the clock of
+  // the calls' waits; its deadlines also go to gRPC, so it keeps real time.
   PsClient(int rank, PsCredentials creds, std::vector<PsPiece> pieces,
            WireDtype wire = WireDtype::kFp32,
-           const StallWatch* stall = nullptr);
+           const StallWatch* stall = nullptr,
+           const Env* env = Env::Default());
   // Half-closes the push streams (cancels those not ended within
   // kStreamCloseWait).
   ~PsClient();
@@ -176,6 +150,7 @@ class PsClient {
   const PsCredentials creds_;
   const WireDtype wire_;
   const StallWatch* const stall_;
+  const Env* const env_;
   std::vector<PsPiece> pieces_;
   std::vector<int> all_;
   size_t push_window_ = 0;  // PushPull calls in flight at most (0: all)

@@ -18,7 +18,8 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "worker/sync/ps_client.h"
+#include "common/env.h"
+#include "worker/sync/ps_pieces.h"
 #include "worker/sync/ps_stream.h"
 
 namespace gradsync {
@@ -49,14 +50,16 @@ class PsPieceCalls {
   const absl::Status& status(size_t i) const { return status_[i]; }
   const grpc::ByteBuffer& response(size_t i) const { return resp_[i]; }
 
-  // Waits until a call finished or `wake`; moves the finished ones (maybe
-  // none) into `batch`. False when it woke at `wake` with none.
-  bool Take(absl::Time wake, std::vector<size_t>* batch) {
+  // Waits until a call finished or `wake` on `env`'s clock; moves the
+  // finished ones (maybe none) into `batch`. False when it woke at `wake`
+  // with none.
+  bool Take(absl::Time wake, std::vector<size_t>* batch,
+            const Env* env = Env::Default()) {
     absl::MutexLock l(&mu_);
     auto any = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
       return !finished_.empty();
     };
-    const bool woke = mu_.AwaitWithDeadline(absl::Condition(&any), wake);
+    const bool woke = env->AwaitWithDeadline(&mu_, absl::Condition(&any), wake);
     batch->swap(finished_);
     finished_.clear();
     return woke;

@@ -79,7 +79,7 @@ void PsPushStream::Cancel() {
   if (release) RemoveHold();
 }
 
-void PsPushStream::Close(absl::Time deadline) {
+void PsPushStream::Close(absl::Time deadline, const Env* env) {
   bool release;
   {
     absl::MutexLock lock(&mu_);
@@ -97,7 +97,9 @@ void PsPushStream::Close(absl::Time deadline) {
   if (release) RemoveHold();
   {
     absl::MutexLock lock(&mu_);
-    if (mu_.AwaitWithDeadline(absl::Condition(&done_), deadline)) return;
+    if (env->AwaitWithDeadline(&mu_, absl::Condition(&done_), deadline)) {
+      return;
+    }
   }
   ctx_.TryCancel();
   absl::MutexLock lock(&mu_);

@@ -20,6 +20,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/env.h"
 
 namespace gradsync {
 
@@ -60,8 +61,9 @@ class PsPushStream final
   // (CANCELLED). Idempotent.
   void Cancel();
   // Half-closes and waits until the shard ends the stream, at most until
-  // `deadline`; cancels it then. Use when nothing is pending.
-  void Close(absl::Time deadline);
+  // `deadline` on `env`'s clock; cancels it then. Use when nothing is
+  // pending.
+  void Close(absl::Time deadline, const Env* env = Env::Default());
 
   void OnReadDone(bool ok) override;
   void OnWriteDone(bool ok) override;

@@ -7,7 +7,6 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
-#include "absl/time/clock.h"
 #include "common/grpc/tensor_frame.h"
 #include "common/spec/job_spec.h"
 #include "worker/sync/ps_client.h"
@@ -24,8 +23,8 @@ constexpr absl::Duration kInitialPullSlack = absl::Seconds(30);
 // Abort may race with that, so the pointer is read under mu_.
 class PsSync final : public GradientSync {
  public:
-  PsSync(const v1::Assignment* a, const StallWatch* stall)
-      : a_(*a), timeout_(StepTimeout(a->spec())), stall_(stall) {}
+  PsSync(const v1::Assignment* a, const StallWatch* stall, const Env* env)
+      : a_(*a), timeout_(StepTimeout(a->spec())), stall_(stall), env_(env) {}
 
   // 1. cut every bucket into partitions of <= partition_bytes, round-robin
   //    over the shards (common/ps_layout.h; one PS slice each);
@@ -47,11 +46,11 @@ class PsSync final : public GradientSync {
       client_ = std::make_unique<PsClient>(
           a_.rank(), PsCredentialsOf(a_), std::move(pieces),
           WireDtypeOf(a_.spec().wire_dtype()).value_or(WireDtype::kFp32),
-          stall_);
+          stall_, env_);
       if (!aborted_.ok()) client_->Abort(aborted_);
       client = client_.get();
     }
-    const absl::Time deadline = absl::Now() + timeout_ + kInitialPullSlack;
+    const absl::Time deadline = env_->Now() + timeout_ + kInitialPullSlack;
     v1::ShardConfig config = ShardConfigOf(a_);
     if (!a_.spec().resume_from().empty()) {
       std::set<std::string> addresses;
@@ -81,7 +80,7 @@ class PsSync final : public GradientSync {
     PsClient* c = client();
     if (c == nullptr) return absl::FailedPreconditionError("not initialised");
     return c->PushPull(step, grad, params, pieces_of_bucket_[bucket],
-                       absl::Now() + timeout_, bucket);
+                       env_->Now() + timeout_, bucket);
   }
 
   // Async: every rank ends with the same parameters (the coordinator
@@ -91,7 +90,7 @@ class PsSync final : public GradientSync {
     if (a_.spec().mode() != v1::SYNC_MODE_ASYNC) return absl::OkStatus();
     PsClient* c = client();
     if (c == nullptr) return absl::FailedPreconditionError("not initialised");
-    return c->FinalPull(params, absl::Now() + timeout_ + kInitialPullSlack);
+    return c->FinalPull(params, env_->Now() + timeout_ + kInitialPullSlack);
   }
 
   void Abort(const absl::Status& status) override {
@@ -126,6 +125,7 @@ class PsSync final : public GradientSync {
   const v1::Assignment& a_;
   const absl::Duration timeout_;
   const StallWatch* const stall_;  // may be null
+  const Env* const env_;
   // Set in Initialize, then constant (read by the communication thread only
   // after Initialize returned): bucket -> its partitions (= piece indices).
   std::vector<std::vector<int>> pieces_of_bucket_;
@@ -139,8 +139,10 @@ class PsSync final : public GradientSync {
 }  // namespace
 
 std::unique_ptr<GradientSync> MakePsSync(const v1::Assignment* assignment,
-                                         const StallWatch* stall) {
-  return std::make_unique<PsSync>(assignment, stall);
+                                         const StallWatch* stall,
+                                         const Env* env) {
+  if (env == nullptr) env = stall != nullptr ? stall->env() : Env::Default();
+  return std::make_unique<PsSync>(assignment, stall, env);
 }
 
 }  // namespace gradsync

@@ -179,12 +179,13 @@ absl::Status RingCheckpointClient::LoadPiece(const std::string& job,
 
 RingCheckpointer::RingCheckpointer(std::unique_ptr<RingCheckpointClient> client,
                                    std::string job, int64_t every, bool save,
-                                   absl::Duration timeout)
+                                   absl::Duration timeout, const Env* env)
     : client_(std::move(client)),
       job_(std::move(job)),
       every_(every),
       save_(save),
-      timeout_(timeout) {}
+      timeout_(timeout),
+      env_(env) {}
 
 RingCheckpointer::~RingCheckpointer() {
   if (sender_.joinable()) sender_.join();
@@ -192,7 +193,7 @@ RingCheckpointer::~RingCheckpointer() {
 
 absl::StatusOr<int64_t> RingCheckpointer::Restore(const std::string& old_job,
                                                   size_t n) {
-  const absl::Time deadline = absl::Now() + timeout_;
+  const absl::Time deadline = env_->Now() + timeout_;
   absl::StatusOr<int64_t> step = client_->NewestStep(old_job, deadline);
   if (!step.ok()) return step.status();
   auto state = std::make_unique<RingState>();
@@ -214,12 +215,12 @@ void RingCheckpointer::Start(int64_t step) {
 }
 
 void RingCheckpointer::Send(int64_t step) {
-  const absl::Time t0 = absl::Now();
+  const absl::Time t0 = env_->Now();
   absl::Status st = client_->Save(job_, step, buffer_, t0 + timeout_);
   if (st.ok()) {
     spdlog::info("[job {}] checkpoint of step {} saved ({} floats, {:.3f} s)",
                  job_, step, buffer_.params.size(),
-                 absl::ToDoubleSeconds(absl::Now() - t0));
+                 absl::ToDoubleSeconds(env_->Now() - t0));
   }
   absl::MutexLock lock(&mu_);
   if (status_.ok()) status_ = st;

@@ -25,6 +25,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/env.h"
 #include "common/optimizer.h"
 #include "common/partition.h"
 #include "worker/sync/ps_client.h"
@@ -101,10 +102,11 @@ class RingCheckpointClient {
 class RingCheckpointer {
  public:
   // `every` = spec.checkpoint_every (0: never saves); `save` = this rank
-  // saves (rank 0); `timeout` bounds each checkpoint's transfer.
+  // saves (rank 0); `timeout` bounds each checkpoint's transfer, on
+  // `env`'s clock (not owned, outlives this).
   RingCheckpointer(std::unique_ptr<RingCheckpointClient> client,
                    std::string job, int64_t every, bool save,
-                   absl::Duration timeout);
+                   absl::Duration timeout, const Env* env = Env::Default());
   ~RingCheckpointer();  // waits for the transfer in flight (bounded)
 
   // Resuming: loads the newest complete checkpoint of `old_job` into
@@ -136,6 +138,7 @@ class RingCheckpointer {
   const int64_t every_;
   const bool save_;
   const absl::Duration timeout_;
+  const Env* const env_;
   std::unique_ptr<RingState> restored_;  // training thread only
 
   // Written by the training thread while no sender runs (Buffer joins it),

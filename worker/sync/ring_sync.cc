@@ -11,7 +11,7 @@
 #include "absl/time/clock.h"
 #include "common/kernels.h"
 #include "common/spec/job_spec.h"
-#include "worker/collectives/allreduce.h"
+#include "worker/collectives/allreduce_factory.h"
 #include "worker/collectives/hierarchical.h"
 #include "worker/collectives/ring.h"
 #include "worker/collectives/transport.h"
@@ -28,10 +28,12 @@ constexpr absl::Duration kBroadcastSlack = absl::Seconds(10);
 // Initialize and used by the communication thread afterwards.
 class RingSync final : public GradientSync {
  public:
-  RingSync(const v1::Assignment* a, Transport* t, const TuningTable* tuning)
+  RingSync(const v1::Assignment* a, Transport* t, const TuningTable* tuning,
+           const Env* env)
       : a_(*a),
         transport_(t),
         tuning_(tuning),
+        env_(env),
         depth_(a->spec().mode() == v1::SYNC_MODE_ASYNC
                    ? (a->spec().has_staleness() ? a->spec().staleness()
                                                 : kDefaultRingAsyncStaleness)
@@ -51,9 +53,10 @@ class RingSync final : public GradientSync {
     size_t n = 0;
     absl::StatusOr<AllreduceOptions> options = AllreduceOptionsFor(a_, tuning_);
     if (!options.ok()) return options.status();
+    options->env = env_;
     for (const Range& r : buckets) {
       absl::StatusOr<std::unique_ptr<Allreduce>> algo =
-          MakeAllreduce(a_.spec().algorithm(), transport_, r.size, *options);
+          MakeAllreduce(AllreduceAlgorithmOf(a_.spec().algorithm()), transport_, r.size, *options);
       if (!algo.ok()) return algo.status();
       allreduces_.push_back(std::move(*algo));
       n = std::max<size_t>(n, r.begin + r.size);
@@ -62,7 +65,7 @@ class RingSync final : public GradientSync {
     if (st.ok()) {
       st = RingBroadcast(transport_, params, n, /*root=*/0,
                          a_.spec().chunk_bytes(),
-                         absl::Now() + StepTimeout(a_.spec()) + kBroadcastSlack);
+                         env_->Now() + StepTimeout(a_.spec()) + kBroadcastSlack);
     }
     if (st.ok() && !a_.spec().resume_from().empty()) st = Restore(params, n);
     return st;
@@ -96,8 +99,8 @@ class RingSync final : public GradientSync {
   int pipeline_depth() const override { return depth_; }
   // One rank: the allreduce moves nothing and the scale is 1.
   bool identity() const override { return transport_->size() == 1; }
-  std::vector<v1::Algorithm> bucket_algorithms() const override {
-    std::vector<v1::Algorithm> out;
+  std::vector<AllreduceAlgorithm> bucket_algorithms() const override {
+    std::vector<AllreduceAlgorithm> out;
     for (const auto& algo : allreduces_) out.push_back(algo->algorithm());
     return out;
   }
@@ -107,6 +110,7 @@ class RingSync final : public GradientSync {
   const v1::Assignment& a_;
   Transport* const transport_;
   const TuningTable* const tuning_;  // may be null: the built-in table
+  const Env* const env_;
   const int depth_;
   // Set in Initialize, then used by the communication thread only.
   std::vector<Range> buckets_;
@@ -131,7 +135,7 @@ class RingSync final : public GradientSync {
         std::make_unique<RingCheckpointClient>(a_.ps_shards(0).address(),
                                                PsCredentialsOf(a_)),
         a_.job_id(), spec.checkpoint_every(), a_.rank() == 0,
-        StepTimeout(spec) + kBroadcastSlack);
+        StepTimeout(spec) + kBroadcastSlack, env_);
     absl::MutexLock lock(&mu_);
     checkpointer_ = std::move(c);
     return absl::OkStatus();
@@ -170,8 +174,9 @@ absl::StatusOr<AllreduceOptions> AllreduceOptionsFor(const v1::Assignment& a,
 
 std::unique_ptr<GradientSync> MakeRingSync(const v1::Assignment* assignment,
                                            Transport* transport,
-                                           const TuningTable* tuning) {
-  return std::make_unique<RingSync>(assignment, transport, tuning);
+                                           const TuningTable* tuning,
+                                           const Env* env) {
+  return std::make_unique<RingSync>(assignment, transport, tuning, env);
 }
 
 }  // namespace gradsync

@@ -6,7 +6,9 @@
 #include <memory>
 
 #include "absl/status/statusor.h"
-#include "worker/collectives/allreduce.h"
+#include "common/env.h"
+#include "gradsync/v1/gradsync.pb.h"
+#include "worker/collectives/allreduce_factory.h"
 #include "worker/sync/gradient_sync.h"
 
 namespace gradsync {
@@ -24,9 +26,12 @@ namespace gradsync {
 // Checkpoints (spec.checkpoint_every, resume_from; sync only): see
 // worker/sync/ring_checkpoint.h; checkpointer() hands them to the training
 // loop, which holds the model's state.
+// `env` (not owned, outlives the result) times the broadcast, the
+// allreduces and the checkpoint transfers.
 std::unique_ptr<GradientSync> MakeRingSync(const v1::Assignment* assignment,
                                            Transport* transport,
-                                           const TuningTable* tuning = nullptr);
+                                           const TuningTable* tuning = nullptr,
+                                           const Env* env = Env::Default());
 
 // The allreduce options of a validated assignment, as MakeRingSync uses them
 // (and bench jobs may): segment size chunk_bytes, the step timeout, `tuning`,

@@ -5,8 +5,8 @@
 
 namespace gradsync {
 
-StallWatch::StallWatch(absl::Duration threshold, Sink sink, Clock now)
-    : threshold_(threshold), sink_(std::move(sink)), now_(std::move(now)) {}
+StallWatch::StallWatch(absl::Duration threshold, Sink sink, const Env* env)
+    : threshold_(threshold), sink_(std::move(sink)), env_(env) {}
 
 StallWait::StallWait(const StallWatch* watch)
     : watch_(watch),

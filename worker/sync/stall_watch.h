@@ -16,8 +16,8 @@
 #include <string>
 
 #include "absl/functional/function_ref.h"
-#include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "common/env.h"
 
 namespace gradsync {
 
@@ -37,19 +37,20 @@ struct StallReport {
 class StallWatch {
  public:
   using Sink = std::function<void(const StallReport&)>;
-  using Clock = std::function<absl::Time()>;
 
-  // `threshold` > 0.
-  StallWatch(absl::Duration threshold, Sink sink, Clock now = &absl::Now);
+  // `threshold` > 0. `env` (not owned, outlives the watch) is the clock.
+  StallWatch(absl::Duration threshold, Sink sink,
+             const Env* env = Env::Default());
 
   absl::Duration threshold() const { return threshold_; }
-  absl::Time Now() const { return now_(); }
+  absl::Time Now() const { return env_->Now(); }
+  const Env* env() const { return env_; }
   void Emit(const StallReport& report) const { sink_(report); }
 
  private:
   const absl::Duration threshold_;
   const Sink sink_;
-  const Clock now_;
+  const Env* const env_;
 };
 
 // One blocking wait, on the waiting thread's stack (not thread-safe).

@@ -3,7 +3,6 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "absl/time/clock.h"
 #include "common/exception_status.h"
 
 namespace gradsync {
@@ -11,13 +10,15 @@ namespace gradsync {
 CommPipeline::CommPipeline(DeviceModel* model, GradientSync* sync,
                            std::vector<Range> buckets,
                            std::vector<std::shared_ptr<float>> grad_slots,
-                           float* params_host, TraceRecorder* trace)
+                           float* params_host, TraceRecorder* trace,
+                           const Env* env)
     : model_(model),
       sync_(sync),
       buckets_(std::move(buckets)),
       grad_slots_(std::move(grad_slots)),
       params_host_(params_host),
-      trace_(trace) {
+      trace_(trace),
+      env_(env) {
   copy_thread_ = std::thread([this] { CopyLoop(); });
   sync_thread_ = std::thread([this] { SyncLoop(); });
 }
@@ -92,7 +93,7 @@ void CommPipeline::CopyLoop() {
   int64_t step;
   int bucket;
   while (Next(&copy_queue_, &step, &bucket)) {
-    const absl::Time t0 = absl::Now();
+    const absl::Time t0 = env_->Now();
     absl::Status st;
     {
       TraceSpan span(trace_, "copy", "comm", kTraceCopy, step, bucket);
@@ -102,7 +103,7 @@ void CommPipeline::CopyLoop() {
       });
     }
     absl::MutexLock lock(&mu_);
-    busy_ += absl::ToDoubleSeconds(absl::Now() - t0);
+    busy_ += absl::ToDoubleSeconds(env_->Now() - t0);
     if (!st.ok()) {
       if (error_.ok()) error_ = st;
       continue;
@@ -115,7 +116,7 @@ void CommPipeline::SyncLoop() {
   int64_t step;
   int bucket;
   while (Next(&sync_queue_, &step, &bucket)) {
-    const absl::Time t0 = absl::Now();
+    const absl::Time t0 = env_->Now();
     absl::Status st;
     {
       TraceSpan span(trace_, "sync bucket", "comm", kTraceSync, step, bucket);
@@ -124,7 +125,7 @@ void CommPipeline::SyncLoop() {
       });
     }
     absl::MutexLock lock(&mu_);
-    busy_ += absl::ToDoubleSeconds(absl::Now() - t0);
+    busy_ += absl::ToDoubleSeconds(env_->Now() - t0);
     if (!st.ok()) {
       if (error_.ok()) error_ = st;
       continue;

@@ -17,6 +17,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "common/env.h"
 #include "common/partition.h"
 #include "common/trace/trace.h"
 #include "worker/model/device_model.h"
@@ -36,11 +37,12 @@ class CommPipeline {
  public:
   // Starts the threads. model, sync, params_host and trace (null = no
   // timeline; else a span per copy and per SyncBucket) must outlive the
-  // pipeline.
+  // pipeline, and so must `env` (the clock of the busy seconds).
   CommPipeline(DeviceModel* model, GradientSync* sync,
                std::vector<Range> buckets,
                std::vector<std::shared_ptr<float>> grad_slots,
-               float* params_host, TraceRecorder* trace = nullptr);
+               float* params_host, TraceRecorder* trace = nullptr,
+               const Env* env = Env::Default());
   ~CommPipeline();  // Stop()
 
   CommPipeline(const CommPipeline&) = delete;
@@ -87,6 +89,7 @@ class CommPipeline {
   const std::vector<std::shared_ptr<float>> grad_slots_;
   float* const params_host_;
   TraceRecorder* const trace_;
+  const Env* const env_;
 
   absl::Mutex mu_;
   std::deque<std::pair<int64_t, int>> copy_queue_ ABSL_GUARDED_BY(mu_);

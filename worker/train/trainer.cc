@@ -8,7 +8,6 @@
 #include <spdlog/spdlog.h>
 
 #include "absl/strings/str_cat.h"
-#include "absl/time/clock.h"
 #include "common/kernels.h"
 #include "common/logging.h"
 #include "common/spec/job_spec.h"
@@ -69,7 +68,7 @@ class TrainingRun {
   // events into JobDone.
   void ExportTrace(bool keep);
   double ComputeSeconds() const {
-    return std::max(0.0, absl::ToDoubleSeconds(absl::Now() - t0_) - exposed_ -
+    return std::max(0.0, absl::ToDoubleSeconds(options_.env->Now() - t0_) - exposed_ -
                              reports_->eval_seconds());
   }
   void Fail(const absl::Status& st) {
@@ -173,7 +172,7 @@ absl::Status TrainingRun::Setup() {
   }
   comm_ = std::make_unique<CommPipeline>(model_, sync_, buckets_,
                                          std::move(slots), params_,
-                                         trace_.get());
+                                         trace_.get(), options_.env);
   return absl::OkStatus();
 }
 
@@ -188,7 +187,7 @@ absl::Status TrainingRun::Loop() {
         "resuming at step ", start, " of a job of ", total, " steps"));
   }
   applied_ = start;
-  t0_ = absl::Now();
+  t0_ = options_.env->Now();
   reports_->Start();
   if (start == total) return absl::OkStatus();
   absl::Status st = Stage(start);
@@ -258,13 +257,13 @@ absl::Status TrainingRun::ApplyThrough(int64_t upto) {
   for (; applied_ <= upto; ++applied_) {
     absl::Status st;
     if (!own_gradient_) {
-      const absl::Time w = absl::Now();
+      const absl::Time w = options_.env->Now();
       {
         TraceSpan wait(trace_.get(), "wait comm", "wait", kTraceTrain,
                        applied_);
         st = comm_->WaitSynced(applied_);
       }
-      exposed_ += absl::ToDoubleSeconds(absl::Now() - w);
+      exposed_ += absl::ToDoubleSeconds(options_.env->Now() - w);
       if (!st.ok()) return st;
     }
     TraceSpan span(trace_.get(), "optimizer", "optimizer", kTraceTrain,
@@ -307,14 +306,14 @@ absl::Status TrainingRun::Complete() {
   if (st.ok()) st = model_->SetParams(params_);
   if (!st.ok()) return st;
   out_.params.assign(params_, params_ + n);
-  const double wall = absl::ToDoubleSeconds(absl::Now() - t0_);
+  const double wall = absl::ToDoubleSeconds(options_.env->Now() - t0_);
   out_.done.set_comm_seconds(comm_busy);
   out_.done.set_exposed_comm_seconds(exposed_);
   for (const Range& b : buckets_) {
     out_.done.add_bucket_bytes(static_cast<int64_t>(b.size * sizeof(float)));
   }
-  for (v1::Algorithm algorithm : sync_->bucket_algorithms()) {
-    out_.done.add_bucket_algorithms(AlgorithmName(algorithm));
+  for (AllreduceAlgorithm algorithm : sync_->bucket_algorithms()) {
+    out_.done.add_bucket_algorithms(std::string(AllreduceAlgorithmName(algorithm)));
   }
   out_.done.set_compute_seconds(ComputeSeconds());
   st = RecordSuccess(a_, *plan_, *reports_, params_, n, wall, options_,

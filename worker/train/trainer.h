@@ -8,31 +8,14 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "common/env.h"
 #include "gradsync/v1/gradsync.pb.h"
 #include "worker/model/dataset.h"
 #include "worker/model/device_model.h"
 #include "worker/sync/gradient_sync.h"
+#include "worker/train/training_outcome.h"
 
 namespace gradsync {
-
-// Receives reports during training; called on the training thread.
-class TrainingReporter {
- public:
-  virtual ~TrainingReporter() = default;
-  virtual void Progress(const v1::WorkerMessage::Progress& p) = 0;
-  virtual void EpochDone(const v1::WorkerMessage::EpochDone& e) = 0;
-};
-
-struct TrainingOutcome {
-  absl::Status status;
-  v1::WorkerMessage::JobDone done;  // filled also on error (code, error)
-  std::vector<float> params;        // final parameters of this rank
-};
-
-struct TrainingOptions {
-  absl::Duration progress_interval = absl::Milliseconds(500);
-  bool evaluate = true;  // rank 0 evaluates the test set after every epoch
-};
 
 // Runs the job of `assignment` on this rank, on `model` (any device):
 //  1. buckets = MakeBuckets(model, spec.bucket_bytes), last layers first;

@@ -56,7 +56,7 @@ StepReports::StepReports(const v1::Assignment& a, const StepPlan& plan,
       init_checksum_(std::move(init_checksum)),
       reporter_(reporter),
       options_(options),
-      epoch_start_(absl::Now()),
+      epoch_start_(options_.env->Now()),
       last_report_(epoch_start_) {}
 
 void StepReports::Start() { Progress(0, 1, 0, 0); }
@@ -70,7 +70,7 @@ void StepReports::Progress(int64_t steps_done, int epoch, double comm,
   p.set_total_steps(plan_.total());
   p.set_epoch(epoch);
   p.set_loss(report_steps_ ? report_loss_ / report_steps_ : 0);
-  const absl::Time now = absl::Now();
+  const absl::Time now = options_.env->Now();
   const double secs = absl::ToDoubleSeconds(now - last_report_);
   p.set_samples_per_second(secs > 0 ? report_steps_ * plan_.batch() / secs : 0);
   p.set_comm_seconds(comm);
@@ -102,13 +102,13 @@ absl::Status StepReports::StepDone(
     e.set_train_loss(epoch_loss_ / epoch_steps_);
     e.set_test_accuracy(-1);
     if (a_.rank() == 0 && options_.evaluate) {
-      const absl::Time t = absl::Now();
+      const absl::Time t = options_.env->Now();
       absl::StatusOr<double> acc = test_accuracy();
-      eval_seconds_ += absl::ToDoubleSeconds(absl::Now() - t);
+      eval_seconds_ += absl::ToDoubleSeconds(options_.env->Now() - t);
       if (!acc.ok()) return acc.status();
       e.set_test_accuracy(*acc);
     }
-    const absl::Time now = absl::Now();
+    const absl::Time now = options_.env->Now();
     e.set_seconds(absl::ToDoubleSeconds(now - epoch_start_));
     epoch_start_ = now;
     spdlog::info("{}epoch {} done: mean loss {:.4f}{}",
@@ -119,7 +119,7 @@ absl::Status StepReports::StepDone(
     epoch_loss_ = 0;
     epoch_steps_ = 0;
   }
-  if (absl::Now() - last_report_ >= options_.progress_interval ||
+  if (options_.env->Now() - last_report_ >= options_.progress_interval ||
       step + 1 == plan_.total()) {
     Progress(step + 1, epoch, comm, compute);
   }

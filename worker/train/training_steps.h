@@ -13,7 +13,7 @@
 #include "common/spec/model_spec.h"
 #include "gradsync/v1/gradsync.pb.h"
 #include "worker/model/dataset.h"
-#include "worker/train/trainer.h"
+#include "worker/train/training_outcome.h"
 
 namespace gradsync {
 

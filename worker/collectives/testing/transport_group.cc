@@ -6,7 +6,7 @@
 
 #include "absl/memory/memory.h"
 #include "absl/strings/str_cat.h"
-#include "absl/time/clock.h"
+#include "common/env.h"
 #include "common/grpc/grpc_util.h"
 #include "worker/collectives/transport/grpc/grpc_transport.h"
 #include "worker/collectives/transport/inproc/inproc_transport.h"
@@ -72,7 +72,7 @@ absl::StatusOr<std::unique_ptr<TransportGroup>> TransportGroup::Create(
       absl::StatusOr<StartedServer> bulk = StartPeerServer(
           "127.0.0.1:0", {peer->bulk_service.get()}, /*bulk=*/true);
       if (!bulk.ok()) {
-        peer->server->Shutdown(ToChrono(absl::Now()));
+        peer->server->Shutdown(ToChrono(Env::Default()->Now()));
         return bulk.status();
       }
       peer->bulk_server = std::move(bulk->server);
@@ -96,7 +96,7 @@ absl::StatusOr<std::unique_ptr<TransportGroup>> TransportGroup::Create(
 
 TransportGroup::~TransportGroup() {
   grpc_transports_.clear();
-  const absl::Time deadline = absl::Now() + absl::Seconds(1);
+  const absl::Time deadline = Env::Default()->Now() + absl::Seconds(1);
   for (auto& peer : peers_) {
     peer->server->Shutdown(ToChrono(deadline));
     if (peer->bulk_server) peer->bulk_server->Shutdown(ToChrono(deadline));

@@ -289,8 +289,8 @@ class PeerSender final
   }
 
   // Half-closes after the queued frames and waits for the end of the call;
-  // cancels it if that takes past `deadline`.
-  void Close(absl::Time deadline) {
+  // cancels it if that takes past `deadline` on `env`'s clock.
+  void Close(absl::Time deadline, const Env* env) {
     {
       absl::MutexLock lock(&mu_);
       if (!started_) return;
@@ -304,7 +304,9 @@ class PeerSender final
     RemoveHold();  // exactly once; OnDone may now follow
     {
       absl::MutexLock lock(&mu_);
-      if (mu_.AwaitWithDeadline(absl::Condition(&done_), deadline)) return;
+      if (env->AwaitWithDeadline(&mu_, absl::Condition(&done_), deadline)) {
+        return;
+      }
     }
     ctx_.TryCancel();
     absl::MutexLock lock(&mu_);
@@ -380,8 +382,8 @@ GrpcTransport::~GrpcTransport() {
     absl::MutexLock lock(&mu_);
     senders.swap(senders_);
   }
-  const absl::Time deadline = absl::Now() + absl::Seconds(5);
-  for (auto& [key, s] : senders) s->Close(deadline);
+  const absl::Time deadline = options_.env->Now() + absl::Seconds(5);
+  for (auto& [key, s] : senders) s->Close(deadline, options_.env);
 }
 
 int GrpcTransport::Lane(const ChunkTag& tag) const {
@@ -405,7 +407,8 @@ absl::StatusOr<std::unique_ptr<PeerSender>> GrpcTransport::Connect(int peer,
   if (!bulk_target.empty()) {
     auto sender = std::make_unique<PeerSender>(bulk_target, creds, true);
     absl::Status st = sender->Start(
-        absl::Now() + std::min(kBulkConnectTimeout, options_.connect_timeout));
+        options_.env->Now() +
+        std::min(kBulkConnectTimeout, options_.connect_timeout));
     if (st.ok()) return sender;
     spdlog::warn(
         "rank {}: rank {}'s bulk address {} does not answer ({}); its bulk "
@@ -415,7 +418,8 @@ absl::StatusOr<std::unique_ptr<PeerSender>> GrpcTransport::Connect(int peer,
         peers_[peer]);
   }
   auto sender = std::make_unique<PeerSender>(peers_[peer], creds, false);
-  absl::Status st = sender->Start(absl::Now() + options_.connect_timeout);
+  absl::Status st =
+      sender->Start(options_.env->Now() + options_.connect_timeout);
   if (!st.ok()) {
     return absl::UnavailableError(absl::StrCat(
         "rank ", rank_, " cannot reach rank ", peer, ": ", st.message()));

@@ -29,6 +29,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/env.h"
 #include "common/grpc/block_pool.h"
 #include "common/grpc/refusal_log.h"
 #include "common/grpc/tensor_frame.h"
@@ -88,6 +89,10 @@ struct GrpcTransportOptions {
   // since receivers sort frames by the lane their header names.
   size_t bulk_bytes = 0;
   std::vector<std::string> bulk_peer_addresses;
+  // The clock of connect and close deadlines (not owned, outlives the
+  // transport). They also go to gRPC, so it must keep real time (a fake
+  // clock belongs on the in-process transport).
+  const Env* env = Env::Default();
 };
 
 inline constexpr absl::Duration kBulkConnectTimeout = absl::Seconds(3);
@@ -97,7 +102,7 @@ inline constexpr absl::Duration kBulkConnectTimeout = absl::Seconds(3);
 // lanes pay off where the CPU and memory, not a link, limit a transfer; across
 // a link, their fixed 64 KiB window is too small for the link's
 // bandwidth-delay product (a 64 MiB ring allreduce on emulated 1 Gbit hosts
-// took 7 % longer on them; README "Bulk connections").
+// took 7 % longer on them; docs/lab-notes/bulk-connections.md).
 std::vector<std::string> SameHostBulkAddresses(
     const std::vector<std::string>& peer_addresses,
     const std::vector<std::string>& bulk_addresses, int rank);

@@ -47,7 +47,7 @@ absl::StatusOr<DecodedFrame> JobMailbox::Pop(int src, int lane,
       auto it = sources_.find(key);
       return it != sources_.end() && !it->second.frames.empty();
     };
-    if (!mu_.AwaitWithDeadline(absl::Condition(&ready), deadline)) {
+    if (!env_->AwaitWithDeadline(&mu_, absl::Condition(&ready), deadline)) {
       return absl::DeadlineExceededError(
           absl::StrCat("no data from rank ", src, " before the step timeout"));
     }
@@ -80,7 +80,8 @@ void JobMailbox::Fail(const absl::Status& status) {
 
 // ---------------------------------------------------------------- PeerMailboxes
 
-PeerMailboxes::PeerMailboxes() : reaper_([this] { ReaperLoop(); }) {}
+PeerMailboxes::PeerMailboxes(const Env* env)
+    : env_(env), reaper_([this] { ReaperLoop(); }) {}
 
 PeerMailboxes::~PeerMailboxes() {
   {
@@ -98,7 +99,7 @@ void PeerMailboxes::ReaperLoop() {
       absl::MutexLock lock(&mu_);
       mu_.AwaitWithTimeout(absl::Condition(&stop_), kReaperPeriod);
       stop = stop_;
-      const absl::Time now = absl::Now();
+      const absl::Time now = env_->Now();
       for (auto it = waiting_.begin(); it != waiting_.end();) {
         if (!stop && it->until > now) {
           ++it;
@@ -151,7 +152,7 @@ std::shared_ptr<JobMailbox> PeerMailboxes::Open(const std::string& job_id,
     absl::MutexLock lock(&mu_);
     Job& job = open_[job_id];
     if (!job.box) {
-      job.box = std::make_shared<JobMailbox>();
+      job.box = std::make_shared<JobMailbox>(env_);
       job.secret = secret;
       job.world = world;
       if (closed_.count(job_id)) job.box->Fail(Ended(job_id));
@@ -204,7 +205,7 @@ void PeerMailboxes::Admit(const PeerCredentials& creds, AdmitFn admit) {
           "too many streams wait for jobs not started on this worker (",
           kMaxWaitingStreams, "); refusing job ", creds.job_id));
     } else {
-      waiting_.push_back({creds, std::move(admit), absl::Now() + kAdmitWait});
+      waiting_.push_back({creds, std::move(admit), env_->Now() + kAdmitWait});
       return;
     }
   }

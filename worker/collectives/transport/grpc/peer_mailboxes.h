@@ -30,6 +30,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/env.h"
 #include "common/grpc/tensor_frame.h"
 
 namespace gradsync {
@@ -55,6 +56,9 @@ enum class Delivery {
 // came on: FIFO order holds per connection only). Thread-safe.
 class JobMailbox {
  public:
+  // Pops wait on `env`'s clock (not owned, outlives the mailbox).
+  explicit JobMailbox(const Env* env = Env::Default()) : env_(env) {}
+
   // Appends a frame. kParked when the source's queue is full: `resume` runs
   // once a Pop made room (or with the error when the mailbox fails). The
   // mailbox's error if it has failed.
@@ -72,6 +76,7 @@ class JobMailbox {
     size_t bytes = 0;
     Resume parked;  // set while the source's stream waits for room
   };
+  const Env* const env_;
   absl::Mutex mu_;
   std::map<std::pair<int, int>, Source> sources_ ABSL_GUARDED_BY(mu_);
   absl::Status error_ ABSL_GUARDED_BY(mu_);
@@ -91,7 +96,10 @@ using AdmitFn = std::function<void(absl::StatusOr<std::shared_ptr<JobMailbox>>)>
 // that ends overdue admission waits.
 class PeerMailboxes {
  public:
-  PeerMailboxes();
+  // Admission waits and Pops are timed on `env` (not owned, outlives this);
+  // the reaper wakes every 200 ms of real time to compare them with
+  // env->Now().
+  explicit PeerMailboxes(const Env* env = Env::Default());
   // Refuses streams still waiting (UNAVAILABLE) and joins the thread.
   ~PeerMailboxes();
   PeerMailboxes(const PeerMailboxes&) = delete;
@@ -134,6 +142,7 @@ class PeerMailboxes {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ReaperLoop();
 
+  const Env* const env_;
   mutable absl::Mutex mu_;
   std::map<std::string, Job> open_ ABSL_GUARDED_BY(mu_);
   std::set<std::string> closed_ ABSL_GUARDED_BY(mu_);

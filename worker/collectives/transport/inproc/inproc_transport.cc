@@ -34,8 +34,8 @@ class InProcTransport final : public Transport {
       return !q.empty() || !group_->aborted_.ok();
     };
     while (!ready()) {
-      if (group_->mu_.AwaitWithDeadline(
-              absl::Condition(&ready), deadline)) {
+      if (group_->env_->AwaitWithDeadline(&group_->mu_,
+                                          absl::Condition(&ready), deadline)) {
         break;
       }
       return absl::DeadlineExceededError(absl::StrCat(
@@ -87,8 +87,8 @@ class InProcTransport final : public Transport {
   const int rank_;
 };
 
-InProcGroup::InProcGroup(int size, WireDtype dtype)
-    : size_(size), dtype_(dtype) {
+InProcGroup::InProcGroup(int size, WireDtype dtype, const Env* env)
+    : size_(size), dtype_(dtype), env_(env) {
   {
     absl::MutexLock lock(&mu_);
     boxes_.assign(size, std::vector<Mailbox>(size));

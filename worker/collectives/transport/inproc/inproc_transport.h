@@ -9,6 +9,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "common/env.h"
 #include "worker/collectives/transport.h"
 
 namespace gradsync {
@@ -17,8 +18,10 @@ namespace gradsync {
 class InProcGroup {
  public:
   // Messages travel as `dtype` would on a network: Send rounds the values
-  // to it (the in-process queue itself keeps float32).
-  explicit InProcGroup(int size, WireDtype dtype = WireDtype::kFp32);
+  // to it (the in-process queue itself keeps float32). Receives wait on
+  // `env`'s clock (not owned, outlives the group).
+  explicit InProcGroup(int size, WireDtype dtype = WireDtype::kFp32,
+                       const Env* env = Env::Default());
   int size() const { return size_; }
   WireDtype dtype() const { return dtype_; }
   // The transport of `rank`; owned by the group.
@@ -36,6 +39,7 @@ class InProcGroup {
   };
   const int size_;
   const WireDtype dtype_;
+  const Env* const env_;
   absl::Mutex mu_;
   std::vector<std::vector<Mailbox>> boxes_ ABSL_GUARDED_BY(mu_);  // [dst][src]
   absl::Status aborted_ ABSL_GUARDED_BY(mu_);

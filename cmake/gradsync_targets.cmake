@@ -1,0 +1,32 @@
+# The boilerplate every gradsync target shares, in one place.
+#
+#   gradsync_library(NAME SOURCES a.cc ... [PUBLIC deps...] [PRIVATE deps...])
+#     A static library whose headers are included from the source root
+#     ("worker/collectives/ring.h"), compiled with GRADSYNC_WARNINGS.
+#   gradsync_test(NAME SOURCES a_test.cc ... [LIBS deps...]
+#                 [PROPERTIES prop value ...])
+#     A GoogleTest executable (gtest_main) whose tests CTest discovers, each
+#     with the given test properties (TIMEOUT 120, LABELS x, ...).
+#
+# One library per folder (its CMakeLists.txt beside its sources), so a
+# library's name says where its code is.
+
+function(gradsync_library name)
+  cmake_parse_arguments(ARG "" "" "SOURCES;PUBLIC;PRIVATE" ${ARGN})
+  add_library(${name} ${ARG_SOURCES})
+  target_include_directories(${name} PUBLIC ${PROJECT_SOURCE_DIR})
+  target_compile_options(${name} PRIVATE ${GRADSYNC_WARNINGS})
+  target_link_libraries(${name} PUBLIC ${ARG_PUBLIC} PRIVATE ${ARG_PRIVATE})
+endfunction()
+
+function(gradsync_test name)
+  cmake_parse_arguments(ARG "" "" "SOURCES;LIBS;PROPERTIES" ${ARGN})
+  add_executable(${name} ${ARG_SOURCES})
+  target_compile_options(${name} PRIVATE ${GRADSYNC_WARNINGS})
+  target_link_libraries(${name} PRIVATE ${ARG_LIBS} GTest::gtest_main)
+  if(ARG_PROPERTIES)
+    gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60 PROPERTIES ${ARG_PROPERTIES})
+  else()
+    gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60)
+  endif()
+endfunction()

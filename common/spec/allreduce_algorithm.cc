@@ -1,0 +1,38 @@
+#include "common/spec/allreduce_algorithm.h"
+
+#include <string>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+
+namespace gradsync {
+namespace {
+
+constexpr std::pair<AllreduceAlgorithm, absl::string_view> kNames[] = {
+    {AllreduceAlgorithm::kAuto, "auto"},
+    {AllreduceAlgorithm::kRing, "ring"},
+    {AllreduceAlgorithm::kHalvingDoubling, "hd"},
+    {AllreduceAlgorithm::kRecursiveDoubling, "tree"},
+    {AllreduceAlgorithm::kHierarchical, "hier"}};
+
+}  // namespace
+
+absl::string_view AllreduceAlgorithmName(AllreduceAlgorithm algorithm) {
+  for (const auto& [value, name] : kNames) {
+    if (value == algorithm) return name;
+  }
+  return "unknown";
+}
+
+absl::StatusOr<AllreduceAlgorithm> ParseAllreduceAlgorithm(absl::string_view text) {
+  std::string want;
+  for (const auto& [value, name] : kNames) {
+    if (text == name) return value;
+    absl::StrAppend(&want, want.empty() ? "" : " or ", name);
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown algorithm '", text, "' (want ", want, ")"));
+}
+
+}  // namespace gradsync

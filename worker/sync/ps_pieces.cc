@@ -1,0 +1,51 @@
+#include "worker/sync/ps_pieces.h"
+
+#include "absl/strings/str_cat.h"
+#include "common/grpc/job_secret.h"
+
+namespace gradsync {
+
+std::vector<PsPiece> MakePsPieces(const std::string& job_id,
+                                  const std::vector<v1::PsShardInfo>& shards,
+                                  const PsLayout& layout) {
+  std::vector<PsPiece> pieces;
+  pieces.reserve(layout.partitions.size());
+  for (const PsPartition& part : layout.partitions) {
+    PsPiece p;
+    p.key = absl::StrCat(job_id, "/p", part.index);
+    p.address = shards[part.shard].address();
+    p.offset = part.range.begin;
+    p.count = part.range.size;
+    pieces.push_back(std::move(p));
+  }
+  return pieces;
+}
+
+PsCredentials PsCredentialsOf(const v1::Assignment& a) {
+  PsCredentials c;
+  c.secret = a.job_secret();
+  c.world = a.world_size();
+  c.resume_secret = a.resume_secret();
+  c.resume_world = a.resume_world();
+  return c;
+}
+
+std::vector<std::pair<std::string, std::string>> PsCredentialMetadata(
+    const PsCredentials& creds) {
+  std::vector<std::pair<std::string, std::string>> md = {
+      {kJobWorldMetadata, std::to_string(creds.world)},
+      {kJobSecretMetadata, creds.secret}};
+  if (!creds.resume_secret.empty()) {
+    md.emplace_back(kResumeWorldMetadata, std::to_string(creds.resume_world));
+    md.emplace_back(kResumeSecretMetadata, creds.resume_secret);
+  }
+  return md;
+}
+
+void AddPsCredentials(const PsCredentials& creds, grpc::ClientContext* ctx) {
+  for (const auto& [key, value] : PsCredentialMetadata(creds)) {
+    ctx->AddMetadata(key, value);
+  }
+}
+
+}  // namespace gradsync

@@ -1,0 +1,51 @@
+// What the PS client sends where: the pieces of the flat vector on their
+// shards, and the credentials that go with every call. Below ps_client.h and
+// ps_piece_calls.h, which both use them.
+#ifndef GRADSYNC_WORKER_SYNC_PS_PIECES_H_
+#define GRADSYNC_WORKER_SYNC_PS_PIECES_H_
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <grpcpp/grpcpp.h>
+
+#include "common/ps_layout.h"
+#include "gradsync/v1/gradsync.pb.h"
+
+namespace gradsync {
+
+// One independently synchronised slice of the flat vector on one shard.
+struct PsPiece {
+  std::string key;      // PS slice key, "JOB/<piece>" (e.g. "JOB/p<index>")
+  std::string address;  // shard
+  uint64_t offset = 0;
+  uint64_t count = 0;
+};
+
+// One piece per partition of `layout` (common/ps_layout.h): piece i is
+// partition i, keyed "JOB/p<i>", on shards[partition.shard]. Requires every
+// partition's shard to index `shards`.
+std::vector<PsPiece> MakePsPieces(const std::string& job_id,
+                                  const std::vector<v1::PsShardInfo>& shards,
+                                  const PsLayout& layout);
+
+// What proves to the PS shards that the caller is a member of its job
+// (common/grpc/job_secret.h), sent as metadata on every call.
+struct PsCredentials {
+  std::string secret;          // Assignment.job_secret
+  int world = 0;               // Assignment.world_size
+  std::string resume_secret;   // Assignment.resume_secret (resuming jobs)
+  int resume_world = 0;
+};
+PsCredentials PsCredentialsOf(const v1::Assignment& a);
+// `creds` as call metadata (key, value).
+std::vector<std::pair<std::string, std::string>> PsCredentialMetadata(
+    const PsCredentials& creds);
+// Adds `creds` to a call's metadata.
+void AddPsCredentials(const PsCredentials& creds, grpc::ClientContext* ctx);
+
+}  // namespace gradsync
+
+#endif  // GRADSYNC_WORKER_SYNC_PS_PIECES_H_
