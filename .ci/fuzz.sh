@@ -51,7 +51,7 @@ for t in $TARGETS; do
   corpus="$OUT/$t/corpus"
   artifacts="$OUT/$t/artifacts/"
   log="$OUT/$t/fuzz.log"
-  rm -rf "$OUT/$t"
+  rm -rf "${OUT:?}/$t"
   mkdir -p "$corpus" "$artifacts"
   cp -R "$SRC_DIR/tests/fuzz/corpus/$t/." "$corpus/"
   echo "fuzz: $t for ${SECONDS_PER_TARGET}s"

@@ -4,8 +4,9 @@ links (the "link model":
 the ring (its hops inside a host at their own alpha), hd and hier in
 rounds, tree and push/pull message by message
 through bench/flow_model.py), their fit to the ring's points, and where
-they put the crossovers. experiment.py's text explains them; this module
-only computes (no files, no plots, no processes)."""
+they put the crossovers. experiment.py's text explains them (its --help,
+bench/gradsync_experiment/__init__.py); this module only computes (no
+files, no plots, no processes)."""
 
 import math
 
@@ -25,8 +26,11 @@ def weighted_ls(points):
     sxx = sxy = syy = sxt = syt = 0.0
     for x, y, t in points:
         w = 1.0 / (t * t)
-        sxx += w * x * x; sxy += w * x * y; syy += w * y * y
-        sxt += w * x * t; syt += w * y * t
+        sxx += w * x * x
+        sxy += w * x * y
+        syy += w * y * y
+        sxt += w * x * t
+        syt += w * y * t
     det = sxx * syy - sxy * sxy
     if det <= 0:
         return None
@@ -138,7 +142,7 @@ def relative_least_squares(points, f, x, rounds=50):
     return x
 
 
-# The emulated link (deploy/netem-cluster.sh): tbf on each host's egress and
+# The emulated link (bench/netem-cluster.sh): tbf on each host's egress and
 # on the bridge port toward it, a token bucket of `burst` bytes refilled at
 # the rate; a packet leaves at once while the bucket holds its bytes and
 # waits for tokens otherwise. netem (no bucket) is burst = 0.

@@ -17,7 +17,7 @@ against N.
 `run` with --network=loopback (the default) calls `gradsync local --compare`
 once per N (a local cluster of N worker processes, one PS shard). With
 --network=emulated (root) it brings up 1 + N emulated hosts per N instead
-(deploy/netem-cluster.sh, as bench/experiment.py does: every host's link
+(bench/netem-cluster.sh, as bench/experiment.py does: every host's link
 shaped to --rate by tbf with a --burst bucket and a --limit queue, the
 coordinator on h0, a worker and a PS shard on each other host) and submits
 the four modes from h0 one after another (`gradsync submit --wait`; PS jobs
@@ -52,8 +52,13 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "bench"))
-import experiment  # noqa: E402  (bench/experiment.py)
-from experiment import have_matplotlib  # noqa: E402
+# What bench/experiment.py's package shares with this command.
+from experiment_model import DEFAULT_BURST  # noqa: E402
+from gradsync_experiment import common  # noqa: E402
+from gradsync_experiment.cli import parse_command  # noqa: E402
+from gradsync_experiment.plots import have_matplotlib  # noqa: E402
+from gradsync_experiment.sweep import Cluster, exit_on_sigterm  # noqa: E402
+
 MODES = ["ps-sync", "ps-async", "ring-sync", "ring-async"]
 STYLE = {"ps-sync": "C3", "ps-async": "C1", "ring-sync": "C0", "ring-async": "C2"}
 FIELDS = ["workers", "mode", "state", "samples_per_second", "wall_seconds",
@@ -62,16 +67,16 @@ FIELDS = ["workers", "mode", "state", "samples_per_second", "wall_seconds",
 
 
 def die(msg, code=2):
-    experiment.die(msg, code, prog="experiment_train")
+    common.die(msg, code, prog="experiment_train")
 
 
 def parse_args(argv):
-    cmd, opts = experiment.parse_command(argv, __doc__, {
+    cmd, opts = parse_command(argv, __doc__, {
         "workers": "1,2,4,8", "epochs": "3", "curves": "4",
         "out": "experiment-results", "build-dir": "build", "data-dir": "",
         "model": "mlp:784-256-128-10", "pairs": ",".join(MODES),
         "train-limit": "0", "network": "loopback", "rate": "1gbit",
-        "burst": str(experiment.DEFAULT_BURST), "limit": "8388608"},
+        "burst": str(DEFAULT_BURST), "limit": "8388608"},
         "experiment_train")
     try:
         opts["workers"] = [int(n) for n in opts["workers"].split(",")]
@@ -157,7 +162,7 @@ def run_emulated(opts):
     failed = []
     for n in opts["workers"]:
         jobs = []
-        with experiment.Cluster(copts, n + 1, 1) as c:
+        with Cluster(copts, n + 1, 1) as c:
             for mode in opts["pairs"].split(","):
                 strategy, sync = mode.split("-")
                 one = os.path.join(c.state, "job.json")
@@ -205,7 +210,7 @@ def collect(out):
         if not m:
             continue
         path = os.path.join(out, name)
-        d = experiment.read_json(path, prog="experiment_train")
+        d = common.read_json(path, prog="experiment_train")
         try:
             networks[name] = d.get("network") or {"network": "loopback"}
             for job in d.get("jobs", []):
@@ -223,7 +228,7 @@ def collect(out):
     if len(kinds) > 1:
         die("%s holds results from different networks (%s): use one directory per "
             "network" % (out, "; ".join("%s: %s" % (k, network_text(v))
-                                       for k, v in sorted(networks.items()))), 1)
+                                        for k, v in sorted(networks.items()))), 1)
     rows.sort(key=lambda r: (r["workers"], MODES.index(r["mode"])
                              if r["mode"] in MODES else 99))
     return rows, jobs, json.loads(kinds[0])
@@ -318,14 +323,15 @@ def report(rows):
 
 
 def main(argv):
-    experiment.exit_on_sigterm()
+    exit_on_sigterm()
     cmd, opts = parse_args(argv)
     failed = run(opts) if cmd == "run" else []
     rows, jobs, network = collect(opts["out"])
     write_tables(opts["out"], rows, jobs, opts["curves"], network)
     report(rows)
     if not have_matplotlib():
-        print("no matplotlib here: tables written, no plots (run `plot` where python3-matplotlib is)")
+        print("no matplotlib here: tables written, no plots "
+              "(run `plot` where python3-matplotlib is)")
     else:
         plot(opts["out"], rows, jobs, opts["curves"], network)
     if failed:

@@ -213,7 +213,8 @@ def simulate(dag, alpha, links, start=0.0):
         step = max(step, 0.0)
         for key in list(links.tokens):
             u = used.get(key, 0.0)
-            links.tokens[key] = min(links.burst, max(0.0, links.tokens[key] + (links.beta - u) * step))
+            links.tokens[key] = min(links.burst,
+                                    max(0.0, links.tokens[key] + (links.beta - u) * step))
             if links.tokens[key] < 1e-9:
                 links.tokens[key] = 0.0
         t += step

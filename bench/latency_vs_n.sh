@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Where a small allreduce's time goes, against N, on one machine's loopback
-# (README "Per-message latency against N"): in alternated rounds, for each N,
+# (docs/lab-notes/per-message-latency.md): in alternated rounds, for each N,
 #   probe          bare gRPC streams doing recursive doubling, no gradsync
 #                  code (bench/grpc_latency_probe; N a power of two only);
 #   tree-plain, ring-plain
@@ -39,9 +39,13 @@ done
 [[ $WORKERS =~ ^[0-9]+(,[0-9]+)*$ ]] || die "--workers takes N,N,... (2..16)"
 IFS=, read -ra NS <<<"$WORKERS"
 for n in "${NS[@]}"; do ((n >= 2 && n <= 16)) || die "--workers: each N must be 2..16, got $n"; done
-[[ $BYTES =~ ^[1-9][0-9]*$ ]] && ((BYTES % 4 == 0)) || die "--bytes must be a positive multiple of 4"
-[[ $ITERS =~ ^[1-9][0-9]*$ ]] && ((ITERS <= 10000)) || die "--iters must be 1..10000"
-[[ $ROUNDS =~ ^[1-9][0-9]*$ ]] && ((ROUNDS <= 20)) || die "--rounds must be 1..20"
+# The pattern first: only a plain number reaches the arithmetic test.
+[[ $BYTES =~ ^[1-9][0-9]*$ ]] || die "--bytes must be a positive multiple of 4"
+((BYTES % 4 == 0)) || die "--bytes must be a positive multiple of 4"
+[[ $ITERS =~ ^[1-9][0-9]*$ ]] || die "--iters must be 1..10000"
+((ITERS <= 10000)) || die "--iters must be 1..10000"
+[[ $ROUNDS =~ ^[1-9][0-9]*$ ]] || die "--rounds must be 1..20"
+((ROUNDS <= 20)) || die "--rounds must be 1..20"
 [[ $BUILD = /* ]] || BUILD=$ROOT/$BUILD
 find_bin() {  # find_bin NAME: in BUILD/bin or BUILD/bench
   local d

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The data-plane targets on emulated hosts: 1 + N network namespaces on
-# --rate links (deploy/netem-cluster.sh), the coordinator on h0, a worker and
+# --rate links (bench/netem-cluster.sh), the coordinator on h0, a worker and
 # a PS shard on each of h1..hN, then bench jobs from h0:
 #   allreduce ring, allreduce hd, pushpull with S = N shards (one per host),
 # each over --sizes. Prints every bench table and a summary of each size's
@@ -61,7 +61,7 @@ PREFIX="gsbench$$"
 SUBNET=10.79.0
 SERVER="$SUBNET.10:50051"
 STATE=$(mktemp -d /tmp/netem-targets.XXXXXX)
-CLUSTER=(bash "$ROOT/deploy/netem-cluster.sh")
+CLUSTER=(bash "$ROOT/bench/netem-cluster.sh")
 FLAGS=(--prefix="$PREFIX" --state-dir="$STATE")
 BIN=$(cd "$ROOT/$BUILD/bin" && pwd)
 mkdir -p "$OUT"

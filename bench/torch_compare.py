@@ -59,8 +59,10 @@ def train(rank, world, args, result_q=None):
         os.environ.setdefault("MASTER_PORT", "29533")
         dist.init_process_group("gloo", rank=rank, world_size=world)
     dev = torch.device("cuda", args.gpu)
-    x = torch.from_numpy(load_images(os.path.join(args.data_dir, "train-images-idx3-ubyte.gz")).astype(np.float32) / 255.0)
-    y = torch.from_numpy(load_labels(os.path.join(args.data_dir, "train-labels-idx1-ubyte.gz")).astype(np.int64))
+    images = load_images(os.path.join(args.data_dir, "train-images-idx3-ubyte.gz"))
+    labels = load_labels(os.path.join(args.data_dir, "train-labels-idx1-ubyte.gz"))
+    x = torch.from_numpy(images.astype(np.float32) / 255.0)
+    y = torch.from_numpy(labels.astype(np.int64))
     widths = [int(w) for w in args.widths.split("-")]
     torch.manual_seed(args.seed)
     model = make_model(widths).to(dev)
@@ -72,6 +74,7 @@ def train(rank, world, args, result_q=None):
     g = torch.Generator().manual_seed(args.seed)
     perm = torch.randperm(x.shape[0], generator=g)
     B = args.batch_size
+
     def step(i):
         j = (i * world + rank) * B % (x.shape[0] - B)
         idx = perm[j:j + B]
@@ -105,7 +108,8 @@ def train(rank, world, args, result_q=None):
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--data-dir", default="/usr/share/datasets/fashion-mnist")
     p.add_argument("--widths", default="784-256-128-10")
     p.add_argument("--batch-size", type=int, default=32)

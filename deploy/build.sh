@@ -1,8 +1,18 @@
 #!/usr/bin/env bash
 # Configures and builds gradsync into ./build (binaries in build/bin).
+#   build.sh        everything: the three binaries, every test and benchmark
+#   build.sh run    only gradsync, gradsync-server and gradsync-worker (the
+#                   README's first command); tests and benchmarks are not
+#                   configured, so their packages need not be installed
 # GRADSYNC_CUDA=ON|OFF|AUTO (default AUTO: CUDA backend when nvcc is found).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+case "${1:-all}" in
+  all) EXTRA=(-DGRADSYNC_BUILD_TESTS=ON -DGRADSYNC_BUILD_BENCH=ON); TARGETS=() ;;
+  run) EXTRA=(-DGRADSYNC_BUILD_TESTS=OFF -DGRADSYNC_BUILD_BENCH=OFF)
+       TARGETS=(--target gradsync gradsync-server gradsync-worker) ;;
+  *) echo "usage: build.sh [all|run]" >&2; exit 2 ;;
+esac
 cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DGRADSYNC_CUDA="${GRADSYNC_CUDA:-AUTO}" >/dev/null
-cmake --build build -j"$(nproc)"
+  -DGRADSYNC_CUDA="${GRADSYNC_CUDA:-AUTO}" "${EXTRA[@]}" >/dev/null
+cmake --build build -j"$(nproc)" "${TARGETS[@]}"

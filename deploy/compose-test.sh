@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The docker-compose round trip, end to end, on a machine with Debian's
-# docker.io (README "Docker and Kubernetes"):
+# docker.io (docs/operations.md "Docker"):
 #   1. installs docker.io, docker-compose (v1) and debootstrap if missing
 #      (deploy/install-deps.sh docker);
 #   2. uses the engine at DOCKER_HOST / /var/run/docker.sock if one answers,
@@ -63,7 +63,7 @@ need_tools() {
   log "installing Debian's container tools (missing:$missing)"
   bash deploy/install-deps.sh docker >/dev/null 2>&1 \
     || skip "cannot install docker.io/docker-compose/debootstrap (missing:$missing)"
-  command -v dockerd >/dev/null && command -v docker-compose >/dev/null \
+  { command -v dockerd >/dev/null && command -v docker-compose >/dev/null; } \
     || skip "docker.io/docker-compose installed but not on PATH"
 }
 
@@ -93,8 +93,7 @@ start_engine() {
     >"$RUN_DIR/dockerd.log" 2>&1 &
   DOCKERD_PID=$!
   export DOCKER_HOST="unix://$RUN_DIR/docker.sock"
-  local i
-  for i in $(seq 60); do
+  for _ in $(seq 60); do
     engine_answers && { log "started dockerd pid $DOCKERD_PID ($DOCKER_HOST)"; return; }
     kill -0 "$DOCKERD_PID" 2>/dev/null || break
     sleep 1
@@ -107,8 +106,7 @@ start_engine() {
 stop_engine() {
   [ -n "$DOCKERD_PID" ] || return 0
   kill "$DOCKERD_PID" 2>/dev/null || true
-  local i
-  for i in $(seq 30); do kill -0 "$DOCKERD_PID" 2>/dev/null || break; sleep 1; done
+  for _ in $(seq 30); do kill -0 "$DOCKERD_PID" 2>/dev/null || break; sleep 1; done
   kill -9 "$DOCKERD_PID" 2>/dev/null || true
   wait "$DOCKERD_PID" 2>/dev/null || true
   log "stopped dockerd pid $DOCKERD_PID"
@@ -177,8 +175,8 @@ free_port() {
 
 # Waits until the coordinator lists WORKERS workers with distinct addresses.
 wait_for_workers() {
-  local i list n uniq
-  for i in $(seq 90); do
+  local list n uniq
+  for _ in $(seq 90); do
     list=$(timeout 10 "$CLI" list --json --server="$SERVER" "${AUTH[@]}" 2>/dev/null || true)
     n=$(grep -c '"peer_address"' <<<"$list" || true)
     uniq=$( (grep '"peer_address"' <<<"$list" || true) | sort -u | wc -l)

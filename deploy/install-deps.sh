@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
 # Installs exactly the Debian 12 packages gradsync builds and runs with
 # (clang and libclang-rt-14-dev: CI's thread-safety pass and libFuzzer targets;
-# openssl: deploy/make-dev-certs.sh, which the TLS tests run).
+# openssl: deploy/make-dev-certs.sh, which the TLS tests run; the linters
+# clang-format, shellcheck and python3-flake8: .ci/lint.sh).
 # Needs root (or sudo). CUDA is not installed here: the CUDA backend builds
-# when nvcc exists (e.g. /usr/local/cuda), see README.
+# when nvcc exists (e.g. /usr/local/cuda), see docs/gpu.md.
 #   install-deps.sh          everything (build, tests, benchmarks, CI, dataset)
+#   install-deps.sh run      what the README's first command needs: what the
+#                            three binaries build with, and the Fashion-MNIST
+#                            data set the local comparison trains on
 #   install-deps.sh build    only what the three binaries build with (the
 #                            image's build stage, deploy/Dockerfile)
 #   install-deps.sh docker   the container tools deploy/compose-test.sh uses
@@ -23,12 +27,13 @@ BUILD="build-essential cmake pkg-config libgrpc++-dev protobuf-compiler-grpc
 case "${1:-all}" in
   all) PKGS="$BUILD clang libclang-rt-14-dev libgtest-dev libgmock-dev
          libbenchmark-dev libgloo-dev python3-matplotlib dataset-fashion-mnist
-         openssl" ;;
+         openssl clang-format shellcheck python3-flake8" ;;
+  run) PKGS="$BUILD dataset-fashion-mnist" ;;
   build) PKGS="$BUILD" ;;
   docker) PKGS="docker.io docker-compose debootstrap" ;;
   k8s) PKGS="python3-yaml"
        command -v kubectl >/dev/null || PKGS="$PKGS kubernetes-client" ;;
-  *) echo "usage: install-deps.sh [all|build|docker|k8s]" >&2; exit 2 ;;
+  *) echo "usage: install-deps.sh [all|run|build|docker|k8s]" >&2; exit 2 ;;
 esac
 $SUDO apt-get update -qq
 # shellcheck disable=SC2086  # PKGS is a word list

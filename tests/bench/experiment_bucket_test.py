@@ -162,7 +162,9 @@ class CrossoverTest(unittest.TestCase):
         k = c["N8 hd"]["model"]
         self.assertTrue(1 << 14 < k < 1 << 20)
         self.assertEqual(c["N8 hd"]["model_then"], "tie")
-        m = lambda alg, size: experiment.model(alg, 8, size, ALPHA, BETA, burst=BURST, rate=RATE)
+
+        def m(alg, size):
+            return experiment.model(alg, 8, size, ALPHA, BETA, burst=BURST, rate=RATE)
         self.assertLess(m("hd", k / 2), m("ring", k / 2))
         self.assertAlmostEqual(m("hd", 4 * k) / m("ring", 4 * k), 1.0, places=9)
         # Points made by the model cross where the model does, within the
@@ -402,6 +404,7 @@ class ShapingTest(unittest.TestCase):
             self.assertEqual(e.exception.code, 1)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tests/netem/netem_cluster_test.sh: deploy/netem-cluster.sh end to end.
+# tests/netem/netem_cluster_test.sh: bench/netem-cluster.sh end to end.
 #
 # Brings up 3 hosts at 100mbit with 5 ms delay under a prefix of its own
 # (gst<pid>, state in a fresh temporary directory, so concurrent runs cannot
@@ -23,7 +23,7 @@
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-CLUSTER="$ROOT/deploy/netem-cluster.sh"
+CLUSTER="$ROOT/bench/netem-cluster.sh"
 PROBE="$ROOT/tests/netem/netprobe.py"
 PREFIX="gst$$"
 RATE=100mbit
@@ -156,8 +156,8 @@ check_workers_per_host() {
     { fail "up --start-daemons --workers-per-host=2 failed"; return 0; }
   status=$(bash "$CLUSTER" status "${FLAGS[@]}")
   echo "$status"
-  grep -q "worker0 in $PREFIX-h1: pid [0-9]* alive" <<<"$status" &&
-    grep -q "worker1 in $PREFIX-h1: pid [0-9]* alive" <<<"$status" ||
+  { grep -q "worker0 in $PREFIX-h1: pid [0-9]* alive" <<<"$status" &&
+    grep -q "worker1 in $PREFIX-h1: pid [0-9]* alive" <<<"$status"; } ||
     fail "two workers on h1 are not both alive"
   rejoin 1 && rejoin 2 || return 0
   k=$(listed_workers)

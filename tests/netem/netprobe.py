@@ -83,7 +83,7 @@ def sink(addr, port, conns):
         t.join()
     secs = state["last"] - state["first"]
     print("bytes %d seconds %.3f mbit %.1f" % (state["bytes"], secs,
-                                              state["bytes"] * 8 / secs / 1e6))
+                                               state["bytes"] * 8 / secs / 1e6))
 
 
 def source(addr, port, nbytes):

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# deploy/netem-cluster.sh: an emulated cluster of H hosts on rate-limited links.
+# bench/netem-cluster.sh: an emulated cluster of H hosts on rate-limited links.
 #
 # Every host is a network namespace (${prefix}-h0 .. h(H-1)) whose eth0 is one
 # end of a veth pair; the other end is a port of a Linux bridge living in a
@@ -49,7 +49,7 @@ UP_RC=""        # the status a failed up exits with when it is not 1 (2, 3)
 
 usage() {
   cat <<EOF
-Usage: deploy/netem-cluster.sh COMMAND [flags]
+Usage: bench/netem-cluster.sh COMMAND [flags]
 
 An emulated cluster: H hosts as network namespaces on one Linux bridge (itself
 in a namespace), each host's link shaped by tc. The root namespace's
@@ -138,7 +138,7 @@ EOF
 
 say() { echo "$PROG: $*" >&2; }
 die() { say "error: $*"; exit 1; }
-usage_error() { say "error: $*"; say "run 'deploy/netem-cluster.sh --help'"; exit 2; }
+usage_error() { say "error: $*"; say "run 'bench/netem-cluster.sh --help'"; exit 2; }
 unsupported() { say "cannot run here: $*"; exit 3; }
 
 # ---------------------------------------------------------------- arguments
@@ -479,7 +479,7 @@ start_daemons() {
   ip0=$(host_ip 0)
   make_cluster_token
   # The job history lives with this cluster's logs, not in the caller's cwd.
-  # The job key (README, Job-scoped data plane): server and PS shards only.
+  # The job key (docs/operations.md, Job-scoped data plane): server and PS shards only.
   local key="$LOG_DIR/job.key"
   (umask 077; head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$key")
   local server_flags=(--listen="$ip0:$SERVER_PORT" --advertise="$ip0:$SERVER_PORT"
@@ -579,7 +579,7 @@ cmd_up() {
   if ((START_DAEMONS)); then start_daemons; fi
   UP_DONE=1
   trap - EXIT INT TERM
-  say "state $STATE_FILE; tear down with: deploy/netem-cluster.sh down --prefix=$PREFIX --state-dir=$STATE_DIR"
+  say "state $STATE_FILE; tear down with: bench/netem-cluster.sh down --prefix=$PREFIX --state-dir=$STATE_DIR"
 }
 
 # ---------------------------------------------------------------- down
@@ -690,7 +690,10 @@ cmd_run() {
   ns_marked "$ns" "$token" || { say "refusing: $ns is not one of this tool's namespaces"; exit 2; }
   # Clients inside (gradsync bench/submit/list) authenticate with the token
   # the daemons were started with.
-  [[ -r $LOG_DIR/token ]] && export GRADSYNC_TOKEN="$(<"$LOG_DIR/token")"
+  if [[ -r $LOG_DIR/token ]]; then
+    GRADSYNC_TOKEN=$(<"$LOG_DIR/token")
+    export GRADSYNC_TOKEN
+  fi
   exec ip netns exec "$ns" "$@"
 }
 
