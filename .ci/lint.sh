@@ -8,6 +8,7 @@ check() {
   echo "== $*"
   "$@" || failed+=("$*")
 }
+check bash .ci/format-check.sh
 check bash .ci/lint-shell.sh
 check bash .ci/lint-python.sh
 check python3 .ci/check-links.py

@@ -55,8 +55,8 @@ void RingAllreduceGrpc(benchmark::State& state, bool stall_watched) {
   for (int r = 0; r < world; ++r) {
     Transport* t = (*group)->transport(r);
     if (stall_watched) {
-      watched.push_back(std::make_unique<StallTransport>(
-          t, &watch, std::vector<std::string>()));
+      watched.push_back(
+          std::make_unique<StallTransport>(t, &watch, std::vector<std::string>()));
       t = watched.back().get();
     }
     rings.push_back(std::make_unique<RingAllreduce>(t, n, opts));
@@ -71,8 +71,7 @@ void RingAllreduceGrpc(benchmark::State& state, bool stall_watched) {
     std::vector<std::thread> threads;
     const absl::Time t0 = absl::Now();
     for (int r = 0; r < world; ++r) {
-      threads.emplace_back(
-          [&, r] { st[r] = rings[r]->Run(data[r].data(), step, 0); });
+      threads.emplace_back([&, r] { st[r] = rings[r]->Run(data[r].data(), step, 0); });
     }
     for (auto& t : threads) t.join();
     const double s = absl::ToDoubleSeconds(absl::Now() - t0);
@@ -95,9 +94,7 @@ void RingAllreduceGrpc(benchmark::State& state, bool stall_watched) {
   state.counters["busbw_vs_memcpy"] = busbw / MemcpyBandwidth(bytes);
 }
 
-void BM_RingAllreduceGrpc(benchmark::State& state) {
-  RingAllreduceGrpc(state, false);
-}
+void BM_RingAllreduceGrpc(benchmark::State& state) { RingAllreduceGrpc(state, false); }
 void BM_RingAllreduceGrpcStallWatched(benchmark::State& state) {
   RingAllreduceGrpc(state, true);
 }

@@ -29,7 +29,6 @@
 #include <gloo/rendezvous/file_store.h>
 #include <gloo/transport/tcp/device.h>
 
-#include "common/process_setup.h"
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
@@ -39,6 +38,7 @@
 #include "absl/time/clock.h"
 #include "common/grpc/grpc_util.h"
 #include "common/grpc/transport_flags.h"
+#include "common/process_setup.h"
 #include "common/spec/job_spec.h"
 #include "worker/collectives/allreduce_factory.h"
 #include "worker/collectives/recursive_doubling.h"
@@ -80,10 +80,17 @@ absl::StatusOr<size_t> ParseSize(absl::string_view s) {
   size_t mult = 1;
   if (!s.empty()) {
     switch (s.back()) {
-      case 'K': mult = size_t{1} << 10; break;
-      case 'M': mult = size_t{1} << 20; break;
-      case 'G': mult = size_t{1} << 30; break;
-      default: break;
+      case 'K':
+        mult = size_t{1} << 10;
+        break;
+      case 'M':
+        mult = size_t{1} << 20;
+        break;
+      case 'G':
+        mult = size_t{1} << 30;
+        break;
+      default:
+        break;
     }
     if (mult != 1) s.remove_suffix(1);
   }
@@ -170,8 +177,7 @@ RankTimes RunGradsync(const Config& c, int rank) {
   PeerMailboxes mailboxes;
   PeerService service(&mailboxes);
   PeerService bulk_service(&mailboxes);
-  absl::StatusOr<StartedServer> server =
-      StartPeerServer(peers[rank], {&service});
+  absl::StatusOr<StartedServer> server = StartPeerServer(peers[rank], {&service});
   absl::StatusOr<StartedServer> bulk_server =
       StartPeerServer(bulk_peers[rank], {&bulk_service}, /*bulk=*/true);
   for (const auto* s : {&server, &bulk_server}) {
@@ -192,8 +198,7 @@ RankTimes RunGradsync(const Config& c, int rank) {
     topts.job_secret = job;
     GrpcTransport transport(
         job, rank, peers,
-        mailboxes.Open(job, topts.job_secret, static_cast<int>(peers.size())),
-        topts);
+        mailboxes.Open(job, topts.job_secret, static_cast<int>(peers.size())), topts);
     AllreduceOptions opts;
     opts.segment_bytes = static_cast<size_t>(absl::GetFlag(FLAGS_segment_bytes));
     opts.timeout = absl::Seconds(60);
@@ -298,7 +303,9 @@ struct Row {
 };
 
 int Main() {
-  Config c{absl::GetFlag(FLAGS_ranks), {}, absl::GetFlag(FLAGS_iters),
+  Config c{absl::GetFlag(FLAGS_ranks),
+           {},
+           absl::GetFlag(FLAGS_iters),
            absl::GetFlag(FLAGS_warmup)};
   for (absl::string_view s : absl::StrSplit(absl::GetFlag(FLAGS_sizes), ',')) {
     absl::StatusOr<size_t> v = ParseSize(s);
@@ -344,8 +351,8 @@ int Main() {
       for (size_t s = 0; s < c.sizes.size(); ++s) {
         const double t = MedianOfSlowest(all, s);
         rows.push_back({round, impl, c.sizes[s], t, c.sizes[s] / t * bus / 1e9});
-        std::printf("%5d %-9s %12zu %10.3f %10.3f\n", round, impl.c_str(),
-                    c.sizes[s], t * 1e3, rows.back().busbw);
+        std::printf("%5d %-9s %12zu %10.3f %10.3f\n", round, impl.c_str(), c.sizes[s],
+                    t * 1e3, rows.back().busbw);
         std::fflush(stdout);
       }
     }
@@ -371,10 +378,10 @@ int Main() {
     std::ofstream f(json);
     f << "{\"ranks\": " << c.ranks << ", \"rows\": [";
     for (size_t i = 0; i < rows.size(); ++i) {
-      f << (i ? ",\n" : "\n") << "{\"round\": " << rows[i].round
-        << ", \"impl\": \"" << rows[i].impl << "\", \"bytes\": " << rows[i].bytes
-        << ", \"seconds\": " << rows[i].seconds
-        << ", \"busbw_gbps\": " << rows[i].busbw << "}";
+      f << (i ? ",\n" : "\n") << "{\"round\": " << rows[i].round << ", \"impl\": \""
+        << rows[i].impl << "\", \"bytes\": " << rows[i].bytes
+        << ", \"seconds\": " << rows[i].seconds << ", \"busbw_gbps\": " << rows[i].busbw
+        << "}";
     }
     f << "\n]}\n";
   }

@@ -48,8 +48,11 @@ void BM_WriteCheckpoint(benchmark::State& state) {
   state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(n) * 12);
   std::filesystem::remove_all(dir);
 }
-BENCHMARK(BM_WriteCheckpoint)->Arg(235146)->Arg(5824522)
-    ->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_WriteCheckpoint)
+    ->Arg(235146)
+    ->Arg(5824522)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
 void BM_ReadCheckpoint(benchmark::State& state) {
   const size_t n = static_cast<size_t>(state.range(0));
@@ -63,8 +66,11 @@ void BM_ReadCheckpoint(benchmark::State& state) {
   state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(n) * 12);
   std::filesystem::remove_all(dir);
 }
-BENCHMARK(BM_ReadCheckpoint)->Arg(235146)->Arg(5824522)
-    ->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_ReadCheckpoint)
+    ->Arg(235146)
+    ->Arg(5824522)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
 void BM_RingCheckpointSave(benchmark::State& state) {
   const size_t n = static_cast<size_t>(state.range(0));
@@ -73,8 +79,7 @@ void BM_RingCheckpointSave(benchmark::State& state) {
   const auto key = std::make_shared<const JobKey>(*JobKey::Generate());
   const PsAccess access(key);
   PsService service(&store, &access);
-  absl::StatusOr<StartedServer> started =
-      StartServer("127.0.0.1:0", {&service});
+  absl::StatusOr<StartedServer> started = StartServer("127.0.0.1:0", {&service});
   if (!started.ok()) {
     state.SkipWithError("cannot start the PS service");
     return;
@@ -95,8 +100,11 @@ void BM_RingCheckpointSave(benchmark::State& state) {
   started->server->Shutdown(ToChrono(absl::Now() + absl::Seconds(1)));
   std::filesystem::remove_all(dir);
 }
-BENCHMARK(BM_RingCheckpointSave)->Arg(235146)->Arg(5824522)
-    ->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_RingCheckpointSave)
+    ->Arg(235146)
+    ->Arg(5824522)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
 }  // namespace
 }  // namespace gradsync

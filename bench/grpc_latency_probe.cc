@@ -87,9 +87,7 @@ struct Mailbox {
 
 class PushReceiver : public grpc::ServerGenericBidiReactor {
  public:
-  PushReceiver(Mailbox* box, int from) : box_(box), from_(from) {
-    StartRead(&buf_);
-  }
+  PushReceiver(Mailbox* box, int from) : box_(box), from_(from) { StartRead(&buf_); }
   void OnReadDone(bool ok) override {
     if (!ok) {
       Finish(grpc::Status::OK);
@@ -140,8 +138,8 @@ class Writer : public Reactor {
   bool writing_ = false;
 };
 
-class PushSender : public Writer<grpc::ClientBidiReactor<grpc::ByteBuffer,
-                                                         grpc::ByteBuffer>> {
+class PushSender
+    : public Writer<grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>> {
  public:
   void OnDone(const grpc::Status&) override {}
 };
@@ -184,9 +182,8 @@ class Service : public grpc::CallbackGenericService {
 };
 
 std::string TimesPath(int r) {
-  return "/tmp/grpc_latency_probe." +
-         std::to_string(absl::GetFlag(FLAGS_base_port)) + "." +
-         std::to_string(r);
+  return "/tmp/grpc_latency_probe." + std::to_string(absl::GetFlag(FLAGS_base_port)) +
+         "." + std::to_string(r);
 }
 
 std::string Addr(int r) {
@@ -196,8 +193,7 @@ std::string Addr(int r) {
 std::shared_ptr<grpc::Channel> Connect(int r) {
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-  auto ch = grpc::CreateCustomChannel(Addr(r), grpc::InsecureChannelCredentials(),
-                                      args);
+  auto ch = grpc::CreateCustomChannel(Addr(r), grpc::InsecureChannelCredentials(), args);
   while (!ch->WaitForConnected(std::chrono::system_clock::now() +
                                std::chrono::milliseconds(200))) {
   }
@@ -217,8 +213,7 @@ int RunRank(int rank) {
   sb.RegisterCallbackGenericService(&svc);
   auto server = sb.BuildAndStart();
   if (!server) {
-    std::fprintf(stderr, "rank %d: cannot listen on %s\n", rank,
-                 Addr(rank).c_str());
+    std::fprintf(stderr, "rank %d: cannot listen on %s\n", rank, Addr(rank).c_str());
     std::_Exit(2);  // live streams: no destructors
   }
 
@@ -238,8 +233,8 @@ int RunRank(int rank) {
     ctx[p]->AddMetadata("rank", std::to_string(rank));
     if (!pull) {
       senders[p] = std::make_unique<PushSender>();
-      stub[p]->PrepareBidiStreamingCall(ctx[p].get(), "/p/push",
-                                        grpc::StubOptions(), senders[p].get());
+      stub[p]->PrepareBidiStreamingCall(ctx[p].get(), "/p/push", grpc::StubOptions(),
+                                        senders[p].get());
       senders[p]->AddHold();
       senders[p]->StartCall();
     } else {
@@ -248,8 +243,7 @@ int RunRank(int rank) {
       void* tag;
       bool ok;
       // A peer that is ready may already send: keep its reads.
-      while (cq.Next(&tag, &ok) &&
-             tag != reinterpret_cast<void*>(intptr_t{1000 + p})) {
+      while (cq.Next(&tag, &ok) && tag != reinterpret_cast<void*>(intptr_t{1000 + p})) {
         ready[static_cast<int>(reinterpret_cast<intptr_t>(tag))] = true;
       }
       rd[p]->Read(&rbuf[p], reinterpret_cast<void*>(intptr_t{p}));
@@ -320,8 +314,8 @@ int RunRank(int rank) {
     const float want = static_cast<float>(n * (n + 1) / 2);
     for (size_t i = 0; i < count; ++i) {
       if (v[i] != want) {
-        std::fprintf(stderr, "rank %d: wrong sum %f at %zu (want %f)\n", rank,
-                     v[i], i, want);
+        std::fprintf(stderr, "rank %d: wrong sum %f at %zu (want %f)\n", rank, v[i], i,
+                     want);
         std::_Exit(1);  // live streams: no destructors
       }
     }

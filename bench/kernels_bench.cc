@@ -121,9 +121,7 @@ void RunOptimizer(benchmark::State& state, OptimizerKind kind, int arrays) {
 void BM_SgdMomentum(benchmark::State& state) {
   RunOptimizer(state, OptimizerKind::kSgd, 5);
 }
-void BM_Adam(benchmark::State& state) {
-  RunOptimizer(state, OptimizerKind::kAdam, 7);
-}
+void BM_Adam(benchmark::State& state) { RunOptimizer(state, OptimizerKind::kAdam, 7); }
 
 constexpr int64_t kDefaultModelParams = 235146;
 

@@ -60,8 +60,8 @@ absl::StatusOr<int64_t> ParseByteCount(absl::string_view text) {
   }
   const std::string suffix = t.substr(digits);
   static const std::map<std::string, int64_t> kMultiple = {
-      {"", 1},           {"K", 1 << 10}, {"KIB", 1 << 10}, {"M", 1 << 20},
-      {"MIB", 1 << 20},  {"G", 1 << 30}, {"GIB", 1 << 30}};
+      {"", 1},          {"K", 1 << 10}, {"KIB", 1 << 10}, {"M", 1 << 20},
+      {"MIB", 1 << 20}, {"G", 1 << 30}, {"GIB", 1 << 30}};
   auto m = kMultiple.find(suffix);
   int64_t value = 0;
   if (digits == 0 || digits > 12 || m == kMultiple.end() ||
@@ -92,19 +92,20 @@ absl::StatusOr<std::vector<int64_t>> ParseBenchSizes(absl::string_view text) {
   }
   for (int64_t s : sizes) {
     if (s <= 0 || s % 4 != 0) {
-      return BadSizes(absl::StrCat(s, " bytes is not a positive multiple of 4 "
-                                      "(float32 elements)"));
+      return BadSizes(absl::StrCat(s,
+                                   " bytes is not a positive multiple of 4 "
+                                   "(float32 elements)"));
     }
     if (s > kMaxBenchBytes) {
-      return BadSizes(absl::StrCat(s, " bytes is over the cap of ",
-                                   kMaxBenchBytes, " (1G)"));
+      return BadSizes(
+          absl::StrCat(s, " bytes is over the cap of ", kMaxBenchBytes, " (1G)"));
     }
   }
   return sizes;
 }
 
-double BusBandwidthFactor(v1::BenchOp op, int workers, int ps_shards,
-                          int64_t bytes, int64_t partition_bytes) {
+double BusBandwidthFactor(v1::BenchOp op, int workers, int ps_shards, int64_t bytes,
+                          int64_t partition_bytes) {
   const double n = std::max(1, workers);
   switch (op) {
     case v1::BENCH_OP_ALLREDUCE:
@@ -171,52 +172,49 @@ std::string FormatBenchTable(const v1::Job& job,
   const v1::BenchResult& b = job.result().bench();
   // Ranks 0 and 1's link; when the groups gave a second link, both, and
   // the rest of the header on a line of its own.
-  std::string links = absl::StrFormat(
-      "alpha %.2f us, beta %.3f GB/s (ranks 0-1 ping-pong)",
-      b.alpha_seconds() * 1e6, b.beta_bytes_per_second() / 1e9);
+  std::string links =
+      absl::StrFormat("alpha %.2f us, beta %.3f GB/s (ranks 0-1 ping-pong)",
+                      b.alpha_seconds() * 1e6, b.beta_bytes_per_second() / 1e9);
   const char* then = "; ";
   if (b.has_between_hosts() && b.has_inside_host()) {
     const auto link = [](const v1::BenchLink& l) {
-      return absl::StrFormat("alpha %.2f us, beta %.3f GB/s (ranks %d-%d "
-                             "ping-pong)",
-                             l.alpha_seconds() * 1e6,
-                             l.beta_bytes_per_second() / 1e9, l.rank_a(),
-                             l.rank_b());
+      return absl::StrFormat(
+          "alpha %.2f us, beta %.3f GB/s (ranks %d-%d "
+          "ping-pong)",
+          l.alpha_seconds() * 1e6, l.beta_bytes_per_second() / 1e9, l.rank_a(),
+          l.rank_b());
     };
-    links = absl::StrCat("between hosts ", link(b.between_hosts()),
-                         ", inside a host ", link(b.inside_host()),
-                         ", host groups ", absl::StrJoin(b.host_groups(), ","));
+    links = absl::StrCat("between hosts ", link(b.between_hosts()), ", inside a host ",
+                         link(b.inside_host()), ", host groups ",
+                         absl::StrJoin(b.host_groups(), ","));
     then = "\n# ";
   }
   std::string out = absl::StrFormat(
       "# %s, algorithm %s, %d workers%s%s, %d iters (+%d warmup), job %s\n"
       "# %s%stime = median "
       "over iterations of the slowest rank; %%model = model time / time\n",
-      BenchOpName(spec.bench().op()), AlgorithmName(spec.algorithm()),
-      spec.workers(),
+      BenchOpName(spec.bench().op()), AlgorithmName(spec.algorithm()), spec.workers(),
       spec.bench().op() == v1::BENCH_OP_PUSHPULL
           ? absl::StrCat(", ", spec.ps_shards(), " PS shards")
           : "",
-      spec.wire_dtype() == v1::WIRE_DTYPE_BF16 ||
-              spec.wire_dtype() == v1::WIRE_DTYPE_FP16
+      spec.wire_dtype() == v1::WIRE_DTYPE_BF16 || spec.wire_dtype() == v1::WIRE_DTYPE_FP16
           ? absl::StrCat(", ", WireDtypeName(spec.wire_dtype()), " on the wire")
           : "",
       spec.bench().iters(), spec.bench().warmup(), job.id(), links, then);
-  absl::StrAppendFormat(&out, "%12s %6s %11s %11s %11s %11s %7s %6s\n",
-                        "size(B)", "algo", "time(us)", "algbw(GB/s)",
-                        "busbw(GB/s)", "model(us)", "%model", "check");
+  absl::StrAppendFormat(&out, "%12s %6s %11s %11s %11s %11s %7s %6s\n", "size(B)", "algo",
+                        "time(us)", "algbw(GB/s)", "busbw(GB/s)", "model(us)", "%model",
+                        "check");
   for (const BenchRowReport& r : rows) {
     absl::StrAppendFormat(&out, "%12d %6s %11.1f %11.3f %11.3f %11.1f %6.1f%% %6s\n",
-                          r.bytes, r.algorithm, r.time_seconds * 1e6,
-                          r.algbw / 1e9, r.busbw / 1e9, r.model_seconds * 1e6,
-                          100 * r.ratio, r.ok ? "OK" : "FAILED");
+                          r.bytes, r.algorithm, r.time_seconds * 1e6, r.algbw / 1e9,
+                          r.busbw / 1e9, r.model_seconds * 1e6, 100 * r.ratio,
+                          r.ok ? "OK" : "FAILED");
     if (!r.ok) absl::StrAppend(&out, "#   ", r.bytes, " bytes: ", r.error, "\n");
   }
   return out;
 }
 
-nlohmann::json BenchToJson(const v1::Job& job,
-                           const std::vector<BenchRowReport>& rows) {
+nlohmann::json BenchToJson(const v1::Job& job, const std::vector<BenchRowReport>& rows) {
   const v1::JobSpec& spec = job.spec();
   const v1::BenchResult& b = job.result().bench();
   nlohmann::json j;
@@ -238,33 +236,36 @@ nlohmann::json BenchToJson(const v1::Job& job,
   j["beta_bytes_per_second"] = b.beta_bytes_per_second();
   const auto link = [](bool has, const v1::BenchLink& l) {
     if (!has) return nlohmann::json(nullptr);
-    return nlohmann::json{
-        {"ranks", {l.rank_a(), l.rank_b()}},
-        {"alpha_seconds", l.alpha_seconds()},
-        {"beta_bytes_per_second", l.beta_bytes_per_second()}};
+    return nlohmann::json{{"ranks", {l.rank_a(), l.rank_b()}},
+                          {"alpha_seconds", l.alpha_seconds()},
+                          {"beta_bytes_per_second", l.beta_bytes_per_second()}};
   };
   j["between_hosts"] = link(b.has_between_hosts(), b.between_hosts());
   j["inside_host"] = link(b.has_inside_host(), b.inside_host());
-  j["host_groups"] =
-      std::vector<int>(b.host_groups().begin(), b.host_groups().end());
+  j["host_groups"] = std::vector<int>(b.host_groups().begin(), b.host_groups().end());
   j["ratio_is"] = "model_seconds / time_seconds";
   j["rows"] = nlohmann::json::array();
   const int iters = b.iters();
   for (size_t i = 0; i < rows.size() && i < static_cast<size_t>(b.rows_size()); ++i) {
     const BenchRowReport& r = rows[i];
     const v1::BenchRow& raw = b.rows(static_cast<int>(i));
-    nlohmann::json row = {{"bytes", r.bytes},         {"algorithm", r.algorithm},
-                          {"time_seconds", r.time_seconds}, {"algbw", r.algbw},
-                          {"busbw", r.busbw},         {"model_seconds", r.model_seconds},
-                          {"ratio", r.ratio},         {"ok", r.ok},
+    nlohmann::json row = {{"bytes", r.bytes},
+                          {"algorithm", r.algorithm},
+                          {"time_seconds", r.time_seconds},
+                          {"algbw", r.algbw},
+                          {"busbw", r.busbw},
+                          {"model_seconds", r.model_seconds},
+                          {"ratio", r.ratio},
+                          {"ok", r.ok},
                           {"error", r.error}};
     row["iteration_seconds"] = std::vector<double>(raw.iteration_seconds().begin(),
                                                    raw.iteration_seconds().end());
     nlohmann::json per_rank = nlohmann::json::array();
     for (int at = 0; iters > 0 && at + iters <= raw.rank_iteration_seconds_size();
          at += iters) {
-      per_rank.push_back(std::vector<double>(raw.rank_iteration_seconds().begin() + at,
-                                             raw.rank_iteration_seconds().begin() + at + iters));
+      per_rank.push_back(
+          std::vector<double>(raw.rank_iteration_seconds().begin() + at,
+                              raw.rank_iteration_seconds().begin() + at + iters));
     }
     row["rank_iteration_seconds"] = per_rank;
     j["rows"].push_back(std::move(row));
@@ -272,8 +273,7 @@ nlohmann::json BenchToJson(const v1::Job& job,
   return j;
 }
 
-std::string TuningLines(int world,
-                        const std::vector<std::vector<BenchRowReport>>& runs) {
+std::string TuningLines(int world, const std::vector<std::vector<BenchRowReport>>& runs) {
   struct Score {
     double sum = 0;
     int rows = 0;
@@ -293,7 +293,7 @@ std::string TuningLines(int world,
     }
   }
   std::map<int64_t, std::string> best;  // by bytes, ascending
-  std::string means;  // a comment line per size: every algorithm's mean
+  std::string means;                    // a comment line per size: every algorithm's mean
   for (const auto& [bytes, by_algorithm] : scores) {
     double best_mean = 0;
     absl::StrAppend(&means, "# ", bytes, " B:");
@@ -305,8 +305,7 @@ std::string TuningLines(int world,
         continue;
       }
       const double mean = s.sum / s.rows;
-      absl::StrAppend(&means, sep, algorithm,
-                      absl::StrFormat(" %.1f us", mean * 1e6));
+      absl::StrAppend(&means, sep, algorithm, absl::StrFormat(" %.1f us", mean * 1e6));
       sep = ", ";
       if (best.count(bytes) == 0 || mean < best_mean) {
         best[bytes] = algorithm;
@@ -317,20 +316,20 @@ std::string TuningLines(int world,
   }
   std::string out = absl::StrCat(
       "# gradsync bench --tune: fastest allreduce per size (mean over the "
-      "runs) for ", world, " workers\n", means,
-      "# WORLD MAX_BYTES ALGORITHM\n");
+      "runs) for ",
+      world, " workers\n", means, "# WORLD MAX_BYTES ALGORITHM\n");
   for (auto it = best.begin(); it != best.end(); ++it) {
     auto next = std::next(it);
     // A size's rule is implied by the next one when both chose the same.
     if (next != best.end() && next->second == it->second) continue;
-    absl::StrAppend(&out, world, " ", next == best.end() ? "inf" : absl::StrCat(it->first),
-                    " ", it->second, "\n");
+    absl::StrAppend(&out, world, " ",
+                    next == best.end() ? "inf" : absl::StrCat(it->first), " ", it->second,
+                    "\n");
   }
   return out;
 }
 
-std::vector<BenchRowReport> TuningRowsOf(const v1::Job& job,
-                                         v1::Algorithm requested,
+std::vector<BenchRowReport> TuningRowsOf(const v1::Job& job, v1::Algorithm requested,
                                          const std::vector<int64_t>& sizes) {
   if (job.state() == v1::SUCCEEDED) return BenchRows(job);
   std::vector<BenchRowReport> rows;
@@ -370,24 +369,23 @@ v1::JobSpec BenchSpecOf(const BenchCommandOptions& o, v1::Algorithm algorithm) {
 }
 
 std::string RpcError(const grpc::Status& st) {
-  return absl::StrCat(absl::StatusCodeToString(
-                          static_cast<absl::StatusCode>(st.error_code())),
-                      ": ", st.error_message());
+  return absl::StrCat(
+      absl::StatusCodeToString(static_cast<absl::StatusCode>(st.error_code())), ": ",
+      st.error_message());
 }
 
 // A bench job's event as a line: progress as "size D/T done".
 std::string BenchEventLine(const v1::JobEvent& ev, const std::string& label) {
   if (ev.kind() != v1::JobEvent::PROGRESS) return EventLine(ev, label);
-  return absl::StrFormat("[%s %s] size %d/%d done", ev.job_id(), label,
-                         ev.step(), ev.total_steps());
+  return absl::StrFormat("[%s %s] size %d/%d done", ev.job_id(), label, ev.step(),
+                         ev.total_steps());
 }
 
 // Streams job `id`'s events (printed unless quiet) until it ends, then reads
 // the final job. On Ctrl-C cancels the job. The stream has no deadline (a
 // job may run for hours); the channel's keepalive ends it if the server
 // vanishes. GetJob / CancelJob have deadlines.
-absl::StatusOr<v1::Job> WatchBench(v1::Coordinator::Stub* stub,
-                                   const std::string& id,
+absl::StatusOr<v1::Job> WatchBench(v1::Coordinator::Stub* stub, const std::string& id,
                                    const std::string& label, bool quiet,
                                    const CommandHooks& hooks) {
   grpc::ClientContext ctx;
@@ -412,18 +410,19 @@ absl::StatusOr<v1::Job> WatchBench(v1::Coordinator::Stub* stub,
     stub->CancelJob(&gctx, creq, &job);
     return absl::CancelledError(absl::StrCat("interrupted; cancelled ", id));
   }
-  if (!st.ok()) return absl::UnavailableError(absl::StrCat("watch ", id, ": ", RpcError(st)));
+  if (!st.ok())
+    return absl::UnavailableError(absl::StrCat("watch ", id, ": ", RpcError(st)));
   v1::GetJobRequest greq;
   greq.set_id(id);
   st = stub->GetJob(&gctx, greq, &job);
-  if (!st.ok()) return absl::UnavailableError(absl::StrCat("status ", id, ": ", RpcError(st)));
+  if (!st.ok())
+    return absl::UnavailableError(absl::StrCat("status ", id, ": ", RpcError(st)));
   return job;
 }
 
 // Submits one bench job and watches it to its end.
 absl::StatusOr<v1::Job> RunOneBench(v1::Coordinator::Stub* stub,
-                                    const BenchCommandOptions& o,
-                                    v1::Algorithm algorithm,
+                                    const BenchCommandOptions& o, v1::Algorithm algorithm,
                                     const CommandHooks& hooks) {
   grpc::ClientContext ctx;
   ctx.set_deadline(ToChrono(absl::Now() + absl::Seconds(10)));
@@ -445,8 +444,8 @@ absl::StatusOr<v1::Job> RunOneBench(v1::Coordinator::Stub* stub,
 bool ReportBench(const v1::Job& job, std::vector<BenchRowReport>* rows) {
   *rows = BenchRows(job);
   if (job.state() != v1::SUCCEEDED) {
-    std::printf("%s %s: %s\n", job.id().c_str(),
-                v1::JobState_Name(job.state()).c_str(), JobErrorText(job).c_str());
+    std::printf("%s %s: %s\n", job.id().c_str(), v1::JobState_Name(job.state()).c_str(),
+                JobErrorText(job).c_str());
     return false;
   }
   std::printf("%s", FormatBenchTable(job, *rows).c_str());
@@ -468,7 +467,8 @@ int BenchAgainst(const std::string& server, const BenchCommandOptions& o,
                  const CommandHooks& hooks) {
   auto channel = MakeChannel(server);
   if (!WaitForConnected(channel.get(), server, absl::Now() + absl::Seconds(3)).ok()) {
-    std::fprintf(stderr, "gradsync: cannot reach the coordinator at %s\n", server.c_str());
+    std::fprintf(stderr, "gradsync: cannot reach the coordinator at %s\n",
+                 server.c_str());
     return 1;
   }
   auto stub = v1::Coordinator::NewStub(channel);
@@ -494,8 +494,9 @@ int BenchAgainst(const std::string& server, const BenchCommandOptions& o,
     absl::StatusOr<v1::Job> job = RunOneBench(stub.get(), o, algorithm, hooks);
     if (!job.ok()) {
       std::fprintf(stderr, "gradsync: %s\n", job.status().ToString().c_str());
-      return absl::IsCancelled(job.status()) ? 130
-             : absl::IsInvalidArgument(job.status()) ? 2 : 1;
+      return absl::IsCancelled(job.status())         ? 130
+             : absl::IsInvalidArgument(job.status()) ? 2
+                                                     : 1;
     }
     std::vector<BenchRowReport> rows;
     if (!ReportBench(*job, &rows)) rc = 1;
@@ -505,15 +506,19 @@ int BenchAgainst(const std::string& server, const BenchCommandOptions& o,
   if (!o.results.empty()) {
     const nlohmann::json j = runs.size() == 1 ? runs[0] : nlohmann::json{{"runs", runs}};
     absl::Status st = WriteFile(o.results, j.dump(2) + "\n");
-    if (!st.ok()) std::fprintf(stderr, "gradsync: %s\n", st.ToString().c_str());
-    else std::printf("results written to %s\n", o.results.c_str());
+    if (!st.ok())
+      std::fprintf(stderr, "gradsync: %s\n", st.ToString().c_str());
+    else
+      std::printf("results written to %s\n", o.results.c_str());
     if (!st.ok()) rc = 1;
   }
   if (!o.tune.empty()) {
     const std::string table = TuningLines(o.workers, all_rows);
     absl::Status st = WriteFile(o.tune, table);
-    if (!st.ok()) std::fprintf(stderr, "gradsync: %s\n", st.ToString().c_str());
-    else std::printf("tuning table written to %s:\n%s", o.tune.c_str(), table.c_str());
+    if (!st.ok())
+      std::fprintf(stderr, "gradsync: %s\n", st.ToString().c_str());
+    else
+      std::printf("tuning table written to %s:\n%s", o.tune.c_str(), table.c_str());
     if (!st.ok()) rc = 1;
   }
   return rc;
@@ -523,7 +528,8 @@ int BenchAgainst(const std::string& server, const BenchCommandOptions& o,
 // workers on loopback for the duration of the bench.
 int LocalBench(const BenchCommandOptions& o, const CommandHooks& hooks) {
   if (o.workers < 1 || o.workers > 64) {
-    std::fprintf(stderr, "gradsync: --workers must be between 1 and 64 for a local cluster\n");
+    std::fprintf(stderr,
+                 "gradsync: --workers must be between 1 and 64 for a local cluster\n");
     return 2;
   }
   LocalClusterOptions c;
@@ -559,7 +565,8 @@ int LocalBench(const BenchCommandOptions& o, const CommandHooks& hooks) {
   }
   absl::StatusOr<std::unique_ptr<LocalCluster>> cluster = LocalCluster::Start(c);
   if (!cluster.ok()) {
-    std::fprintf(stderr, "gradsync: %s\n", std::string(cluster.status().message()).c_str());
+    std::fprintf(stderr, "gradsync: %s\n",
+                 std::string(cluster.status().message()).c_str());
     return 1;
   }
   SetClusterSecurity((*cluster)->client_security());  // its random token
@@ -570,8 +577,7 @@ int LocalBench(const BenchCommandOptions& o, const CommandHooks& hooks) {
 
 }  // namespace
 
-int RunBenchCommand(const BenchCommandOptions& options,
-                    const CommandHooks& hooks) {
+int RunBenchCommand(const BenchCommandOptions& options, const CommandHooks& hooks) {
   return options.local ? LocalBench(options, hooks)
                        : BenchAgainst(options.server, options, hooks);
 }

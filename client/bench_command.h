@@ -24,30 +24,30 @@ namespace gradsync {
 
 // Everything a bench command needs, parsed once from the flags.
 struct BenchCommandOptions {
-  bool local = false;           // `local bench`: start our own cluster
-  std::string server;           // coordinator HOST:PORT (not local)
+  bool local = false;  // `local bench`: start our own cluster
+  std::string server;  // coordinator HOST:PORT (not local)
   int workers = 4;
   v1::BenchOp op = v1::BENCH_OP_ALLREDUCE;
   v1::Algorithm algorithm = v1::ALGORITHM_AUTO;
-  std::vector<int64_t> sizes;   // bytes
+  std::vector<int64_t> sizes;  // bytes
   int iters = 20;
   int warmup = 5;
-  int ps_shards = 1;            // pushpull: shards the job uses
+  int ps_shards = 1;               // pushpull: shards the job uses
   int64_t ps_partition_bytes = 0;  // pushpull: largest partition (0: submit picks)
   int64_t chunk_bytes = 1 << 20;
   int step_timeout_ms = 30000;
   int connections_per_peer = 1;
   int64_t peer_bulk_bytes = 0;  // JobSpec.peer_bulk_bytes
   v1::WireDtype wire_dtype = v1::WIRE_DTYPE_FP32;
-  std::string groups;           // hier: a host group id per rank, "0,0,1,1"
-  std::string results;          // results JSON path; empty = none
-  std::string tune;             // tuning file path; empty = no tuning run
+  std::string groups;   // hier: a host group id per rank, "0,0,1,1"
+  std::string results;  // results JSON path; empty = none
+  std::string tune;     // tuning file path; empty = no tuning run
   // --tune: passes over ring, hd and tree, in alternating order.
   int tune_passes = 2;
   bool quiet = false;
   // local only
-  std::string log_dir;          // empty: a new /tmp/gradsync-local-* directory
-  std::string tuning_file;      // workers' --tuning_file; empty = built-in
+  std::string log_dir;      // empty: a new /tmp/gradsync-local-* directory
+  std::string tuning_file;  // workers' --tuning_file; empty = built-in
   std::string log_level = "warn";
   double heartbeat_timeout = 6.0;
   int64_t ps_inline_bytes = -1;  // the shards' --ps_inline_bytes; < 0: theirs
@@ -93,8 +93,8 @@ struct BenchRowReport {
 // busiest link (a worker's, or a shard's) moves per byte of K, the same
 // accounting as the cost model. So busbw = β whenever a run matches the
 // model's bandwidth term.
-double BusBandwidthFactor(v1::BenchOp op, int workers, int ps_shards,
-                          int64_t bytes, int64_t partition_bytes = 0);
+double BusBandwidthFactor(v1::BenchOp op, int workers, int ps_shards, int64_t bytes,
+                          int64_t partition_bytes = 0);
 
 // The cost model's link inputs for a bench result over `workers` ranks:
 // its host groups; the link between hosts as α and β (ranks 0 and 1's when
@@ -108,8 +108,7 @@ std::vector<BenchRowReport> BenchRows(const v1::Job& job);
 
 // The nccl-tests style table: a header naming op, workers, α and β, then
 // one line per row.
-std::string FormatBenchTable(const v1::Job& job,
-                             const std::vector<BenchRowReport>& rows);
+std::string FormatBenchTable(const v1::Job& job, const std::vector<BenchRowReport>& rows);
 
 // The results JSON of one bench job: {"op", "algorithm_requested",
 // "workers", "alpha_seconds", "beta_bytes_per_second" (ranks 0 and 1),
@@ -119,8 +118,7 @@ std::string FormatBenchTable(const v1::Job& job,
 // "algorithm", "time_seconds", "algbw", "busbw", "model_seconds", "ratio",
 // "ok", "iteration_seconds": [...], "rank_iteration_seconds": [[...] per
 // rank]}]} plus "job_id", "state", "error", "iters", "warmup", "ps_shards".
-nlohmann::json BenchToJson(const v1::Job& job,
-                           const std::vector<BenchRowReport>& rows);
+nlohmann::json BenchToJson(const v1::Job& job, const std::vector<BenchRowReport>& rows);
 
 // A tuning table (common/spec/tuning_table.h format) for `world` ranks
 // from runs of several algorithms over the same sizes (with --tune_passes,
@@ -130,22 +128,19 @@ nlohmann::json BenchToJson(const v1::Job& job,
 // into one rule; the largest size's winner also covers 'inf'. Sizes where
 // no algorithm qualifies are skipped. A comment line per size lists every
 // algorithm's mean ("# 4096 B: hd 201.3 us, ring 244.0 us, tree FAILED").
-std::string TuningLines(int world,
-                        const std::vector<std::vector<BenchRowReport>>& runs);
+std::string TuningLines(int world, const std::vector<std::vector<BenchRowReport>>& runs);
 
 // The rows `TuningLines` should count for one --tune job that requested
 // `requested` over `sizes`: its rows when it SUCCEEDED, else a FAILED row
 // (named AlgorithmName(requested)) for every size, so that an algorithm
 // whose job failed cannot win on its other passes.
-std::vector<BenchRowReport> TuningRowsOf(const v1::Job& job,
-                                         v1::Algorithm requested,
+std::vector<BenchRowReport> TuningRowsOf(const v1::Job& job, v1::Algorithm requested,
                                          const std::vector<int64_t>& sizes);
 
 // Runs the command; returns the process exit code: 0 when the job (every
 // job with --tune) succeeded and every row is OK; 1 otherwise; 2 for bad
 // input; 130 after Ctrl-C.
-int RunBenchCommand(const BenchCommandOptions& options,
-                    const CommandHooks& hooks);
+int RunBenchCommand(const BenchCommandOptions& options, const CommandHooks& hooks);
 
 }  // namespace gradsync
 

@@ -21,8 +21,7 @@ ABSL_FLAG(std::string, sizes, "4K:256M",
           "bench: message sizes in bytes (multiples of 4): LO:HI for powers "
           "of two times LO up to HI, or a comma list (4K,1M,64M); K/M/G are "
           "KiB/MiB/GiB; at most 64 sizes of at most 1G.");
-ABSL_FLAG(int, iters, 20,
-          "bench: timed iterations per size; every result is verified.");
+ABSL_FLAG(int, iters, 20, "bench: timed iterations per size; every result is verified.");
 ABSL_FLAG(int, warmup, 5, "bench: untimed iterations per size before timing.");
 ABSL_FLAG(std::string, tune, "",
           "bench: run allreduce with ring, hd and tree over --sizes and write "
@@ -79,8 +78,7 @@ absl::StatusOr<BenchCommandOptions> BenchOptionsFromFlags(bool local) {
   o.step_timeout_ms = absl::GetFlag(FLAGS_step_timeout_ms);
   o.connections_per_peer = absl::GetFlag(FLAGS_connections_per_peer);
   o.peer_bulk_bytes = absl::GetFlag(FLAGS_peer_bulk_bytes);
-  absl::StatusOr<v1::WireDtype> wire =
-      ParseWireDtype(absl::GetFlag(FLAGS_wire_dtype));
+  absl::StatusOr<v1::WireDtype> wire = ParseWireDtype(absl::GetFlag(FLAGS_wire_dtype));
   if (!wire.ok()) return wire.status();
   o.wire_dtype = *wire;
   o.groups = absl::GetFlag(FLAGS_groups);
@@ -99,8 +97,8 @@ absl::StatusOr<BenchCommandOptions> BenchOptionsFromFlags(bool local) {
   }
   o.tune_passes = absl::GetFlag(FLAGS_tune_passes);
   if (o.tune_passes < 1 || o.tune_passes > 10) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "tune_passes: must be in [1, 10], got ", o.tune_passes));
+    return absl::InvalidArgumentError(
+        absl::StrCat("tune_passes: must be in [1, 10], got ", o.tune_passes));
   }
   if (!o.tune.empty() && o.op != v1::BENCH_OP_ALLREDUCE) {
     return absl::InvalidArgumentError("tune: only for --op=allreduce");

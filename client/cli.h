@@ -28,30 +28,30 @@ namespace gradsync {
 
 // What the commands take from the flags (see their help in client/main.cc).
 struct CliOptions {
-  std::string server;        // --server: the coordinator's HOST:PORT
-  bool wait = false;         // submit: watch the job until it ends
-  std::string resume;        // submit: the ended job to resume from
-  bool json = false;         // status/list: JSON instead of text
-  bool quiet = false;        // no progress lines
-  std::string results;       // results JSON path; empty: none
-  bool trace = false;        // write each traced job's timeline
-  std::string trace_file;    // its path (TracePath); empty: the default
+  std::string server;      // --server: the coordinator's HOST:PORT
+  bool wait = false;       // submit: watch the job until it ends
+  std::string resume;      // submit: the ended job to resume from
+  bool json = false;       // status/list: JSON instead of text
+  bool quiet = false;      // no progress lines
+  std::string results;     // results JSON path; empty: none
+  bool trace = false;      // write each traced job's timeline
+  std::string trace_file;  // its path (TracePath); empty: the default
   // local only
-  bool compare = false;      // run the job under each of `pairs`
-  std::string pairs;         // "ps-sync,ring-async,..."
+  bool compare = false;        // run the job under each of `pairs`
+  std::string pairs;           // "ps-sync,ring-async,..."
   bool compare_warmup = true;  // --compare: a one-step job first, unreported
-  bool autotune = true;      // ring + auto: tune on the cluster first
-  std::string strategy;      // without --compare: the one pair
+  bool autotune = true;        // ring + auto: tune on the cluster first
+  std::string strategy;        // without --compare: the one pair
   std::string mode;
   int workers = 4;
   int ps_shards = 1;
-  std::string log_dir;       // empty: a new /tmp/gradsync-local-* directory
+  std::string log_dir;  // empty: a new /tmp/gradsync-local-* directory
   std::string data_dir;
   std::string tuning_file;
   std::string log_level;
   double heartbeat_timeout = 6.0;
   int64_t ps_inline_bytes = -1;  // the shards' --ps_inline_bytes; < 0: theirs
-  std::string tls_dir;       // empty: plaintext
+  std::string tls_dir;           // empty: plaintext
   // The job spec the job flags describe; Dies (2) naming a flag whose value
   // is not one of its names. Called only when a command builds a job (after
   // it has reached the coordinator).
@@ -81,8 +81,7 @@ class Interruption {
 // The commands; each returns the process's exit code.
 int LocalCommand(const CliOptions& o, Interruption* interruption);
 int SubmitCommand(const CliOptions& o, Interruption* interruption);
-int WatchCommand(const CliOptions& o, const std::string& id,
-                 Interruption* interruption);
+int WatchCommand(const CliOptions& o, const std::string& id, Interruption* interruption);
 // `status ID` or `cancel ID` (`cmd`).
 int StatusOrCancelCommand(const CliOptions& o, const std::string& cmd,
                           const std::string& id);
@@ -108,9 +107,9 @@ std::unique_ptr<v1::Coordinator::Stub> Connect(const std::string& addr);
 // Submits `spec`; with `watch`, follows it to its end (events into
 // `timeline` when given) and returns 0 when it SUCCEEDED, 1 otherwise;
 // without, prints its id and returns 0. `*final_job` is the job last seen.
-int SubmitAndWatch(v1::Coordinator::Stub* stub, const v1::JobSpec& spec,
-                   bool watch, const CliOptions& o, Interruption* interruption,
-                   v1::Job* final_job, JobTimeline* timeline = nullptr);
+int SubmitAndWatch(v1::Coordinator::Stub* stub, const v1::JobSpec& spec, bool watch,
+                   const CliOptions& o, Interruption* interruption, v1::Job* final_job,
+                   JobTimeline* timeline = nullptr);
 
 // One job in text: id, strategy, state, error, results or progress, stalls.
 void PrintJob(const v1::Job& job);
@@ -118,8 +117,7 @@ void PrintJob(const v1::Job& job);
 // --results: the jobs as a results file (a list with `as_list`, else the
 // one job); `timelines`, when given, has one entry per job. Nothing when
 // o.results is empty.
-void WriteResults(const CliOptions& o, const std::vector<v1::Job>& jobs,
-                  bool as_list,
+void WriteResults(const CliOptions& o, const std::vector<v1::Job>& jobs, bool as_list,
                   const std::vector<JobTimeline>* timelines = nullptr);
 
 // --trace: writes each traced job's merged timeline (trace_json.h).

@@ -18,13 +18,13 @@ namespace gradsync {
 namespace {
 
 std::string RpcError(const grpc::Status& st) {
-  return absl::StrCat(absl::StatusCodeToString(
-                          static_cast<absl::StatusCode>(st.error_code())),
-                      ": ", st.error_message(),
-                      st.error_code() == grpc::StatusCode::UNAUTHENTICATED
-                          ? " (give the cluster's token: --token_file=PATH "
-                            "or GRADSYNC_TOKEN)"
-                          : "");
+  return absl::StrCat(
+      absl::StatusCodeToString(static_cast<absl::StatusCode>(st.error_code())), ": ",
+      st.error_message(),
+      st.error_code() == grpc::StatusCode::UNAUTHENTICATED
+          ? " (give the cluster's token: --token_file=PATH "
+            "or GRADSYNC_TOKEN)"
+          : "");
 }
 
 // submit --resume=ID: job ID's spec, resuming from its checkpoint.
@@ -44,9 +44,8 @@ v1::JobSpec ResumeSpec(v1::Coordinator::Stub* stub, const std::string& id) {
 // Prints the job's events as they come (progress on one line on a
 // terminal, every 2 s otherwise) and feeds them to `timeline` when given.
 // Returns when the stream ends; its status.
-grpc::Status PrintEvents(
-    grpc::ClientReader<v1::JobEvent>* reader, const std::string& label,
-    bool quiet, JobTimeline* timeline) {
+grpc::Status PrintEvents(grpc::ClientReader<v1::JobEvent>* reader,
+                         const std::string& label, bool quiet, JobTimeline* timeline) {
   const bool tty = isatty(1);
   v1::JobEvent ev;
   absl::Time last_line = absl::InfinitePast();
@@ -81,8 +80,8 @@ grpc::Status PrintEvents(
 // final job (GetJob after the end). Interrupted: cancels the job instead
 // and returns what CancelJob answered.
 v1::Job Watch(v1::Coordinator::Stub* stub, const std::string& id,
-              const std::string& label, const CliOptions& o,
-              Interruption* interruption, JobTimeline* timeline = nullptr) {
+              const std::string& label, const CliOptions& o, Interruption* interruption,
+              JobTimeline* timeline = nullptr) {
   grpc::ClientContext ctx;
   // A Ctrl-C that came before the watch existed still ends it.
   interruption->SetWatched(&ctx);
@@ -118,8 +117,10 @@ void PrintListJson(const v1::ListJobsResponse& resp) {
   for (const v1::Job& job : resp.jobs()) j["jobs"].push_back(JobToJson(job));
   j["workers"] = nlohmann::json::array();
   for (const v1::WorkerInfo& w : resp.workers()) {
-    j["workers"].push_back({{"id", w.id()}, {"peer_address", w.peer_address()},
-                            {"state", w.state()}, {"job_id", w.job_id()},
+    j["workers"].push_back({{"id", w.id()},
+                            {"peer_address", w.peer_address()},
+                            {"state", w.state()},
+                            {"job_id", w.job_id()},
                             {"num_gpus", w.num_gpus()}});
   }
   std::printf("%s\n", j.dump(2).c_str());
@@ -146,8 +147,7 @@ void Die(const std::string& msg, int code) {
 
 std::unique_ptr<v1::Coordinator::Stub> Connect(const std::string& addr) {
   auto channel = MakeChannel(addr);
-  absl::Status st =
-      WaitForConnected(channel.get(), addr, absl::Now() + absl::Seconds(3));
+  absl::Status st = WaitForConnected(channel.get(), addr, absl::Now() + absl::Seconds(3));
   if (!st.ok()) {
     Die(absl::StrCat("cannot reach the coordinator at ", addr,
                      " (connection refused or timed out; is gradsync-server running?)"));
@@ -155,8 +155,8 @@ std::unique_ptr<v1::Coordinator::Stub> Connect(const std::string& addr) {
   return v1::Coordinator::NewStub(channel);
 }
 
-void WriteResults(const CliOptions& o, const std::vector<v1::Job>& jobs,
-                  bool as_list, const std::vector<JobTimeline>* timelines) {
+void WriteResults(const CliOptions& o, const std::vector<v1::Job>& jobs, bool as_list,
+                  const std::vector<JobTimeline>* timelines) {
   const std::string& path = o.results;
   if (path.empty()) return;
   std::vector<nlohmann::json> each;
@@ -194,8 +194,8 @@ void PrintJob(const v1::Job& job) {
     std::printf(
         "  test_accuracy=%.4f final_train_loss=%.4f wall=%.2fs samples/s=%.0f "
         "comm=%.2fs\n",
-        r.test_accuracy(), r.final_train_loss(), r.wall_seconds(),
-        r.samples_per_second(), r.comm_seconds());
+        r.test_accuracy(), r.final_train_loss(), r.wall_seconds(), r.samples_per_second(),
+        r.comm_seconds());
   } else if (job.state() == v1::RUNNING) {
     std::printf("  step %ld/%ld\n", static_cast<long>(job.step()),
                 static_cast<long>(job.total_steps()));
@@ -205,9 +205,9 @@ void PrintJob(const v1::Job& job) {
   }
 }
 
-int SubmitAndWatch(v1::Coordinator::Stub* stub, const v1::JobSpec& spec,
-                   bool watch, const CliOptions& o, Interruption* interruption,
-                   v1::Job* final_job, JobTimeline* timeline) {
+int SubmitAndWatch(v1::Coordinator::Stub* stub, const v1::JobSpec& spec, bool watch,
+                   const CliOptions& o, Interruption* interruption, v1::Job* final_job,
+                   JobTimeline* timeline) {
   grpc::ClientContext ctx;
   ctx.set_deadline(ToChrono(absl::Now() + absl::Seconds(10)));
   v1::SubmitJobRequest req;
@@ -220,19 +220,17 @@ int SubmitAndWatch(v1::Coordinator::Stub* stub, const v1::JobSpec& spec,
     *final_job = job;
     return 0;
   }
-  *final_job = Watch(stub, job.id(), StrategyLabel(job.spec()), o,
-                     interruption, timeline);
+  *final_job =
+      Watch(stub, job.id(), StrategyLabel(job.spec()), o, interruption, timeline);
   return final_job->state() == v1::SUCCEEDED ? 0 : 1;
 }
 
 int SubmitCommand(const CliOptions& o, Interruption* interruption) {
   auto stub = Connect(o.server);
   v1::Job job;
-  const v1::JobSpec spec =
-      o.resume.empty() ? o.spec() : ResumeSpec(stub.get(), o.resume);
+  const v1::JobSpec spec = o.resume.empty() ? o.spec() : ResumeSpec(stub.get(), o.resume);
   std::vector<JobTimeline> timeline(1);
-  int rc = SubmitAndWatch(stub.get(), spec, o.wait, o, interruption, &job,
-                          &timeline[0]);
+  int rc = SubmitAndWatch(stub.get(), spec, o.wait, o, interruption, &job, &timeline[0]);
   if (o.wait) {
     PrintJob(job);
     WriteResults(o, {job}, false, &timeline);
@@ -241,8 +239,7 @@ int SubmitCommand(const CliOptions& o, Interruption* interruption) {
   return rc;
 }
 
-int WatchCommand(const CliOptions& o, const std::string& id,
-                 Interruption* interruption) {
+int WatchCommand(const CliOptions& o, const std::string& id, Interruption* interruption) {
   auto stub = Connect(o.server);
   std::vector<JobTimeline> timeline(1);
   v1::Job job = Watch(stub.get(), id, id, o, interruption, &timeline[0]);

@@ -11,13 +11,13 @@
 #include <thread>
 
 #include "absl/strings/match.h"
-#include "absl/strings/strip.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
 #include "common/grpc/grpc_util.h"
+#include "common/grpc/job_secret.h"
 #include "common/grpc/security_flags.h"
 #include "common/grpc/transport_flags.h"
-#include "common/grpc/job_secret.h"
 #include "gradsync/v1/gradsync.grpc.pb.h"
 
 namespace gradsync {
@@ -119,9 +119,9 @@ absl::StatusOr<LocalCluster::Process> LocalCluster::Spawn(
     int status;
     if (waitpid(pid, &status, WNOHANG) == pid) {
       p.pid = -1;
-      return absl::UnavailableError(absl::StrCat(
-          name, " exited during start-up; its log ", p.log, " ends with:\n",
-          LastLines(p.log, 5)));
+      return absl::UnavailableError(
+          absl::StrCat(name, " exited during start-up; its log ", p.log, " ends with:\n",
+                       LastLines(p.log, 5)));
     }
     const bool interrupted =
         options_.interrupted != nullptr && options_.interrupted->load();
@@ -149,8 +149,8 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(
   const std::string bdp = PeerBdpProbeArg();
   const std::string ps_streams = PsPushStreamsArg();
   // An empty --metrics_listen is the default: off.
-  const std::string metrics = absl::StrCat(
-      "--metrics_listen=", options.metrics ? "127.0.0.1:0" : "");
+  const std::string metrics =
+      absl::StrCat("--metrics_listen=", options.metrics ? "127.0.0.1:0" : "");
   const std::string state_dir = options.state_dir.empty()
                                     ? absl::StrCat(options.log_dir, "/state")
                                     : options.state_dir;
@@ -167,20 +167,25 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(
   for (int s = 1; s < options.ps_shards; ++s) {
     // Each shard its own state directory (its checkpoints), as on hosts of
     // their own.
-    std::vector<std::string> args = {
-        "--listen=127.0.0.1:0", "--role=ps", key_flag, level, metrics,
-        absl::StrCat("--state_dir=", state_dir, "/ps", s)};
+    std::vector<std::string> args = {"--listen=127.0.0.1:0",
+                                     "--role=ps",
+                                     key_flag,
+                                     level,
+                                     metrics,
+                                     absl::StrCat("--state_dir=", state_dir, "/ps", s)};
     if (!inline_flag.empty()) args.push_back(inline_flag);
     auto p = c->Spawn(absl::StrCat("ps", s), server_bin, args, deadline);
     if (!p.ok()) return p.status();
     c->shards_.push_back(*p);
     extra.push_back(p->address);
   }
-  c->server_args_ = {
-      "--role=all", absl::StrCat("--ps_shards=", absl::StrJoin(extra, ",")),
-      absl::StrCat("--heartbeat_timeout=", options.heartbeat_timeout),
-      absl::StrCat("--state_dir=", state_dir),
-      key_flag, level, metrics};
+  c->server_args_ = {"--role=all",
+                     absl::StrCat("--ps_shards=", absl::StrJoin(extra, ",")),
+                     absl::StrCat("--heartbeat_timeout=", options.heartbeat_timeout),
+                     absl::StrCat("--state_dir=", state_dir),
+                     key_flag,
+                     level,
+                     metrics};
   if (!inline_flag.empty()) c->server_args_.push_back(inline_flag);
   std::vector<std::string> server_args = c->server_args_;
   server_args.insert(server_args.begin(), "--listen=127.0.0.1:0");
@@ -188,10 +193,13 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(
   if (!server.ok()) return server.status();
   c->server_ = *server;
   for (int w = 0; w < options.workers; ++w) {
-    std::vector<std::string> args = {
-        absl::StrCat("--coordinator=", c->server_.address),
-        "--listen=127.0.0.1:0", absl::StrCat("--id=w", w), level, metrics,
-        bdp, ps_streams};
+    std::vector<std::string> args = {absl::StrCat("--coordinator=", c->server_.address),
+                                     "--listen=127.0.0.1:0",
+                                     absl::StrCat("--id=w", w),
+                                     level,
+                                     metrics,
+                                     bdp,
+                                     ps_streams};
     if (!options.data_dir.empty()) {
       args.push_back(absl::StrCat("--data_dir=", options.data_dir));
     }
@@ -212,8 +220,8 @@ absl::Status LocalCluster::PrepareSecurity() {
   if (!token.ok()) return token.status();
   const std::string path = token_file();
   const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0 || write(fd, token->data(), token->size()) !=
-                    static_cast<ssize_t>(token->size())) {
+  if (fd < 0 ||
+      write(fd, token->data(), token->size()) != static_cast<ssize_t>(token->size())) {
     if (fd >= 0) close(fd);
     return absl::UnavailableError(absl::StrCat("cannot write ", path));
   }
@@ -253,9 +261,9 @@ absl::Status LocalCluster::WaitForWorkers(absl::Time deadline) {
       return absl::CancelledError("interrupted");
     }
     if (absl::Now() > deadline) {
-      return absl::DeadlineExceededError(absl::StrCat(
-          "only ", resp.workers_size(), " of ", options_.workers,
-          " workers joined in time; logs in ", options_.log_dir));
+      return absl::DeadlineExceededError(
+          absl::StrCat("only ", resp.workers_size(), " of ", options_.workers,
+                       " workers joined in time; logs in ", options_.log_dir));
     }
     absl::SleepFor(absl::Milliseconds(50));
   }
@@ -272,8 +280,7 @@ absl::Status LocalCluster::RestartServer() {
   std::vector<std::string> args = server_args_;
   args.insert(args.begin(), absl::StrCat("--listen=", server_.address));
   auto server = Spawn(absl::StrCat("server-", ++server_restarts_),
-                      absl::StrCat(options_.bin_dir, "/gradsync-server"), args,
-                      deadline);
+                      absl::StrCat(options_.bin_dir, "/gradsync-server"), args, deadline);
   if (!server.ok()) return server.status();
   server_ = *server;
   return WaitForWorkers(deadline);
@@ -293,9 +300,9 @@ absl::Status LocalCluster::CheckAlive() {
     int status;
     if (waitpid(p->pid, &status, WNOHANG) == p->pid) {
       p->pid = -1;
-      return absl::UnavailableError(absl::StrCat(
-          p->name, " exited unexpectedly; its log ", p->log, " ends with:\n",
-          LastLines(p->log, 5)));
+      return absl::UnavailableError(absl::StrCat(p->name,
+                                                 " exited unexpectedly; its log ", p->log,
+                                                 " ends with:\n", LastLines(p->log, 5)));
     }
   }
   return absl::OkStatus();

@@ -19,15 +19,15 @@ namespace gradsync {
 
 struct LocalClusterOptions {
   int workers = 4;
-  int ps_shards = 1;          // total shards (server is shard 0)
-  std::string bin_dir;        // where gradsync-server / gradsync-worker live
-  std::string log_dir;        // one .log per process
+  int ps_shards = 1;    // total shards (server is shard 0)
+  std::string bin_dir;  // where gradsync-server / gradsync-worker live
+  std::string log_dir;  // one .log per process
   // The server's --state_dir (job history, shard 0's checkpoints); empty:
   // <log_dir>/state, so that `gradsync local` keeps its history in its own
   // temporary directory. Extra shard s uses <state_dir>/ps<s>.
   std::string state_dir;
-  std::string data_dir;       // passed to workers when set
-  std::string tuning_file;    // workers' --tuning_file, when set
+  std::string data_dir;     // passed to workers when set
+  std::string tuning_file;  // workers' --tuning_file, when set
   std::string log_level = "info";
   double heartbeat_timeout = 6.0;
   // The server's and every shard's --ps_inline_bytes; < 0: their default.
@@ -92,8 +92,7 @@ class LocalCluster {
 
  private:
   LocalCluster() = default;
-  absl::StatusOr<Process> Spawn(const std::string& name,
-                                const std::string& binary,
+  absl::StatusOr<Process> Spawn(const std::string& name, const std::string& binary,
                                 const std::vector<std::string>& args,
                                 absl::Time deadline);
   std::vector<Process*> All();

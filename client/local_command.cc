@@ -41,10 +41,9 @@ constexpr int64_t kAutotuneStepParams = 60'000'000;  // steps x parameters
 int64_t AutotuneSteps(const v1::JobSpec& spec) {
   absl::StatusOr<MlpSpec> model =
       ParseModelSpec(spec.model().empty() ? kDefaultModel : spec.model());
-  const int64_t params =
-      model.ok() ? static_cast<int64_t>(NumParams(*model)) : 1;
-  return std::clamp(kAutotuneStepParams / std::max<int64_t>(params, 1),
-                    kAutotuneMinSteps, kAutotuneMaxSteps);
+  const int64_t params = model.ok() ? static_cast<int64_t>(NumParams(*model)) : 1;
+  return std::clamp(kAutotuneStepParams / std::max<int64_t>(params, 1), kAutotuneMinSteps,
+                    kAutotuneMaxSteps);
 }
 
 // --compare: the --pairs list; else the one --strategy/--mode pair. Dies (2)
@@ -127,14 +126,14 @@ int WarmUp(v1::Coordinator::Stub* stub, const CliOptions& cli,
   spec.set_checkpoint_every(0);
   spec.clear_resume_from();
   spec.set_trace(false);
-  std::printf("warm-up: a one-step job loads the dataset into every worker "
-              "(not in the table; --compare_warmup=false skips it)\n");
+  std::printf(
+      "warm-up: a one-step job loads the dataset into every worker "
+      "(not in the table; --compare_warmup=false skips it)\n");
   std::fflush(stdout);
   v1::Job job;
   if (SubmitAndWatch(stub, spec, true, cli, interruption, &job) != 0) {
     if (!interruption->interrupted()) {
-      std::printf("warm-up job %s did not succeed; comparing anyway\n",
-                  job.id().c_str());
+      std::printf("warm-up job %s did not succeed; comparing anyway\n", job.id().c_str());
     }
     return 1;
   }
@@ -143,8 +142,7 @@ int WarmUp(v1::Coordinator::Stub* stub, const CliOptions& cli,
 
 // --autotune: whether any of `pairs` runs a ring job that lets the table
 // choose, on 2 or more workers, with no table of its own (--tuning_file).
-bool WantsAutotune(const CliOptions& cli, const v1::JobSpec& spec,
-                   const Pairs& pairs) {
+bool WantsAutotune(const CliOptions& cli, const v1::JobSpec& spec, const Pairs& pairs) {
   if (!cli.autotune || spec.workers() < 2 || !spec.tuning_table().empty()) {
     return false;
   }
@@ -170,9 +168,10 @@ std::string Autotune(v1::Coordinator::Stub* stub, const CliOptions& cli,
   const std::vector<v1::Algorithm> order = {
       v1::ALGORITHM_RING, v1::ALGORITHM_HALVING_DOUBLING, v1::ALGORITHM_TREE};
   const int64_t steps = AutotuneSteps(spec);
-  std::printf("autotune: %lld-step ring-sync trials with ring, hd and tree "
-              "allreduce, %d passes (--autotune=false skips them)\n",
-              static_cast<long long>(steps), kAutotunePasses);
+  std::printf(
+      "autotune: %lld-step ring-sync trials with ring, hd and tree "
+      "allreduce, %d passes (--autotune=false skips them)\n",
+      static_cast<long long>(steps), kAutotunePasses);
   std::fflush(stdout);
   CliOptions quiet = cli;
   quiet.quiet = true;
@@ -180,8 +179,7 @@ std::string Autotune(v1::Coordinator::Stub* stub, const CliOptions& cli,
   const absl::Time began = absl::Now();
   for (int pass = 0; pass < kAutotunePasses; ++pass) {
     for (size_t i = 0; i < order.size(); ++i) {
-      const v1::Algorithm algorithm =
-          order[pass % 2 == 0 ? i : order.size() - 1 - i];
+      const v1::Algorithm algorithm = order[pass % 2 == 0 ? i : order.size() - 1 - i];
       v1::JobSpec s = spec;
       s.set_name(absl::StrCat("autotune ", AlgorithmName(algorithm)));
       s.set_strategy(v1::STRATEGY_RING);
@@ -196,10 +194,11 @@ std::string Autotune(v1::Coordinator::Stub* stub, const CliOptions& cli,
       const int rc = SubmitAndWatch(stub, s, true, quiet, interruption, &job);
       if (interruption->interrupted()) return "";
       if (rc != 0 || job.result().steps() <= 0) {
-        std::printf("autotune: the %s trial %s did not succeed (%s); ring jobs "
-                    "use the workers' table\n",
-                    AlgorithmName(algorithm).c_str(), job.id().c_str(),
-                    JobErrorText(job).c_str());
+        std::printf(
+            "autotune: the %s trial %s did not succeed (%s); ring jobs "
+            "use the workers' table\n",
+            AlgorithmName(algorithm).c_str(), job.id().c_str(),
+            JobErrorText(job).c_str());
         return "";
       }
       per_step[algorithm] +=
@@ -210,19 +209,21 @@ std::string Autotune(v1::Coordinator::Stub* stub, const CliOptions& cli,
   std::string figures;
   for (v1::Algorithm algorithm : order) {
     const double ms = 1e3 * per_step[algorithm] / kAutotunePasses;
-    absl::StrAppend(&figures, figures.empty() ? "" : ", ",
-                    AlgorithmName(algorithm), absl::StrFormat(" %.2f ms", ms));
+    absl::StrAppend(&figures, figures.empty() ? "" : ", ", AlgorithmName(algorithm),
+                    absl::StrFormat(" %.2f ms", ms));
     if (per_step[algorithm] < per_step[best]) best = algorithm;
   }
-  std::printf("autotune: %.1f s; communication per step %s; ring jobs with "
-              "--algorithm=auto run %s\n",
-              absl::ToDoubleSeconds(absl::Now() - began), figures.c_str(),
-              AlgorithmName(best).c_str());
+  std::printf(
+      "autotune: %.1f s; communication per step %s; ring jobs with "
+      "--algorithm=auto run %s\n",
+      absl::ToDoubleSeconds(absl::Now() - began), figures.c_str(),
+      AlgorithmName(best).c_str());
   std::fflush(stdout);
-  return absl::StrCat("# gradsync local --autotune: least communication per "
-                      "step in ", steps, "-step ring-sync trials (",
-                      figures, ")\n", spec.workers(), " inf ",
-                      AlgorithmName(best), "\n");
+  return absl::StrCat(
+      "# gradsync local --autotune: least communication per "
+      "step in ",
+      steps, "-step ring-sync trials (", figures, ")\n", spec.workers(), " inf ",
+      AlgorithmName(best), "\n");
 }
 
 }  // namespace
@@ -230,13 +231,12 @@ std::string Autotune(v1::Coordinator::Stub* stub, const CliOptions& cli,
 int LocalCommand(const CliOptions& cli, Interruption* interruption) {
   const Pairs pairs = PairsFromOptions(cli);
   const LocalClusterOptions o = ClusterOptions(cli, *interruption);
-  std::printf("starting 1 server, %d PS shard(s), %d workers (logs in %s)\n",
-              o.ps_shards, o.workers, o.log_dir.c_str());
+  std::printf("starting 1 server, %d PS shard(s), %d workers (logs in %s)\n", o.ps_shards,
+              o.workers, o.log_dir.c_str());
   std::fflush(stdout);
   absl::StatusOr<std::unique_ptr<LocalCluster>> cluster = LocalCluster::Start(o);
   if (!cluster.ok()) {
-    Die(std::string(cluster.status().message()),
-        interruption->interrupted() ? 130 : 1);
+    Die(std::string(cluster.status().message()), interruption->interrupted() ? 130 : 1);
   }
   SetClusterSecurity((*cluster)->client_security());  // its random token
   auto stub = Connect((*cluster)->coordinator());
@@ -261,8 +261,7 @@ int LocalCommand(const CliOptions& cli, Interruption* interruption) {
     }
     v1::Job job;
     JobTimeline timeline;
-    if (SubmitAndWatch(stub.get(), spec, true, cli, interruption, &job,
-                       &timeline) != 0) {
+    if (SubmitAndWatch(stub.get(), spec, true, cli, interruption, &job, &timeline) != 0) {
       rc = 1;
     }
     jobs.push_back(job);

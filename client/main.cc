@@ -74,7 +74,8 @@ ABSL_FLAG(std::string, tls_dir, "",
           "and key.pem as `bash deploy/make-dev-certs.sh DIR` writes them. "
           "(Other commands dial with --tls_cert/--tls_key/--tls_ca.)");
 ABSL_FLAG(std::string, device, "cpu", "Worker compute device: cpu or cuda.");
-ABSL_FLAG(bool, tf32, false, "device=cuda: allow TF32 tensor-core GEMMs (faster, ~1e-3 error).");
+ABSL_FLAG(bool, tf32, false,
+          "device=cuda: allow TF32 tensor-core GEMMs (faster, ~1e-3 error).");
 ABSL_FLAG(int64_t, bucket_bytes, 25 << 20,
           "device=cuda: gradient bucket size; buckets (last layers first) are "
           "synchronised while backward still runs.");
@@ -209,8 +210,10 @@ v1::JobSpec SpecFromFlags() {
   s.set_name(absl::GetFlag(FLAGS_name));
   s.set_strategy(EnumFlag(ParseStrategy(absl::GetFlag(FLAGS_strategy))));
   s.set_mode(EnumFlag(ParseSyncMode(absl::GetFlag(FLAGS_mode))));
-  if (absl::GetFlag(FLAGS_staleness) >= 0) s.set_staleness(absl::GetFlag(FLAGS_staleness));
-  else if (absl::GetFlag(FLAGS_staleness) < -1) s.set_staleness(absl::GetFlag(FLAGS_staleness));
+  if (absl::GetFlag(FLAGS_staleness) >= 0)
+    s.set_staleness(absl::GetFlag(FLAGS_staleness));
+  else if (absl::GetFlag(FLAGS_staleness) < -1)
+    s.set_staleness(absl::GetFlag(FLAGS_staleness));
   s.set_workers(absl::GetFlag(FLAGS_workers));
   s.set_ps_shards(absl::GetFlag(FLAGS_ps_shards));
   s.set_ps_partition_bytes(absl::GetFlag(FLAGS_ps_partition_bytes));
@@ -277,7 +280,8 @@ CliOptions CliOptionsFromFlags() {
 }
 
 std::string NeedId(const std::vector<char*>& args, const char* cmd) {
-  if (args.size() < 3) Die(absl::StrCat(cmd, ": missing job id (gradsync ", cmd, " ID)"), 2);
+  if (args.size() < 3)
+    Die(absl::StrCat(cmd, ": missing job id (gradsync ", cmd, " ID)"), 2);
   return args[2];
 }
 
@@ -334,8 +338,8 @@ int main(int argc, char** argv) {
            f.find("client/bench_flags.cc") != absl::string_view::npos;
   };
   absl::SetFlagsUsageConfig(cfg);
-  std::vector<char*> args = absl::ParseCommandLine(command_line.argc(),
-                                                   command_line.argv());
+  std::vector<char*> args =
+      absl::ParseCommandLine(command_line.argc(), command_line.argv());
   if (args.size() < 2) {
     std::cerr << gradsync::kUsage;
     return 2;

@@ -10,8 +10,7 @@
 namespace gradsync {
 
 std::string JobErrorCodeName(const v1::Job& job) {
-  return absl::StatusCodeToString(
-      static_cast<absl::StatusCode>(job.error_code()));
+  return absl::StatusCodeToString(static_cast<absl::StatusCode>(job.error_code()));
 }
 
 std::string JobErrorText(const v1::Job& job) {
@@ -33,8 +32,8 @@ std::string CompareRow(const v1::Job& j) {
   return absl::StrFormat(
       "%-16s %7d %9.4f %10.4f %8.2f %11.0f %8.2f %9.2f %8.0f%%  %s\n",
       StrategyLabel(j.spec()), j.spec().workers(), r.test_accuracy(),
-      r.final_train_loss(), r.wall_seconds(), r.samples_per_second(),
-      r.comm_seconds(), r.exposed_comm_seconds(), ExposedShare(r),
+      r.final_train_loss(), r.wall_seconds(), r.samples_per_second(), r.comm_seconds(),
+      r.exposed_comm_seconds(), ExposedShare(r),
       j.state() == v1::SUCCEEDED
           ? "ok"
           : absl::StrCat(v1::JobState_Name(j.state()), ": ", JobErrorText(j)));
@@ -56,11 +55,9 @@ nlohmann::json JobToJson(const v1::Job& job) {
   j["staleness"] = s.has_staleness() ? nlohmann::json(s.staleness()) : nlohmann::json();
   j["workers"] = s.workers();
   // Who ran it, by rank (empty before it starts).
-  j["worker_ids"] = std::vector<std::string>(job.workers().begin(),
-                                             job.workers().end());
+  j["worker_ids"] = std::vector<std::string>(job.workers().begin(), job.workers().end());
   j["ps_shards"] = s.strategy() == v1::STRATEGY_PS ? s.ps_shards() : 0;
-  j["ps_partition_bytes"] =
-      s.strategy() == v1::STRATEGY_PS ? s.ps_partition_bytes() : 0;
+  j["ps_partition_bytes"] = s.strategy() == v1::STRATEGY_PS ? s.ps_partition_bytes() : 0;
   j["model"] = s.model();
   j["num_params"] = r.num_params();
   j["device"] = DeviceName(s.device());
@@ -78,20 +75,20 @@ nlohmann::json JobToJson(const v1::Job& job) {
   j["samples_per_second"] = r.samples_per_second();
   j["comm_seconds"] = r.comm_seconds();
   j["exposed_comm_seconds"] = r.exposed_comm_seconds();
-  j["bucket_bytes"] = std::vector<int64_t>(r.bucket_bytes().begin(),
-                                           r.bucket_bytes().end());
-  j["bucket_algorithms"] = std::vector<std::string>(
-      r.bucket_algorithms().begin(), r.bucket_algorithms().end());
+  j["bucket_bytes"] =
+      std::vector<int64_t>(r.bucket_bytes().begin(), r.bucket_bytes().end());
+  j["bucket_algorithms"] = std::vector<std::string>(r.bucket_algorithms().begin(),
+                                                    r.bucket_algorithms().end());
   j["device_name"] = r.device();
   j["compute_seconds"] = r.compute_seconds();
-  j["comm_seconds_per_worker"] = std::vector<double>(
-      r.comm_seconds_per_worker().begin(), r.comm_seconds_per_worker().end());
+  j["comm_seconds_per_worker"] = std::vector<double>(r.comm_seconds_per_worker().begin(),
+                                                     r.comm_seconds_per_worker().end());
   const double busy = r.comm_seconds() + r.compute_seconds();
   j["comm_share"] = busy > 0 ? r.comm_seconds() / busy : 0.0;
   j["exposed_share"] = ExposedShare(r) / 100;
   j["init_checksum"] = r.init_checksum();
-  j["param_checksums"] = std::vector<std::string>(r.param_checksums().begin(),
-                                                  r.param_checksums().end());
+  j["param_checksums"] =
+      std::vector<std::string>(r.param_checksums().begin(), r.param_checksums().end());
   nlohmann::json per = nlohmann::json::array();
   for (const v1::EpochResult& e : r.epochs()) {
     per.push_back({{"epoch", e.epoch()},
@@ -106,7 +103,6 @@ nlohmann::json JobToJson(const v1::Job& job) {
   return j;
 }
 
-
 namespace {
 
 // The cost model's shape of one allreduce of K bytes on N ranks (docs/architecture.md
@@ -120,18 +116,20 @@ std::string AllreduceShape(const std::string& algorithm, int n, double k_mb) {
   if (algorithm == "ring") {
     return absl::StrFormat(
         "ring: 2(N-1) = %d sequential hops, 2(N-1)/N*K = %.2f MB sent per "
-        "worker", 2 * (n - 1), 2.0 * (n - 1) / n * k_mb);
+        "worker",
+        2 * (n - 1), 2.0 * (n - 1) / n * k_mb);
   }
   if (algorithm == "hd") {
     return absl::StrFormat(
         "hd (halving-doubling): %d sequential exchanges, %.2f MB sent per "
-        "worker", 2 * log_p + fold, (2.0 * (p - 1) / p + (fold ? 1 : 0)) * k_mb);
+        "worker",
+        2 * log_p + fold, (2.0 * (p - 1) / p + (fold ? 1 : 0)) * k_mb);
   }
   if (algorithm == "tree") {
     return absl::StrFormat(
         "tree (recursive doubling): %d sequential exchanges of the whole "
-        "vector, %.2f MB sent per worker", log_p + fold,
-        (log_p + (fold ? 1 : 0)) * k_mb);
+        "vector, %.2f MB sent per worker",
+        log_p + fold, (log_p + (fold ? 1 : 0)) * k_mb);
   }
   return "";
 }
@@ -152,29 +150,25 @@ std::vector<std::string> RingAlgorithms(const std::vector<v1::Job>& jobs) {
 // The "why:" paragraph's first sentences: what one step moves through each
 // strategy, for the allreduce algorithms the ring jobs really ran (the ring,
 // when unknown).
-std::string WhatAStepMoves(const std::vector<v1::Job>& jobs, int n,
-                           double k_mb) {
+std::string WhatAStepMoves(const std::vector<v1::Job>& jobs, int n, double k_mb) {
   std::vector<std::string> algorithms = RingAlgorithms(jobs);
   if (algorithms.empty()) algorithms.push_back("ring");
   std::string shapes;
   for (const std::string& a : algorithms) {
     const std::string shape = AllreduceShape(a, n, k_mb);
-    absl::StrAppend(&shapes, shapes.empty() ? "" : "; ",
-                    shape.empty() ? a : shape);
+    absl::StrAppend(&shapes, shapes.empty() ? "" : "; ", shape.empty() ? a : shape);
   }
-  std::string out = absl::StrFormat("each step moves K = %.2f MB of gradient. ",
-                                    k_mb);
+  std::string out = absl::StrFormat("each step moves K = %.2f MB of gradient. ", k_mb);
   if (algorithms.size() == 1 && algorithms[0] == "ring") {
     absl::StrAppend(&out, "The ring jobs ran the ", shapes, "; ");
   } else {
-    absl::StrAppend(&out, "The ring jobs' buckets ran ", shapes,
-                    absl::StrFormat(" (a ring allreduce would take %d hops); ",
-                                    2 * (n - 1)));
+    absl::StrAppend(
+        &out, "The ring jobs' buckets ran ", shapes,
+        absl::StrFormat(" (a ring allreduce would take %d hops); ", 2 * (n - 1)));
   }
-  absl::StrAppend(&out, absl::StrFormat(
-                            "a single PS takes one round trip per worker but "
-                            "its link carries N*K = %.2f MB in and out.",
-                            n * k_mb));
+  absl::StrAppend(&out, absl::StrFormat("a single PS takes one round trip per worker but "
+                                        "its link carries N*K = %.2f MB in and out.",
+                                        n * k_mb));
   return out;
 }
 
@@ -182,9 +176,8 @@ std::string WhatAStepMoves(const std::vector<v1::Job>& jobs, int n,
 
 std::string CompareTable(const std::vector<v1::Job>& jobs) {
   std::string out = absl::StrFormat(
-      "%-16s %7s %9s %10s %8s %11s %8s %9s %9s  %s\n", "strategy", "workers",
-      "test_acc", "final_loss", "wall_s", "samples/s", "comm_s", "exposed_s",
-      "exposed%", "state");
+      "%-16s %7s %9s %10s %8s %11s %8s %9s %9s  %s\n", "strategy", "workers", "test_acc",
+      "final_loss", "wall_s", "samples/s", "comm_s", "exposed_s", "exposed%", "state");
   const v1::Job* fastest = nullptr;
   const v1::Job* slowest = nullptr;
   const v1::Job* best_acc = nullptr;
@@ -192,22 +185,24 @@ std::string CompareTable(const std::vector<v1::Job>& jobs) {
     const v1::JobResult& r = j.result();
     absl::StrAppend(&out, CompareRow(j));
     if (j.state() != v1::SUCCEEDED) continue;
-    if (!fastest || r.samples_per_second() > fastest->result().samples_per_second()) fastest = &j;
-    if (!slowest || r.samples_per_second() < slowest->result().samples_per_second()) slowest = &j;
-    if (!best_acc || r.test_accuracy() > best_acc->result().test_accuracy()) best_acc = &j;
+    if (!fastest || r.samples_per_second() > fastest->result().samples_per_second())
+      fastest = &j;
+    if (!slowest || r.samples_per_second() < slowest->result().samples_per_second())
+      slowest = &j;
+    if (!best_acc || r.test_accuracy() > best_acc->result().test_accuracy())
+      best_acc = &j;
   }
   if (fastest && slowest && fastest != slowest) {
     auto share = [](const v1::Job* j) { return ExposedShare(j->result()); };
     absl::StrAppend(
-        &out,
-        absl::StrFormat(
-            "\nfastest: %s at %.0f samples/s, %.2fx %s. Its workers waited "
-            "for communication %.0f%% of the time, against %.0f%% for %s.\n",
-            StrategyLabel(fastest->spec()), fastest->result().samples_per_second(),
-            fastest->result().samples_per_second() /
-                std::max(1.0, slowest->result().samples_per_second()),
-            StrategyLabel(slowest->spec()), share(fastest), share(slowest),
-            StrategyLabel(slowest->spec())));
+        &out, absl::StrFormat(
+                  "\nfastest: %s at %.0f samples/s, %.2fx %s. Its workers waited "
+                  "for communication %.0f%% of the time, against %.0f%% for %s.\n",
+                  StrategyLabel(fastest->spec()), fastest->result().samples_per_second(),
+                  fastest->result().samples_per_second() /
+                      std::max(1.0, slowest->result().samples_per_second()),
+                  StrategyLabel(slowest->spec()), share(fastest), share(slowest),
+                  StrategyLabel(slowest->spec())));
     // Why, from the cost model (docs/architecture.md) and the measured per-step comm.
     const v1::Job& f = *fastest;
     const int n = f.spec().workers();
@@ -215,25 +210,24 @@ std::string CompareTable(const std::vector<v1::Job>& jobs) {
     absl::StrAppend(&out, "per-step communication:");
     for (const v1::Job& j : jobs) {
       if (j.state() != v1::SUCCEEDED || j.result().steps() <= 0) continue;
-      absl::StrAppend(&out, absl::StrFormat(
-                                " %s %.2f ms;", StrategyLabel(j.spec()),
+      absl::StrAppend(
+          &out, absl::StrFormat(" %s %.2f ms;", StrategyLabel(j.spec()),
                                 1e3 * j.result().comm_seconds() / j.result().steps()));
     }
     absl::StrAppend(&out, "\n");
     absl::StrAppend(
         &out,
-        absl::StrFormat(
-            "why: %s %s Async modes hide part of the communication behind "
-            "compute at the price of stale gradients (see test_acc).\n",
-            WhatAStepMoves(jobs, n, k_mb),
-            k_mb < 4.0
-                ? "At this size per-message latency and CPU time, not link "
-                  "bandwidth, dominate, which favours the fewest sequential "
-                  "messages; the ring's bandwidth advantage grows with K and "
-                  "N (try a wider --model or more --workers)."
-                : "At this size bandwidth dominates, which favours the ring "
-                  "as N grows; PS shards (--ps-shards) split the server "
-                  "link."));
+        absl::StrFormat("why: %s %s Async modes hide part of the communication behind "
+                        "compute at the price of stale gradients (see test_acc).\n",
+                        WhatAStepMoves(jobs, n, k_mb),
+                        k_mb < 4.0
+                            ? "At this size per-message latency and CPU time, not link "
+                              "bandwidth, dominate, which favours the fewest sequential "
+                              "messages; the ring's bandwidth advantage grows with K and "
+                              "N (try a wider --model or more --workers)."
+                            : "At this size bandwidth dominates, which favours the ring "
+                              "as N grows; PS shards (--ps-shards) split the server "
+                              "link."));
   }
   if (best_acc) {
     absl::StrAppend(&out, absl::StrFormat("best test accuracy: %s (%.4f)\n",
@@ -247,30 +241,26 @@ std::string EventLine(const v1::JobEvent& ev, const std::string& label) {
   switch (ev.kind()) {
     case v1::JobEvent::PROGRESS:
       return absl::StrFormat(
-          "[%s %s] step %d/%d epoch %d loss %.4f %.0f samples/s comm %.0f%%",
-          ev.job_id(), label, ev.step(), ev.total_steps(), ev.epoch(),
-          ev.loss(), ev.samples_per_second(), 100 * ev.comm_share());
+          "[%s %s] step %d/%d epoch %d loss %.4f %.0f samples/s comm %.0f%%", ev.job_id(),
+          label, ev.step(), ev.total_steps(), ev.epoch(), ev.loss(),
+          ev.samples_per_second(), 100 * ev.comm_share());
     case v1::JobEvent::EPOCH:
       return absl::StrFormat(
-          "[%s %s] epoch %d: train loss %.4f, test accuracy %.4f, %.2f s",
-          ev.job_id(), label, ev.epoch_result().epoch(),
-          ev.epoch_result().train_loss(), ev.epoch_result().test_accuracy(),
-          ev.epoch_result().seconds());
+          "[%s %s] epoch %d: train loss %.4f, test accuracy %.4f, %.2f s", ev.job_id(),
+          label, ev.epoch_result().epoch(), ev.epoch_result().train_loss(),
+          ev.epoch_result().test_accuracy(), ev.epoch_result().seconds());
     case v1::JobEvent::STATE: {
       // An ending's message is the job's error; show it with its code.
-      const std::string detail = ev.job().error_code() != 0
-                                     ? JobErrorText(ev.job())
-                                     : ev.message();
+      const std::string detail =
+          ev.job().error_code() != 0 ? JobErrorText(ev.job()) : ev.message();
       return absl::StrFormat("[%s %s] %s%s", ev.job_id(), label,
                              v1::JobState_Name(ev.state()),
-                             detail.empty() ||
-                                     detail == v1::JobState_Name(ev.state())
+                             detail.empty() || detail == v1::JobState_Name(ev.state())
                                  ? ""
                                  : absl::StrCat(": ", detail));
     }
     case v1::JobEvent::STALL:
-      return absl::StrFormat("[%s %s] stall: %s", ev.job_id(), label,
-                             ev.message());
+      return absl::StrFormat("[%s %s] stall: %s", ev.job_id(), label, ev.message());
     default:
       return "";
   }

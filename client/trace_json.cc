@@ -13,8 +13,7 @@
 namespace gradsync {
 namespace {
 
-nlohmann::json Metadata(const char* what, int pid, int tid,
-                        const nlohmann::json& args) {
+nlohmann::json Metadata(const char* what, int pid, int tid, const nlohmann::json& args) {
   nlohmann::json m = {{"name", what}, {"ph", "M"}, {"pid", pid}, {"args", args}};
   if (tid >= 0) m["tid"] = tid;
   return m;
@@ -24,8 +23,10 @@ nlohmann::json Event(const v1::TraceEvent& e, int pid, int64_t t0) {
   std::string name = e.name();
   if (e.bucket() >= 0) absl::StrAppend(&name, " b", e.bucket());
   if (e.layer() >= 0) absl::StrAppend(&name, " L", e.layer());
-  nlohmann::json j = {{"name", name},   {"cat", e.category()},
-                      {"pid", pid},     {"tid", e.thread()},
+  nlohmann::json j = {{"name", name},
+                      {"cat", e.category()},
+                      {"pid", pid},
+                      {"tid", e.thread()},
                       {"ts", e.start_us() - t0}};
   if (e.dur_us() < 0) {
     j["ph"] = "i";
@@ -58,11 +59,10 @@ nlohmann::json MergedTrace(const v1::Job& job) {
   nlohmann::json dropped = nlohmann::json::object();
   for (const v1::WorkerTrace& t : job.result().traces()) {
     const int pid = t.rank();
-    events.push_back(Metadata(
-        "process_name", pid, -1,
-        {{"name", absl::StrCat("rank ", t.rank(), " (", t.worker_id(), ")")}}));
     events.push_back(
-        Metadata("process_sort_index", pid, -1, {{"sort_index", t.rank()}}));
+        Metadata("process_name", pid, -1,
+                 {{"name", absl::StrCat("rank ", t.rank(), " (", t.worker_id(), ")")}}));
+    events.push_back(Metadata("process_sort_index", pid, -1, {{"sort_index", t.rank()}}));
     std::set<int> threads;
     for (const v1::TraceEvent& e : t.events()) {
       threads.insert(e.thread());
@@ -71,8 +71,7 @@ nlohmann::json MergedTrace(const v1::Job& job) {
     for (int tid : threads) {
       events.push_back(
           Metadata("thread_name", pid, tid, {{"name", TraceThreadName(tid)}}));
-      events.push_back(
-          Metadata("thread_sort_index", pid, tid, {{"sort_index", tid}}));
+      events.push_back(Metadata("thread_sort_index", pid, tid, {{"sort_index", tid}}));
     }
     dropped[std::to_string(t.rank())] = t.dropped();
   }
@@ -87,7 +86,8 @@ nlohmann::json MergedTrace(const v1::Job& job) {
 absl::Status WriteTrace(const v1::Job& job, const std::string& path) {
   if (job.result().traces_size() == 0) {
     return absl::InvalidArgumentError(
-        absl::StrCat("job ", job.id(), " has no trace (submitted without "
+        absl::StrCat("job ", job.id(),
+                     " has no trace (submitted without "
                      "--trace, or the coordinator no longer keeps it)"));
   }
   std::ofstream out(path);
@@ -103,8 +103,8 @@ std::string TracePath(const std::string& flag, const std::string& job_id,
   if (flag.empty()) return absl::StrCat("trace-", job_id, ".json");
   if (!several_jobs) return flag;
   const bool json = absl::EndsWith(flag, ".json");
-  return absl::StrCat(json ? flag.substr(0, flag.size() - 5) : flag, "-",
-                      job_id, ".json");
+  return absl::StrCat(json ? flag.substr(0, flag.size() - 5) : flag, "-", job_id,
+                      ".json");
 }
 
 }  // namespace gradsync

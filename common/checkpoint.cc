@@ -56,8 +56,8 @@ bool WriteBody(int fd, const CheckpointView& c) {
   uLong crc = crc32(0L, Z_NULL, 0);
   const uint32_t version = kCheckpointVersion;
   const uint32_t key_len = static_cast<uint32_t>(c.key.size());
-  const Fixed f{c.step, c.optimizer_steps, c.params.size(),
-                c.first_moment.size(), c.second_moment.size()};
+  const Fixed f{c.step, c.optimizer_steps, c.params.size(), c.first_moment.size(),
+                c.second_moment.size()};
   bool ok = WriteAll(fd, kMagic, sizeof(kMagic), &crc) &&
             WriteAll(fd, &version, 4, &crc) && WriteAll(fd, &key_len, 4, &crc) &&
             WriteAll(fd, c.key.data(), c.key.size(), &crc) &&
@@ -79,8 +79,8 @@ absl::Status SyncDirectory(const std::string& path) {
 }
 
 absl::Status Corrupt(const std::string& path, const std::string& why) {
-  return absl::DataLossError(absl::StrCat(
-      "checkpoint ", path, " is corrupt (", why, "); refusing to use it"));
+  return absl::DataLossError(
+      absl::StrCat("checkpoint ", path, " is corrupt (", why, "); refusing to use it"));
 }
 
 // Reads n floats at *at of `bytes` into out.
@@ -98,8 +98,8 @@ absl::Status WriteCheckpoint(const std::string& path, const CheckpointView& c) {
   const std::filesystem::path parent = std::filesystem::path(path).parent_path();
   if (!parent.empty()) std::filesystem::create_directories(parent, ec);
   if (ec) {
-    return absl::InternalError(absl::StrCat("checkpoint ", path,
-                                            ": create directory: ", ec.message()));
+    return absl::InternalError(
+        absl::StrCat("checkpoint ", path, ": create directory: ", ec.message()));
   }
   const std::string tmp = path + ".tmp";
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -135,9 +135,9 @@ absl::StatusOr<Checkpoint> ReadCheckpoint(const std::string& path) {
   }
   uint32_t stored;
   std::memcpy(&stored, bytes.data() + bytes.size() - 4, 4);
-  const uint32_t actual = static_cast<uint32_t>(crc32(
-      crc32(0L, Z_NULL, 0), reinterpret_cast<const Bytef*>(bytes.data()),
-      static_cast<uInt>(bytes.size() - 4)));
+  const uint32_t actual = static_cast<uint32_t>(
+      crc32(crc32(0L, Z_NULL, 0), reinterpret_cast<const Bytef*>(bytes.data()),
+            static_cast<uInt>(bytes.size() - 4)));
   if (stored != actual) {
     return Corrupt(path, absl::StrCat("CRC-32 ", actual, " != stored ", stored));
   }
@@ -173,8 +173,7 @@ std::string CheckpointFile(const std::string& dir, const std::string& piece,
   return absl::StrCat(dir, "/", piece, "-", step, kSuffix);
 }
 
-std::map<std::string, std::set<int64_t>> ListCheckpoints(
-    const std::string& dir) {
+std::map<std::string, std::set<int64_t>> ListCheckpoints(const std::string& dir) {
   std::map<std::string, std::set<int64_t>> out;
   std::error_code ec;
   for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
@@ -193,8 +192,7 @@ std::map<std::string, std::set<int64_t>> ListCheckpoints(
   return out;
 }
 
-void PruneCheckpoints(const std::string& dir, const std::string& piece,
-                      int keep) {
+void PruneCheckpoints(const std::string& dir, const std::string& piece, int keep) {
   const auto listing = ListCheckpoints(dir);
   const auto it = listing.find(piece);
   if (it == listing.end()) return;
@@ -211,8 +209,7 @@ bool IsCheckpointJobId(const std::string& job_id) {
          job_id.find_first_of("/\\") == std::string::npos;
 }
 
-std::set<int64_t> CommonSteps(
-    const std::map<std::string, std::set<int64_t>>& listing) {
+std::set<int64_t> CommonSteps(const std::map<std::string, std::set<int64_t>>& listing) {
   if (listing.empty()) return {};
   std::set<int64_t> common = listing.begin()->second;
   for (const auto& [piece, steps] : listing) {

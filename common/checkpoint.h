@@ -64,21 +64,18 @@ std::string CheckpointFile(const std::string& dir, const std::string& piece,
 
 // The steps of every piece with checkpoint files (named as CheckpointFile)
 // in `dir`; empty when the directory does not exist. Files are not opened.
-std::map<std::string, std::set<int64_t>> ListCheckpoints(
-    const std::string& dir);
+std::map<std::string, std::set<int64_t>> ListCheckpoints(const std::string& dir);
 
 // Removes the files of `piece` in `dir` but the newest `keep` steps (best
 // effort: a file that cannot be removed stays).
-void PruneCheckpoints(const std::string& dir, const std::string& piece,
-                      int keep);
+void PruneCheckpoints(const std::string& dir, const std::string& piece, int keep);
 
 // Whether `job_id` may name a checkpoint directory: non-empty, not starting
 // with '.', no '/' or '\\'.
 bool IsCheckpointJobId(const std::string& job_id);
 
 // The steps at which every piece in `listing` has a checkpoint.
-std::set<int64_t> CommonSteps(
-    const std::map<std::string, std::set<int64_t>>& listing);
+std::set<int64_t> CommonSteps(const std::map<std::string, std::set<int64_t>>& listing);
 
 }  // namespace gradsync
 

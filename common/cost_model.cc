@@ -23,8 +23,7 @@ namespace {
 // the one before on every hop: (ranks − 2 + s)·(α + seg/β); 0 for one rank.
 double Chain(int ranks, double k, int64_t segment_bytes, double a, double b) {
   if (ranks < 2) return 0.0;
-  const double seg =
-      std::max(1.0, std::min(k, static_cast<double>(segment_bytes)));
+  const double seg = std::max(1.0, std::min(k, static_cast<double>(segment_bytes)));
   const double segments = std::max(1.0, std::ceil(k / seg));
   return (ranks - 2 + segments) * (a + seg / b);
 }
@@ -59,9 +58,8 @@ double GroupedRing(const CostInputs& in, double a_local, double b_local) {
 // One round of messages of m bytes, `sends` as (from, to) ranks, over
 // `in.groups`: the slower of the links between hosts (α, and the busiest
 // host's bytes out or in over β) and inside a host (α_l + m/β_l).
-double GroupedRound(const CostInputs& in,
-                    const std::vector<std::pair<int, int>>& sends, double m,
-                    double a_local, double b_local) {
+double GroupedRound(const CostInputs& in, const std::vector<std::pair<int, int>>& sends,
+                    double m, double a_local, double b_local) {
   std::map<int, double> out, into;  // group -> bytes crossing out / in
   bool local = false;
   for (const auto& [from, to] : sends) {
@@ -142,8 +140,7 @@ double Allreduce(v1::Algorithm algorithm, const CostInputs& in) {
              Ring(leaders, k, a, b);
     }
     default:
-      return in.groups.empty() ? Ring(n, k, a, b)
-                               : GroupedRing(in, a_local, b_local);
+      return in.groups.empty() ? Ring(n, k, a, b) : GroupedRing(in, a_local, b_local);
   }
 }
 
@@ -152,9 +149,8 @@ double Allreduce(v1::Algorithm algorithm, const CostInputs& in) {
 double PushPullLinkFactor(int world, int ps_shards, int64_t bytes,
                           int64_t partition_bytes) {
   const int64_t k = std::max<int64_t>(1, bytes);
-  const int64_t partition = partition_bytes > 0
-                                ? partition_bytes
-                                : static_cast<int64_t>(kPsPartitionBytes);
+  const int64_t partition =
+      partition_bytes > 0 ? partition_bytes : static_cast<int64_t>(kPsPartitionBytes);
   const int64_t p = (k + partition - 1) / partition;
   const int64_t s = std::max(1, ps_shards);
   const double per_shard = static_cast<double>((p + s - 1) / s) / p;  // of K
@@ -167,14 +163,12 @@ absl::StatusOr<double> PredictSeconds(v1::BenchOp op, v1::Algorithm algorithm,
   if (in.world < 1 || in.bytes < 0 || !(in.alpha >= 0) || !(in.beta > 0) ||
       !(in.local_alpha >= 0) || !(in.local_beta >= 0) || in.ps_shards < 1 ||
       in.segment_bytes < 1 ||
-      (!in.groups.empty() &&
-       in.groups.size() != static_cast<size_t>(in.world))) {
+      (!in.groups.empty() && in.groups.size() != static_cast<size_t>(in.world))) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "cost model: bad inputs (world ", in.world, ", bytes ", in.bytes,
-        ", alpha ", in.alpha, ", beta ", in.beta, ", local alpha ",
-        in.local_alpha, ", local beta ", in.local_beta, ", ps_shards ",
-        in.ps_shards, ", segment_bytes ", in.segment_bytes, ", groups of ",
-        in.groups.size(), " ranks)"));
+        "cost model: bad inputs (world ", in.world, ", bytes ", in.bytes, ", alpha ",
+        in.alpha, ", beta ", in.beta, ", local alpha ", in.local_alpha, ", local beta ",
+        in.local_beta, ", ps_shards ", in.ps_shards, ", segment_bytes ", in.segment_bytes,
+        ", groups of ", in.groups.size(), " ranks)"));
   }
   const double k = static_cast<double>(in.bytes), a = in.alpha, b = in.beta;
   switch (op) {
@@ -183,8 +177,8 @@ absl::StatusOr<double> PredictSeconds(v1::BenchOp op, v1::Algorithm algorithm,
     case v1::BENCH_OP_BROADCAST:
       return Chain(in.world, k, in.segment_bytes, a, b);
     case v1::BENCH_OP_PUSHPULL:
-      return PushPullLinkFactor(in.world, in.ps_shards, in.bytes,
-                                in.ps_partition_bytes) * k / b +
+      return PushPullLinkFactor(in.world, in.ps_shards, in.bytes, in.ps_partition_bytes) *
+                 k / b +
              2.0 * a;
     default:
       break;

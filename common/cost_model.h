@@ -16,12 +16,12 @@
 namespace gradsync {
 
 struct CostInputs {
-  int world = 1;                  // N, ranks taking part
-  int64_t bytes = 0;              // K, message size per rank
-  double alpha = 0;               // seconds per message (between hosts)
-  double beta = 0;                // bytes per second per link (between hosts)
-  int ps_shards = 1;              // pushpull: S
-  int64_t segment_bytes = 1 << 20;  // broadcast pipelining unit
+  int world = 1;                         // N, ranks taking part
+  int64_t bytes = 0;                     // K, message size per rank
+  double alpha = 0;                      // seconds per message (between hosts)
+  double beta = 0;                       // bytes per second per link (between hosts)
+  int ps_shards = 1;                     // pushpull: S
+  int64_t segment_bytes = 1 << 20;       // broadcast pipelining unit
   int64_t ps_partition_bytes = 4 << 20;  // pushpull: largest partition
   // The host group of each rank (size N), ranks of one group sharing a
   // host; empty: every rank on a host of its own.

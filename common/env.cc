@@ -17,8 +17,7 @@ namespace gradsync {
 namespace {
 
 absl::Status IoError(const std::string& what, const std::string& path) {
-  return absl::InternalError(
-      absl::StrCat(path, ": ", what, ": ", std::strerror(errno)));
+  return absl::InternalError(absl::StrCat(path, ": ", what, ": ", std::strerror(errno)));
 }
 
 bool WriteAll(int fd, absl::string_view bytes) {

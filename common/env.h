@@ -63,8 +63,7 @@ class Env {
 
   // AwaitWithDeadline(mu, cond, Now() + timeout).
   bool AwaitWithTimeout(absl::Mutex* mu, const absl::Condition& cond,
-                        absl::Duration timeout) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+                        absl::Duration timeout) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     return AwaitWithDeadline(mu, cond, Now() + timeout);
   }
 
@@ -73,8 +72,7 @@ class Env {
   //
   // The whole of file `path`. NOT_FOUND when it does not exist, INTERNAL
   // naming the file on another error.
-  virtual absl::StatusOr<std::string> ReadFileToString(
-      const std::string& path) const;
+  virtual absl::StatusOr<std::string> ReadFileToString(const std::string& path) const;
 
   // Writes `contents` to `path` atomically: <path>.tmp, fsync, rename, fsync
   // the directory (a crash leaves the old file or the new one). INTERNAL

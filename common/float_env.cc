@@ -14,9 +14,7 @@ constexpr unsigned kDaz = 0x0040;  // MXCSR bit 6: read subnormal inputs as zero
 
 void FlushDenormalsToZero() { _mm_setcsr(_mm_getcsr() | kFtz | kDaz); }
 
-bool FlushesDenormals() {
-  return (_mm_getcsr() & (kFtz | kDaz)) == (kFtz | kDaz);
-}
+bool FlushesDenormals() { return (_mm_getcsr() & (kFtz | kDaz)) == (kFtz | kDaz); }
 #else
 void FlushDenormalsToZero() {}
 bool FlushesDenormals() { return false; }

@@ -32,8 +32,8 @@ void AddIntoUnaligned(float* dst, const void* src_bytes, size_t n) {
 }
 
 GRADSYNC_VECTOR_CLONES
-void SumIntoUnaligned(float* out, float* out2, const float* a,
-                      const void* b_bytes, size_t n) {
+void SumIntoUnaligned(float* out, float* out2, const float* a, const void* b_bytes,
+                      size_t n) {
   constexpr size_t kChunk = 1024;
   float buf[kChunk];
   const char* b = static_cast<const char*>(b_bytes);

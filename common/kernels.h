@@ -20,8 +20,8 @@ void AddIntoUnaligned(float* dst, const void* src_bytes, size_t n);
 // out[i] = a[i] + float read from b_bytes + 4*i, and out2[i] the same when
 // out2 is not null (one pass writing both). `b_bytes` may be unaligned; `out`
 // or `out2` may alias `a`. Same per-element order as AddInto: a + b.
-void SumIntoUnaligned(float* out, float* out2, const float* a,
-                      const void* b_bytes, size_t n);
+void SumIntoUnaligned(float* out, float* out2, const float* a, const void* b_bytes,
+                      size_t n);
 
 // x[i] *= a.
 void Scale(float* x, float a, size_t n);

@@ -10,9 +10,9 @@ namespace gradsync {
 absl::Status InitLogging(const std::string& process, const std::string& level) {
   spdlog::level::level_enum lvl = spdlog::level::from_str(level);
   if (lvl == spdlog::level::off && level != "off") {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--log_level: unknown level '", level,
-        "' (want trace, debug, info, warn, error or off)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--log_level: unknown level '", level,
+                     "' (want trace, debug, info, warn, error or off)"));
   }
   auto logger = spdlog::stderr_color_mt(process);
   logger->set_pattern("%Y-%m-%d %H:%M:%S.%e %^%L%$ %n] %v");

@@ -20,14 +20,13 @@ namespace {
 // SGD's speed).
 
 GRADSYNC_VECTOR_CLONES
-void SgdStep(float* __restrict p, const float* __restrict g, size_t n,
-             float lr) {
+void SgdStep(float* __restrict p, const float* __restrict g, size_t n, float lr) {
   for (size_t i = 0; i < n; ++i) p[i] -= lr * g[i];
 }
 
 GRADSYNC_VECTOR_CLONES
-void SgdMomentumStep(float* __restrict p, const float* __restrict g,
-                     float* __restrict v, size_t n, float lr, float mu) {
+void SgdMomentumStep(float* __restrict p, const float* __restrict g, float* __restrict v,
+                     size_t n, float lr, float mu) {
   for (size_t i = 0; i < n; ++i) {
     v[i] = mu * v[i] + g[i];
     p[i] -= lr * v[i];
@@ -35,9 +34,9 @@ void SgdMomentumStep(float* __restrict p, const float* __restrict g,
 }
 
 GRADSYNC_VECTOR_CLONES
-void AdamStep(float* __restrict p, const float* __restrict g,
-              float* __restrict m, float* __restrict v, size_t n, float lr,
-              float b1, float b2, float c1, float c2, float eps) {
+void AdamStep(float* __restrict p, const float* __restrict g, float* __restrict m,
+              float* __restrict v, size_t n, float lr, float b1, float b2, float c1,
+              float c2, float eps) {
   for (size_t i = 0; i < n; ++i) {
     const float gi = g[i];
     m[i] = b1 * m[i] + (1.0f - b1) * gi;
@@ -50,13 +49,11 @@ void AdamStep(float* __restrict p, const float* __restrict g,
 
 }  // namespace
 
-absl::StatusOr<Optimizer> Optimizer::Create(const OptimizerOptions& options,
-                                            size_t n) {
-  if (options.kind != OptimizerKind::kSgd &&
-      options.kind != OptimizerKind::kAdam) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("optimizer: unknown kind ", static_cast<int>(options.kind),
-                     " (want sgd or adam)"));
+absl::StatusOr<Optimizer> Optimizer::Create(const OptimizerOptions& options, size_t n) {
+  if (options.kind != OptimizerKind::kSgd && options.kind != OptimizerKind::kAdam) {
+    return absl::InvalidArgumentError(absl::StrCat("optimizer: unknown kind ",
+                                                   static_cast<int>(options.kind),
+                                                   " (want sgd or adam)"));
   }
   if (!std::isfinite(options.lr) || options.lr <= 0) {
     return absl::InvalidArgumentError(
@@ -65,18 +62,18 @@ absl::StatusOr<Optimizer> Optimizer::Create(const OptimizerOptions& options,
   // Written as !(in range) so that NaN is rejected too.
   auto in_unit = [](float v) { return v >= 0.0f && v < 1.0f; };
   if (options.kind == OptimizerKind::kSgd && !in_unit(options.momentum)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "optimizer: momentum must be in [0, 1), got ", options.momentum));
+    return absl::InvalidArgumentError(
+        absl::StrCat("optimizer: momentum must be in [0, 1), got ", options.momentum));
   }
   if (options.kind == OptimizerKind::kAdam) {
     if (!in_unit(options.beta1) || !in_unit(options.beta2)) {
       return absl::InvalidArgumentError(
-          absl::StrCat("optimizer: betas must be in [0, 1), got ",
-                       options.beta1, ", ", options.beta2));
+          absl::StrCat("optimizer: betas must be in [0, 1), got ", options.beta1, ", ",
+                       options.beta2));
     }
     if (!std::isfinite(options.eps) || options.eps <= 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "optimizer: eps must be finite and > 0, got ", options.eps));
+      return absl::InvalidArgumentError(
+          absl::StrCat("optimizer: eps must be finite and > 0, got ", options.eps));
     }
   }
   return Optimizer(options, n);
@@ -107,17 +104,15 @@ void Optimizer::Apply(float* params, const float* grad) {
   const double t = static_cast<double>(t_);
   const float c1 = static_cast<float>(1.0 / (1.0 - std::pow(b1, t)));
   const float c2 = static_cast<float>(1.0 / (1.0 - std::pow(b2, t)));
-  AdamStep(params, grad, m_.data(), v_.data(), n_, lr, b1, b2, c1, c2,
-           options_.eps);
+  AdamStep(params, grad, m_.data(), v_.data(), n_, lr, b1, b2, c1, c2, options_.eps);
 }
 
 absl::Status Optimizer::Restore(int64_t steps, std::vector<float> first,
                                 std::vector<float> second) {
   if (steps < 0 || first.size() != m_.size() || second.size() != v_.size()) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "optimizer state of ", first.size(), " + ", second.size(),
-        " floats at step ", steps, " does not fit an optimizer of ", m_.size(),
-        " + ", v_.size()));
+        "optimizer state of ", first.size(), " + ", second.size(), " floats at step ",
+        steps, " does not fit an optimizer of ", m_.size(), " + ", v_.size()));
   }
   t_ = steps;
   m_ = std::move(first);

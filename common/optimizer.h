@@ -13,17 +13,17 @@
 namespace gradsync {
 
 enum class OptimizerKind {
-  kSgd,   // with momentum
+  kSgd,  // with momentum
   kAdam,
 };
 
 struct OptimizerOptions {
   OptimizerKind kind = OptimizerKind::kSgd;
   float lr = 0.05f;
-  float momentum = 0.9f;     // sgd only; 0 = plain SGD
-  float beta1 = 0.9f;        // adam
-  float beta2 = 0.999f;      // adam
-  float eps = 1e-8f;         // adam
+  float momentum = 0.9f;  // sgd only; 0 = plain SGD
+  float beta1 = 0.9f;     // adam
+  float beta2 = 0.999f;   // adam
+  float eps = 1e-8f;      // adam
 };
 
 // The state of the optimizers over a whole flat vector of n parameters (a
@@ -40,8 +40,7 @@ class Optimizer {
  public:
   // INVALID_ARGUMENT for an unknown kind, lr <= 0 or not finite, momentum
   // outside [0, 1), betas outside [0, 1).
-  static absl::StatusOr<Optimizer> Create(const OptimizerOptions& options,
-                                          size_t n);
+  static absl::StatusOr<Optimizer> Create(const OptimizerOptions& options, size_t n);
 
   // One update of params[0..n) with grad[0..n).
   //   sgd:  v = momentum*v + g;  p -= lr*v            (PyTorch convention)

@@ -32,10 +32,11 @@ PsLayout MakePsLayout(const std::vector<Range>& buckets, int num_shards,
 
 absl::Status CheckPsInlineBytes(uint64_t bytes) {
   if (bytes <= kMaxPsInlineBytes) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat(
-      "--ps_inline_bytes must be at most ", kMaxPsInlineBytes,
-      " (1 MiB: a larger push would hold a gRPC thread for its whole sum), "
-      "got ", bytes));
+  return absl::InvalidArgumentError(
+      absl::StrCat("--ps_inline_bytes must be at most ", kMaxPsInlineBytes,
+                   " (1 MiB: a larger push would hold a gRPC thread for its whole sum), "
+                   "got ",
+                   bytes));
 }
 
 }  // namespace gradsync

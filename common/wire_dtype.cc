@@ -36,9 +36,7 @@ inline uint16_t ToBf16(float f) {
   return static_cast<uint16_t>((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
 }
 
-inline float FromBf16(uint16_t h) {
-  return FromBits(static_cast<uint32_t>(h) << 16);
-}
+inline float FromBf16(uint16_t h) { return FromBits(static_cast<uint32_t>(h) << 16); }
 
 // Conversions run over blocks of this many elements through aligned stack
 // buffers: the loops vectorize and unaligned input needs no special case.
@@ -47,9 +45,8 @@ constexpr size_t kBlock = 1024;
 #if defined(__x86_64__)
 // fp16 with the F16C instructions (every x86-64 CPU since about 2012); the
 // portable loops below give the same bits (tested) where they are missing.
-__attribute__((target("avx,f16c"))) void EncodeFp16F16c(const float* src,
-                                                          uint16_t* dst,
-                                                          size_t n) {
+__attribute__((target("avx,f16c"))) void EncodeFp16F16c(const float* src, uint16_t* dst,
+                                                        size_t n) {
   size_t i = 0;
   for (; i + 8 <= n; i += 8) {
     const __m256 v = _mm256_loadu_ps(src + i);
@@ -59,13 +56,11 @@ __attribute__((target("avx,f16c"))) void EncodeFp16F16c(const float* src,
   for (; i < n; ++i) dst[i] = FloatToFp16(src[i]);
 }
 
-__attribute__((target("avx,f16c"))) void DecodeFp16F16c(const uint16_t* src,
-                                                          float* dst,
-                                                          size_t n) {
+__attribute__((target("avx,f16c"))) void DecodeFp16F16c(const uint16_t* src, float* dst,
+                                                        size_t n) {
   size_t i = 0;
   for (; i + 8 <= n; i += 8) {
-    const __m128i h =
-        _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i));
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i));
     _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(h));
   }
   for (; i < n; ++i) dst[i] = Fp16ToFloat(src[i]);
@@ -202,16 +197,14 @@ void DecodeWire(WireDtype d, const void* src_bytes, float* dst, size_t n) {
     if (n > 0) std::memcpy(dst, src_bytes, n * sizeof(float));
     return;
   }
-  ForEachDecodedBlock(d, src_bytes, n, [dst](size_t at, const float* w,
-                                             size_t m) {
+  ForEachDecodedBlock(d, src_bytes, n, [dst](size_t at, const float* w, size_t m) {
     std::memcpy(dst + at, w, m * sizeof(float));
   });
 }
 
 void DecodeAddWire(WireDtype d, float* dst, const void* src_bytes, size_t n) {
   if (d == WireDtype::kFp32) return AddIntoUnaligned(dst, src_bytes, n);
-  ForEachDecodedBlock(d, src_bytes, n, [dst](size_t at, const float* w,
-                                             size_t m) {
+  ForEachDecodedBlock(d, src_bytes, n, [dst](size_t at, const float* w, size_t m) {
     AddInto(dst + at, w, m);
   });
 }
@@ -220,8 +213,7 @@ void DecodeSumWire(WireDtype d, float* out, float* out2, const float* a,
                    const void* b_bytes, size_t n) {
   if (d == WireDtype::kFp32) return SumIntoUnaligned(out, out2, a, b_bytes, n);
   ForEachDecodedBlock(d, b_bytes, n, [=](size_t at, const float* w, size_t m) {
-    SumIntoUnaligned(out + at, out2 == nullptr ? nullptr : out2 + at, a + at,
-                     w, m);
+    SumIntoUnaligned(out + at, out2 == nullptr ? nullptr : out2 + at, a + at, w, m);
   });
 }
 

@@ -94,8 +94,7 @@ ABSL_FLAG(std::string, job_key_file, "",
           "coordinator make a key of their own (then only PS shard 0, in "
           "this process, can serve jobs); --role=ps does not start without "
           "it.");
-ABSL_FLAG(std::string, log_level, "info",
-          "trace, debug, info, warn, error or off.");
+ABSL_FLAG(std::string, log_level, "info", "trace, debug, info, warn, error or off.");
 ABSL_FLAG(std::string, metrics_listen, "",
           "HOST:PORT to serve Prometheus metrics on (GET /metrics; port 0 "
           "picks a free port, printed on stdout as 'metrics at "
@@ -106,18 +105,18 @@ namespace {
 // Opens the job history under --state_dir, builds the coordinator on it and
 // recovers the stored jobs; the coordinator's gauges go into `registry`.
 // `history` must outlive `coordinator` (the caller declares it first).
-absl::Status StartCoordinator(
-    gradsync::CoordinatorOptions copts, gradsync::MetricsRegistry* registry,
-    std::unique_ptr<gradsync::SqliteJobStore>* history,
-    std::unique_ptr<gradsync::Coordinator>* coordinator) {
+absl::Status StartCoordinator(gradsync::CoordinatorOptions copts,
+                              gradsync::MetricsRegistry* registry,
+                              std::unique_ptr<gradsync::SqliteJobStore>* history,
+                              std::unique_ptr<gradsync::Coordinator>* coordinator) {
   auto opened = gradsync::SqliteJobStore::Open(absl::GetFlag(FLAGS_state_dir));
   if (!opened.ok()) return opened.status();
   *history = *std::move(opened);
   copts.store = history->get();
   *coordinator = std::make_unique<gradsync::Coordinator>(copts);
   if (absl::Status st = (*coordinator)->RecoverJobs(); !st.ok()) return st;
-  gradsync::RegisterCoordinatorMetrics(
-      [c = coordinator->get()] { return c->Stats(); }, registry);
+  gradsync::RegisterCoordinatorMetrics([c = coordinator->get()] { return c->Stats(); },
+                                       registry);
   return absl::OkStatus();
 }
 
@@ -135,8 +134,7 @@ absl::StatusOr<std::shared_ptr<const gradsync::JobKey>> LoadJobKey(
         "a PS shard could serve no job");
   }
   absl::StatusOr<gradsync::JobKey> key =
-      path.empty() ? gradsync::JobKey::Generate()
-                   : gradsync::JobKey::ReadFile(path);
+      path.empty() ? gradsync::JobKey::Generate() : gradsync::JobKey::ReadFile(path);
   if (!key.ok()) return key.status();
   return std::make_shared<const gradsync::JobKey>(*std::move(key));
 }
@@ -147,13 +145,11 @@ absl::StatusOr<std::shared_ptr<const gradsync::JobKey>> LoadJobKey(
 gradsync::CoordinatorOptions CoordinatorOptionsFromFlags(
     const std::string& role, std::shared_ptr<const gradsync::JobKey> job_key) {
   gradsync::CoordinatorOptions copts;
-  copts.heartbeat_timeout =
-      absl::Seconds(absl::GetFlag(FLAGS_heartbeat_timeout));
+  copts.heartbeat_timeout = absl::Seconds(absl::GetFlag(FLAGS_heartbeat_timeout));
   copts.retention.max_ended_jobs = absl::GetFlag(FLAGS_max_ended_jobs);
   copts.retention.max_events_per_job = absl::GetFlag(FLAGS_max_events_per_job);
   copts.retention.max_stored_jobs = absl::GetFlag(FLAGS_max_stored_jobs);
-  copts.dead_worker_grace =
-      absl::Seconds(absl::GetFlag(FLAGS_dead_worker_grace));
+  copts.dead_worker_grace = absl::Seconds(absl::GetFlag(FLAGS_dead_worker_grace));
   copts.max_streams = absl::GetFlag(FLAGS_max_streams);
   copts.job_key = std::move(job_key);
   if (role == "all") copts.ps_addresses.push_back("");
@@ -176,21 +172,20 @@ absl::StatusOr<Startup> CheckStartup() {
   Startup s;
   s.role = absl::GetFlag(FLAGS_role);
   if (s.role != "all" && s.role != "coordinator" && s.role != "ps") {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--role must be all, coordinator or ps, got '", s.role, "'"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--role must be all, coordinator or ps, got '", s.role, "'"));
   }
   if (absl::Status st =
           gradsync::CheckPsInlineBytes(absl::GetFlag(FLAGS_ps_inline_bytes));
       !st.ok()) {
     return st;
   }
-  if (absl::Status st = gradsync::CheckPsReduceThreads(
-          absl::GetFlag(FLAGS_ps_reduce_threads));
+  if (absl::Status st =
+          gradsync::CheckPsReduceThreads(absl::GetFlag(FLAGS_ps_reduce_threads));
       !st.ok()) {
     return st;
   }
-  if (absl::Status st =
-          gradsync::InitLogging("server", absl::GetFlag(FLAGS_log_level));
+  if (absl::Status st = gradsync::InitLogging("server", absl::GetFlag(FLAGS_log_level));
       !st.ok()) {
     return st;
   }
@@ -198,8 +193,7 @@ absl::StatusOr<Startup> CheckStartup() {
       gradsync::SecurityFromCommandLine(gradsync::SecurityRole::kDaemon);
   if (!security.ok()) return security.status();
   s.security = *std::move(security);
-  absl::StatusOr<std::shared_ptr<const gradsync::JobKey>> key =
-      LoadJobKey(s.role);
+  absl::StatusOr<std::shared_ptr<const gradsync::JobKey>> key = LoadJobKey(s.role);
   if (!key.ok()) {
     return absl::Status(key.status().code(),
                         absl::StrCat("--job_key_file: ", key.status().message()));
@@ -211,7 +205,8 @@ absl::StatusOr<Startup> CheckStartup() {
 constexpr char kUsage[] =
     "gradsync-server --listen=HOST:PORT [--role=all|coordinator|ps] "
     "[--ps_shards=H:P,...] [--state_dir=DIR] --token_file=PATH|--auth=none "
-    "[--tls_cert=PEM --tls_key=PEM --tls_ca=PEM]\n\nRuns the gradsync coordinator (job queue, "
+    "[--tls_cert=PEM --tls_key=PEM --tls_ca=PEM]\n\nRuns the gradsync coordinator (job "
+    "queue, "
     "worker registry, rendezvous) and/or a parameter-server shard. "
     "Stops cleanly on SIGINT/SIGTERM. The token and TLS flags (a token "
     "file wins over GRADSYNC_TOKEN): --helpon=security_flags.";
@@ -229,9 +224,8 @@ void MarkServing(grpc::Server* server, bool coordinator, bool ps) {
 // coordinator of role all its own PS shard's address, and says where this
 // process listens (on stdout for launchers, and in the log), with its PS
 // shard's reduce threads and inline limit.
-void Announce(grpc::Server* server, const std::string& role,
-              const std::string& listen, int port,
-              gradsync::Coordinator* coordinator, int known_shards,
+void Announce(grpc::Server* server, const std::string& role, const std::string& listen,
+              int port, gradsync::Coordinator* coordinator, int known_shards,
               int reduce_threads) {
   MarkServing(server, coordinator != nullptr, role != "coordinator");
   std::string advertise = absl::GetFlag(FLAGS_advertise);
@@ -241,13 +235,15 @@ void Announce(grpc::Server* server, const std::string& role,
   }
   const std::string host = listen.substr(0, listen.rfind(':'));
   std::cout << "listening on " << absl::StrCat(host, ":", port) << std::endl;
-  spdlog::info("gradsync-server role={} listening on {}:{} (advertised {}), "
-               "{} PS shard(s) known",
-               role, host, port, advertise, known_shards);
+  spdlog::info(
+      "gradsync-server role={} listening on {}:{} (advertised {}), "
+      "{} PS shard(s) known",
+      role, host, port, advertise, known_shards);
   if (role != "coordinator") {
-    spdlog::info("PS shard: {} reduce thread(s); pushes of up to {} bytes "
-                 "summed inline",
-                 reduce_threads, absl::GetFlag(FLAGS_ps_inline_bytes));
+    spdlog::info(
+        "PS shard: {} reduce thread(s); pushes of up to {} bytes "
+        "summed inline",
+        reduce_threads, absl::GetFlag(FLAGS_ps_inline_bytes));
   }
 }
 
@@ -261,8 +257,8 @@ void StopOnSignal(grpc::Server* server, gradsync::MetricsServer* metrics,
   metrics->Stop();
   if (coordinator != nullptr) coordinator->Shutdown();
   store->Shutdown();
-  server->Shutdown(gradsync::ToChrono(gradsync::Env::Default()->Now() +
-                                      absl::Seconds(2)));
+  server->Shutdown(
+      gradsync::ToChrono(gradsync::Env::Default()->Now() + absl::Seconds(2)));
   server->Wait();
 }
 
@@ -293,9 +289,8 @@ int main(int argc, char** argv) {
   gradsync::PsService ps_service(
       &store, &ps_access,
       // A coordinator serves no PS calls: one idle thread, whatever the flag.
-      role == "coordinator"
-          ? 1
-          : static_cast<int>(absl::GetFlag(FLAGS_ps_reduce_threads)),
+      role == "coordinator" ? 1
+                            : static_cast<int>(absl::GetFlag(FLAGS_ps_reduce_threads)),
       role == "coordinator" ? gradsync::PsTraffic{}
                             : gradsync::RegisterPsTraffic(&metrics_registry),
       absl::GetFlag(FLAGS_ps_inline_bytes));
@@ -303,11 +298,10 @@ int main(int argc, char** argv) {
   std::unique_ptr<gradsync::SqliteJobStore> history;
   std::unique_ptr<gradsync::Coordinator> coordinator;
   if (role != "coordinator") services.push_back(&ps_service);
-  const gradsync::CoordinatorOptions copts =
-      CoordinatorOptionsFromFlags(role, job_key);
+  const gradsync::CoordinatorOptions copts = CoordinatorOptionsFromFlags(role, job_key);
   if (role != "ps") {
-    if (absl::Status st = StartCoordinator(copts, &metrics_registry, &history,
-                                           &coordinator);
+    if (absl::Status st =
+            StartCoordinator(copts, &metrics_registry, &history, &coordinator);
         !st.ok()) {
       std::cerr << "gradsync-server: " << st.message() << "\n";
       return 1;
@@ -315,8 +309,8 @@ int main(int argc, char** argv) {
     services.push_back(coordinator.get());
   }
   gradsync::MetricsServer metrics(&metrics_registry);
-  if (absl::Status st = gradsync::StartMetricsEndpoint(
-          &metrics, absl::GetFlag(FLAGS_metrics_listen));
+  if (absl::Status st =
+          gradsync::StartMetricsEndpoint(&metrics, absl::GetFlag(FLAGS_metrics_listen));
       !st.ok()) {
     std::cerr << "gradsync-server: --metrics_listen: " << st.message() << "\n";
     return 1;

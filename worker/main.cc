@@ -20,8 +20,8 @@
 #include "common/process_setup.h"
 #include "common/signals.h"
 #include "common/spec/tuning_table.h"
-#include "worker/worker_daemon.h"
 #include "worker/model/device_factory.h"
+#include "worker/worker_daemon.h"
 
 ABSL_FLAG(std::string, coordinator, "127.0.0.1:50051",
           "HOST:PORT of the gradsync-server coordinator to join. The worker "
@@ -45,7 +45,8 @@ ABSL_FLAG(int, bulk_port, 0,
           "free port; -1 serves none, and peers send everything to --listen. "
           "A peer that cannot reach this port falls back to --listen after "
           "3 s, with a warning.");
-ABSL_FLAG(std::string, id, "", "Worker id shown in listings and errors "
+ABSL_FLAG(std::string, id, "",
+          "Worker id shown in listings and errors "
           "(default: hostname-pid).");
 ABSL_FLAG(std::string, data_dir, "",
           "Fashion-MNIST directory on this machine, read by jobs that name no "
@@ -87,8 +88,7 @@ absl::StatusOr<gradsync::WorkerOptions> WorkerOptionsFromFlags() {
   o.bulk_port = absl::GetFlag(FLAGS_bulk_port);
   if (o.bulk_port < -1 || o.bulk_port > 65535) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "--bulk_port must be a port (0 = any free one) or -1, got ",
-        o.bulk_port));
+        "--bulk_port must be a port (0 = any free one) or -1, got ", o.bulk_port));
   }
   o.id = absl::GetFlag(FLAGS_id);
   o.data_dir = absl::GetFlag(FLAGS_data_dir);
@@ -102,17 +102,16 @@ absl::StatusOr<gradsync::WorkerOptions> WorkerOptionsFromFlags() {
       return absl::Status(table.status().code(),
                           absl::StrCat("--tuning_file: ", table.status().message()));
     }
-    spdlog::info("allreduce tuning table {} ({} rules)", path,
-                 table->rules().size());
+    spdlog::info("allreduce tuning table {} ({} rules)", path, table->rules().size());
     o.tuning = std::make_shared<const gradsync::TuningTable>(*std::move(table));
   }
   if (o.cpu_threads < 0 || o.cpu_threads > 1024) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--cpu_threads must be 0 (auto) to 1024, got ", o.cpu_threads));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--cpu_threads must be 0 (auto) to 1024, got ", o.cpu_threads));
   }
   if (o.gpu >= 0 && o.gpu >= o.num_gpus) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--gpu=", o.gpu, " but ", o.num_gpus, " GPU(s) are visible"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--gpu=", o.gpu, " but ", o.num_gpus, " GPU(s) are visible"));
   }
   return o;
 }
@@ -125,8 +124,7 @@ struct Startup {
 };
 
 absl::StatusOr<Startup> CheckStartup() {
-  if (absl::Status st =
-          gradsync::InitLogging("worker", absl::GetFlag(FLAGS_log_level));
+  if (absl::Status st = gradsync::InitLogging("worker", absl::GetFlag(FLAGS_log_level));
       !st.ok()) {
     return st;
   }
@@ -146,7 +144,8 @@ int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "gradsync-worker --coordinator=HOST:PORT [--listen=HOST:PORT] "
       "[--advertise=HOST:PORT] [--bulk_port=PORT] --token_file=PATH|--auth=none "
-      "[--tls_cert=PEM --tls_key=PEM --tls_ca=PEM]\n\nJoins the coordinator, waits for jobs, trains "
+      "[--tls_cert=PEM --tls_key=PEM --tls_ca=PEM]\n\nJoins the coordinator, waits for "
+      "jobs, trains "
       "its shard of the data and synchronises gradients by the job's strategy. "
       "Stops cleanly on SIGINT/SIGTERM. The token and TLS flags (a token "
       "file wins over GRADSYNC_TOKEN): --helpon=security_flags.");
@@ -162,8 +161,7 @@ int main(int argc, char** argv) {
   // grpc.health.v1.Health on the Peer port: "" is SERVING once listening.
   grpc::EnableDefaultHealthCheckService(true);
   gradsync::WorkerDaemon daemon(startup->options);
-  gradsync::CountAuthRefusals(daemon.mutable_metrics_registry(),
-                              &startup->security);
+  gradsync::CountAuthRefusals(daemon.mutable_metrics_registry(), &startup->security);
   gradsync::SetClusterSecurity(std::move(startup->security));
   absl::StatusOr<std::string> addr = daemon.Start();
   if (!addr.ok()) {
@@ -171,8 +169,8 @@ int main(int argc, char** argv) {
     return 1;
   }
   gradsync::MetricsServer metrics(daemon.metrics_registry());
-  if (absl::Status st = gradsync::StartMetricsEndpoint(
-          &metrics, absl::GetFlag(FLAGS_metrics_listen));
+  if (absl::Status st =
+          gradsync::StartMetricsEndpoint(&metrics, absl::GetFlag(FLAGS_metrics_listen));
       !st.ok()) {
     std::cerr << "gradsync-worker: --metrics_listen: " << st.message() << "\n";
     return 1;

@@ -4,8 +4,7 @@
 
 namespace gradsync {
 
-SessionStream::SessionStream(v1::Coordinator::Stub* stub,
-                             grpc::ClientContext* ctx)
+SessionStream::SessionStream(v1::Coordinator::Stub* stub, grpc::ClientContext* ctx)
     : ctx_(ctx) {
   stub->async()->Join(ctx, this);
   // The hold keeps the call from ending while Write may still start a write

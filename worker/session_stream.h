@@ -21,8 +21,7 @@
 namespace gradsync {
 
 class SessionStream final
-    : public grpc::ClientBidiReactor<v1::WorkerMessage,
-                                     v1::CoordinatorMessage> {
+    : public grpc::ClientBidiReactor<v1::WorkerMessage, v1::CoordinatorMessage> {
  public:
   // Starts Join on `stub` with `ctx`; both must outlive this object.
   SessionStream(v1::Coordinator::Stub* stub, grpc::ClientContext* ctx);

@@ -26,8 +26,8 @@ std::string HostName() {
 // name and the bound port: containers scaled by compose and StatefulSet pods
 // resolve each other by hostname) and "" (the listen address with 0.0.0.0 ->
 // 127.0.0.1 and the bound port).
-std::string AdvertiseAddress(const std::string& advertise,
-                             const std::string& listen, int port) {
+std::string AdvertiseAddress(const std::string& advertise, const std::string& listen,
+                             int port) {
   if (advertise == "auto") return absl::StrCat(HostName(), ":", port);
   if (advertise.empty()) return LocalAddress(listen, port);
   return advertise;
@@ -60,18 +60,16 @@ absl::StatusOr<std::string> WorkerDaemon::Start() {
       StartPeerServer(options_.listen, {peer_service_.get()});
   if (!started.ok()) return started.status();
   server_ = std::move(started->server);
-  advertise_ =
-      AdvertiseAddress(options_.advertise, options_.listen, started->port);
+  advertise_ = AdvertiseAddress(options_.advertise, options_.listen, started->port);
   if (options_.bulk_port >= 0) {
     bulk_peer_service_ = std::make_unique<PeerService>(
         &mailboxes_, metrics_.peer_streams->WithLabels({"bulk"}));
     absl::StatusOr<StartedServer> bulk = StartPeerServer(
         absl::StrCat(AddressHost(options_.listen), ":", options_.bulk_port),
-                        {bulk_peer_service_.get()}, /*bulk=*/true);
+        {bulk_peer_service_.get()}, /*bulk=*/true);
     if (!bulk.ok()) {
-      return absl::UnavailableError(
-          absl::StrCat("--bulk_port: ", bulk.status().message(),
-                       " (-1 runs no bulk server)"));
+      return absl::UnavailableError(absl::StrCat("--bulk_port: ", bulk.status().message(),
+                                                 " (-1 runs no bulk server)"));
     }
     bulk_server_ = std::move(bulk->server);
     bulk_advertise_ = BulkAddress(advertise_, bulk->port);
@@ -129,14 +127,12 @@ class WorkerDaemon::Heartbeats {
           absl::MutexLock lock(&mu_);
           const absl::Duration interval = d->options_.heartbeat_interval;
           const Env* const env = d->env_;
-          while (!env->AwaitWithTimeout(&mu_, absl::Condition(&over_),
-                                        interval)) {
+          while (!env->AwaitWithTimeout(&mu_, absl::Condition(&over_), interval)) {
             const absl::Time before = env->Now();
             const bool written = d->Write(hb);
             // A write blocked for k intervals delayed k heartbeats.
             absl::Duration rest;
-            const int64_t late =
-                absl::IDivDuration(env->Now() - before, interval, &rest);
+            const int64_t late = absl::IDivDuration(env->Now() - before, interval, &rest);
             d->metrics_.heartbeats_missed->Add(
                 static_cast<double>(late + (written ? 0 : 1)));
           }

@@ -28,41 +28,41 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/env.h"
+#include "common/spec/tuning_table.h"
 #include "gradsync/v1/gradsync.grpc.pb.h"
+#include "worker/collectives/transport/grpc/grpc_transport.h"
+#include "worker/metrics/metered_transport.h"
+#include "worker/metrics/worker_metrics.h"
 #include "worker/model/data_dirs.h"
 #include "worker/model/dataset.h"
 #include "worker/model/device_model.h"
-#include "worker/sync/gradient_sync.h"
-#include "worker/train/trainer.h"
-#include "worker/collectives/transport/grpc/grpc_transport.h"
-#include "common/spec/tuning_table.h"
-#include "worker/metrics/metered_transport.h"
 #include "worker/session_stream.h"
-#include "worker/metrics/worker_metrics.h"
+#include "worker/sync/gradient_sync.h"
 #include "worker/sync/stall_transport.h"
 #include "worker/sync/stall_watch.h"
+#include "worker/train/trainer.h"
 
 namespace gradsync {
 
 class BenchRunner;
 
 struct WorkerOptions {
-  std::string coordinator;   // HOST:PORT
+  std::string coordinator;  // HOST:PORT
   std::string listen = "0.0.0.0:0";
-  std::string advertise;     // default: listen host (0.0.0.0 -> 127.0.0.1);
-                             // "auto": hostname:bound port
+  std::string advertise;  // default: listen host (0.0.0.0 -> 127.0.0.1);
+                          // "auto": hostname:bound port
   // Port of the bulk Peer server (common/grpc/grpc_util.h "Bulk
   // connections") on the listen host, advertised with the advertised host;
   // 0: a free one; -1: none (peers send large collectives to `listen` too).
   int bulk_port = 0;
-  std::string id;            // default: hostname-pid
+  std::string id;  // default: hostname-pid
   // Data directories (worker/model/data_dirs.h): `data_dir` is read by jobs
   // that name none ("" = kDefaultFashionMnistDir); a job naming one must
   // name `data_dir`, one of `allowed_data_dirs`, or a directory below them.
   std::string data_dir;
   std::vector<std::string> allowed_data_dirs;
-  int num_gpus = 0;          // GPUs this worker offers (0 without CUDA)
-  int gpu = -1;              // GPU to use; -1: rank % num_gpus
+  int num_gpus = 0;  // GPUs this worker offers (0 without CUDA)
+  int gpu = -1;      // GPU to use; -1: rank % num_gpus
   // BLAS threads of cpu jobs; 0: CpuComputeThreads(cores, ranks of the job
   // on this host), see worker/model/cpu_threads.h.
   int cpu_threads = 0;
@@ -117,10 +117,8 @@ class WorkerDaemon {
   // it. After such a failure, waits up to kCancelAfterPeerFailureWait for
   // that cancel and, when it comes, reports the job as CANCELLED (naming
   // the peer failure) instead of failed.
-  void ClassifyCancelledPeerFailure(TrainingOutcome* outcome)
-      ABSL_LOCKS_EXCLUDED(mu_);
-  static constexpr absl::Duration kCancelAfterPeerFailureWait =
-      absl::Milliseconds(300);
+  void ClassifyCancelledPeerFailure(TrainingOutcome* outcome) ABSL_LOCKS_EXCLUDED(mu_);
+  static constexpr absl::Duration kCancelAfterPeerFailureWait = absl::Milliseconds(300);
   // The job thread's body: JobMain, with any exception it throws turned into
   // a failed JobDone (std::bad_alloc: RESOURCE_EXHAUSTED, anything else:
   // INTERNAL, each naming the rank and this worker), so that none escapes
@@ -133,8 +131,7 @@ class WorkerDaemon {
   void ReportJobDone(const v1::WorkerMessage::JobDone& done);
   // Aborts the running job's communication with `status` (training sync or
   // bench runner), if any.
-  void AbortJobLocked(const absl::Status& status)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void AbortJobLocked(const absl::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void JoinJobThread();
   // What a job runs on; members are destroyed in reverse order (sync, then
   // transport, then model).
@@ -143,7 +140,7 @@ class WorkerDaemon {
     std::shared_ptr<const Dataset> train, test;
     std::unique_ptr<DeviceModel> model;
     std::unique_ptr<StallWatch> stall;          // reports long waits
-    std::unique_ptr<GrpcTransport> transport;  // ring strategies only
+    std::unique_ptr<GrpcTransport> transport;   // ring strategies only
     std::unique_ptr<MeteredTransport> metered;  // counts `transport`'s bytes
     std::unique_ptr<StallTransport> watched;    // reports `metered`'s stalls
     std::unique_ptr<GradientSync> sync;         // a MeteredSync
@@ -182,7 +179,7 @@ class WorkerDaemon {
   absl::Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   grpc::ClientContext* session_ctx_ ABSL_GUARDED_BY(mu_) = nullptr;
-  std::string job_id_ ABSL_GUARDED_BY(mu_);        // running job, or empty
+  std::string job_id_ ABSL_GUARDED_BY(mu_);  // running job, or empty
   GradientSync* sync_ ABSL_GUARDED_BY(mu_) = nullptr;
   BenchRunner* bench_ ABSL_GUARDED_BY(mu_) = nullptr;  // bench jobs
   std::atomic<bool> cancelled_{false};
@@ -190,8 +187,7 @@ class WorkerDaemon {
   // the worker stopping or losing the coordinator.
   bool cancel_requested_ ABSL_GUARDED_BY(mu_) = false;
   std::thread job_thread_;
-  std::map<std::string, std::shared_ptr<const Dataset>> data_cache_
-      ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::shared_ptr<const Dataset>> data_cache_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace gradsync

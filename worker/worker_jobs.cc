@@ -16,10 +16,10 @@
 #include "worker/metrics/metered_sync.h"
 #include "worker/model/cpu_threads.h"
 #include "worker/model/device_factory.h"
+#include "worker/sync/gradient_sync_factory.h"
 #include "worker/train/trainer.h"
 #include "worker/train/training_steps.h"
 #include "worker/worker_daemon.h"
-#include "worker/sync/gradient_sync_factory.h"
 
 namespace gradsync {
 namespace {
@@ -34,15 +34,13 @@ GrpcTransportOptions TransportOptions(const v1::Assignment& a, const Env* env) {
   // Validated by the coordinator; an unknown value cannot reach here.
   o.wire_dtype = WireDtypeOf(spec.wire_dtype()).value_or(WireDtype::kFp32);
   // -1 (never), or 0 from a coordinator that predates the field: no bulk.
-  o.bulk_bytes = spec.peer_bulk_bytes() > 0
-                     ? static_cast<size_t>(spec.peer_bulk_bytes())
-                     : 0;
+  o.bulk_bytes =
+      spec.peer_bulk_bytes() > 0 ? static_cast<size_t>(spec.peer_bulk_bytes()) : 0;
   // Only to ranks on this host: across a link the bulk lanes' fixed window
   // is slower (SameHostBulkAddresses).
   o.bulk_peer_addresses = SameHostBulkAddresses(
       {a.peer_addresses().begin(), a.peer_addresses().end()},
-      {a.bulk_peer_addresses().begin(), a.bulk_peer_addresses().end()},
-      a.rank());
+      {a.bulk_peer_addresses().begin(), a.bulk_peer_addresses().end()}, a.rank());
   return o;
 }
 
@@ -51,17 +49,16 @@ GrpcTransportOptions TransportOptions(const v1::Assignment& a, const Env* env) {
 // peer addresses name the same host).
 int CpuThreadsFor(const v1::Assignment& a, int configured) {
   if (configured > 0) return configured;
-  const std::vector<int> groups = GroupsByHost(std::vector<std::string>(
-      a.peer_addresses().begin(), a.peer_addresses().end()));
+  const std::vector<int> groups = GroupsByHost(
+      std::vector<std::string>(a.peer_addresses().begin(), a.peer_addresses().end()));
   int here = 1;
   if (a.rank() >= 0 && a.rank() < static_cast<int>(groups.size())) {
-    here = static_cast<int>(
-        std::count(groups.begin(), groups.end(), groups[a.rank()]));
+    here = static_cast<int>(std::count(groups.begin(), groups.end(), groups[a.rank()]));
   }
-  const int threads = CpuComputeThreads(
-      static_cast<int>(std::thread::hardware_concurrency()), here);
-  spdlog::info("{} ranks of job {} on this host: {} BLAS threads each", here,
-               a.job_id(), threads);
+  const int threads =
+      CpuComputeThreads(static_cast<int>(std::thread::hardware_concurrency()), here);
+  spdlog::info("{} ranks of job {} on this host: {} BLAS threads each", here, a.job_id(),
+               threads);
   return threads;
 }
 
@@ -92,8 +89,7 @@ void WorkerDaemon::AbortJobLocked(const absl::Status& status) {
 }
 
 void WorkerDaemon::JoinJobThread() {
-  if (job_thread_.joinable() &&
-      job_thread_.get_id() != std::this_thread::get_id()) {
+  if (job_thread_.joinable() && job_thread_.get_id() != std::this_thread::get_id()) {
     job_thread_.join();
   }
 }
@@ -206,8 +202,7 @@ absl::StatusOr<std::shared_ptr<const TuningTable>> WorkerDaemon::JobTuning(
       std::make_shared<TuningTable>(*std::move(table)));
 }
 
-absl::StatusOr<WorkerDaemon::JobParts> WorkerDaemon::PrepareJob(
-    const v1::Assignment& a) {
+absl::StatusOr<WorkerDaemon::JobParts> WorkerDaemon::PrepareJob(const v1::Assignment& a) {
   JobParts parts;
   // Before any file is opened: the job may name only allowed directories.
   absl::StatusOr<std::string> dir = data_dirs_.Resolve(a.spec().data_dir(), a.rank());
@@ -225,27 +220,22 @@ absl::StatusOr<WorkerDaemon::JobParts> WorkerDaemon::PrepareJob(
   if (a.spec().strategy() == v1::STRATEGY_RING) {
     parts.transport = std::make_unique<GrpcTransport>(
         a.job_id(), a.rank(),
-        std::vector<std::string>(a.peer_addresses().begin(),
-                                 a.peer_addresses().end()),
+        std::vector<std::string>(a.peer_addresses().begin(), a.peer_addresses().end()),
         mailboxes_.Open(a.job_id(), a.job_secret(), a.world_size()),
         TransportOptions(a, env_));
     parts.metered = std::make_unique<MeteredTransport>(
-        parts.transport.get(), metrics_.peer_sent_bytes,
-        metrics_.peer_received_bytes);
+        parts.transport.get(), metrics_.peer_sent_bytes, metrics_.peer_received_bytes);
     parts.watched = std::make_unique<StallTransport>(
         parts.metered.get(), parts.stall.get(),
-        std::vector<std::string>(a.peer_addresses().begin(),
-                                 a.peer_addresses().end()));
+        std::vector<std::string>(a.peer_addresses().begin(), a.peer_addresses().end()));
   }
   absl::StatusOr<std::shared_ptr<const TuningTable>> tuning = JobTuning(a);
   if (!tuning.ok()) return tuning.status();
   parts.tuning = *std::move(tuning);
-  absl::StatusOr<std::unique_ptr<GradientSync>> sync =
-      MakeGradientSync(&a, parts.watched.get(), parts.tuning.get(),
-                       parts.stall.get(), env_);
+  absl::StatusOr<std::unique_ptr<GradientSync>> sync = MakeGradientSync(
+      &a, parts.watched.get(), parts.tuning.get(), parts.stall.get(), env_);
   if (!sync.ok()) return sync.status();
-  parts.sync =
-      std::make_unique<MeteredSync>(std::move(*sync), &a, &metrics_, env_);
+  parts.sync = std::make_unique<MeteredSync>(std::move(*sync), &a, &metrics_, env_);
   return parts;
 }
 
@@ -258,8 +248,8 @@ void WorkerDaemon::JobMain(v1::Assignment a) {
     return;
   }
   const std::string tag = JobTag(a.job_id(), a.rank());
-  spdlog::info("{}assigned: {} world {} model {}", tag,
-               StrategyLabel(a.spec()), a.world_size(), a.spec().model());
+  spdlog::info("{}assigned: {} world {} model {}", tag, StrategyLabel(a.spec()),
+               a.world_size(), a.spec().model());
   TrainingOutcome outcome = NewOutcome(a, "");
   absl::StatusOr<JobParts> parts = PrepareJob(a);
   if (parts.ok()) {
@@ -298,8 +288,7 @@ void WorkerDaemon::JobMain(v1::Assignment a) {
 
 void WorkerDaemon::ClassifyCancelledPeerFailure(TrainingOutcome* outcome) {
   const absl::StatusCode code = outcome->status.code();
-  if (code != absl::StatusCode::kUnavailable &&
-      code != absl::StatusCode::kAborted) {
+  if (code != absl::StatusCode::kUnavailable && code != absl::StatusCode::kAborted) {
     return;
   }
   absl::MutexLock lock(&mu_);
@@ -307,14 +296,12 @@ void WorkerDaemon::ClassifyCancelledPeerFailure(TrainingOutcome* outcome) {
                               kCancelAfterPeerFailureWait)) {
     return;
   }
-  RecordFailure(absl::CancelledError(absl::StrCat(
-                    "job cancelled (a peer stopped first: ",
-                    outcome->status.message(), ")")),
+  RecordFailure(absl::CancelledError(absl::StrCat("job cancelled (a peer stopped first: ",
+                                                  outcome->status.message(), ")")),
                 outcome);
 }
 
-std::unique_ptr<StallWatch> WorkerDaemon::MakeStallWatch(
-    const v1::Assignment& a) {
+std::unique_ptr<StallWatch> WorkerDaemon::MakeStallWatch(const v1::Assignment& a) {
   return std::make_unique<StallWatch>(
       StallThreshold(a.spec()),
       [this, job_id = a.job_id(), rank = a.rank()](const StallReport& r) {
@@ -360,8 +347,8 @@ void WorkerDaemon::ReportJobDone(const v1::WorkerMessage::JobDone& done) {
 v1::WorkerMessage::JobDone WorkerDaemon::RunBenchJob(const v1::Assignment& a) {
   const std::string tag = JobTag(a.job_id(), a.rank());
   spdlog::info("{}bench: {} of {} sizes, world {}", tag,
-               BenchOpName(a.spec().bench().op()),
-               a.spec().bench().sizes_size(), a.world_size());
+               BenchOpName(a.spec().bench().op()), a.spec().bench().sizes_size(),
+               a.world_size());
   const absl::Time began = env_->Now();
   v1::WorkerMessage::JobDone done;
   done.set_job_id(a.job_id());
@@ -374,8 +361,7 @@ v1::WorkerMessage::JobDone WorkerDaemon::RunBenchJob(const v1::Assignment& a) {
   } else {
     GrpcTransport transport(
         a.job_id(), a.rank(),
-        std::vector<std::string>(a.peer_addresses().begin(),
-                                 a.peer_addresses().end()),
+        std::vector<std::string>(a.peer_addresses().begin(), a.peer_addresses().end()),
         mailboxes_.Open(a.job_id(), a.job_secret(), a.world_size()),
         TransportOptions(a, env_));
     MeteredTransport metered(&transport, metrics_.peer_sent_bytes,

@@ -28,13 +28,11 @@ grpc::ByteBuffer BlockPool::Encode(TensorHeader header, size_t n,
                   [&fill](void* b) { fill(static_cast<float*>(b)); });
 }
 
-grpc::ByteBuffer BlockPool::EncodeAs(TensorHeader header, WireDtype dtype,
-                                     size_t n,
+grpc::ByteBuffer BlockPool::EncodeAs(TensorHeader header, WireDtype dtype, size_t n,
                                      absl::FunctionRef<void(void*)> fill) {
   if (n == 0) return EncodeHeaderOnly(std::move(header));
   // Blocks are counted in floats; a 16-bit frame uses half as many.
-  const size_t floats =
-      (n * WireBytes(dtype) + sizeof(float) - 1) / sizeof(float);
+  const size_t floats = (n * WireBytes(dtype) + sizeof(float) - 1) / sizeof(float);
   const size_t capacity = RoundCapacity(floats);
   std::unique_ptr<float[]> block = Take(capacity);
   fill(block.get());

@@ -71,13 +71,12 @@ void ConfigureServerBuilder(grpc::ServerBuilder* builder) {
   builder->SetMaxReceiveMessageSize(static_cast<int>(kMaxMessageBytes));
   builder->SetMaxSendMessageSize(static_cast<int>(kMaxMessageBytes));
   builder->AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, kKeepaliveTimeMs);
-  builder->AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS,
-                              kKeepaliveTimeoutMs);
+  builder->AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, kKeepaliveTimeoutMs);
   builder->AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   builder->AddChannelArgument(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
   builder->AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
-  builder->AddChannelArgument(
-      GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 1000);
+  builder->AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
+                              1000);
   // gRPC sets SO_REUSEPORT by default: a second daemon given a port already
   // in use (or a worker's --bulk_port equal to its --listen port) then
   // listened beside the first and the kernel split the connections between
@@ -91,8 +90,7 @@ grpc::ChannelArguments PeerChannelArgs(bool bulk) {
   return args;
 }
 
-std::shared_ptr<grpc::Channel> MakePeerChannel(const std::string& target,
-                                               bool bulk) {
+std::shared_ptr<grpc::Channel> MakePeerChannel(const std::string& target, bool bulk) {
   return MakeSecureChannel(target, PeerChannelArgs(bulk), GetClusterSecurity(),
                            TokenOn::kCallerAdds);
 }
@@ -110,32 +108,30 @@ absl::StatusOr<StartedServer> Start(const std::string& listen,
   grpc::ServerBuilder builder;
   ConfigureServerBuilder(&builder);
   if (peer) {
-    AddPeerArgs(bulk, [&](const char* name, int v) {
-      builder.AddChannelArgument(name, v);
-    });
+    AddPeerArgs(bulk,
+                [&](const char* name, int v) { builder.AddChannelArgument(name, v); });
   }
   StartedServer out;
-  builder.AddListeningPort(listen, ServerCredentialsFor(GetClusterSecurity()),
-                           &out.port);
+  builder.AddListeningPort(listen, ServerCredentialsFor(GetClusterSecurity()), &out.port);
   for (grpc::Service* s : services) builder.RegisterService(s);
   out.server = builder.BuildAndStart();
   if (out.server == nullptr || out.port == 0) {
-    return absl::UnavailableError(absl::StrCat(
-        "cannot listen on ", listen, " (address in use or invalid)"));
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen on ", listen, " (address in use or invalid)"));
   }
   return out;
 }
 
 }  // namespace
 
-absl::StatusOr<StartedServer> StartServer(
-    const std::string& listen, const std::vector<grpc::Service*>& services) {
+absl::StatusOr<StartedServer> StartServer(const std::string& listen,
+                                          const std::vector<grpc::Service*>& services) {
   return Start(listen, services, /*peer=*/false, /*bulk=*/false);
 }
 
-absl::StatusOr<StartedServer> StartPeerServer(
-    const std::string& listen, const std::vector<grpc::Service*>& services,
-    bool bulk) {
+absl::StatusOr<StartedServer> StartPeerServer(const std::string& listen,
+                                              const std::vector<grpc::Service*>& services,
+                                              bool bulk) {
   return Start(listen, services, /*peer=*/true, bulk);
 }
 
@@ -167,9 +163,8 @@ absl::Status WaitForConnected(grpc::Channel* channel, const std::string& target,
     if (state == GRPC_CHANNEL_READY) return absl::OkStatus();
     if (absl::Now() >= deadline ||
         !channel->WaitForStateChange(state, ToChrono(deadline))) {
-      return absl::UnavailableError(
-          absl::StrCat("cannot connect to ", target,
-                       " (is the process running and the port right?)"));
+      return absl::UnavailableError(absl::StrCat(
+          "cannot connect to ", target, " (is the process running and the port right?)"));
     }
   }
 }

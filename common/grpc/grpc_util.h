@@ -101,13 +101,13 @@ struct StartedServer {
 // Builds and starts a server on `listen` (port 0 picks one) with
 // ConfigureServerBuilder's settings and the given services, which must
 // outlive it. UNAVAILABLE naming the address when it cannot listen.
-absl::StatusOr<StartedServer> StartServer(
-    const std::string& listen, const std::vector<grpc::Service*>& services);
+absl::StatusOr<StartedServer> StartServer(const std::string& listen,
+                                          const std::vector<grpc::Service*>& services);
 // StartServer for the Peer service: with BDP probing as set above, or
 // (`bulk`) never.
-absl::StatusOr<StartedServer> StartPeerServer(
-    const std::string& listen, const std::vector<grpc::Service*>& services,
-    bool bulk = false);
+absl::StatusOr<StartedServer> StartPeerServer(const std::string& listen,
+                                              const std::vector<grpc::Service*>& services,
+                                              bool bulk = false);
 
 // The host of "HOST:port": what precedes the last ':' ("10.0.0.1:5000" has
 // host "10.0.0.1"); a bracketed IPv6 host is kept whole with its brackets

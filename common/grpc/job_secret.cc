@@ -34,9 +34,8 @@ bool SecretsEqual(absl::string_view a, absl::string_view b) {
   return diff == 0;
 }
 
-std::string MetadataValue(
-    const std::multimap<grpc::string_ref, grpc::string_ref>& md,
-    absl::string_view key) {
+std::string MetadataValue(const std::multimap<grpc::string_ref, grpc::string_ref>& md,
+                          absl::string_view key) {
   auto it = md.find(grpc::string_ref(key.data(), key.size()));
   if (it == md.end()) return "";
   return std::string(it->second.data(), it->second.size());
@@ -74,8 +73,8 @@ absl::Status JobKey::WriteNewFile(const std::string& path) {
   const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
   if (fd < 0) return absl::InternalError(absl::StrCat("cannot create ", path));
   const std::string line = *hex + "\n";
-  const bool ok = write(fd, line.data(), line.size()) ==
-                  static_cast<ssize_t>(line.size());
+  const bool ok =
+      write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size());
   close(fd);
   if (!ok) return absl::InternalError(absl::StrCat("cannot write ", path));
   return absl::OkStatus();
@@ -86,14 +85,12 @@ std::string JobKey::SecretOf(absl::string_view job_id, int world) const {
   unsigned char mac[EVP_MAX_MD_SIZE];
   unsigned int len = 0;
   HMAC(EVP_sha256(), raw_.data(), static_cast<int>(raw_.size()),
-       reinterpret_cast<const unsigned char*>(msg.data()), msg.size(), mac,
-       &len);
+       reinterpret_cast<const unsigned char*>(msg.data()), msg.size(), mac, &len);
   return absl::BytesToHexString(
       absl::string_view(reinterpret_cast<const char*>(mac), len));
 }
 
-bool JobKey::Verify(absl::string_view job_id, int world,
-                    absl::string_view secret) const {
+bool JobKey::Verify(absl::string_view job_id, int world, absl::string_view secret) const {
   if (world <= 0 || secret.empty()) return false;
   return SecretsEqual(SecretOf(job_id, world), secret);
 }

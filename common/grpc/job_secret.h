@@ -52,9 +52,8 @@ absl::StatusOr<std::string> RandomHex(size_t n);
 bool SecretsEqual(absl::string_view a, absl::string_view b);
 
 // The value of metadata `key` in `md` ("" when absent).
-std::string MetadataValue(
-    const std::multimap<grpc::string_ref, grpc::string_ref>& md,
-    absl::string_view key);
+std::string MetadataValue(const std::multimap<grpc::string_ref, grpc::string_ref>& md,
+                          absl::string_view key);
 
 // The server processes' key. Immutable, thread-safe.
 class JobKey {
@@ -70,8 +69,7 @@ class JobKey {
   // secret(job_id, world), 64 hex characters.
   std::string SecretOf(absl::string_view job_id, int world) const;
   // True when `secret` is secret(job_id, world) and world > 0.
-  bool Verify(absl::string_view job_id, int world,
-              absl::string_view secret) const;
+  bool Verify(absl::string_view job_id, int world, absl::string_view secret) const;
 
  private:
   explicit JobKey(std::string raw) : raw_(std::move(raw)) {}

@@ -36,8 +36,7 @@ void RefusalLog::Refused(absl::string_view what, absl::string_view peer,
 }
 
 std::optional<std::string> RefusalLog::Line(absl::string_view what,
-                                            absl::string_view peer,
-                                            absl::string_view why,
+                                            absl::string_view peer, absl::string_view why,
                                             absl::Time now) {
   int64_t suppressed = 0;
   {
@@ -54,8 +53,8 @@ std::optional<std::string> RefusalLog::Line(absl::string_view what,
     }
     ++lines_;
   }
-  std::string line = absl::StrCat("refused ", Printable(what), " from ",
-                                  Printable(peer), ": ", Printable(why));
+  std::string line = absl::StrCat("refused ", Printable(what), " from ", Printable(peer),
+                                  ": ", Printable(why));
   if (suppressed > 0) {
     absl::StrAppend(&line, " (", suppressed, " earlier refusals not logged)");
   }

@@ -31,15 +31,13 @@ class RefusalLog {
 
   // Logs "refused WHAT from PEER: WHY" at warn level, unless this window's
   // lines are spent (then it is only counted).
-  void Refused(absl::string_view what, absl::string_view peer,
-               absl::string_view why);
+  void Refused(absl::string_view what, absl::string_view peer, absl::string_view why);
 
   // What Refused logs when it is called at `now`: the line, or nullopt when
   // it is left out (and counted). Refused without the clock and the logger,
   // for tests.
-  std::optional<std::string> Line(absl::string_view what,
-                                  absl::string_view peer, absl::string_view why,
-                                  absl::Time now);
+  std::optional<std::string> Line(absl::string_view what, absl::string_view peer,
+                                  absl::string_view why, absl::Time now);
 
  private:
   absl::Mutex mu_;

@@ -35,9 +35,8 @@ ClusterSecurity& ProcessSecurity() {
 }
 
 absl::string_view SliceView(const grpc_slice& slice) {
-  return absl::string_view(
-      reinterpret_cast<const char*>(GRPC_SLICE_START_PTR(slice)),
-      GRPC_SLICE_LENGTH(slice));
+  return absl::string_view(reinterpret_cast<const char*>(GRPC_SLICE_START_PTR(slice)),
+                           GRPC_SLICE_LENGTH(slice));
 }
 
 // What gRPC core tells the auth processor about the caller: its certificate
@@ -75,8 +74,7 @@ struct TokenCheck {
 // reaches any service; answers synchronously. Accepted calls have the token
 // removed from their metadata (handlers never see it).
 void ProcessToken(void* state, grpc_auth_context* ctx, const grpc_metadata* md,
-                  size_t num_md, grpc_process_auth_metadata_done_cb cb,
-                  void* user_data) {
+                  size_t num_md, grpc_process_auth_metadata_done_cb cb, void* user_data) {
   auto* check = static_cast<TokenCheck*>(state);
   absl::string_view path;
   const grpc_metadata* token = nullptr;
@@ -89,16 +87,13 @@ void ProcessToken(void* state, grpc_auth_context* ctx, const grpc_metadata* md,
     cb(user_data, nullptr, 0, nullptr, 0, GRPC_STATUS_OK, nullptr);
     return;
   }
-  if (token != nullptr &&
-      ConstantTimeEquals(SliceView(token->value), check->expected)) {
+  if (token != nullptr && ConstantTimeEquals(SliceView(token->value), check->expected)) {
     cb(user_data, token, 1, nullptr, 0, GRPC_STATUS_OK, nullptr);
     return;
   }
   if (check->on_refusal) check->on_refusal();
-  check->log.Refused(path.empty() ? "a call" : path, DescribePeer(ctx),
-                     kRefusalMessage);
-  cb(user_data, nullptr, 0, nullptr, 0, GRPC_STATUS_UNAUTHENTICATED,
-     kRefusalMessage);
+  check->log.Refused(path.empty() ? "a call" : path, DescribePeer(ctx), kRefusalMessage);
+  cb(user_data, nullptr, 0, nullptr, 0, GRPC_STATUS_UNAUTHENTICATED, kRefusalMessage);
 }
 
 void DestroyTokenCheck(void* state) { delete static_cast<TokenCheck*>(state); }
@@ -130,8 +125,8 @@ class ClusterServerCredentials final : public grpc::ServerCredentials {
     }
     if (creds == nullptr) return 0;
     if (!security_.token.empty()) {
-      auto* check = new TokenCheck{absl::StrCat(kBearer, security_.token),
-                                   security_.on_refusal, {}};
+      auto* check = new TokenCheck{
+          absl::StrCat(kBearer, security_.token), security_.on_refusal, {}};
       grpc_server_credentials_set_auth_metadata_processor(
           creds, {&ProcessToken, &DestroyTokenCheck, check});
     }
@@ -193,13 +188,12 @@ bool ConstantTimeEquals(absl::string_view a, absl::string_view b) {
   return diff == 0;
 }
 
-absl::StatusOr<std::string> ValidateToken(std::string token,
-                                          absl::string_view source) {
+absl::StatusOr<std::string> ValidateToken(std::string token, absl::string_view source) {
   token = std::string(absl::StripAsciiWhitespace(token));
   if (token.size() < kMinTokenChars || token.size() > kMaxTokenChars) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        source, ": the token must have ", kMinTokenChars, " to ",
-        kMaxTokenChars, " characters, it has ", token.size()));
+    return absl::InvalidArgumentError(absl::StrCat(source, ": the token must have ",
+                                                   kMinTokenChars, " to ", kMaxTokenChars,
+                                                   " characters, it has ", token.size()));
   }
   for (char c : token) {
     if (c <= ' ' || c > '~') {
@@ -229,11 +223,11 @@ absl::StatusOr<std::string> RandomToken() {
       absl::string_view(reinterpret_cast<const char*>(bytes), sizeof(bytes)));
 }
 
-std::shared_ptr<grpc::Channel> MakeSecureChannel(
-    const std::string& target, grpc::ChannelArguments args,
-    const ClusterSecurity& security, TokenOn token_on) {
-  std::shared_ptr<grpc::ChannelCredentials> creds =
-      grpc::InsecureChannelCredentials();
+std::shared_ptr<grpc::Channel> MakeSecureChannel(const std::string& target,
+                                                 grpc::ChannelArguments args,
+                                                 const ClusterSecurity& security,
+                                                 TokenOn token_on) {
+  std::shared_ptr<grpc::ChannelCredentials> creds = grpc::InsecureChannelCredentials();
   if (security.tls()) {
     grpc::SslCredentialsOptions ssl;
     ssl.pem_root_certs = security.tls_ca_pem;
@@ -248,8 +242,8 @@ std::shared_ptr<grpc::Channel> MakeSecureChannel(
   std::vector<std::unique_ptr<grpc::experimental::ClientInterceptorFactoryInterface>>
       interceptors;
   interceptors.push_back(std::make_unique<TokenInterceptorFactory>(security.token));
-  return grpc::experimental::CreateCustomChannelWithInterceptors(
-      target, creds, args, std::move(interceptors));
+  return grpc::experimental::CreateCustomChannelWithInterceptors(target, creds, args,
+                                                                 std::move(interceptors));
 }
 
 void AddClusterToken(grpc::ClientContext* ctx) {

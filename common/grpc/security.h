@@ -69,8 +69,7 @@ bool ConstantTimeEquals(absl::string_view a, absl::string_view b);
 // NOT_FOUND naming `path` otherwise.
 absl::StatusOr<std::string> ReadTokenFile(const std::string& path);
 // The same rules for a token given directly (e.g. $GRADSYNC_TOKEN).
-absl::StatusOr<std::string> ValidateToken(std::string token,
-                                          absl::string_view source);
+absl::StatusOr<std::string> ValidateToken(std::string token, absl::string_view source);
 
 // 256 random bits from /dev/urandom as 64 hex characters.
 absl::StatusOr<std::string> RandomToken();
@@ -89,9 +88,10 @@ enum class TokenOn {
 // A channel to `target` with `args` under `security`: TLS credentials
 // expecting kClusterTlsName when security.tls(), and, when it is set, the
 // token on the calls as `token_on` says.
-std::shared_ptr<grpc::Channel> MakeSecureChannel(
-    const std::string& target, grpc::ChannelArguments args,
-    const ClusterSecurity& security, TokenOn token_on = TokenOn::kEveryCall);
+std::shared_ptr<grpc::Channel> MakeSecureChannel(const std::string& target,
+                                                 grpc::ChannelArguments args,
+                                                 const ClusterSecurity& security,
+                                                 TokenOn token_on = TokenOn::kEveryCall);
 
 // Adds this process's token (GetClusterSecurity) to `ctx`'s metadata, as
 // the interceptor of TokenOn::kEveryCall would; nothing without a token.

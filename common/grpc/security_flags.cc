@@ -34,8 +34,7 @@ ABSL_FLAG(std::string, tls_ca, "", "Mutual TLS: the cluster CA certificate (PEM)
 namespace gradsync {
 namespace {
 
-absl::StatusOr<std::string> ReadPem(const std::string& path,
-                                    const char* flag) {
+absl::StatusOr<std::string> ReadPem(const std::string& path, const char* flag) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return absl::NotFoundError(absl::StrCat(flag, ": cannot read ", path));
   std::ostringstream content;
@@ -83,8 +82,8 @@ absl::StatusOr<std::string> ResolveToken(const SecuritySettings& s) {
 absl::StatusOr<ClusterSecurity> ResolveSecurity(const SecuritySettings& settings,
                                                 SecurityRole role) {
   if (settings.auth != "token" && settings.auth != "none") {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--auth must be token or none, got '", settings.auth, "'"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--auth must be token or none, got '", settings.auth, "'"));
   }
   ClusterSecurity out;
   if (settings.auth == "token") {
@@ -111,17 +110,18 @@ absl::StatusOr<ClusterSecurity> SecurityFromCommandLine(SecurityRole role) {
   s.tls_ca = absl::GetFlag(FLAGS_tls_ca);
   absl::StatusOr<ClusterSecurity> out = ResolveSecurity(s, role);
   if (out.ok() && role == SecurityRole::kDaemon && s.auth == "none") {
-    spdlog::warn("--auth=none: NO AUTHENTICATION. Anyone who can reach this "
-                 "process's ports may submit and cancel jobs, join as a "
-                 "worker and read or overwrite parameters.");
+    spdlog::warn(
+        "--auth=none: NO AUTHENTICATION. Anyone who can reach this "
+        "process's ports may submit and cancel jobs, join as a "
+        "worker and read or overwrite parameters.");
   }
   return out;
 }
 
 void CountAuthRefusals(MetricsRegistry* registry, ClusterSecurity* security) {
-  Counter* refusals = registry->AddCounter(
-      "gradsync_auth_refusals_total",
-      "gRPC calls refused for a missing or invalid cluster token.");
+  Counter* refusals =
+      registry->AddCounter("gradsync_auth_refusals_total",
+                           "gRPC calls refused for a missing or invalid cluster token.");
   security->on_refusal = [refusals] { refusals->Increment(); };
 }
 

@@ -15,9 +15,9 @@ class MetricsRegistry;
 
 // The raw settings, as given.
 struct SecuritySettings {
-  std::string token_file;  // --token_file
-  std::string env_token;   // $GRADSYNC_TOKEN
-  std::string auth = "token";  // --auth: token or none
+  std::string token_file;                 // --token_file
+  std::string env_token;                  // $GRADSYNC_TOKEN
+  std::string auth = "token";             // --auth: token or none
   std::string tls_cert, tls_key, tls_ca;  // --tls_*: PEM file paths
 };
 

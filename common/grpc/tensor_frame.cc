@@ -20,8 +20,7 @@ void PutVarint(uint64_t v, std::string* out) {
   out->push_back(static_cast<char>(v));
 }
 
-std::string Prefix(const TensorHeader& header, size_t data_bytes,
-                   bool with_data) {
+std::string Prefix(const TensorHeader& header, size_t data_bytes, bool with_data) {
   std::string h = header.SerializeAsString();
   std::string out;
   out.reserve(h.size() + 24);
@@ -48,9 +47,7 @@ void RunRelease(void* user) {
 // Reads bytes sequentially across slices.
 class Cursor {
  public:
-  explicit Cursor(const std::vector<grpc::Slice>& slices) : slices_(slices) {
-    Skip();
-  }
+  explicit Cursor(const std::vector<grpc::Slice>& slices) : slices_(slices) { Skip(); }
   bool Done() const { return slice_ >= slices_.size(); }
   bool Byte(uint8_t* b) {
     if (Done()) return false;
@@ -83,9 +80,7 @@ class Cursor {
     while (n > 0) {
       if (Done()) return false;
       const size_t take = std::min(n, slices_[slice_].size() - offset_);
-      out->append(reinterpret_cast<const char*>(slices_[slice_].begin()) +
-                      offset_,
-                  take);
+      out->append(reinterpret_cast<const char*>(slices_[slice_].begin()) + offset_, take);
       Advance(take);
       n -= take;
     }
@@ -140,9 +135,8 @@ v1::WireDtype WireDtypeToProto(WireDtype d) {
   return v1::WIRE_DTYPE_UNSPECIFIED;
 }
 
-grpc::ByteBuffer EncodeFrameBytes(TensorHeader header, WireDtype dtype,
-                                  const void* bytes, size_t n,
-                                  std::function<void()> on_release) {
+grpc::ByteBuffer EncodeFrameBytes(TensorHeader header, WireDtype dtype, const void* bytes,
+                                  size_t n, std::function<void()> on_release) {
   header.set_count(n);
   header.set_dtype(WireDtypeToProto(dtype));
   const size_t nbytes = n * WireBytes(dtype);
@@ -164,8 +158,8 @@ grpc::ByteBuffer EncodeFrame(TensorHeader header, const float* data, size_t n,
                           std::move(on_release));
 }
 
-grpc::ByteBuffer EncodeFrameAs(TensorHeader header, WireDtype dtype,
-                               const float* data, size_t n) {
+grpc::ByteBuffer EncodeFrameAs(TensorHeader header, WireDtype dtype, const float* data,
+                               size_t n) {
   auto owned = std::make_shared<std::vector<char>>(n * WireBytes(dtype));
   EncodeWire(dtype, data, owned->data(), n);
   const char* bytes = owned->data();
@@ -173,9 +167,9 @@ grpc::ByteBuffer EncodeFrameAs(TensorHeader header, WireDtype dtype,
                           [owned = std::move(owned)]() mutable { owned.reset(); });
 }
 
-grpc::ByteBuffer EncodeFrameShared(
-    TensorHeader header, std::shared_ptr<const std::vector<float>> owner,
-    size_t offset, size_t n) {
+grpc::ByteBuffer EncodeFrameShared(TensorHeader header,
+                                   std::shared_ptr<const std::vector<float>> owner,
+                                   size_t offset, size_t n) {
   const float* data = owner->data() + offset;
   return EncodeFrame(std::move(header), data, n,
                      [owner = std::move(owner)]() mutable { owner.reset(); });
@@ -185,8 +179,7 @@ grpc::ByteBuffer EncodeHeaderOnly(TensorHeader header) {
   return EncodeFrame(std::move(header), nullptr, 0, nullptr);
 }
 
-absl::StatusOr<DecodedFrame> DecodedFrame::Parse(
-    const grpc::ByteBuffer& buffer) {
+absl::StatusOr<DecodedFrame> DecodedFrame::Parse(const grpc::ByteBuffer& buffer) {
   DecodedFrame f;
   grpc::Status dumped = buffer.Dump(&f.slices_);
   if (!dumped.ok()) {
@@ -201,8 +194,7 @@ absl::StatusOr<DecodedFrame> DecodedFrame::Parse(
   if (cur.Byte(&tag) && tag == kHeaderTag) {
     uint64_t len;
     std::string h;
-    if (cur.Varint(&len) && cur.Bytes(len, &h) &&
-        f.header_.ParseFromString(h)) {
+    if (cur.Varint(&len) && cur.Bytes(len, &h) && f.header_.ParseFromString(h)) {
       have_header = true;
       if (cur.Done()) {
         data_bytes = 0;
@@ -244,11 +236,10 @@ absl::StatusOr<DecodedFrame> DecodedFrame::Parse(
   f.dtype_ = *dtype;
   // count * b must not wrap: a count of 2^62 would otherwise match 0 bytes.
   const size_t elem = WireBytes(f.dtype_);
-  if (f.header_.count() > data_bytes / elem ||
-      data_bytes != f.header_.count() * elem) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "tensor frame carries ", data_bytes, " bytes but its header says ",
-        f.header_.count(), " ", WireDtypeName(f.dtype_), " elements"));
+  if (f.header_.count() > data_bytes / elem || data_bytes != f.header_.count() * elem) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("tensor frame carries ", data_bytes, " bytes but its header says ",
+                     f.header_.count(), " ", WireDtypeName(f.dtype_), " elements"));
   }
   (void)have_data;
   return f;
@@ -306,8 +297,8 @@ void DecodedFrame::SumTo(const float* a, float* out, float* out2) const {
   const WireDtype d = dtype_;
   const size_t elem = WireBytes(d);
   ForEachPiece([=](size_t at, const char* bytes, size_t n) {
-    DecodeSumWire(d, out + at, out2 == nullptr ? nullptr : out2 + at, a + at,
-                  bytes, n / elem);
+    DecodeSumWire(d, out + at, out2 == nullptr ? nullptr : out2 + at, a + at, bytes,
+                  n / elem);
   });
 }
 

@@ -45,14 +45,13 @@ grpc::ByteBuffer EncodeFrame(TensorHeader header, const float* data, size_t n,
 
 // As EncodeFrame, for n elements of `dtype` already encoded at `bytes`
 // (n * WireBytes(dtype) bytes).
-grpc::ByteBuffer EncodeFrameBytes(TensorHeader header, WireDtype dtype,
-                                  const void* bytes, size_t n,
-                                  std::function<void()> on_release);
+grpc::ByteBuffer EncodeFrameBytes(TensorHeader header, WireDtype dtype, const void* bytes,
+                                  size_t n, std::function<void()> on_release);
 
 // data[0..n) converted to `dtype` into memory the frame owns (a pass over
 // the data, for senders whose memory cannot be lent to gRPC).
-grpc::ByteBuffer EncodeFrameAs(TensorHeader header, WireDtype dtype,
-                               const float* data, size_t n);
+grpc::ByteBuffer EncodeFrameAs(TensorHeader header, WireDtype dtype, const float* data,
+                               size_t n);
 
 // As above; the frame keeps `owner` alive until gRPC is done with it.
 grpc::ByteBuffer EncodeFrameShared(TensorHeader header,
@@ -90,8 +89,7 @@ class DecodedFrame {
   // Calls fn(dst_element_offset, bytes, nbytes) over the data, one call per
   // contiguous piece, pieces always whole elements (straddling elements are
   // assembled in a small stack buffer).
-  void ForEachPiece(
-      const std::function<void(size_t, const char*, size_t)>& fn) const;
+  void ForEachPiece(const std::function<void(size_t, const char*, size_t)>& fn) const;
 
   size_t data_bytes() const { return count() * WireBytes(dtype_); }
 

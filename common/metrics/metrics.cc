@@ -54,8 +54,7 @@ class CallbackFamily final : public MetricFamilyBase {
   CallbackFamily(std::string name, std::string help, MetricType type,
                  std::vector<std::string> label_names,
                  std::function<std::vector<MetricSample>()> collect)
-      : MetricFamilyBase(std::move(name), std::move(help), type,
-                         std::move(label_names)),
+      : MetricFamilyBase(std::move(name), std::move(help), type, std::move(label_names)),
         collect_(std::move(collect)) {}
 
  protected:
@@ -79,8 +78,7 @@ void Counter::Add(double v) {
 void Gauge::Add(double v) { AtomicAdd(&value_, v); }
 
 Histogram::Histogram(const std::vector<double>* bounds)
-    : bounds_(*bounds),
-      counts_(new std::atomic<uint64_t>[bounds->size() + 1]) {
+    : bounds_(*bounds), counts_(new std::atomic<uint64_t>[bounds->size() + 1]) {
   for (size_t i = 0; i <= bounds_.size(); ++i) counts_[i] = 0;
 }
 
@@ -104,9 +102,8 @@ Histogram::Snapshot Histogram::Read() const {
 }
 
 std::vector<double> LatencyBuckets() {
-  return {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01,
-          0.025,  0.05,    0.1,    0.25,  0.5,    1,     2.5,
-          5,      10};
+  return {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
+          0.05,   0.1,     0.25,   0.5,   1,      2.5,   5,    10};
 }
 
 std::string FormatMetricValue(double v) {
@@ -138,8 +135,7 @@ std::string EscapeLabelValue(const std::string& v) {
   return out;
 }
 
-MetricFamilyBase::MetricFamilyBase(std::string name, std::string help,
-                                   MetricType type,
+MetricFamilyBase::MetricFamilyBase(std::string name, std::string help, MetricType type,
                                    std::vector<std::string> label_names)
     : name_(std::move(name)),
       help_(std::move(help)),
@@ -159,8 +155,8 @@ std::string MetricFamilyBase::SampleName(const std::string& suffix,
   if (label_names_.empty() && extra.empty()) return s;
   s += "{";
   for (size_t i = 0; i < label_names_.size(); ++i) {
-    absl::StrAppend(&s, i ? "," : "", label_names_[i], "=\"",
-                    EscapeLabelValue(values[i]), "\"");
+    absl::StrAppend(&s, i ? "," : "", label_names_[i], "=\"", EscapeLabelValue(values[i]),
+                    "\"");
   }
   if (!extra.empty()) absl::StrAppend(&s, label_names_.empty() ? "" : ",", extra);
   return s + "}";
@@ -210,35 +206,34 @@ F* MetricsRegistry::Register(std::unique_ptr<F> family) {
   return f;
 }
 
-CounterFamily* MetricsRegistry::AddCounterFamily(
-    const std::string& name, const std::string& help,
-    std::vector<std::string> label_names) {
+CounterFamily* MetricsRegistry::AddCounterFamily(const std::string& name,
+                                                 const std::string& help,
+                                                 std::vector<std::string> label_names) {
   return Register(std::make_unique<CounterFamily>(
       name, help, MetricType::kCounter, std::move(label_names),
       [] { return std::make_unique<Counter>(); }));
 }
 
-Counter* MetricsRegistry::AddCounter(const std::string& name,
-                                     const std::string& help) {
+Counter* MetricsRegistry::AddCounter(const std::string& name, const std::string& help) {
   return AddCounterFamily(name, help, {})->WithLabels({});
 }
 
-GaugeFamily* MetricsRegistry::AddGaugeFamily(
-    const std::string& name, const std::string& help,
-    std::vector<std::string> label_names) {
+GaugeFamily* MetricsRegistry::AddGaugeFamily(const std::string& name,
+                                             const std::string& help,
+                                             std::vector<std::string> label_names) {
   return Register(std::make_unique<GaugeFamily>(
       name, help, MetricType::kGauge, std::move(label_names),
       [] { return std::make_unique<Gauge>(); }));
 }
 
-Gauge* MetricsRegistry::AddGauge(const std::string& name,
-                                 const std::string& help) {
+Gauge* MetricsRegistry::AddGauge(const std::string& name, const std::string& help) {
   return AddGaugeFamily(name, help, {})->WithLabels({});
 }
 
-HistogramFamily* MetricsRegistry::AddHistogramFamily(
-    const std::string& name, const std::string& help,
-    std::vector<std::string> label_names, std::vector<double> bounds) {
+HistogramFamily* MetricsRegistry::AddHistogramFamily(const std::string& name,
+                                                     const std::string& help,
+                                                     std::vector<std::string> label_names,
+                                                     std::vector<double> bounds) {
   // The family's factory owns the bounds; children (destroyed first) refer
   // to them.
   auto shared = std::make_shared<const std::vector<double>>(std::move(bounds));
@@ -247,18 +242,15 @@ HistogramFamily* MetricsRegistry::AddHistogramFamily(
       [shared] { return std::make_unique<Histogram>(shared.get()); }));
 }
 
-Histogram* MetricsRegistry::AddHistogram(const std::string& name,
-                                         const std::string& help,
+Histogram* MetricsRegistry::AddHistogram(const std::string& name, const std::string& help,
                                          std::vector<double> bounds) {
   return AddHistogramFamily(name, help, {}, std::move(bounds))->WithLabels({});
 }
 
-void MetricsRegistry::AddCallback(
-    const std::string& name, const std::string& help, MetricType type,
-    std::vector<std::string> label_names,
-    std::function<std::vector<MetricSample>()> collect) {
-  Register(std::make_unique<CallbackFamily>(name, help, type,
-                                            std::move(label_names),
+void MetricsRegistry::AddCallback(const std::string& name, const std::string& help,
+                                  MetricType type, std::vector<std::string> label_names,
+                                  std::function<std::vector<MetricSample>()> collect) {
+  Register(std::make_unique<CallbackFamily>(name, help, type, std::move(label_names),
                                             std::move(collect)));
 }
 

@@ -132,8 +132,7 @@ class MetricFamily final : public MetricFamilyBase {
   MetricFamily(std::string name, std::string help, MetricType type,
                std::vector<std::string> label_names,
                std::function<std::unique_ptr<T>()> make)
-      : MetricFamilyBase(std::move(name), std::move(help), type,
-                         std::move(label_names)),
+      : MetricFamilyBase(std::move(name), std::move(help), type, std::move(label_names)),
         make_(std::move(make)) {}
 
   // The child for these label values (as many as label names; missing ones
@@ -153,8 +152,7 @@ class MetricFamily final : public MetricFamilyBase {
  private:
   const std::function<std::unique_ptr<T>()> make_;
   mutable absl::Mutex mu_;
-  std::map<std::vector<std::string>, std::unique_ptr<T>> children_
-      ABSL_GUARDED_BY(mu_);
+  std::map<std::vector<std::string>, std::unique_ptr<T>> children_ ABSL_GUARDED_BY(mu_);
 };
 
 // Rendering per child type (metrics.cc).
@@ -189,16 +187,14 @@ class MetricsRegistry {
   MetricsRegistry& operator=(const MetricsRegistry&) = delete;
 
   Counter* AddCounter(const std::string& name, const std::string& help);
-  CounterFamily* AddCounterFamily(const std::string& name,
-                                  const std::string& help,
+  CounterFamily* AddCounterFamily(const std::string& name, const std::string& help,
                                   std::vector<std::string> label_names);
   Gauge* AddGauge(const std::string& name, const std::string& help);
   GaugeFamily* AddGaugeFamily(const std::string& name, const std::string& help,
                               std::vector<std::string> label_names);
   Histogram* AddHistogram(const std::string& name, const std::string& help,
                           std::vector<double> bounds);
-  HistogramFamily* AddHistogramFamily(const std::string& name,
-                                      const std::string& help,
+  HistogramFamily* AddHistogramFamily(const std::string& name, const std::string& help,
                                       std::vector<std::string> label_names,
                                       std::vector<double> bounds);
 
@@ -206,8 +202,8 @@ class MetricsRegistry {
   // render (e.g. jobs by state, read from the job table). `collect` runs on
   // the rendering thread without this registry's lock held; it may take its
   // own locks, but must not call back into the registry.
-  void AddCallback(const std::string& name, const std::string& help,
-                   MetricType type, std::vector<std::string> label_names,
+  void AddCallback(const std::string& name, const std::string& help, MetricType type,
+                   std::vector<std::string> label_names,
                    std::function<std::vector<MetricSample>()> collect);
 
   // The text exposition of every family.

@@ -10,15 +10,12 @@
 
 namespace gradsync {
 
-absl::StatusOr<std::pair<std::string, int>> SplitHostPort(
-    const std::string& address) {
+absl::StatusOr<std::pair<std::string, int>> SplitHostPort(const std::string& address) {
   const size_t colon = address.rfind(':');
   int port = -1;
-  if (colon == std::string::npos ||
-      !absl::SimpleAtoi(address.substr(colon + 1), &port) || port < 0 ||
-      port > 65535) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("'", address, "' is not HOST:PORT"));
+  if (colon == std::string::npos || !absl::SimpleAtoi(address.substr(colon + 1), &port) ||
+      port < 0 || port > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat("'", address, "' is not HOST:PORT"));
   }
   std::string host = address.substr(0, colon);
   if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
@@ -28,18 +25,15 @@ absl::StatusOr<std::pair<std::string, int>> SplitHostPort(
   return std::make_pair(host, port);
 }
 
-absl::Status StartMetricsEndpoint(MetricsServer* server,
-                                  const std::string& listen) {
+absl::Status StartMetricsEndpoint(MetricsServer* server, const std::string& listen) {
   if (listen.empty()) return absl::OkStatus();
-  absl::StatusOr<std::string> at =
-      server->Start(listen, absl::Now() + absl::Seconds(5));
+  absl::StatusOr<std::string> at = server->Start(listen, absl::Now() + absl::Seconds(5));
   if (!at.ok()) return at.status();
   std::cout << "metrics at http://" << *at << "/metrics" << std::endl;
   return absl::OkStatus();
 }
 
-MetricsServer::MetricsServer(const MetricsRegistry* registry)
-    : registry_(registry) {}
+MetricsServer::MetricsServer(const MetricsRegistry* registry) : registry_(registry) {}
 
 MetricsServer::~MetricsServer() { Stop(); }
 
@@ -53,9 +47,7 @@ absl::StatusOr<std::string> MetricsServer::Start(const std::string& listen,
   auto [host, port] = *hp;
   server_ = std::make_unique<httplib::Server>();
   // httplib owns the queue it gets from this factory.
-  server_->new_task_queue = [] {
-    return new httplib::ThreadPool(kMetricsServerThreads);
-  };
+  server_->new_task_queue = [] { return new httplib::ThreadPool(kMetricsServerThreads); };
   // httplib's default sets SO_REUSEPORT, with which a second daemon could
   // bind the same port and take half the scrapes: only SO_REUSEADDR here
   // (a restart may bind at once; a port in use is an error).
@@ -64,16 +56,15 @@ absl::StatusOr<std::string> MetricsServer::Start(const std::string& listen,
     setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
   });
   const MetricsRegistry* registry = registry_;
-  server_->Get("/metrics", [registry](const httplib::Request&,
-                                      httplib::Response& res) {
+  server_->Get("/metrics", [registry](const httplib::Request&, httplib::Response& res) {
     res.set_content(registry->Render(), "text/plain; version=0.0.4; charset=utf-8");
   });
   const bool bound = port == 0 ? (port = server_->bind_to_any_port(host)) > 0
                                : server_->bind_to_port(host, port);
   if (!bound) {
     server_.reset();
-    return absl::UnavailableError(absl::StrCat(
-        "metrics: cannot listen on ", listen, " (address in use or not local?)"));
+    return absl::UnavailableError(absl::StrCat("metrics: cannot listen on ", listen,
+                                               " (address in use or not local?)"));
   }
   httplib::Server* s = server_.get();
   thread_ = std::thread([this, s] {

@@ -39,8 +39,7 @@ class MetricsServer {
   // until Stop. Returns the bound "HOST:PORT". INVALID_ARGUMENT for a
   // malformed address; UNAVAILABLE when the address cannot be bound (in
   // use, no such interface) or serving does not begin by `deadline`.
-  absl::StatusOr<std::string> Start(const std::string& listen,
-                                    absl::Time deadline);
+  absl::StatusOr<std::string> Start(const std::string& listen, absl::Time deadline);
 
   // Stops serving and joins the server thread (a scrape in progress
   // finishes first). Idempotent; a no-op if Start failed before serving.
@@ -56,13 +55,11 @@ class MetricsServer {
 // Starts `server` on `listen` (nothing when it is empty) and announces it on
 // stdout as "metrics at http://HOST:PORT/metrics" (the local launcher reads
 // that line). MetricsServer::Start's errors; waits at most 5 s.
-absl::Status StartMetricsEndpoint(MetricsServer* server,
-                                  const std::string& listen);
+absl::Status StartMetricsEndpoint(MetricsServer* server, const std::string& listen);
 
 // Splits "HOST:PORT" ("[::1]:9090" for IPv6). INVALID_ARGUMENT when there is
 // no port or it is not a number in [0, 65535].
-absl::StatusOr<std::pair<std::string, int>> SplitHostPort(
-    const std::string& address);
+absl::StatusOr<std::pair<std::string, int>> SplitHostPort(const std::string& address);
 
 }  // namespace gradsync
 

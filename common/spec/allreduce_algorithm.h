@@ -9,12 +9,12 @@
 namespace gradsync {
 
 enum class AllreduceAlgorithm {
-  kAuto,                // what the tuning table picks for (world, bytes)
-  kRing,                // pipelined ring (worker/collectives/ring.h)
-  kHalvingDoubling,     // Rabenseifner (halving_doubling.h)
-  kRecursiveDoubling,   // full-vector exchanges (recursive_doubling.h);
-                        // "tree" on the command line and the wire
-  kHierarchical,        // inside host groups, then across (hierarchical.h)
+  kAuto,               // what the tuning table picks for (world, bytes)
+  kRing,               // pipelined ring (worker/collectives/ring.h)
+  kHalvingDoubling,    // Rabenseifner (halving_doubling.h)
+  kRecursiveDoubling,  // full-vector exchanges (recursive_doubling.h);
+                       // "tree" on the command line and the wire
+  kHierarchical,       // inside host groups, then across (hierarchical.h)
 };
 
 // "auto", "ring", "hd", "tree", "hier": the spelling of the command line,

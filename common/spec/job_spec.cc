@@ -33,20 +33,17 @@ constexpr NameOf<v1::Device> kDevices[] = {{v1::DEVICE_CPU, "cpu"},
                                            {v1::DEVICE_CUDA, "cuda"}};
 constexpr NameOf<v1::Optimizer> kOptimizers[] = {{v1::OPTIMIZER_SGD, "sgd"},
                                                  {v1::OPTIMIZER_ADAM, "adam"}};
-constexpr NameOf<v1::Algorithm> kAlgorithms[] = {
-    {v1::ALGORITHM_AUTO, "auto"},
-    {v1::ALGORITHM_RING, "ring"},
-    {v1::ALGORITHM_HALVING_DOUBLING, "hd"},
-    {v1::ALGORITHM_TREE, "tree"},
-    {v1::ALGORITHM_HIERARCHICAL, "hier"}};
-constexpr NameOf<v1::WireDtype> kWireDtypes[] = {
-    {v1::WIRE_DTYPE_FP32, "fp32"},
-    {v1::WIRE_DTYPE_BF16, "bf16"},
-    {v1::WIRE_DTYPE_FP16, "fp16"}};
-constexpr NameOf<v1::BenchOp> kBenchOps[] = {
-    {v1::BENCH_OP_ALLREDUCE, "allreduce"},
-    {v1::BENCH_OP_BROADCAST, "broadcast"},
-    {v1::BENCH_OP_PUSHPULL, "pushpull"}};
+constexpr NameOf<v1::Algorithm> kAlgorithms[] = {{v1::ALGORITHM_AUTO, "auto"},
+                                                 {v1::ALGORITHM_RING, "ring"},
+                                                 {v1::ALGORITHM_HALVING_DOUBLING, "hd"},
+                                                 {v1::ALGORITHM_TREE, "tree"},
+                                                 {v1::ALGORITHM_HIERARCHICAL, "hier"}};
+constexpr NameOf<v1::WireDtype> kWireDtypes[] = {{v1::WIRE_DTYPE_FP32, "fp32"},
+                                                 {v1::WIRE_DTYPE_BF16, "bf16"},
+                                                 {v1::WIRE_DTYPE_FP16, "fp16"}};
+constexpr NameOf<v1::BenchOp> kBenchOps[] = {{v1::BENCH_OP_ALLREDUCE, "allreduce"},
+                                             {v1::BENCH_OP_BROADCAST, "broadcast"},
+                                             {v1::BENCH_OP_PUSHPULL, "pushpull"}};
 
 template <typename E, size_t N>
 std::string NameIn(const NameOf<E> (&table)[N], E value) {
@@ -72,8 +69,8 @@ absl::StatusOr<E> ParseIn(const NameOf<E> (&table)[N], absl::string_view field,
 // INVALID_ARGUMENT for a value that is set but not in the table (a client
 // with a newer or broken wire format); the zero value is replaced by `dflt`.
 template <typename E, size_t N>
-absl::StatusOr<E> Known(const NameOf<E> (&table)[N], const std::string& field,
-                        E value, E dflt) {
+absl::StatusOr<E> Known(const NameOf<E> (&table)[N], const std::string& field, E value,
+                        E dflt) {
   if (static_cast<int>(value) == 0) return dflt;
   for (const auto& e : table) {
     if (e.value == value) return value;
@@ -99,9 +96,7 @@ absl::StatusOr<v1::BenchOp> ParseBenchOp(absl::string_view text) {
   return ParseIn(kBenchOps, "op", text);
 }
 
-bool IsBench(const v1::JobSpec& spec) {
-  return spec.kind() == v1::JOB_KIND_BENCH;
-}
+bool IsBench(const v1::JobSpec& spec) { return spec.kind() == v1::JOB_KIND_BENCH; }
 
 bool UsesPs(const v1::JobSpec& spec) {
   if (IsBench(spec)) return spec.bench().op() == v1::BENCH_OP_PUSHPULL;
@@ -129,21 +124,31 @@ absl::StatusOr<v1::Algorithm> ParseAlgorithm(absl::string_view text) {
 
 AllreduceAlgorithm AllreduceAlgorithmOf(v1::Algorithm algorithm) {
   switch (algorithm) {
-    case v1::ALGORITHM_RING: return AllreduceAlgorithm::kRing;
-    case v1::ALGORITHM_HALVING_DOUBLING: return AllreduceAlgorithm::kHalvingDoubling;
-    case v1::ALGORITHM_TREE: return AllreduceAlgorithm::kRecursiveDoubling;
-    case v1::ALGORITHM_HIERARCHICAL: return AllreduceAlgorithm::kHierarchical;
-    default: return AllreduceAlgorithm::kAuto;
+    case v1::ALGORITHM_RING:
+      return AllreduceAlgorithm::kRing;
+    case v1::ALGORITHM_HALVING_DOUBLING:
+      return AllreduceAlgorithm::kHalvingDoubling;
+    case v1::ALGORITHM_TREE:
+      return AllreduceAlgorithm::kRecursiveDoubling;
+    case v1::ALGORITHM_HIERARCHICAL:
+      return AllreduceAlgorithm::kHierarchical;
+    default:
+      return AllreduceAlgorithm::kAuto;
   }
 }
 
 v1::Algorithm WireAlgorithm(AllreduceAlgorithm algorithm) {
   switch (algorithm) {
-    case AllreduceAlgorithm::kRing: return v1::ALGORITHM_RING;
-    case AllreduceAlgorithm::kHalvingDoubling: return v1::ALGORITHM_HALVING_DOUBLING;
-    case AllreduceAlgorithm::kRecursiveDoubling: return v1::ALGORITHM_TREE;
-    case AllreduceAlgorithm::kHierarchical: return v1::ALGORITHM_HIERARCHICAL;
-    case AllreduceAlgorithm::kAuto: break;
+    case AllreduceAlgorithm::kRing:
+      return v1::ALGORITHM_RING;
+    case AllreduceAlgorithm::kHalvingDoubling:
+      return v1::ALGORITHM_HALVING_DOUBLING;
+    case AllreduceAlgorithm::kRecursiveDoubling:
+      return v1::ALGORITHM_TREE;
+    case AllreduceAlgorithm::kHierarchical:
+      return v1::ALGORITHM_HIERARCHICAL;
+    case AllreduceAlgorithm::kAuto:
+      break;
   }
   return v1::ALGORITHM_AUTO;
 }
@@ -168,10 +173,9 @@ absl::Duration StallThreshold(const v1::JobSpec& spec) {
 }
 
 std::string StallText(const v1::WorkerMessage::Stall& s) {
-  std::string text = absl::StrFormat(
-      "rank %d %s %.1f s for %s at step %d", s.rank(),
-      s.resolved() ? "waited" : "waiting", s.waited_ms() / 1000.0,
-      s.waiting_for(), s.step());
+  std::string text = absl::StrFormat("rank %d %s %.1f s for %s at step %d", s.rank(),
+                                     s.resolved() ? "waited" : "waiting",
+                                     s.waited_ms() / 1000.0, s.waiting_for(), s.step());
   if (s.bucket() >= 0) absl::StrAppend(&text, " bucket ", s.bucket());
   if (!s.phase().empty()) absl::StrAppend(&text, " ", s.phase());
   if (s.resolved()) absl::StrAppend(&text, " (resolved)");
@@ -180,8 +184,8 @@ std::string StallText(const v1::WorkerMessage::Stall& s) {
 
 OptimizerOptions OptimizerFromSpec(const v1::JobSpec& spec) {
   OptimizerOptions o;
-  o.kind = spec.optimizer() == v1::OPTIMIZER_ADAM ? OptimizerKind::kAdam
-                                                  : OptimizerKind::kSgd;
+  o.kind =
+      spec.optimizer() == v1::OPTIMIZER_ADAM ? OptimizerKind::kAdam : OptimizerKind::kSgd;
   o.lr = spec.lr();
   o.momentum = spec.momentum();
   return o;
@@ -222,10 +226,9 @@ absl::Status ValidateSwitches(v1::JobSpec* s) {
     return Bad("staleness", "ring async needs staleness >= 1 (0 is ring sync)");
   }
   if (ring_async && s->staleness() > kMaxRingAsyncStaleness) {
-    return Bad("staleness", absl::StrCat("ring async allows at most ",
-                                         kMaxRingAsyncStaleness,
-                                         " steps in flight, got ",
-                                         s->staleness()));
+    return Bad("staleness",
+               absl::StrCat("ring async allows at most ", kMaxRingAsyncStaleness,
+                            " steps in flight, got ", s->staleness()));
   }
   absl::StatusOr<v1::Device> device =
       Known(kDevices, "device", s->device(), v1::DEVICE_CPU);
@@ -246,8 +249,8 @@ absl::Status ValidateSwitches(v1::JobSpec* s) {
 absl::Status ValidateModel(v1::JobSpec* s) {
   if (s->dataset().empty()) s->set_dataset("fashion-mnist");
   if (s->dataset() != "fashion-mnist") {
-    return Bad("dataset", absl::StrCat("unknown dataset '", s->dataset(),
-                                       "' (want fashion-mnist)"));
+    return Bad("dataset",
+               absl::StrCat("unknown dataset '", s->dataset(), "' (want fashion-mnist)"));
   }
   if (s->model().empty()) s->set_model(kDefaultModel);
   absl::StatusOr<MlpSpec> model = ParseModelSpec(s->model());
@@ -264,8 +267,7 @@ absl::Status ValidateModel(v1::JobSpec* s) {
   }
   if (NumParams(*model) > kMaxParams) {
     return Bad("model", absl::StrCat(s->model(), " has ", NumParams(*model),
-                                     " parameters, over the cap of ",
-                                     kMaxParams));
+                                     " parameters, over the cap of ", kMaxParams));
   }
   return absl::OkStatus();
 }
@@ -280,13 +282,10 @@ absl::Status ValidateOptimizer(v1::JobSpec* s) {
     return Bad("lr", absl::StrCat("must be a positive number, got ", s->lr()));
   }
   if (s->lr() == 0) {
-    s->set_lr(s->optimizer() == v1::OPTIMIZER_ADAM ? kDefaultAdamLr
-                                                   : kDefaultSgdLr);
+    s->set_lr(s->optimizer() == v1::OPTIMIZER_ADAM ? kDefaultAdamLr : kDefaultSgdLr);
   }
-  if (!std::isfinite(s->momentum()) || s->momentum() < 0 ||
-      s->momentum() >= 1) {
-    return Bad("momentum",
-               absl::StrCat("must be in [0, 1), got ", s->momentum()));
+  if (!std::isfinite(s->momentum()) || s->momentum() < 0 || s->momentum() >= 1) {
+    return Bad("momentum", absl::StrCat("must be in [0, 1), got ", s->momentum()));
   }
   return absl::OkStatus();
 }
@@ -295,8 +294,7 @@ absl::Status ValidateOptimizer(v1::JobSpec* s) {
 absl::Status ValidateSizes(v1::JobSpec* s, int available_ps_shards) {
   if (!IsBench(*s)) {
     if (s->batch_size() <= 0) {
-      return Bad("batch_size",
-                 absl::StrCat("must be >= 1, got ", s->batch_size()));
+      return Bad("batch_size", absl::StrCat("must be >= 1, got ", s->batch_size()));
     }
     if (s->epochs() < 0) return Bad("epochs", "must be >= 0");
     if (s->steps() < 0) return Bad("steps", "must be >= 0");
@@ -322,10 +320,10 @@ absl::Status ValidateSizes(v1::JobSpec* s, int available_ps_shards) {
   if (s->ps_partition_bytes() != 0 &&
       (s->ps_partition_bytes() < static_cast<int64_t>(kMinPsPartitionBytes) ||
        s->ps_partition_bytes() > static_cast<int64_t>(kPsPartitionBytes))) {
-    return Bad("ps_partition_bytes",
-               absl::StrCat("must be between ", kMinPsPartitionBytes, " (64 KiB) and ",
-                            kPsPartitionBytes, " (4 MiB), got ",
-                            s->ps_partition_bytes()));
+    return Bad(
+        "ps_partition_bytes",
+        absl::StrCat("must be between ", kMinPsPartitionBytes, " (64 KiB) and ",
+                     kPsPartitionBytes, " (4 MiB), got ", s->ps_partition_bytes()));
   }
   if (s->connections_per_peer() < 0) {
     return Bad("connections_per_peer", "must be >= 0");
@@ -370,8 +368,8 @@ absl::Status ValidatePsPartitions(v1::JobSpec* spec) {
   const v1::JobSpec& s = *spec;
   const bool pick = s.ps_partition_bytes() == 0 && s.resume_from().empty();
   if (s.ps_partition_bytes() == 0) {
-    spec->set_ps_partition_bytes(static_cast<int64_t>(
-        pick ? kPreferredPsPartitionBytes : kPsPartitionBytes));
+    spec->set_ps_partition_bytes(
+        static_cast<int64_t>(pick ? kPreferredPsPartitionBytes : kPsPartitionBytes));
   }
   if (!UsesPs(s)) return absl::OkStatus();
   int64_t bytes = 0;
@@ -396,13 +394,14 @@ absl::Status ValidatePsPartitions(v1::JobSpec* spec) {
   if (waiting > static_cast<int64_t>(kMaxShardPendingPulls)) {
     const bool largest =
         s.ps_partition_bytes() >= static_cast<int64_t>(kPsPartitionBytes);
-    return Bad("ps_partition_bytes",
-               absl::StrCat(bytes, " bytes in partitions of ", s.ps_partition_bytes(),
-                            " bytes over ", s.ps_shards(), " shards make up to ",
-                            per_shard, " partitions per shard, and ", s.workers() - 1,
-                            " workers waiting on each would exceed a shard's ",
-                            kMaxShardPendingPulls, " pending pulls; use ",
-                            largest ? "more shards" : "larger partitions or more shards"));
+    return Bad(
+        "ps_partition_bytes",
+        absl::StrCat(bytes, " bytes in partitions of ", s.ps_partition_bytes(),
+                     " bytes over ", s.ps_shards(), " shards make up to ", per_shard,
+                     " partitions per shard, and ", s.workers() - 1,
+                     " workers waiting on each would exceed a shard's ",
+                     kMaxShardPendingPulls, " pending pulls; use ",
+                     largest ? "more shards" : "larger partitions or more shards"));
   }
   return absl::OkStatus();
 }
@@ -420,33 +419,31 @@ absl::Status ValidateBench(v1::JobSpec* s) {
     return Bad("trace", "bench jobs record no timeline (trace is for training)");
   }
   if (*op == v1::BENCH_OP_PUSHPULL && s->wire_dtype() != v1::WIRE_DTYPE_FP32) {
-    return Bad("wire_dtype",
-               "pushpull benches check exact float32 parameters; use fp32");
+    return Bad("wire_dtype", "pushpull benches check exact float32 parameters; use fp32");
   }
   if (b->sizes_size() == 0) return Bad("bench.sizes", "no sizes");
   if (b->sizes_size() > kMaxBenchSizes) {
-    return Bad("bench.sizes", absl::StrCat(b->sizes_size(),
-                                           " sizes is over the cap of ",
+    return Bad("bench.sizes", absl::StrCat(b->sizes_size(), " sizes is over the cap of ",
                                            kMaxBenchSizes));
   }
   for (int64_t bytes : b->sizes()) {
     if (bytes < 4 || bytes % 4 != 0) {
-      return Bad("bench.sizes",
-                 absl::StrCat(bytes, " bytes is not a positive multiple of 4 "
-                                     "(float32 elements)"));
+      return Bad("bench.sizes", absl::StrCat(bytes,
+                                             " bytes is not a positive multiple of 4 "
+                                             "(float32 elements)"));
     }
     if (bytes > kMaxBenchBytes) {
-      return Bad("bench.sizes", absl::StrCat(bytes, " bytes is over the cap of ",
-                                             kMaxBenchBytes));
+      return Bad("bench.sizes",
+                 absl::StrCat(bytes, " bytes is over the cap of ", kMaxBenchBytes));
     }
   }
   if (b->iters() < 1 || b->iters() > kMaxBenchIters) {
-    return Bad("bench.iters", absl::StrCat("must be in [1, ", kMaxBenchIters,
-                                           "], got ", b->iters()));
+    return Bad("bench.iters",
+               absl::StrCat("must be in [1, ", kMaxBenchIters, "], got ", b->iters()));
   }
   if (b->warmup() < 0 || b->warmup() > kMaxBenchWarmup) {
-    return Bad("bench.warmup", absl::StrCat("must be in [0, ", kMaxBenchWarmup,
-                                            "], got ", b->warmup()));
+    return Bad("bench.warmup",
+               absl::StrCat("must be in [0, ", kMaxBenchWarmup, "], got ", b->warmup()));
   }
   return absl::OkStatus();
 }
@@ -464,12 +461,10 @@ absl::Status ValidateCaps(const v1::JobSpec& s) {
     return over("name", absl::StrCat(s.name().size(), " bytes"), kMaxNameBytes);
   }
   if (s.data_dir().size() > kMaxPathBytes) {
-    return over("data_dir", absl::StrCat(s.data_dir().size(), " bytes"),
-                kMaxPathBytes);
+    return over("data_dir", absl::StrCat(s.data_dir().size(), " bytes"), kMaxPathBytes);
   }
   if (s.model().size() > kMaxModelBytes) {
-    return over("model", absl::StrCat(s.model().size(), " bytes"),
-                kMaxModelBytes);
+    return over("model", absl::StrCat(s.model().size(), " bytes"), kMaxModelBytes);
   }
   if (s.tuning_table().size() > kMaxTuningTableBytes) {
     return over("tuning_table", absl::StrCat(s.tuning_table().size(), " bytes"),
@@ -488,8 +483,7 @@ absl::Status ValidateCaps(const v1::JobSpec& s) {
     return over("bucket_bytes", s.bucket_bytes(), kMaxBucketBytes);
   }
   if (s.connections_per_peer() > kMaxConnectionsPerPeer) {
-    return over("connections_per_peer", s.connections_per_peer(),
-                kMaxConnectionsPerPeer);
+    return over("connections_per_peer", s.connections_per_peer(), kMaxConnectionsPerPeer);
   }
   if (s.chunk_bytes() > kMaxChunkBytes) {
     return over("chunk_bytes", s.chunk_bytes(), kMaxChunkBytes);
@@ -530,8 +524,7 @@ absl::Status ValidateCheckpoints(const v1::JobSpec& s) {
     return Bad("checkpoint_every",
                absl::StrCat("must be >= 0, got ", s.checkpoint_every()));
   }
-  const char* field =
-      s.checkpoint_every() != 0 ? "checkpoint_every" : "resume_from";
+  const char* field = s.checkpoint_every() != 0 ? "checkpoint_every" : "resume_from";
   if (const char* why = NoCheckpoints(s); why != nullptr) return Bad(field, why);
   const std::string& id = s.resume_from();
   if (id.size() > kMaxNameBytes || (!id.empty() && id[0] == '.') ||
@@ -573,26 +566,24 @@ absl::StatusOr<v1::JobSpec> ValidateJobSpec(const v1::JobSpec& in,
   return s;
 }
 
-absl::StatusOr<std::vector<int>> ParseGroups(absl::string_view text,
-                                             int workers) {
+absl::StatusOr<std::vector<int>> ParseGroups(absl::string_view text, int workers) {
   std::vector<int> groups;
   if (absl::StripAsciiWhitespace(text).empty()) return groups;
   if (text.size() > static_cast<size_t>(kMaxWorkers) * 8) {
-    return Bad("groups", absl::StrCat(text.size(), " bytes is over the cap of ",
-                                      kMaxWorkers * 8));
+    return Bad("groups",
+               absl::StrCat(text.size(), " bytes is over the cap of ", kMaxWorkers * 8));
   }
   for (absl::string_view id : absl::StrSplit(text, ',')) {
     int g = -1;
     if (!absl::SimpleAtoi(id, &g) || g < 0 || g >= kMaxWorkers) {
-      return Bad("groups",
-                 absl::StrCat("'", id, "' (entry ", groups.size() + 1,
-                              ") is not a group id in [0, ", kMaxWorkers, ")"));
+      return Bad("groups", absl::StrCat("'", id, "' (entry ", groups.size() + 1,
+                                        ") is not a group id in [0, ", kMaxWorkers, ")"));
     }
     groups.push_back(g);
   }
   if (static_cast<int>(groups.size()) != workers) {
-    return Bad("groups", absl::StrCat(groups.size(), " group ids for ",
-                                      workers, " workers (want one per rank)"));
+    return Bad("groups", absl::StrCat(groups.size(), " group ids for ", workers,
+                                      " workers (want one per rank)"));
   }
   return groups;
 }

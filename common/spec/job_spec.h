@@ -106,8 +106,7 @@ std::string StrategyLabel(const v1::JobSpec& spec);
 // allowed); empty for an empty text. INVALID_ARGUMENT starting "groups: "
 // unless there are exactly `workers` ids, each an integer in
 // [0, kMaxWorkers). ValidateJobSpec checks every spec with it.
-absl::StatusOr<std::vector<int>> ParseGroups(absl::string_view text,
-                                             int workers);
+absl::StatusOr<std::vector<int>> ParseGroups(absl::string_view text, int workers);
 
 }  // namespace gradsync
 

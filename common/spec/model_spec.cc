@@ -22,27 +22,25 @@ std::string MlpSpec::ToString() const {
 absl::StatusOr<MlpSpec> ParseModelSpec(const std::string& text) {
   const std::string prefix = kPrefix;
   if (text.compare(0, prefix.size(), prefix) != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "model: unknown model \"", text, "\" (want e.g. mlp:784-256-128-10)"));
+    return absl::InvalidArgumentError(absl::StrCat("model: unknown model \"", text,
+                                                   "\" (want e.g. mlp:784-256-128-10)"));
   }
   MlpSpec spec;
   for (absl::string_view piece :
        absl::StrSplit(absl::string_view(text).substr(prefix.size()), '-')) {
     // Strict digits only: absl::SimpleAtoi would accept signs and spaces.
-    const bool digits =
-        !piece.empty() && piece.size() <= 8 &&
-        std::all_of(piece.begin(), piece.end(),
-                    [](char c) { return c >= '0' && c <= '9'; });
+    const bool digits = !piece.empty() && piece.size() <= 8 &&
+                        std::all_of(piece.begin(), piece.end(),
+                                    [](char c) { return c >= '0' && c <= '9'; });
     if (!digits) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "model: width \"", piece, "\" in \"", text, "\" is not a number"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("model: width \"", piece, "\" in \"", text, "\" is not a number"));
     }
     int w = 0;
     for (char c : piece) w = w * 10 + (c - '0');
     if (w < 1 || w > kMaxWidth) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "model: width ", w, " in \"", text, "\" is outside [1, ", kMaxWidth,
-          "]"));
+          "model: width ", w, " in \"", text, "\" is outside [1, ", kMaxWidth, "]"));
     }
     spec.widths.push_back(w);
   }

@@ -20,7 +20,7 @@ inline constexpr int kMaxModelWidth = 1 << 20;
 
 // Layer widths of a multilayer perceptron: input, hidden..., output.
 struct MlpSpec {
-  std::vector<int> widths;  // e.g. {784, 256, 128, 10}; at least 2 entries
+  std::vector<int> widths;       // e.g. {784, 256, 128, 10}; at least 2 entries
   std::string ToString() const;  // "mlp:784-256-128-10"
 };
 

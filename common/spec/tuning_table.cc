@@ -71,8 +71,7 @@ namespace {
 
 constexpr uint64_t kInf = std::numeric_limits<uint64_t>::max();
 
-absl::Status LineError(absl::string_view source, int line,
-                       absl::string_view what) {
+absl::Status LineError(absl::string_view source, int line, absl::string_view what) {
   return absl::InvalidArgumentError(absl::StrCat(source, ":", line, ": ", what));
 }
 
@@ -113,8 +112,8 @@ absl::StatusOr<TuningTable::Rule> ParseRule(absl::string_view line) {
   std::vector<absl::string_view> f =
       absl::StrSplit(line, absl::ByAnyChar(" \t\r"), absl::SkipEmpty());
   if (f.size() != 3) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "want 'WORLD MAX_BYTES ALGORITHM', got ", f.size(), " field(s)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("want 'WORLD MAX_BYTES ALGORITHM', got ", f.size(), " field(s)"));
   }
   TuningTable::Rule rule;
   if (f[0] != "*" && (!absl::SimpleAtoi(f[0], &rule.world) || rule.world < 1 ||
@@ -124,15 +123,16 @@ absl::StatusOr<TuningTable::Rule> ParseRule(absl::string_view line) {
   }
   absl::StatusOr<uint64_t> bytes = ParseBytes(f[1]);
   if (!bytes.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "MAX_BYTES '", f[1], "' is not digits with an optional KiB/MiB/GiB "
-        "suffix, or 'inf'"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("MAX_BYTES '", f[1],
+                     "' is not digits with an optional KiB/MiB/GiB "
+                     "suffix, or 'inf'"));
   }
   rule.max_bytes = *bytes;
   absl::StatusOr<AllreduceAlgorithm> algorithm = ParseAllreduceAlgorithm(f[2]);
   if (!algorithm.ok() || *algorithm == AllreduceAlgorithm::kAuto) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "ALGORITHM '", f[2], "' is not ring, hd, tree or hier"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("ALGORITHM '", f[2], "' is not ring, hd, tree or hier"));
   }
   rule.algorithm = *algorithm;
   return rule;
@@ -159,11 +159,9 @@ absl::StatusOr<TuningTable> TuningTable::Parse(absl::string_view text,
     absl::StatusOr<Rule> rule = ParseRule(line);
     if (!rule.ok()) return LineError(source, number, rule.status().message());
     for (size_t i = 0; i < t.rules_.size(); ++i) {
-      if (t.rules_[i].world == rule->world &&
-          t.rules_[i].max_bytes == rule->max_bytes) {
+      if (t.rules_[i].world == rule->world && t.rules_[i].max_bytes == rule->max_bytes) {
         return LineError(source, number,
-                         absl::StrCat("same WORLD and MAX_BYTES as line ",
-                                      lines[i]));
+                         absl::StrCat("same WORLD and MAX_BYTES as line ", lines[i]));
       }
     }
     t.rules_.push_back(*rule);
@@ -180,9 +178,8 @@ absl::StatusOr<TuningTable> TuningTable::Parse(absl::string_view text,
 absl::StatusOr<TuningTable> TuningTable::Load(const std::string& path) {
   std::ifstream in(path);
   if (!in) {
-    return absl::NotFoundError(absl::StrCat("tuning file ", path,
-                                            ": cannot open: ",
-                                            std::strerror(errno)));
+    return absl::NotFoundError(
+        absl::StrCat("tuning file ", path, ": cannot open: ", std::strerror(errno)));
   }
   std::stringstream text;
   text << in.rdbuf();

@@ -23,8 +23,7 @@ class FakeEnv final : public Env {
  public:
   static constexpr absl::Duration kPoll = absl::Milliseconds(1);
 
-  explicit FakeEnv(absl::Time start = absl::FromUnixSeconds(1700000000))
-      : now_(start) {}
+  explicit FakeEnv(absl::Time start = absl::FromUnixSeconds(1700000000)) : now_(start) {}
 
   absl::Time Now() const override {
     absl::MutexLock lock(&clock_mu_);

@@ -9,9 +9,12 @@ namespace gradsync {
 
 const char* TraceThreadName(int thread) {
   switch (thread) {
-    case kTraceTrain: return "training";
-    case kTraceCopy: return "comm: copy";
-    case kTraceSync: return "comm: sync";
+    case kTraceTrain:
+      return "training";
+    case kTraceCopy:
+      return "comm: copy";
+    case kTraceSync:
+      return "comm: sync";
   }
   return "other";
 }
@@ -39,8 +42,8 @@ int64_t TraceRecorder::dropped() {
   return dropped_;
 }
 
-void TraceInstant(TraceRecorder* r, const char* name, const char* category,
-                  int thread, int64_t step, int bucket) {
+void TraceInstant(TraceRecorder* r, const char* name, const char* category, int thread,
+                  int64_t step, int bucket) {
   if (r == nullptr) return;
   TraceEvent e;
   e.name = name;

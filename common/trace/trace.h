@@ -66,15 +66,15 @@ class TraceRecorder {
 };
 
 // Records an instant event now (no-op when `r` is null).
-void TraceInstant(TraceRecorder* r, const char* name, const char* category,
-                  int thread, int64_t step, int bucket = -1);
+void TraceInstant(TraceRecorder* r, const char* name, const char* category, int thread,
+                  int64_t step, int bucket = -1);
 
 // RAII span: records [construction, destruction) as one complete event on
 // `thread`. No-op when `r` is null.
 class TraceSpan {
  public:
-  TraceSpan(TraceRecorder* r, const char* name, const char* category,
-            int thread, int64_t step, int bucket = -1, int layer = -1)
+  TraceSpan(TraceRecorder* r, const char* name, const char* category, int thread,
+            int64_t step, int bucket = -1, int layer = -1)
       : r_(r) {
     if (r_ == nullptr) return;
     e_.name = name;

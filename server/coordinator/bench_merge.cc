@@ -10,23 +10,22 @@ namespace {
 using JobDone = v1::WorkerMessage::JobDone;
 
 // INTERNAL naming the rank and row whose shape differs from the spec.
-absl::Status CheckShapes(const v1::BenchSpec& spec,
-                         const std::vector<JobDone>& results) {
+absl::Status CheckShapes(const v1::BenchSpec& spec, const std::vector<JobDone>& results) {
   if (results.empty()) return absl::InternalError("bench: no rank reported");
   for (size_t r = 0; r < results.size(); ++r) {
     const v1::BenchRankResult& b = results[r].bench();
     if (b.rows_size() != spec.sizes_size()) {
-      return absl::InternalError(absl::StrCat(
-          "bench: rank ", r, " reported ", b.rows_size(), " rows, expected ",
-          spec.sizes_size()));
+      return absl::InternalError(absl::StrCat("bench: rank ", r, " reported ",
+                                              b.rows_size(), " rows, expected ",
+                                              spec.sizes_size()));
     }
     for (int i = 0; i < b.rows_size(); ++i) {
       if (b.rows(i).bytes() != spec.sizes(i) ||
           b.rows(i).iteration_seconds_size() != spec.iters()) {
-        return absl::InternalError(absl::StrCat(
-            "bench: rank ", r, " row ", i, " has ", b.rows(i).bytes(),
-            " bytes and ", b.rows(i).iteration_seconds_size(),
-            " iterations, expected ", spec.sizes(i), " and ", spec.iters()));
+        return absl::InternalError(
+            absl::StrCat("bench: rank ", r, " row ", i, " has ", b.rows(i).bytes(),
+                         " bytes and ", b.rows(i).iteration_seconds_size(),
+                         " iterations, expected ", spec.sizes(i), " and ", spec.iters()));
       }
     }
   }
@@ -64,8 +63,8 @@ v1::BenchRow MergeRow(const std::vector<JobDone>& results, int iters, int i) {
 
 }  // namespace
 
-absl::StatusOr<v1::BenchResult> MergeBenchResults(
-    const v1::BenchSpec& spec, const std::vector<JobDone>& results) {
+absl::StatusOr<v1::BenchResult> MergeBenchResults(const v1::BenchSpec& spec,
+                                                  const std::vector<JobDone>& results) {
   absl::Status st = CheckShapes(spec, results);
   if (!st.ok()) return st;
   v1::BenchResult res;

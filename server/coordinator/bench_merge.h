@@ -18,8 +18,7 @@ namespace gradsync {
 // INTERNAL when `results` is empty or a rank's rows do not match the spec's
 // sizes and iters.
 absl::StatusOr<v1::BenchResult> MergeBenchResults(
-    const v1::BenchSpec& spec,
-    const std::vector<v1::WorkerMessage::JobDone>& results);
+    const v1::BenchSpec& spec, const std::vector<v1::WorkerMessage::JobDone>& results);
 
 }  // namespace gradsync
 

@@ -25,8 +25,7 @@ constexpr absl::Duration kEndJobDeadline = absl::Seconds(5);
 
 // Job ids must not repeat across coordinator restarts: long-lived workers and
 // PS shards remember ended jobs by id. Ids are "j-<start ms + random>-<n>".
-JobTableOptions MakeJobTableOptions(const CoordinatorOptions& options,
-                                    absl::Time start) {
+JobTableOptions MakeJobTableOptions(const CoordinatorOptions& options, absl::Time start) {
   JobTableOptions table;
   table.ps_addresses = options.ps_addresses;
   table.id_prefix = UniqueIdPrefix(start, std::random_device{}());
@@ -36,9 +35,7 @@ JobTableOptions MakeJobTableOptions(const CoordinatorOptions& options,
   return table;
 }
 
-grpc::Status ShuttingDown() {
-  return grpc::Status(grpc::UNAVAILABLE, "shutting down");
-}
+grpc::Status ShuttingDown() { return grpc::Status(grpc::UNAVAILABLE, "shutting down"); }
 
 }  // namespace
 
@@ -165,13 +162,11 @@ void Coordinator::MonitorLoop() {
 void Coordinator::MonitorOnce() {
   const absl::Time now = clock_->Now();
   Decisions d;
-  for (const std::string& id :
-       workers_.Expired(now, options_.heartbeat_timeout)) {
+  for (const std::string& id : workers_.Expired(now, options_.heartbeat_timeout)) {
     const absl::Duration silent = now - workers_.Find(id)->last_seen;
     auto session = sessions_.find(id);
     if (session != sessions_.end()) session->second.ctx->TryCancel();
-    jobs_.WorkerLost(id, absl::StrCat("no heartbeat for ",
-                                      absl::FormatDuration(silent)),
+    jobs_.WorkerLost(id, absl::StrCat("no heartbeat for ", absl::FormatDuration(silent)),
                      &d);
   }
   for (auto& [ctx, since] : unregistered_) {
@@ -207,8 +202,7 @@ grpc::Status Coordinator::JoinUnguarded(grpc::ServerContext* ctx, Stream* stream
   return grpc::Status::OK;
 }
 
-grpc::Status Coordinator::AwaitRegister(grpc::ServerContext* ctx,
-                                        Stream* stream,
+grpc::Status Coordinator::AwaitRegister(grpc::ServerContext* ctx, Stream* stream,
                                         v1::WorkerMessage* first) {
   {
     absl::MutexLock lock(&mu_);
@@ -235,16 +229,15 @@ grpc::Status Coordinator::OpenSession(grpc::ServerContext* ctx,
                                       const std::shared_ptr<WriteChannel>& chan) {
   absl::MutexLock lock(&mu_);
   if (shutdown_) return ShuttingDown();
-  absl::Status st =
-      workers_.Register(reg.worker_id(), reg.peer_address(), reg.num_gpus(),
-                        clock_->Now(), reg.bulk_peer_address());
+  absl::Status st = workers_.Register(reg.worker_id(), reg.peer_address(), reg.num_gpus(),
+                                      clock_->Now(), reg.bulk_peer_address());
   if (!st.ok()) return ToGrpcStatus(st);
   sessions_[reg.worker_id()] = Session{ctx, chan};
   v1::CoordinatorMessage msg;
   msg.mutable_registered()->set_worker_id(reg.worker_id());
   Post(chan, std::move(msg));
-  spdlog::info("worker {} joined (peer {}, {} GPUs)", reg.worker_id(),
-               reg.peer_address(), reg.num_gpus());
+  spdlog::info("worker {} joined (peer {}, {} GPUs)", reg.worker_id(), reg.peer_address(),
+               reg.num_gpus());
   Decisions d;
   jobs_.Schedule(&d);
   Apply(std::move(d));
@@ -279,8 +272,7 @@ void Coordinator::CloseSession(grpc::ServerContext* ctx, const std::string& id) 
   Apply(std::move(d));
 }
 
-void Coordinator::HandleMessage(const std::string& id,
-                                const v1::WorkerMessage& m) {
+void Coordinator::HandleMessage(const std::string& id, const v1::WorkerMessage& m) {
   workers_.Touch(id, clock_->Now());
   Decisions d;
   switch (m.msg_case()) {
@@ -305,8 +297,8 @@ void Coordinator::HandleMessage(const std::string& id,
 // ------------------------------------------------------------------- RPCs
 
 grpc::Status Coordinator::SubmitJobUnguarded(grpc::ServerContext*,
-                                    const v1::SubmitJobRequest* req,
-                                    v1::Job* resp) {
+                                             const v1::SubmitJobRequest* req,
+                                             v1::Job* resp) {
   absl::MutexLock lock(&mu_);
   if (shutdown_) return ShuttingDown();
   Decisions d;
@@ -318,20 +310,19 @@ grpc::Status Coordinator::SubmitJobUnguarded(grpc::ServerContext*,
 }
 
 grpc::Status Coordinator::GetJobUnguarded(grpc::ServerContext*,
-                                 const v1::GetJobRequest* req, v1::Job* resp) {
+                                          const v1::GetJobRequest* req, v1::Job* resp) {
   absl::MutexLock lock(&mu_);
   const v1::Job* job = jobs_.Find(req->id());
   if (job == nullptr) {
-    return grpc::Status(grpc::NOT_FOUND,
-                        absl::StrCat("no job '", req->id(), "'"));
+    return grpc::Status(grpc::NOT_FOUND, absl::StrCat("no job '", req->id(), "'"));
   }
   *resp = *job;
   return grpc::Status::OK;
 }
 
 grpc::Status Coordinator::ListJobsUnguarded(grpc::ServerContext*,
-                                   const v1::ListJobsRequest*,
-                                   v1::ListJobsResponse* resp) {
+                                            const v1::ListJobsRequest*,
+                                            v1::ListJobsResponse* resp) {
   absl::MutexLock lock(&mu_);
   for (const v1::Job* job : jobs_.Jobs()) {
     v1::Job* listed = resp->add_jobs();
@@ -356,8 +347,8 @@ CoordinatorStats Coordinator::Stats() {
 }
 
 grpc::Status Coordinator::CancelJobUnguarded(grpc::ServerContext*,
-                                    const v1::CancelJobRequest* req,
-                                    v1::Job* resp) {
+                                             const v1::CancelJobRequest* req,
+                                             v1::Job* resp) {
   absl::MutexLock lock(&mu_);
   Decisions d;
   absl::StatusOr<v1::Job> job = jobs_.Cancel(req->id(), &d);
@@ -368,8 +359,8 @@ grpc::Status Coordinator::CancelJobUnguarded(grpc::ServerContext*,
 }
 
 grpc::Status Coordinator::WatchJobUnguarded(grpc::ServerContext* ctx,
-                                   const v1::WatchJobRequest* req,
-                                   grpc::ServerWriter<v1::JobEvent>* writer) {
+                                            const v1::WatchJobRequest* req,
+                                            grpc::ServerWriter<v1::JobEvent>* writer) {
   WatchCursor cursor;
   while (true) {
     std::vector<v1::JobEvent> batch;
@@ -377,8 +368,7 @@ grpc::Status Coordinator::WatchJobUnguarded(grpc::ServerContext* ctx,
     {
       absl::MutexLock lock(&mu_);
       if (jobs_.Find(req->id()) == nullptr) {
-        return grpc::Status(grpc::NOT_FOUND,
-                            absl::StrCat("no job '", req->id(), "'"));
+        return grpc::Status(grpc::NOT_FOUND, absl::StrCat("no job '", req->id(), "'"));
       }
       if (!jobs_.HasNews(req->id(), cursor) && !shutdown_) {
         changed_.WaitWithTimeout(&mu_, kWatchPoll);

@@ -60,21 +60,18 @@ class Coordinator final : public v1::Coordinator::Service {
  public:
   // `clock` must outlive the coordinator; it times heartbeats and jobs (the
   // threads' own waits use real time).
-  explicit Coordinator(CoordinatorOptions options,
-                       const Clock* clock = SystemClock());
+  explicit Coordinator(CoordinatorOptions options, const Clock* clock = SystemClock());
   ~Coordinator() override;
 
-  grpc::Status SubmitJob(grpc::ServerContext* ctx,
-                         const v1::SubmitJobRequest* req, v1::Job* resp) override;
+  grpc::Status SubmitJob(grpc::ServerContext* ctx, const v1::SubmitJobRequest* req,
+                         v1::Job* resp) override;
   grpc::Status GetJob(grpc::ServerContext* ctx, const v1::GetJobRequest* req,
                       v1::Job* resp) override;
-  grpc::Status ListJobs(grpc::ServerContext* ctx,
-                        const v1::ListJobsRequest* req,
+  grpc::Status ListJobs(grpc::ServerContext* ctx, const v1::ListJobsRequest* req,
                         v1::ListJobsResponse* resp) override;
-  grpc::Status CancelJob(grpc::ServerContext* ctx,
-                         const v1::CancelJobRequest* req, v1::Job* resp) override;
-  grpc::Status WatchJob(grpc::ServerContext* ctx,
-                        const v1::WatchJobRequest* req,
+  grpc::Status CancelJob(grpc::ServerContext* ctx, const v1::CancelJobRequest* req,
+                         v1::Job* resp) override;
+  grpc::Status WatchJob(grpc::ServerContext* ctx, const v1::WatchJobRequest* req,
                         grpc::ServerWriter<v1::JobEvent>* writer) override;
   // A worker's session:
   //   1. wait up to kRegisterTimeout (the monitor enforces it) for Register;
@@ -84,8 +81,8 @@ class Coordinator final : public v1::Coordinator::Service {
   //   4. report the worker lost (if this is still its session), close the
   //      channel, cancel the stream and join the writer.
   grpc::Status Join(grpc::ServerContext* ctx,
-                    grpc::ServerReaderWriter<v1::CoordinatorMessage,
-                                             v1::WorkerMessage>* stream) override;
+                    grpc::ServerReaderWriter<v1::CoordinatorMessage, v1::WorkerMessage>*
+                        stream) override;
 
   // Loads the job history from options.store (JobTable::Recover: RUNNING
   // jobs fail with "coordinator restarted", QUEUED ones wait for workers).
@@ -103,8 +100,7 @@ class Coordinator final : public v1::Coordinator::Service {
   CoordinatorStats Stats() ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
-  using Stream =
-      grpc::ServerReaderWriter<v1::CoordinatorMessage, v1::WorkerMessage>;
+  using Stream = grpc::ServerReaderWriter<v1::CoordinatorMessage, v1::WorkerMessage>;
 
   // A worker's stream as seen by writers on other threads.
   //
@@ -132,8 +128,7 @@ class Coordinator final : public v1::Coordinator::Service {
 
   // Queues a message for a worker's writer thread (call under mu_, so that
   // queue order is decision order). No-op for a closed or null channel.
-  static void Post(const std::shared_ptr<WriteChannel>& chan,
-                   v1::CoordinatorMessage msg);
+  static void Post(const std::shared_ptr<WriteChannel>& chan, v1::CoordinatorMessage msg);
   // The writer thread of one worker session.
   static void WriterLoop(std::shared_ptr<WriteChannel> chan);
   // ParameterServer.EndJob on each shard; blocking (background thread only).
@@ -144,15 +139,13 @@ class Coordinator final : public v1::Coordinator::Service {
   // RESOURCE_EXHAUSTED) naming the RPC, and never escapes the handler.
   grpc::Status SubmitJobUnguarded(grpc::ServerContext* ctx,
                                   const v1::SubmitJobRequest* req, v1::Job* resp);
-  grpc::Status GetJobUnguarded(grpc::ServerContext* ctx,
-                               const v1::GetJobRequest* req, v1::Job* resp);
-  grpc::Status ListJobsUnguarded(grpc::ServerContext* ctx,
-                                 const v1::ListJobsRequest* req,
+  grpc::Status GetJobUnguarded(grpc::ServerContext* ctx, const v1::GetJobRequest* req,
+                               v1::Job* resp);
+  grpc::Status ListJobsUnguarded(grpc::ServerContext* ctx, const v1::ListJobsRequest* req,
                                  v1::ListJobsResponse* resp);
   grpc::Status CancelJobUnguarded(grpc::ServerContext* ctx,
                                   const v1::CancelJobRequest* req, v1::Job* resp);
-  grpc::Status WatchJobUnguarded(grpc::ServerContext* ctx,
-                                 const v1::WatchJobRequest* req,
+  grpc::Status WatchJobUnguarded(grpc::ServerContext* ctx, const v1::WatchJobRequest* req,
                                  grpc::ServerWriter<v1::JobEvent>* writer);
   grpc::Status JoinUnguarded(grpc::ServerContext* ctx, Stream* stream);
   // Takes one of options_.max_streams stream slots; RESOURCE_EXHAUSTED
@@ -168,8 +161,8 @@ class Coordinator final : public v1::Coordinator::Service {
                            const v1::WorkerMessage::Register& reg,
                            const std::shared_ptr<WriteChannel>& chan)
       ABSL_LOCKS_EXCLUDED(mu_);
-  void ServeSession(grpc::ServerContext* ctx, const std::string& id,
-                    Stream* stream) ABSL_LOCKS_EXCLUDED(mu_);
+  void ServeSession(grpc::ServerContext* ctx, const std::string& id, Stream* stream)
+      ABSL_LOCKS_EXCLUDED(mu_);
   void CloseSession(grpc::ServerContext* ctx, const std::string& id)
       ABSL_LOCKS_EXCLUDED(mu_);
 

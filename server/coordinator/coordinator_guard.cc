@@ -7,45 +7,39 @@
 namespace gradsync {
 
 grpc::Status Coordinator::SubmitJob(grpc::ServerContext* ctx,
-                                    const v1::SubmitJobRequest* req,
-                                    v1::Job* resp) {
-  return GuardRpc("SubmitJob",
-                  [&] { return SubmitJobUnguarded(ctx, req, resp); });
+                                    const v1::SubmitJobRequest* req, v1::Job* resp) {
+  return GuardRpc("SubmitJob", [&] { return SubmitJobUnguarded(ctx, req, resp); });
 }
 
-grpc::Status Coordinator::GetJob(grpc::ServerContext* ctx,
-                                 const v1::GetJobRequest* req, v1::Job* resp) {
+grpc::Status Coordinator::GetJob(grpc::ServerContext* ctx, const v1::GetJobRequest* req,
+                                 v1::Job* resp) {
   return GuardRpc("GetJob", [&] { return GetJobUnguarded(ctx, req, resp); });
 }
 
 grpc::Status Coordinator::ListJobs(grpc::ServerContext* ctx,
                                    const v1::ListJobsRequest* req,
                                    v1::ListJobsResponse* resp) {
-  return GuardRpc("ListJobs",
-                  [&] { return ListJobsUnguarded(ctx, req, resp); });
+  return GuardRpc("ListJobs", [&] { return ListJobsUnguarded(ctx, req, resp); });
 }
 
 grpc::Status Coordinator::CancelJob(grpc::ServerContext* ctx,
-                                    const v1::CancelJobRequest* req,
-                                    v1::Job* resp) {
-  return GuardRpc("CancelJob",
-                  [&] { return CancelJobUnguarded(ctx, req, resp); });
+                                    const v1::CancelJobRequest* req, v1::Job* resp) {
+  return GuardRpc("CancelJob", [&] { return CancelJobUnguarded(ctx, req, resp); });
 }
 
 grpc::Status Coordinator::WatchJob(grpc::ServerContext* ctx,
                                    const v1::WatchJobRequest* req,
                                    grpc::ServerWriter<v1::JobEvent>* writer) {
   if (grpc::Status st = AcquireStream("WatchJob"); !st.ok()) return st;
-  grpc::Status st = GuardRpc(
-      "WatchJob", [&] { return WatchJobUnguarded(ctx, req, writer); });
+  grpc::Status st =
+      GuardRpc("WatchJob", [&] { return WatchJobUnguarded(ctx, req, writer); });
   ReleaseStream();
   return st;
 }
 
 grpc::Status Coordinator::Join(grpc::ServerContext* ctx, Stream* stream) {
   if (grpc::Status st = AcquireStream("Join"); !st.ok()) return st;
-  grpc::Status st =
-      GuardRpc("Join", [&] { return JoinUnguarded(ctx, stream); });
+  grpc::Status st = GuardRpc("Join", [&] { return JoinUnguarded(ctx, stream); });
   ReleaseStream();
   return st;
 }

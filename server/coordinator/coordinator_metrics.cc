@@ -5,8 +5,8 @@
 namespace gradsync {
 namespace {
 
-constexpr v1::JobState kStates[] = {v1::QUEUED, v1::RUNNING, v1::SUCCEEDED,
-                                    v1::FAILED, v1::CANCELLED};
+constexpr v1::JobState kStates[] = {v1::QUEUED, v1::RUNNING, v1::SUCCEEDED, v1::FAILED,
+                                    v1::CANCELLED};
 
 bool Finished(v1::JobState s) {
   return s == v1::SUCCEEDED || s == v1::FAILED || s == v1::CANCELLED;
@@ -18,21 +18,17 @@ std::vector<MetricSample> ByState(const CoordinatorStats& s, bool only_finished)
   std::vector<MetricSample> out;
   for (v1::JobState state : kStates) {
     if (only_finished && !Finished(state)) continue;
-    out.push_back({{v1::JobState_Name(state)},
-                   static_cast<double>(s.jobs.at(state))});
+    out.push_back({{v1::JobState_Name(state)}, static_cast<double>(s.jobs.at(state))});
   }
   return out;
 }
 
-std::vector<MetricSample> One(int64_t v) {
-  return {{{}, static_cast<double>(v)}};
-}
+std::vector<MetricSample> One(int64_t v) { return {{{}, static_cast<double>(v)}}; }
 
 }  // namespace
 
-CoordinatorStats CountCoordinatorStats(
-    const std::vector<const v1::Job*>& jobs,
-    const std::vector<const RegisteredWorker*>& live) {
+CoordinatorStats CountCoordinatorStats(const std::vector<const v1::Job*>& jobs,
+                                       const std::vector<const RegisteredWorker*>& live) {
   CoordinatorStats s;
   for (v1::JobState state : kStates) s.jobs[state] = 0;
   for (const v1::Job* j : jobs) {
@@ -50,26 +46,21 @@ void RegisterCoordinatorMetrics(std::function<CoordinatorStats()> stats,
                                 MetricsRegistry* r) {
   auto f = std::make_shared<std::function<CoordinatorStats()>>(std::move(stats));
   r->AddCallback("gradsync_server_jobs", "Jobs in the job table, by state.",
-                 MetricType::kGauge, {"state"},
-                 [f] { return ByState((*f)(), false); });
+                 MetricType::kGauge, {"state"}, [f] { return ByState((*f)(), false); });
   r->AddCallback("gradsync_server_queue_length",
-                 "Jobs waiting for workers (state QUEUED).", MetricType::kGauge,
-                 {}, [f] { return One((*f)().jobs.at(v1::QUEUED)); });
+                 "Jobs waiting for workers (state QUEUED).", MetricType::kGauge, {},
+                 [f] { return One((*f)().jobs.at(v1::QUEUED)); });
   r->AddCallback("gradsync_server_registered_workers",
-                 "Live workers registered with the coordinator.",
-                 MetricType::kGauge, {},
+                 "Live workers registered with the coordinator.", MetricType::kGauge, {},
                  [f] { return One((*f)().live_workers); });
-  r->AddCallback("gradsync_server_busy_workers",
-                 "Live workers assigned to a job.", MetricType::kGauge, {},
-                 [f] { return One((*f)().busy_workers); });
+  r->AddCallback("gradsync_server_busy_workers", "Live workers assigned to a job.",
+                 MetricType::kGauge, {}, [f] { return One((*f)().busy_workers); });
   r->AddCallback("gradsync_server_jobs_submitted_total",
-                 "Jobs accepted since the coordinator started.",
-                 MetricType::kCounter, {},
+                 "Jobs accepted since the coordinator started.", MetricType::kCounter, {},
                  [f] { return One((*f)().jobs_total); });
   r->AddCallback("gradsync_server_jobs_finished_total",
                  "Jobs that ended since the coordinator started, by final state.",
-                 MetricType::kCounter, {"state"},
-                 [f] { return ByState((*f)(), true); });
+                 MetricType::kCounter, {"state"}, [f] { return ByState((*f)(), true); });
 }
 
 }  // namespace gradsync

@@ -24,9 +24,8 @@ struct CoordinatorStats {
 };
 
 // Counts `jobs` by state and `live` workers (busy: assigned to a job).
-CoordinatorStats CountCoordinatorStats(
-    const std::vector<const v1::Job*>& jobs,
-    const std::vector<const RegisteredWorker*>& live);
+CoordinatorStats CountCoordinatorStats(const std::vector<const v1::Job*>& jobs,
+                                       const std::vector<const RegisteredWorker*>& live);
 
 // Registers on `registry`, each computed from `stats()` at every scrape:
 //   gradsync_server_jobs{state}                  gauge

@@ -16,14 +16,11 @@
 namespace gradsync {
 namespace {
 
-std::string Tag(const std::string& job_id) {
-  return absl::StrCat("[job ", job_id, "] ");
-}
+std::string Tag(const std::string& job_id) { return absl::StrCat("[job ", job_id, "] "); }
 
 }  // namespace
 
-JobTable::JobTable(JobTableOptions options, WorkerRegistry* workers,
-                   const Clock* clock)
+JobTable::JobTable(JobTableOptions options, WorkerRegistry* workers, const Clock* clock)
     : id_prefix_(std::move(options.id_prefix)),
       store_(options.store),
       job_key_(KeyOrNew(std::move(options.job_key))),
@@ -66,14 +63,13 @@ absl::Status JobTable::CheckResumable(const std::string& old) const {
   }
   const v1::Job& j = it->second.job;
   if (j.state() == v1::QUEUED || j.state() == v1::RUNNING) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "resume_from: job ", old, " has not ended; cancel it first"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("resume_from: job ", old, " has not ended; cancel it first"));
   }
   return absl::OkStatus();
 }
 
-absl::StatusOr<v1::Job> JobTable::Submit(const v1::JobSpec& request,
-                                         Decisions* out) {
+absl::StatusOr<v1::Job> JobTable::Submit(const v1::JobSpec& request, Decisions* out) {
   absl::StatusOr<v1::JobSpec> spec = ValidateJobSpec(request, num_ps_shards());
   if (!spec.ok()) return spec.status();
   // ValidateJobSpec accepted the model; the parse kept here is the only one
@@ -101,8 +97,8 @@ absl::StatusOr<v1::Job> JobTable::Submit(const v1::JobSpec& request,
   queue_.push_back(id);
   const v1::JobSpec& s = e.job.spec();
   spdlog::info("{}queued: {} {} workers={} model={} batch={}", Tag(id),
-               StrategyName(s.strategy()), SyncModeName(s.mode()), s.workers(),
-               s.model(), s.batch_size());
+               StrategyName(s.strategy()), SyncModeName(s.mode()), s.workers(), s.model(),
+               s.batch_size());
   Reschedule(out);
   v1::Job job = e.job;
   PruneEnded();
@@ -122,9 +118,8 @@ std::string UniqueIdPrefix(absl::Time start, uint32_t random) {
     } while (v > 0 || out.size() < min_digits);
     return out;
   };
-  return absl::StrCat(
-      base36(static_cast<uint64_t>(absl::ToUnixMillis(start)), 1),
-      base36(random % (36 * 36), 2), "-");
+  return absl::StrCat(base36(static_cast<uint64_t>(absl::ToUnixMillis(start)), 1),
+                      base36(random % (36 * 36), 2), "-");
 }
 
 bool JobTable::Reserves(const JobEntry& e) const {
@@ -167,17 +162,16 @@ void JobTable::Reschedule(Decisions* out) {
   }
 }
 
-void JobTable::Place(JobEntry* e,
-                     const std::vector<const RegisteredWorker*>& picked,
+void JobTable::Place(JobEntry* e, const std::vector<const RegisteredWorker*>& picked,
                      Decisions* out) {
   const v1::JobSpec& spec = e->job.spec();
   if (spec.device() == v1::DEVICE_CUDA) {
     for (const RegisteredWorker* w : picked) {
       if (w->num_gpus <= 0) {
         EndJob(e, v1::FAILED,
-               absl::FailedPreconditionError(absl::StrCat(
-                   "job wants device=cuda but worker ", w->id, " (",
-                   w->peer_address, ") has no GPU")),
+               absl::FailedPreconditionError(
+                   absl::StrCat("job wants device=cuda but worker ", w->id, " (",
+                                w->peer_address, ") has no GPU")),
                out);
         return;
       }
@@ -245,14 +239,12 @@ v1::Assignment JobTable::MakeAssignment(
   return a;
 }
 
-void JobTable::AddStateEvent(JobEntry* e, const std::string& message,
-                             Decisions* out) {
+void JobTable::AddStateEvent(JobEntry* e, const std::string& message, Decisions* out) {
   AppendStateEvent(e, message, out);
   Save(e).IgnoreError();  // logged by Save
 }
 
-void JobTable::AppendStateEvent(JobEntry* e, const std::string& message,
-                                Decisions* out) {
+void JobTable::AppendStateEvent(JobEntry* e, const std::string& message, Decisions* out) {
   v1::JobEvent ev;
   ev.set_kind(v1::JobEvent::STATE);
   ev.set_job_id(e->job.id());
@@ -266,8 +258,8 @@ void JobTable::AppendStateEvent(JobEntry* e, const std::string& message,
   out->events_changed = true;
 }
 
-void JobTable::EndJob(JobEntry* e, v1::JobState state,
-                      const absl::Status& status, Decisions* out) {
+void JobTable::EndJob(JobEntry* e, v1::JobState state, const absl::Status& status,
+                      Decisions* out) {
   if (IsTerminal(e->job.state())) return;
   const bool was_running = e->job.state() == v1::RUNNING;
   const std::string& id = e->job.id();
@@ -281,8 +273,7 @@ void JobTable::EndJob(JobEntry* e, v1::JobState state,
   if (state == v1::FAILED) {
     spdlog::warn("{}failed: {}", Tag(id), status.ToString());
   } else {
-    spdlog::info("{}{}: {}", Tag(id), v1::JobState_Name(state),
-                 status.ToString());
+    spdlog::info("{}{}: {}", Tag(id), v1::JobState_Name(state), status.ToString());
   }
   if (was_running) {
     const std::string reason =
@@ -301,27 +292,23 @@ void JobTable::EndJob(JobEntry* e, v1::JobState state,
       // A job recovered after a restart may name more shards than this
       // server knows.
       const int shards = std::min(e->job.spec().ps_shards(), num_ps_shards());
-      end.shard_addresses.assign(ps_addresses_.begin(),
-                                 ps_addresses_.begin() + shards);
+      end.shard_addresses.assign(ps_addresses_.begin(), ps_addresses_.begin() + shards);
       end.reason = reason;
       end.world = e->job.spec().workers();
       end.secret = SecretOf(id, end.world);
       out->shard_end_jobs.push_back(std::move(end));
     }
   }
-  AddStateEvent(e,
-                status.ok() ? v1::JobState_Name(state)
-                            : std::string(status.message()),
+  AddStateEvent(e, status.ok() ? v1::JobState_Name(state) : std::string(status.message()),
                 out);
 }
 
-absl::StatusOr<v1::Job> JobTable::Cancel(const std::string& id,
-                                         Decisions* out) {
+absl::StatusOr<v1::Job> JobTable::Cancel(const std::string& id, Decisions* out) {
   JobEntry* e = Entry(id);
   if (e == nullptr) return absl::NotFoundError(absl::StrCat("no job '", id, "'"));
   if (e->job.state() == v1::SUCCEEDED || e->job.state() == v1::FAILED) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "job ", id, " already ", v1::JobState_Name(e->job.state())));
+    return absl::FailedPreconditionError(
+        absl::StrCat("job ", id, " already ", v1::JobState_Name(e->job.state())));
   }
   EndJob(e, v1::CANCELLED, absl::CancelledError("cancelled by user"), out);
   Reschedule(out);  // a cancelled head no longer holds the queue
@@ -356,8 +343,7 @@ bool JobTable::HasNews(const std::string& id, const WatchCursor& cursor) const {
   return e != nullptr && e->seq != cursor.seen_seq;
 }
 
-absl::StatusOr<bool> JobTable::ReadEvents(const std::string& id,
-                                          WatchCursor* cursor,
+absl::StatusOr<bool> JobTable::ReadEvents(const std::string& id, WatchCursor* cursor,
                                           std::vector<v1::JobEvent>* events) const {
   const JobEntry* e = Entry(id);
   if (e == nullptr) return absl::NotFoundError(absl::StrCat("no job '", id, "'"));

@@ -26,8 +26,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "common/message_limits.h"
 #include "common/grpc/job_secret.h"
+#include "common/message_limits.h"
 #include "common/spec/model_spec.h"
 #include "gradsync/v1/gradsync.pb.h"
 #include "server/coordinator/clock.h"
@@ -84,9 +84,9 @@ struct Decisions {
 
 // A WatchJob stream's position in one job's events.
 struct WatchCursor {
-  size_t next_event = 0;       // index into the STATE / EPOCH log
-  int64_t seen_progress = 0;   // progress_seq of the last PROGRESS sent
-  int64_t seen_seq = -1;       // the job's seq when last read
+  size_t next_event = 0;      // index into the STATE / EPOCH log
+  int64_t seen_progress = 0;  // progress_seq of the last PROGRESS sent
+  int64_t seen_seq = -1;      // the job's seq when last read
 };
 
 // What the coordinator keeps of ended jobs (docs/operations.md "Limits"; server flags
@@ -178,21 +178,20 @@ class JobTable {
 
   // Reports from a worker's session. A report whose (job, rank) does not
   // belong to `worker_id` is ignored.
-  void HandleProgress(const std::string& worker_id,
-                      const v1::WorkerMessage::Progress& p, Decisions* out);
+  void HandleProgress(const std::string& worker_id, const v1::WorkerMessage::Progress& p,
+                      Decisions* out);
   void HandleEpochDone(const std::string& worker_id,
                        const v1::WorkerMessage::EpochDone& d, Decisions* out);
-  void HandleJobDone(const std::string& worker_id,
-                     const v1::WorkerMessage::JobDone& d, Decisions* out);
+  void HandleJobDone(const std::string& worker_id, const v1::WorkerMessage::JobDone& d,
+                     Decisions* out);
   // A running job's rank waits past the stall threshold (or such a wait
   // ended): appends a STALL event and sets the rank's line of Job.stalls.
-  void HandleStall(const std::string& worker_id,
-                   const v1::WorkerMessage::Stall& s, Decisions* out);
+  void HandleStall(const std::string& worker_id, const v1::WorkerMessage::Stall& s,
+                   Decisions* out);
 
   // Marks a live worker dead; its running job fails with UNAVAILABLE naming
   // the worker, its rank and `why`. No-op for an unknown or dead worker.
-  void WorkerLost(const std::string& worker_id, const std::string& why,
-                  Decisions* out);
+  void WorkerLost(const std::string& worker_id, const std::string& why, Decisions* out);
 
   // Fails running jobs whose held symptom error is kSymptomGrace old.
   void ExpireSymptoms(Decisions* out);
@@ -216,27 +215,27 @@ class JobTable {
  private:
   struct JobEntry {
     v1::Job job;
-    MlpSpec model;                         // parsed once, at submission
-    int64_t seq = 0;                       // bumped on every change
-    std::vector<v1::JobEvent> events;      // STATE and EPOCH events
-    size_t saved_events = 0;               // events[0, saved_events) stored
-    v1::JobEvent progress;                 // latest PROGRESS event
+    MlpSpec model;                     // parsed once, at submission
+    int64_t seq = 0;                   // bumped on every change
+    std::vector<v1::JobEvent> events;  // STATE and EPOCH events
+    size_t saved_events = 0;           // events[0, saved_events) stored
+    v1::JobEvent progress;             // latest PROGRESS event
     int64_t progress_seq = 0;
-    std::vector<bool> done;                // per rank: JobDone received
+    std::vector<bool> done;  // per rank: JobDone received
     std::vector<v1::WorkerMessage::JobDone> results;
-    std::vector<double> rank_wall;         // per rank training seconds
+    std::vector<double> rank_wall;  // per rank training seconds
     std::map<int, std::vector<v1::WorkerMessage::EpochDone>> epochs;
     std::vector<std::string> init_checksums;
     std::vector<double> rank_samples_per_second;
     absl::Time started;
-    absl::Time queued;                     // submission, by the clock
-    int backfill_passes = 0;               // later jobs started ahead of it
+    absl::Time queued;        // submission, by the clock
+    int backfill_passes = 0;  // later jobs started ahead of it
     // A rank's error that may be a symptom (a peer vanished): held for
     // kSymptomGrace so that a lost worker, the likely cause, is reported.
     absl::Status pending_error;
     absl::Time pending_since;
-    std::map<int, std::string> stalls;     // rank -> its latest stall report
-    int64_t dropped_events = 0;            // beyond max_events_per_job
+    std::map<int, std::string> stalls;  // rank -> its latest stall report
+    int64_t dropped_events = 0;         // beyond max_events_per_job
   };
 
   int64_t NowMs() const;
@@ -254,8 +253,7 @@ class JobTable {
   JobEntry* Entry(const std::string& id);
   const JobEntry* Entry(const std::string& id) const;
   // The running-or-ended job `id` if `worker_id` holds `rank` in it.
-  JobEntry* RankEntry(const std::string& id, int rank,
-                      const std::string& worker_id);
+  JobEntry* RankEntry(const std::string& id, int rank, const std::string& worker_id);
   // Appends a STATE event and saves the job (a failed save is logged; the
   // next save of the job retries its events).
   void AddStateEvent(JobEntry* e, const std::string& message, Decisions* out);
@@ -321,7 +319,6 @@ class JobTable {
                 "a traced job must fit in one control message");
 
  private:
-
   const std::string id_prefix_;
   JobStore* const store_;
   std::shared_ptr<const JobKey> job_key_;  // null only if urandom failed
@@ -329,10 +326,10 @@ class JobTable {
   const Clock* const clock_;
   std::vector<std::string> ps_addresses_;
   std::map<std::string, JobEntry> jobs_;
-  std::vector<std::string> job_order_;   // submission order
-  std::deque<std::string> queue_;        // FIFO of QUEUED job ids
-  std::deque<std::string> traced_;       // jobs holding traces, oldest first
-  std::deque<std::string> ended_;        // ended jobs in memory, in end order
+  std::vector<std::string> job_order_;  // submission order
+  std::deque<std::string> queue_;       // FIFO of QUEUED job ids
+  std::deque<std::string> traced_;      // jobs holding traces, oldest first
+  std::deque<std::string> ended_;       // ended jobs in memory, in end order
   bool store_needs_pruning_ = true;
   const JobRetention retention_;
   int64_t next_job_ = 1;

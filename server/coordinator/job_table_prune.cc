@@ -11,9 +11,10 @@ namespace gradsync {
 bool JobTable::RoomForEvent(JobEntry* e) {
   if (e->events.size() < retention_.max_events_per_job) return true;
   if (e->dropped_events++ == 0) {
-    spdlog::warn("[job {}] more than {} events: later epoch and stall events "
-                 "are not recorded",
-                 e->job.id(), retention_.max_events_per_job);
+    spdlog::warn(
+        "[job {}] more than {} events: later epoch and stall events "
+        "are not recorded",
+        e->job.id(), retention_.max_events_per_job);
   }
   return false;
 }
@@ -29,15 +30,13 @@ void JobTable::PruneEnded() {
       return std::binary_search(gone.begin(), gone.end(), id);
     };
     for (const std::string& id : gone) jobs_.erase(id);
-    job_order_.erase(
-        std::remove_if(job_order_.begin(), job_order_.end(), forgotten),
-        job_order_.end());
+    job_order_.erase(std::remove_if(job_order_.begin(), job_order_.end(), forgotten),
+                     job_order_.end());
     traced_.erase(std::remove_if(traced_.begin(), traced_.end(), forgotten),
                   traced_.end());
     store_needs_pruning_ = true;
   }
-  if (store_ != nullptr && retention_.max_stored_jobs > 0 &&
-      store_needs_pruning_) {
+  if (store_ != nullptr && retention_.max_stored_jobs > 0 && store_needs_pruning_) {
     absl::Status st = store_->PruneEnded(retention_.max_stored_jobs);
     if (!st.ok()) spdlog::error("job history not pruned: {}", st.ToString());
     store_needs_pruning_ = false;

@@ -16,8 +16,7 @@ namespace {
 
 // Codes a rank reports when a peer or the coordinator vanished under it.
 bool LooksLikeSymptom(absl::StatusCode code) {
-  return code == absl::StatusCode::kUnavailable ||
-         code == absl::StatusCode::kCancelled ||
+  return code == absl::StatusCode::kUnavailable || code == absl::StatusCode::kCancelled ||
          code == absl::StatusCode::kAborted ||
          code == absl::StatusCode::kDeadlineExceeded;
 }
@@ -25,8 +24,7 @@ bool LooksLikeSymptom(absl::StatusCode code) {
 }  // namespace
 
 void JobTable::HandleProgress(const std::string& worker_id,
-                              const v1::WorkerMessage::Progress& p,
-                              Decisions* out) {
+                              const v1::WorkerMessage::Progress& p, Decisions* out) {
   JobEntry* e = RankEntry(p.job_id(), p.rank(), worker_id);
   if (e == nullptr || e->job.state() != v1::RUNNING) return;
   e->rank_samples_per_second[p.rank()] = p.samples_per_second();
@@ -39,8 +37,7 @@ void JobTable::HandleProgress(const std::string& worker_id,
   UpdateProgressEvent(e, p, out);
 }
 
-void JobTable::CheckInitChecksum(JobEntry* e,
-                                 const v1::WorkerMessage::Progress& p,
+void JobTable::CheckInitChecksum(JobEntry* e, const v1::WorkerMessage::Progress& p,
                                  Decisions* out) {
   if (p.init_checksum().empty() || !e->init_checksums[p.rank()].empty()) return;
   e->init_checksums[p.rank()] = p.init_checksum();
@@ -48,9 +45,9 @@ void JobTable::CheckInitChecksum(JobEntry* e,
     const std::string& c = e->init_checksums[r];
     if (!c.empty() && c != p.init_checksum()) {
       EndJob(e, v1::FAILED,
-             absl::DataLossError(absl::StrCat(
-                 "initial parameters differ: rank ", r, " has ", c, ", rank ",
-                 p.rank(), " has ", p.init_checksum())),
+             absl::DataLossError(absl::StrCat("initial parameters differ: rank ", r,
+                                              " has ", c, ", rank ", p.rank(), " has ",
+                                              p.init_checksum())),
              out);
       return;
     }
@@ -58,8 +55,7 @@ void JobTable::CheckInitChecksum(JobEntry* e,
   e->job.mutable_result()->set_init_checksum(p.init_checksum());
 }
 
-void JobTable::UpdateProgressEvent(JobEntry* e,
-                                   const v1::WorkerMessage::Progress& p,
+void JobTable::UpdateProgressEvent(JobEntry* e, const v1::WorkerMessage::Progress& p,
                                    Decisions* out) {
   e->job.set_step(p.step());
   e->job.set_total_steps(p.total_steps());
@@ -82,8 +78,7 @@ void JobTable::UpdateProgressEvent(JobEntry* e,
 }
 
 void JobTable::HandleEpochDone(const std::string& worker_id,
-                               const v1::WorkerMessage::EpochDone& d,
-                               Decisions* out) {
+                               const v1::WorkerMessage::EpochDone& d, Decisions* out) {
   JobEntry* e = RankEntry(d.job_id(), d.rank(), worker_id);
   if (e == nullptr || e->job.state() != v1::RUNNING) return;
   std::vector<v1::WorkerMessage::EpochDone>& ranks = e->epochs[d.epoch()];
@@ -113,14 +108,13 @@ void JobTable::HandleEpochDone(const std::string& worker_id,
   e->epochs.erase(d.epoch());
   Save(e).IgnoreError();  // logged by Save
   spdlog::info("[job {}] epoch {}: train loss {:.4f}, test accuracy {:.4f}, {:.2f} s",
-               e->job.id(), er.epoch(), er.train_loss(),
-               er.test_accuracy(), er.seconds());
+               e->job.id(), er.epoch(), er.train_loss(), er.test_accuracy(),
+               er.seconds());
   out->events_changed = true;
 }
 
 void JobTable::HandleJobDone(const std::string& worker_id,
-                             const v1::WorkerMessage::JobDone& d,
-                             Decisions* out) {
+                             const v1::WorkerMessage::JobDone& d, Decisions* out) {
   workers_->Release(worker_id, d.job_id());  // idle again
   JobEntry* e = RankEntry(d.job_id(), d.rank(), worker_id);
   if (e != nullptr && !e->done[d.rank()]) {
@@ -148,8 +142,8 @@ void JobTable::HandleJobDone(const std::string& worker_id,
 void JobTable::RankFailed(JobEntry* e, const std::string& worker_id,
                           const v1::WorkerMessage::JobDone& d, Decisions* out) {
   const auto code = static_cast<absl::StatusCode>(d.code());
-  std::string message = absl::StrCat("rank ", d.rank(), " (worker ", worker_id,
-                                     "): ", d.error());
+  std::string message =
+      absl::StrCat("rank ", d.rank(), " (worker ", worker_id, "): ", d.error());
   if (!LooksLikeSymptom(code)) {
     EndJob(e, v1::FAILED, absl::Status(code, message), out);
     return;
@@ -181,9 +175,8 @@ void JobTable::WorkerLost(const std::string& worker_id, const std::string& why,
     if (e->job.workers(r) == w->id) rank = r;
   }
   EndJob(e, v1::FAILED,
-         absl::UnavailableError(absl::StrCat("worker ", w->id, " (rank ", rank,
-                                             ", ", w->peer_address,
-                                             ") lost: ", why)),
+         absl::UnavailableError(absl::StrCat("worker ", w->id, " (rank ", rank, ", ",
+                                             w->peer_address, ") lost: ", why)),
          out);
   PruneEnded();
 }
@@ -241,10 +234,10 @@ void JobTable::Finalize(JobEntry* e, Decisions* out) {
   res->set_ps_shards(spec.strategy() == v1::STRATEGY_PS ? spec.ps_shards() : 0);
   res->set_wall_seconds(absl::ToDoubleSeconds(clock_->Now() - e->started));
   res->set_samples_per_second(max_wall > 0 ? samples / max_wall : 0);
-  if (absl::Status same = CheckFinalChecksums(
-          *res, spec.strategy() == v1::STRATEGY_RING
-                    ? "ring replicas diverged"
-                    : "PS ranks ended with different parameters");
+  if (absl::Status same =
+          CheckFinalChecksums(*res, spec.strategy() == v1::STRATEGY_RING
+                                        ? "ring replicas diverged"
+                                        : "PS ranks ended with different parameters");
       !same.ok()) {
     EndJob(e, v1::FAILED, same, out);
     return;

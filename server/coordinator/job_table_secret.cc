@@ -9,13 +9,14 @@
 
 namespace gradsync {
 
-std::shared_ptr<const JobKey> JobTable::KeyOrNew(
-    std::shared_ptr<const JobKey> key) {
+std::shared_ptr<const JobKey> JobTable::KeyOrNew(std::shared_ptr<const JobKey> key) {
   if (key != nullptr) return key;
   absl::StatusOr<JobKey> made = JobKey::Generate();
   if (!made.ok()) {
-    spdlog::error("no job key ({}): jobs will be refused by their PS shards "
-                  "and peers", made.status().ToString());
+    spdlog::error(
+        "no job key ({}): jobs will be refused by their PS shards "
+        "and peers",
+        made.status().ToString());
     return nullptr;
   }
   return std::make_shared<const JobKey>(*std::move(made));
@@ -35,12 +36,11 @@ void JobTable::AddSecrets(const JobEntry& e, v1::Assignment* a) const {
 }
 
 absl::Status JobTable::CheckFinalChecksums(const v1::JobResult& result,
-                                          const std::string& what) {
+                                           const std::string& what) {
   std::vector<std::string> differ;
   for (int r = 1; r < result.param_checksums_size(); ++r) {
     if (result.param_checksums(r) != result.param_checksums(0)) {
-      differ.push_back(absl::StrCat("rank ", r, " has ",
-                                    result.param_checksums(r)));
+      differ.push_back(absl::StrCat("rank ", r, " has ", result.param_checksums(r)));
     }
   }
   if (differ.empty()) return absl::OkStatus();

@@ -66,8 +66,10 @@ absl::Status JobTable::Recover(Decisions* out) {
 void JobTable::Restore(StoredJob stored, Decisions* out) {
   const std::string id = stored.job.id();
   if (id.empty() || jobs_.count(id) > 0) {
-    spdlog::warn("job history: skipping a stored job with id '{}' (empty or "
-                 "repeated)", id);
+    spdlog::warn(
+        "job history: skipping a stored job with id '{}' (empty or "
+        "repeated)",
+        id);
     return;
   }
   next_job_ = std::max(next_job_, IdNumber(id) + 1);
@@ -99,18 +101,16 @@ void JobTable::Restore(StoredJob stored, Decisions* out) {
 void JobTable::RequeueRestored(JobEntry* e, Decisions* out) {
   // The server may have restarted with fewer PS shards (or a stricter
   // validator): the spec is checked again, not trusted.
-  absl::StatusOr<v1::JobSpec> spec =
-      ValidateJobSpec(e->job.spec(), num_ps_shards());
-  absl::StatusOr<MlpSpec> model =
-      !spec.ok()        ? absl::StatusOr<MlpSpec>(spec.status())
-      : IsBench(*spec)  ? MlpSpec{}
-                        : ParseModelSpec(spec->model());
+  absl::StatusOr<v1::JobSpec> spec = ValidateJobSpec(e->job.spec(), num_ps_shards());
+  absl::StatusOr<MlpSpec> model = !spec.ok() ? absl::StatusOr<MlpSpec>(spec.status())
+                                  : IsBench(*spec) ? MlpSpec{}
+                                                   : ParseModelSpec(spec->model());
   if (!model.ok()) {
-    EndJob(e, v1::FAILED,
-           absl::Status(model.status().code(),
-                        absl::StrCat("after a coordinator restart: ",
-                                     model.status().message())),
-           out);
+    EndJob(
+        e, v1::FAILED,
+        absl::Status(model.status().code(), absl::StrCat("after a coordinator restart: ",
+                                                         model.status().message())),
+        out);
     return;
   }
   e->model = *std::move(model);

@@ -12,8 +12,7 @@ namespace {
 void TruncateTrace(v1::WorkerTrace* t, size_t max_bytes) {
   size_t bytes = 0;
   int keep = 0;
-  for (; keep < t->events_size() && keep < JobTable::kMaxTraceEventsPerRank;
-       ++keep) {
+  for (; keep < t->events_size() && keep < JobTable::kMaxTraceEventsPerRank; ++keep) {
     const size_t n = t->events(keep).ByteSizeLong() + 8;  // + tag and length
     if (bytes + n > max_bytes) break;
     bytes += n;

@@ -71,9 +71,10 @@ absl::Status SqliteStatus(const std::string& path, sqlite3* db, int rc,
   switch (rc & 0xff) {
     case SQLITE_BUSY:
     case SQLITE_LOCKED:
-      return absl::FailedPreconditionError(absl::StrCat(
-          msg, " (held by another process: another gradsync-server with "
-               "this --state_dir?)"));
+      return absl::FailedPreconditionError(
+          absl::StrCat(msg,
+                       " (held by another process: another gradsync-server with "
+                       "this --state_dir?)"));
     case SQLITE_CORRUPT:
     case SQLITE_NOTADB:
       return absl::DataLossError(msg);
@@ -94,9 +95,9 @@ absl::Status MakeStateDir(const std::string& dir) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec || !std::filesystem::is_directory(dir)) {
-    return absl::PermissionDeniedError(absl::StrCat(
-        "cannot create state directory ", dir, ": ",
-        ec ? ec.message() : "not a directory"));
+    return absl::PermissionDeniedError(
+        absl::StrCat("cannot create state directory ", dir, ": ",
+                     ec ? ec.message() : "not a directory"));
   }
   if (access(dir.c_str(), W_OK | X_OK) != 0) {
     return absl::PermissionDeniedError(absl::StrCat(
@@ -116,9 +117,10 @@ absl::Status CheckHeader(const std::string& path) {
   if (n == 0) return absl::OkStatus();  // empty: SQLite's empty database
   if (n < static_cast<std::streamsize>(sizeof(head)) ||
       std::memcmp(head, kSqliteHeader, sizeof(head)) != 0) {
-    return absl::DataLossError(absl::StrCat(
-        path, " is not an SQLite database (corrupt or foreign file); left "
-              "untouched: move it away or pass another --state_dir"));
+    return absl::DataLossError(
+        absl::StrCat(path,
+                     " is not an SQLite database (corrupt or foreign file); left "
+                     "untouched: move it away or pass another --state_dir"));
   }
   return absl::OkStatus();
 }
@@ -140,9 +142,7 @@ absl::StatusOr<std::string> QueryText(sqlite3* db, const std::string& path,
 
 }  // namespace
 
-void SqliteJobStore::Closer::operator()(sqlite3* db) const {
-  sqlite3_close_v2(db);
-}
+void SqliteJobStore::Closer::operator()(sqlite3* db) const { sqlite3_close_v2(db); }
 
 SqliteJobStore::SqliteJobStore(std::string path, Db db)
     : path_(std::move(path)), db_(std::move(db)) {}
@@ -154,8 +154,7 @@ absl::StatusOr<std::unique_ptr<SqliteJobStore>> SqliteJobStore::Open(
   if (absl::Status st = CheckHeader(path); !st.ok()) return st;
   sqlite3* raw = nullptr;
   const int rc = sqlite3_open_v2(path.c_str(), &raw,
-                                 SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE,
-                                 nullptr);
+                                 SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr);
   Db db(raw);  // closed on every return below unless the store takes it
   if (rc != SQLITE_OK) return SqliteStatus(path, db.get(), rc, "cannot open");
   if (sqlite3_db_readonly(db.get(), "main") == 1) {
@@ -172,8 +171,7 @@ absl::StatusOr<std::unique_ptr<SqliteJobStore>> SqliteJobStore::Open(
 
 absl::Status SqliteJobStore::Exec(const char* sql, const char* what) {
   const int rc = sqlite3_exec(db_.get(), sql, nullptr, nullptr, nullptr);
-  return rc == SQLITE_OK ? absl::OkStatus()
-                         : SqliteStatus(path_, db_.get(), rc, what);
+  return rc == SQLITE_OK ? absl::OkStatus() : SqliteStatus(path_, db_.get(), rc, what);
 }
 
 absl::Status SqliteJobStore::CheckAndPrepare() {
@@ -183,9 +181,9 @@ absl::Status SqliteJobStore::CheckAndPrepare() {
       QueryText(db_.get(), path_, "PRAGMA quick_check(1)", "quick_check");
   if (!check.ok()) return check.status();
   if (*check != "ok") {
-    return absl::DataLossError(absl::StrCat(
-        path_, ": integrity check failed (", *check,
-        "); left untouched: move it away or pass another --state_dir"));
+    return absl::DataLossError(
+        absl::StrCat(path_, ": integrity check failed (", *check,
+                     "); left untouched: move it away or pass another --state_dir"));
   }
   bool empty = false;
   if (st = CheckSchemaVersion(&empty); !st.ok()) return st;
@@ -213,35 +211,36 @@ absl::Status SqliteJobStore::CheckAndPrepare() {
 }
 
 absl::Status SqliteJobStore::CheckSchemaVersion(bool* empty) {
-  absl::StatusOr<std::string> has = QueryText(
-      db_.get(), path_,
-      "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND "
-      "name = 'schema_version'",
-      "read schema");
+  absl::StatusOr<std::string> has =
+      QueryText(db_.get(), path_,
+                "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND "
+                "name = 'schema_version'",
+                "read schema");
   if (!has.ok()) return has.status();
   if (*has == "0") {
-    absl::StatusOr<std::string> tables = QueryText(
-        db_.get(), path_, "SELECT count(*) FROM sqlite_master", "read schema");
+    absl::StatusOr<std::string> tables =
+        QueryText(db_.get(), path_, "SELECT count(*) FROM sqlite_master", "read schema");
     if (!tables.ok()) return tables.status();
     *empty = *tables == "0";
     if (*empty) return absl::OkStatus();
-    return absl::FailedPreconditionError(absl::StrCat(
-        path_, " is an SQLite database but not a gradsync job history (no "
-               "schema_version table); left untouched"));
+    return absl::FailedPreconditionError(
+        absl::StrCat(path_,
+                     " is an SQLite database but not a gradsync job history (no "
+                     "schema_version table); left untouched"));
   }
   absl::StatusOr<std::string> text = QueryText(
       db_.get(), path_, "SELECT max(version) FROM schema_version", "read schema");
   if (!text.ok()) return text.status();
   int version = 0;
   if (!absl::SimpleAtoi(*text, &version) || version < 1) {
-    return absl::DataLossError(absl::StrCat(path_, ": bad schema version '",
-                                            *text, "'; left untouched"));
+    return absl::DataLossError(
+        absl::StrCat(path_, ": bad schema version '", *text, "'; left untouched"));
   }
   if (version > kSchemaVersion) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        path_, " has schema version ", version,
-        ", newer than this gradsync-server knows (", kSchemaVersion,
-        "); left untouched: run a newer gradsync-server"));
+    return absl::FailedPreconditionError(
+        absl::StrCat(path_, " has schema version ", version,
+                     ", newer than this gradsync-server knows (", kSchemaVersion,
+                     "); left untouched: run a newer gradsync-server"));
   }
   *empty = false;
   return absl::OkStatus();
@@ -276,8 +275,7 @@ absl::Status SqliteJobStore::UpsertJob(const v1::Job& job) {
   sqlite3_bind_text(raw, 7, job.error().data(), job.error().size(), SQLITE_TRANSIENT);
   sqlite3_bind_blob(raw, 8, blob.data(), blob.size(), SQLITE_TRANSIENT);
   rc = sqlite3_step(raw);
-  return rc == SQLITE_DONE ? absl::OkStatus()
-                           : SqliteStatus(path_, db, rc, "save job");
+  return rc == SQLITE_DONE ? absl::OkStatus() : SqliteStatus(path_, db, rc, "save job");
 }
 
 absl::Status SqliteJobStore::AppendEvents(const std::string& job_id,
@@ -305,8 +303,8 @@ absl::StatusOr<std::vector<StoredJob>> SqliteJobStore::LoadAll() {
   std::vector<StoredJob> jobs;
   std::map<std::string, size_t> index;
   sqlite3_stmt* raw = nullptr;
-  int rc = sqlite3_prepare_v2(db, "SELECT id, job FROM jobs ORDER BY seq", -1,
-                              &raw, nullptr);
+  int rc =
+      sqlite3_prepare_v2(db, "SELECT id, job FROM jobs ORDER BY seq", -1, &raw, nullptr);
   Stmt stmt(raw);
   if (rc != SQLITE_OK) return SqliteStatus(path_, db, rc, "load jobs");
   while ((rc = sqlite3_step(raw)) == SQLITE_ROW) {
@@ -322,9 +320,8 @@ absl::StatusOr<std::vector<StoredJob>> SqliteJobStore::LoadAll() {
     jobs.push_back(std::move(s));
   }
   if (rc != SQLITE_DONE) return SqliteStatus(path_, db, rc, "load jobs");
-  rc = sqlite3_prepare_v2(
-      db, "SELECT job_id, event FROM job_events ORDER BY job_id, idx", -1, &raw,
-      nullptr);
+  rc = sqlite3_prepare_v2(db, "SELECT job_id, event FROM job_events ORDER BY job_id, idx",
+                          -1, &raw, nullptr);
   stmt.reset(raw);
   if (rc != SQLITE_OK) return SqliteStatus(path_, db, rc, "load events");
   while ((rc = sqlite3_step(raw)) == SQLITE_ROW) {
@@ -346,7 +343,8 @@ absl::Status SqliteJobStore::PruneEnded(size_t keep) {
   // The ended jobs beyond the newest `keep`, in first-save order.
   const std::string old = absl::StrCat(
       "SELECT id FROM jobs WHERE state IN ('SUCCEEDED', 'FAILED', "
-      "'CANCELLED') ORDER BY seq DESC LIMIT -1 OFFSET ", keep);
+      "'CANCELLED') ORDER BY seq DESC LIMIT -1 OFFSET ",
+      keep);
   const std::string events =
       absl::StrCat("DELETE FROM job_events WHERE job_id IN (", old, ")");
   const std::string jobs = absl::StrCat("DELETE FROM jobs WHERE id IN (", old, ")");

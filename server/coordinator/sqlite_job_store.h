@@ -55,8 +55,7 @@ class SqliteJobStore final : public JobStore {
   //      FAILED_PRECONDITION (not a gradsync database);
   //   6. WAL, synchronous=NORMAL, and the schema of an empty database.
   // Every error message names the file and fits on one line.
-  static absl::StatusOr<std::unique_ptr<SqliteJobStore>> Open(
-      const std::string& dir);
+  static absl::StatusOr<std::unique_ptr<SqliteJobStore>> Open(const std::string& dir);
 
   ~SqliteJobStore() override = default;
   SqliteJobStore(const SqliteJobStore&) = delete;
@@ -87,8 +86,7 @@ class SqliteJobStore final : public JobStore {
                             absl::Span<const v1::JobEvent> events)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Runs SQL without results; the error names `what`.
-  absl::Status Exec(const char* sql, const char* what)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status Exec(const char* sql, const char* what) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::string path_;  // constant after construction
   absl::Mutex mu_;

@@ -26,12 +26,11 @@ std::vector<const RegisteredWorker*> OrderByHost(
 }
 
 absl::Status WorkerRegistry::Register(const std::string& id,
-                                      const std::string& peer_address,
-                                      int num_gpus, absl::Time now,
+                                      const std::string& peer_address, int num_gpus,
+                                      absl::Time now,
                                       const std::string& bulk_peer_address) {
   if (IsLive(id)) {
-    return absl::AlreadyExistsError(
-        absl::StrCat("worker id ", id, " is already joined"));
+    return absl::AlreadyExistsError(absl::StrCat("worker id ", id, " is already joined"));
   }
   RegisteredWorker& w = workers_[id];
   w = RegisteredWorker{};

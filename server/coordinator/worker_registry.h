@@ -22,13 +22,13 @@ namespace gradsync {
 
 struct RegisteredWorker {
   std::string id;
-  std::string peer_address;  // where ring neighbours reach its Peer service
+  std::string peer_address;       // where ring neighbours reach its Peer service
   std::string bulk_peer_address;  // its bulk Peer server; empty: none
   int num_gpus = 0;
-  int64_t order = 0;         // registration order; a re-registration is new
-  std::string job_id;        // empty when idle
-  absl::Time last_seen;      // registration or latest message
-  bool dead = false;         // lost; stays listed until the id registers again
+  int64_t order = 0;     // registration order; a re-registration is new
+  std::string job_id;    // empty when idle
+  absl::Time last_seen;  // registration or latest message
+  bool dead = false;     // lost; stays listed until the id registers again
 };
 
 // Puts workers that share a host (their peer addresses' HOST part, as
@@ -66,8 +66,7 @@ class WorkerRegistry {
   const RegisteredWorker* MarkDead(const std::string& id);
 
   // Live workers silent for longer than `timeout` at `now`, in id order.
-  std::vector<std::string> Expired(absl::Time now,
-                                   absl::Duration timeout) const;
+  std::vector<std::string> Expired(absl::Time now, absl::Duration timeout) const;
 
   // The first `n` idle live workers in registration order, ranked by
   // OrderByHost; empty when fewer than `n` are idle.

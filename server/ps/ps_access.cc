@@ -5,12 +5,9 @@
 
 namespace gradsync {
 
-std::string JobOfSliceKey(const std::string& key) {
-  return key.substr(0, key.find('/'));
-}
+std::string JobOfSliceKey(const std::string& key) { return key.substr(0, key.find('/')); }
 
-absl::Status PsAccess::Check(const std::string& job,
-                             const std::string& world_text,
+absl::Status PsAccess::Check(const std::string& job, const std::string& world_text,
                              const std::string& secret, std::optional<int> rank,
                              int* world) const {
   int w = 0;
@@ -25,15 +22,13 @@ absl::Status PsAccess::Check(const std::string& job,
   return absl::OkStatus();
 }
 
-absl::Status PsAccess::CheckMember(const CallMetadata& md,
-                                   const std::string& slice_key, int rank,
-                                   int* world) const {
+absl::Status PsAccess::CheckMember(const CallMetadata& md, const std::string& slice_key,
+                                   int rank, int* world) const {
   return Check(JobOfSliceKey(slice_key), MetadataValue(md, kJobWorldMetadata),
                MetadataValue(md, kJobSecretMetadata), rank, world);
 }
 
-absl::Status PsAccess::CheckJob(const CallMetadata& md,
-                                const std::string& job_id) const {
+absl::Status PsAccess::CheckJob(const CallMetadata& md, const std::string& job_id) const {
   return Check(job_id, MetadataValue(md, kJobWorldMetadata),
                MetadataValue(md, kJobSecretMetadata), std::nullopt, nullptr);
 }

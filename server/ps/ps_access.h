@@ -39,16 +39,15 @@ class PsAccess {
   // kJobWorldMetadata and kJobSecretMetadata of the slice's job, and the
   // rank must be in [0, world). `world` (may be null) receives the proven
   // world size.
-  absl::Status CheckMember(const CallMetadata& md, const std::string& slice_key,
-                           int rank, int* world = nullptr) const;
+  absl::Status CheckMember(const CallMetadata& md, const std::string& slice_key, int rank,
+                           int* world = nullptr) const;
   // A call for job `job_id` that names no rank (EndJob): as CheckMember.
   absl::Status CheckJob(const CallMetadata& md, const std::string& job_id) const;
 
   // Reading the checkpoints of ended job `old_job` (Checkpoints, and an Init
   // that resumes from it): `md` must carry kResumeWorldMetadata and
   // kResumeSecretMetadata of `old_job`.
-  absl::Status CheckResume(const CallMetadata& md,
-                           const std::string& old_job) const;
+  absl::Status CheckResume(const CallMetadata& md, const std::string& old_job) const;
 
  private:
   absl::Status Check(const std::string& job, const std::string& world_text,

@@ -13,9 +13,8 @@ namespace gradsync {
 
 absl::Status CheckPsReduceThreads(int64_t threads) {
   if (threads >= 1 && threads <= kMaxPsReduceThreads) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat(
-      "--ps_reduce_threads must be 1..", kMaxPsReduceThreads, ", got ",
-      threads));
+  return absl::InvalidArgumentError(absl::StrCat("--ps_reduce_threads must be 1..",
+                                                 kMaxPsReduceThreads, ", got ", threads));
 }
 
 namespace {
@@ -23,8 +22,7 @@ namespace {
 // Completes `reactor` with the parameters of `result` (or its error), in
 // the wire format the request came in.
 Reply MakeReply(grpc::ServerUnaryReactor* reactor, grpc::ByteBuffer* response,
-                TensorHeader header, WireDtype dtype,
-                const PsMethodTraffic* traffic) {
+                TensorHeader header, WireDtype dtype, const PsMethodTraffic* traffic) {
   return [reactor, response, header, dtype,
           traffic](absl::StatusOr<PsReply> result) mutable {
     if (!result.ok()) {
@@ -43,8 +41,7 @@ Reply MakeReply(grpc::ServerUnaryReactor* reactor, grpc::ByteBuffer* response,
 }
 
 // The slice config of an INIT frame's `c`, for a job of `world` ranks.
-absl::StatusOr<ShardJobConfig> ShardJobConfigOf(const v1::ShardConfig& c,
-                                                int world) {
+absl::StatusOr<ShardJobConfig> ShardJobConfigOf(const v1::ShardConfig& c, int world) {
   absl::StatusOr<OptimizerKind> kind = ToOptimizerKind(c.optimizer());
   if (!kind.ok()) return kind.status();
   ShardJobConfig config;
@@ -145,8 +142,7 @@ grpc::ServerUnaryReactor* PsService::Init(grpc::CallbackServerContext* ctx,
     return reactor;
   }
   const ShardJobConfig config = *std::move(made);
-  auto install = [store = store_, reactor, response, config,
-                  f = *std::move(frame)]() {
+  auto install = [store = store_, reactor, response, config, f = *std::move(frame)]() {
     const TensorHeader& fh = f.header();
     absl::Status st = GuardStatus("PS Init", [&] {
       std::vector<float> initial(f.count());
@@ -154,14 +150,13 @@ grpc::ServerUnaryReactor* PsService::Init(grpc::CallbackServerContext* ctx,
       return store->Init(fh.job_id(), config, std::move(initial));
     });
     if (st.ok()) {
-      spdlog::info("{}shard slice of {} floats installed ({} {}{})",
-                   absl::StrCat("[job ", fh.job_id(), "] "), f.count(),
-                   SyncModeName(fh.config().mode()),
-                   OptimizerName(fh.config().optimizer()),
-                   config.resume_from.empty()
-                       ? ""
-                       : absl::StrCat(", resumed from ", config.resume_from,
-                                      " at step ", config.resume_step));
+      spdlog::info(
+          "{}shard slice of {} floats installed ({} {}{})",
+          absl::StrCat("[job ", fh.job_id(), "] "), f.count(),
+          SyncModeName(fh.config().mode()), OptimizerName(fh.config().optimizer()),
+          config.resume_from.empty() ? ""
+                                     : absl::StrCat(", resumed from ", config.resume_from,
+                                                    " at step ", config.resume_step));
       TensorHeader ack;
       ack.set_job_id(fh.job_id());
       *response = EncodeHeaderOnly(ack);
@@ -190,15 +185,13 @@ grpc::ServerUnaryReactor* PsService::Pull(grpc::CallbackServerContext* ctx,
   }
   const TensorHeader& h = frame->header();
   if (Refused(ctx, reactor, "Pull",
-              access_->CheckMember(ctx->client_metadata(), h.job_id(),
-                                   h.rank()))) {
+              access_->CheckMember(ctx->client_metadata(), h.job_id(), h.rank()))) {
     return reactor;
   }
   TensorHeader header;
   header.set_job_id(h.job_id());
   header.set_offset(h.offset());
-  Reply reply =
-      MakeReply(reactor, response, header, frame->dtype(), &traffic_.pull);
+  Reply reply = MakeReply(reactor, response, header, frame->dtype(), &traffic_.pull);
   // The reactor may be finished (and gone) as soon as the store has `reply`.
   const absl::Time deadline =
       ctx->deadline() == std::chrono::system_clock::time_point::max()
@@ -207,8 +200,8 @@ grpc::ServerUnaryReactor* PsService::Pull(grpc::CallbackServerContext* ctx,
   const uint64_t ticket =
       h.step() == kPullFinalStep
           ? store_->FinalPull(h.job_id(), h.rank(), std::move(reply), deadline)
-          : store_->Pull(h.job_id(), h.step() == kPullInitialStep,
-                         std::move(reply), deadline);
+          : store_->Pull(h.job_id(), h.step() == kPullInitialStep, std::move(reply),
+                         deadline);
   TrackPull(store_, wait.get(), ticket);
   return reactor;
 }
@@ -225,13 +218,12 @@ grpc::ServerUnaryReactor* PsService::PushPull(grpc::CallbackServerContext* ctx,
   }
   const TensorHeader& h = frame->header();
   if (Refused(ctx, reactor, "PushPull",
-              access_->CheckMember(ctx->client_metadata(), h.job_id(),
-                                   h.rank()))) {
+              access_->CheckMember(ctx->client_metadata(), h.job_id(), h.rank()))) {
     return reactor;
   }
   if (h.kind() != TensorHeader::GRAD) {
-    reactor->Finish(ToGrpcStatus(
-        absl::InvalidArgumentError("PushPull expects a GRAD frame")));
+    reactor->Finish(
+        ToGrpcStatus(absl::InvalidArgumentError("PushPull expects a GRAD frame")));
     return reactor;
   }
   TensorHeader header;
@@ -241,15 +233,13 @@ grpc::ServerUnaryReactor* PsService::PushPull(grpc::CallbackServerContext* ctx,
   // Steps 2-3 here when the push is small and nothing makes it wait, else
   // off the callback thread.
   SumPush(*std::move(frame),
-          MakeReply(reactor, response, header, dtype, &traffic_.push_pull),
-          PushDeps());
+          MakeReply(reactor, response, header, dtype, &traffic_.push_pull), PushDeps());
   return reactor;
 }
 
-grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>*
-PsService::PushPullStream(grpc::CallbackServerContext* ctx) {
-  return NewPushPullStreamReactor(
-      PushDeps(), ctx);
+grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* PsService::PushPullStream(
+    grpc::CallbackServerContext* ctx) {
+  return NewPushPullStreamReactor(PushDeps(), ctx);
 }
 
 grpc::ServerUnaryReactor* PsService::EndJob(grpc::CallbackServerContext* ctx,
@@ -265,13 +255,12 @@ grpc::ServerUnaryReactor* PsService::EndJob(grpc::CallbackServerContext* ctx,
   return reactor;
 }
 
-grpc::ServerUnaryReactor* PsService::Checkpoints(
-    grpc::CallbackServerContext* ctx, const v1::CheckpointsRequest* request,
-    v1::CheckpointsResponse* response) {
+grpc::ServerUnaryReactor* PsService::Checkpoints(grpc::CallbackServerContext* ctx,
+                                                 const v1::CheckpointsRequest* request,
+                                                 v1::CheckpointsResponse* response) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   if (Refused(ctx, reactor, "Checkpoints",
-              access_->CheckResume(ctx->client_metadata(),
-                                   request->job_id()))) {
+              access_->CheckResume(ctx->client_metadata(), request->job_id()))) {
     return reactor;
   }
   const CheckpointListing listing = store_->Checkpoints(request->job_id());

@@ -76,9 +76,8 @@ inline constexpr size_t kPsInlineBytes = 64 << 10;
 // `traffic` counts requests and bytes for /metrics (default: nothing).
 class PsService final : public PsServiceBase {
  public:
-  PsService(PsStore* store, const PsAccess* access,
-            int reduce_threads = kPsReduceThreads, PsTraffic traffic = {},
-            size_t inline_bytes = kPsInlineBytes)
+  PsService(PsStore* store, const PsAccess* access, int reduce_threads = kPsReduceThreads,
+            PsTraffic traffic = {}, size_t inline_bytes = kPsInlineBytes)
       : store_(store),
         access_(access),
         pool_(reduce_threads),
@@ -103,9 +102,9 @@ class PsService final : public PsServiceBase {
   grpc::ServerUnaryReactor* EndJob(grpc::CallbackServerContext* ctx,
                                    const v1::EndJobRequest* request,
                                    v1::EndJobResponse* response) override;
-  grpc::ServerUnaryReactor* Checkpoints(
-      grpc::CallbackServerContext* ctx, const v1::CheckpointsRequest* request,
-      v1::CheckpointsResponse* response) override;
+  grpc::ServerUnaryReactor* Checkpoints(grpc::CallbackServerContext* ctx,
+                                        const v1::CheckpointsRequest* request,
+                                        v1::CheckpointsResponse* response) override;
   // Ring checkpoints (server/ps/ring_checkpoints.h); both read or write a
   // file, so they run on the pool. A CKPT frame's data is the piece's
   // parameters followed by header.moments optimizer moments of equal length.
@@ -119,22 +118,19 @@ class PsService final : public PsServiceBase {
  private:
   // Finishes `reactor` with `access` and logs it with the caller's address
   // (rate-limited, refusals_) when it is an error; false when it is OK.
-  bool Refused(grpc::CallbackServerContext* ctx,
-               grpc::ServerUnaryReactor* reactor, const char* method,
-               const absl::Status& access);
+  bool Refused(grpc::CallbackServerContext* ctx, grpc::ServerUnaryReactor* reactor,
+               const char* method, const absl::Status& access);
   // The ring-checkpoint calls (ps_service_ckpt.cc): parse the CKPT frame,
   // check the caller with access(metadata, frame's job), run `work` on the
   // pool.
   template <typename Access, typename Work>
-  grpc::ServerUnaryReactor* OnPool(grpc::CallbackServerContext* ctx,
-                                   const char* method,
+  grpc::ServerUnaryReactor* OnPool(grpc::CallbackServerContext* ctx, const char* method,
                                    const grpc::ByteBuffer& request,
-                                   grpc::ByteBuffer* response, Access access,
-                                   Work work);
+                                   grpc::ByteBuffer* response, Access access, Work work);
 
   // What SumPush and the PushPullStream reactors use.
   PsStreamDeps PushDeps() {
-    return PsStreamDeps{store_,     access_,   &pool_, &traffic_.push_pull,
+    return PsStreamDeps{store_,     access_,      &pool_, &traffic_.push_pull,
                         &refusals_, inline_bytes_};
   }
 

@@ -22,9 +22,8 @@ absl::StatusOr<DecodedFrame> ParseCkptFrame(const grpc::ByteBuffer& request) {
   if (h.kind() != TensorHeader::CKPT || h.moments() < 0 || h.moments() > 2 ||
       h.count() % (1 + h.moments()) != 0 || h.step() < 0) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "not a checkpoint piece: kind ", TensorHeader::Kind_Name(h.kind()),
-        ", ", h.count(), " floats with ", h.moments(), " moments, step ",
-        h.step()));
+        "not a checkpoint piece: kind ", TensorHeader::Kind_Name(h.kind()), ", ",
+        h.count(), " floats with ", h.moments(), " moments, step ", h.step()));
   }
   return frame;
 }
@@ -47,16 +46,16 @@ absl::Status SavePiece(const std::string& root, const DecodedFrame& f) {
 // The CKPT frame of piece (job, step, index) read from `root`.
 absl::StatusOr<grpc::ByteBuffer> LoadPiece(const std::string& root,
                                            const TensorHeader& request) {
-  absl::StatusOr<Checkpoint> c = LoadRingPiece(
-      root, request.job_id(), request.step(), request.index());
+  absl::StatusOr<Checkpoint> c =
+      LoadRingPiece(root, request.job_id(), request.step(), request.index());
   if (!c.ok()) return c.status();
   const size_t n = c->params.size();
   const bool m = !c->first_moment.empty(), v = !c->second_moment.empty();
   if ((m && c->first_moment.size() != n) || (v && c->second_moment.size() != n) ||
       (v && !m)) {
-    return absl::DataLossError(absl::StrCat(
-        "checkpoint piece ", request.index(), " of ", request.job_id(),
-        " at step ", request.step(), " has moments of another length"));
+    return absl::DataLossError(absl::StrCat("checkpoint piece ", request.index(), " of ",
+                                            request.job_id(), " at step ", request.step(),
+                                            " has moments of another length"));
   }
   auto data = std::make_shared<std::vector<float>>(std::move(c->params));
   data->insert(data->end(), c->first_moment.begin(), c->first_moment.end());
@@ -81,8 +80,8 @@ template <typename Access, typename Work>
 grpc::ServerUnaryReactor* PsService::OnPool(grpc::CallbackServerContext* ctx,
                                             const char* method,
                                             const grpc::ByteBuffer& request,
-                                            grpc::ByteBuffer* response,
-                                            Access access, Work work) {
+                                            grpc::ByteBuffer* response, Access access,
+                                            Work work) {
   ReducePool* pool = &pool_;
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   absl::StatusOr<DecodedFrame> frame = ParseCkptFrame(request);
@@ -94,25 +93,25 @@ grpc::ServerUnaryReactor* PsService::OnPool(grpc::CallbackServerContext* ctx,
               access(ctx->client_metadata(), frame->header().job_id()))) {
     return reactor;
   }
-  pool->Schedule([reactor, response, work = std::move(work),
-                  f = *std::move(frame)]() mutable {
-    absl::StatusOr<grpc::ByteBuffer> out = work(f);
-    if (out.ok()) *response = *std::move(out);
-    reactor->Finish(ToGrpcStatus(out.status()));
-  });
+  pool->Schedule(
+      [reactor, response, work = std::move(work), f = *std::move(frame)]() mutable {
+        absl::StatusOr<grpc::ByteBuffer> out = work(f);
+        if (out.ok()) *response = *std::move(out);
+        reactor->Finish(ToGrpcStatus(out.status()));
+      });
   return reactor;
 }
 
-grpc::ServerUnaryReactor* PsService::SaveCheckpoint(
-    grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
-    grpc::ByteBuffer* response) {
+grpc::ServerUnaryReactor* PsService::SaveCheckpoint(grpc::CallbackServerContext* ctx,
+                                                    const grpc::ByteBuffer* request,
+                                                    grpc::ByteBuffer* response) {
   // Rank 0 of the running job saves.
   auto member = [this](const CallMetadata& md, const std::string& job) {
     return access_->CheckJob(md, job);
   };
   return OnPool(ctx, "SaveCheckpoint", *request, response, member,
-                [root = store_->checkpoint_root()](const DecodedFrame& f)
-                    -> absl::StatusOr<grpc::ByteBuffer> {
+                [root = store_->checkpoint_root()](
+                    const DecodedFrame& f) -> absl::StatusOr<grpc::ByteBuffer> {
                   absl::Status st = SavePiece(root, f);
                   if (!st.ok()) return st;
                   TensorHeader ack = f.header();
@@ -121,9 +120,9 @@ grpc::ServerUnaryReactor* PsService::SaveCheckpoint(
                 });
 }
 
-grpc::ServerUnaryReactor* PsService::LoadCheckpoint(
-    grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
-    grpc::ByteBuffer* response) {
+grpc::ServerUnaryReactor* PsService::LoadCheckpoint(grpc::CallbackServerContext* ctx,
+                                                    const grpc::ByteBuffer* request,
+                                                    grpc::ByteBuffer* response) {
   // A resuming job reads its predecessor's checkpoint.
   auto resumer = [this](const CallMetadata& md, const std::string& job) {
     return access_->CheckResume(md, job);

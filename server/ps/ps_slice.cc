@@ -14,8 +14,7 @@ void RunCompletions(PsCompletions* done) {
   done->clear();
 }
 
-absl::StatusOr<Optimizer> PsSlice::MakeOptimizer(const ShardJobConfig& config,
-                                                 size_t n) {
+absl::StatusOr<Optimizer> PsSlice::MakeOptimizer(const ShardJobConfig& config, size_t n) {
   if (config.world_size < 1) {
     return absl::InvalidArgumentError("shard config: world_size must be >= 1");
   }
@@ -27,24 +26,23 @@ absl::StatusOr<Optimizer> PsSlice::MakeOptimizer(const ShardJobConfig& config,
   return Optimizer::Create(oo, n);
 }
 
-absl::StatusOr<std::unique_ptr<PsSlice>> PsSlice::Create(
-    const ShardJobConfig& config, std::vector<float> initial) {
+absl::StatusOr<std::unique_ptr<PsSlice>> PsSlice::Create(const ShardJobConfig& config,
+                                                         std::vector<float> initial) {
   absl::StatusOr<Optimizer> opt = MakeOptimizer(config, initial.size());
   if (!opt.ok()) return opt.status();
   return std::unique_ptr<PsSlice>(
       new PsSlice(config, *std::move(opt), std::move(initial), 0));
 }
 
-absl::StatusOr<std::unique_ptr<PsSlice>> PsSlice::Resume(
-    const ShardJobConfig& config, Checkpoint from) {
+absl::StatusOr<std::unique_ptr<PsSlice>> PsSlice::Resume(const ShardJobConfig& config,
+                                                         Checkpoint from) {
   absl::StatusOr<Optimizer> opt = MakeOptimizer(config, from.params.size());
   if (!opt.ok()) return opt.status();
-  absl::Status st = opt->Restore(from.optimizer_steps,
-                                 std::move(from.first_moment),
+  absl::Status st = opt->Restore(from.optimizer_steps, std::move(from.first_moment),
                                  std::move(from.second_moment));
   if (!st.ok()) return st;
-  return std::unique_ptr<PsSlice>(new PsSlice(
-      config, *std::move(opt), std::move(from.params), from.step));
+  return std::unique_ptr<PsSlice>(
+      new PsSlice(config, *std::move(opt), std::move(from.params), from.step));
 }
 
 PsSlice::PsSlice(const ShardJobConfig& config, Optimizer optimizer,
@@ -84,14 +82,13 @@ absl::StatusOr<PsReply> PsSlice::Pull(bool initial) {
   return PsReply{SnapshotLocked(), config_.async ? version_ : step_};
 }
 
-absl::Status PsSlice::CheckPush(int64_t step, int rank,
-                                    size_t count) const {
+absl::Status PsSlice::CheckPush(int64_t step, int rank, size_t count) const {
   const int world = config_.world_size;
   if (!ended_.ok()) return ended_;
   if (count != size_) {
     return absl::InvalidArgumentError(
-        absl::StrCat("push of ", count, " floats to a shard slice of ", size_,
-                     " (rank ", rank, ", step ", step, ")"));
+        absl::StrCat("push of ", count, " floats to a shard slice of ", size_, " (rank ",
+                     rank, ", step ", step, ")"));
   }
   if (rank < 0 || rank >= world) {
     return absl::InvalidArgumentError(
@@ -99,13 +96,12 @@ absl::Status PsSlice::CheckPush(int64_t step, int rank,
   }
   if (!config_.async && (step != step_ || pushed_[rank])) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "rank ", rank, " pushed step ", step, " but the shard is reducing step ",
-        step_, pushed_[rank] ? " and already has this rank's push" : ""));
+        "rank ", rank, " pushed step ", step, " but the shard is reducing step ", step_,
+        pushed_[rank] ? " and already has this rank's push" : ""));
   }
   if (config_.async && step != clock_[rank]) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("rank ", rank, " pushed step ", step,
-                     " but its next step is ", clock_[rank]));
+    return absl::FailedPreconditionError(absl::StrCat(
+        "rank ", rank, " pushed step ", step, " but its next step is ", clock_[rank]));
   }
   return absl::OkStatus();
 }
@@ -133,8 +129,8 @@ bool PsSlice::TryPush(int64_t step, int rank, size_t count,
 }
 
 void PsSlice::PushLocked(int64_t step, int rank, size_t count,
-                         absl::FunctionRef<void(float*)> accumulate,
-                         Reply reply, PsCompletions* done) {
+                         absl::FunctionRef<void(float*)> accumulate, Reply reply,
+                         PsCompletions* done) {
   if (absl::Status st = CheckPush(step, rank, count); !st.ok()) {
     done->push_back({std::move(reply), std::move(st)});
     return;
@@ -200,13 +196,12 @@ absl::Status PsSlice::WriteCheckpointLocked(int64_t step) {
   view.optimizer_steps = optimizer_.steps();
   view.first_moment = optimizer_.first_moment();
   view.second_moment = optimizer_.second_moment();
-  absl::Status st = WriteCheckpoint(
-      CheckpointFile(config_.checkpoint_dir, config_.piece, step), view);
+  absl::Status st =
+      WriteCheckpoint(CheckpointFile(config_.checkpoint_dir, config_.piece, step), view);
   if (!st.ok()) return st;
   if (step - 2 * k > 0) {  // keep the last two (resume needs a common step)
     std::remove(
-        CheckpointFile(config_.checkpoint_dir, config_.piece, step - 2 * k)
-            .c_str());
+        CheckpointFile(config_.checkpoint_dir, config_.piece, step - 2 * k).c_str());
   }
   return absl::OkStatus();
 }
@@ -218,8 +213,7 @@ void PsSlice::ReleaseHeldLocked(PsCompletions* done) {
   for (Held& h : held_) {
     // The rank's next step is clock_[rank]; it may start it when it is at
     // most `staleness` steps ahead of the slowest rank.
-    if (config_.staleness < 0 ||
-        clock_[h.rank] - slowest <= config_.staleness) {
+    if (config_.staleness < 0 || clock_[h.rank] - slowest <= config_.staleness) {
       done->push_back({std::move(h.reply), PsReply{SnapshotLocked(), version_}});
     } else {
       still.push_back(std::move(h));

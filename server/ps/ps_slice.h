@@ -75,13 +75,13 @@ class PsSlice {
  public:
   // INVALID_ARGUMENT on a bad config or optimizer. Async jobs scale the
   // learning rate by 1/world_size (see the .cc).
-  static absl::StatusOr<std::unique_ptr<PsSlice>> Create(
-      const ShardJobConfig& config, std::vector<float> initial);
+  static absl::StatusOr<std::unique_ptr<PsSlice>> Create(const ShardJobConfig& config,
+                                                         std::vector<float> initial);
   // A slice that continues from `from` (its parameters, optimizer state and
   // step; Pull(initial) returns these). INVALID_ARGUMENT as Create, or when
   // the optimizer state does not fit the config's optimizer.
-  static absl::StatusOr<std::unique_ptr<PsSlice>> Resume(
-      const ShardJobConfig& config, Checkpoint from);
+  static absl::StatusOr<std::unique_ptr<PsSlice>> Resume(const ShardJobConfig& config,
+                                                         Checkpoint from);
 
   PsSlice(const PsSlice&) = delete;
   PsSlice& operator=(const PsSlice&) = delete;
@@ -112,8 +112,7 @@ class PsSlice {
   //     newest parameters.
   // Errors complete `reply` through `done` as well.
   void Push(int64_t step, int rank, size_t count,
-            absl::FunctionRef<void(float*)> accumulate, Reply reply,
-            PsCompletions* done);
+            absl::FunctionRef<void(float*)> accumulate, Reply reply, PsCompletions* done);
 
   // Push, for a thread that must never wait (a gRPC reaction): false, with
   // nothing done and `*reply` untouched, when another thread holds the
@@ -131,13 +130,11 @@ class PsSlice {
   int world_size() const { return config_.world_size; }
 
  private:
-  PsSlice(const ShardJobConfig& config, Optimizer optimizer,
-          std::vector<float> initial, int64_t start_step);
-  static absl::StatusOr<Optimizer> MakeOptimizer(const ShardJobConfig& config,
-                                                 size_t n);
+  PsSlice(const ShardJobConfig& config, Optimizer optimizer, std::vector<float> initial,
+          int64_t start_step);
+  static absl::StatusOr<Optimizer> MakeOptimizer(const ShardJobConfig& config, size_t n);
   // Writes the checkpoint labelled `step` and drops the one of step - 2k.
-  absl::Status WriteCheckpointLocked(int64_t step)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status WriteCheckpointLocked(int64_t step) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // async: writes a checkpoint if the slowest rank reached a new multiple
   // of checkpoint_every.
   absl::Status MaybeCheckpointAsyncLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -150,8 +147,7 @@ class PsSlice {
   ParamSnapshot SnapshotLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status CheckPush(int64_t step, int rank, size_t count) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
-  void ApplySyncStepLocked(PsCompletions* done)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ApplySyncStepLocked(PsCompletions* done) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // async: moves held replies that may proceed into `done`.
   void ReleaseHeldLocked(PsCompletions* done) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 

@@ -22,10 +22,10 @@ absl::Status CheckResumed(const Checkpoint& c, const std::string& path,
                           const ShardJobConfig& config, size_t size) {
   const std::string want = absl::StrCat(config.resume_from, "/", config.piece);
   if (c.key != want || c.step != config.resume_step || c.params.size() != size) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "checkpoint ", path, " holds ", c.params.size(), " parameters of ",
-        c.key, " at step ", c.step, "; resuming needs ", size, " of ", want,
-        " at step ", config.resume_step, " (another model or layout?)"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("checkpoint ", path, " holds ", c.params.size(), " parameters of ",
+                     c.key, " at step ", c.step, "; resuming needs ", size, " of ", want,
+                     " at step ", config.resume_step, " (another model or layout?)"));
   }
   return absl::OkStatus();
 }
@@ -39,14 +39,12 @@ void ReplyAll(std::vector<PendingPull>& waiters, const absl::Status& why) {
 }
 
 absl::Status PullExpired() {
-  return absl::DeadlineExceededError(
-      "pull waited past its deadline on this PS shard");
+  return absl::DeadlineExceededError("pull waited past its deadline on this PS shard");
 }
 
 }  // namespace
 
-absl::StatusOr<std::shared_ptr<PsSlice>> PsStore::Find(
-    const std::string& key) const {
+absl::StatusOr<std::shared_ptr<PsSlice>> PsStore::Find(const std::string& key) const {
   if (shutdown_) return ShuttingDown();
   if (auto e = ended_.find(JobOf(key)); e != ended_.end()) {
     return absl::AbortedError(e->second);
@@ -57,23 +55,22 @@ absl::StatusOr<std::shared_ptr<PsSlice>> PsStore::Find(
 }
 
 absl::StatusOr<std::unique_ptr<PsSlice>> PsStore::MakeSlice(
-    const std::string& key, ShardJobConfig config,
-    std::vector<float> initial) const {
+    const std::string& key, ShardJobConfig config, std::vector<float> initial) const {
   const bool resume = !config.resume_from.empty();
   if (config.checkpoint_every <= 0 && !resume) {
     return PsSlice::Create(config, std::move(initial));
   }
   if (checkpoint_root_.empty()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "job ", key, " uses checkpoints but this PS shard has no state "
-        "directory"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("job ", key,
+                     " uses checkpoints but this PS shard has no state "
+                     "directory"));
   }
   config.checkpoint_dir = absl::StrCat(checkpoint_root_, "/", JobOf(key));
   config.piece = PieceOf(key);
   config.key = key;
   if (!resume) return PsSlice::Create(config, std::move(initial));
-  if (config.resume_from.find('/') != std::string::npos ||
-      config.resume_from[0] == '.') {
+  if (config.resume_from.find('/') != std::string::npos || config.resume_from[0] == '.') {
     return absl::InvalidArgumentError(
         absl::StrCat("resume_from: bad job id '", config.resume_from, "'"));
   }
@@ -125,9 +122,8 @@ absl::Status PsStore::Init(const std::string& key, const ShardJobConfig& config,
   return absl::OkStatus();
 }
 
-uint64_t PsStore::Wait(PullWaiters* waiters, const std::string& key,
-                       int rank, Reply* reply, absl::Time deadline,
-                       absl::Status* refused,
+uint64_t PsStore::Wait(PullWaiters* waiters, const std::string& key, int rank,
+                       Reply* reply, absl::Time deadline, absl::Status* refused,
                        std::vector<PendingPull>* expired) {
   const absl::Time now = env_->Now();
   for (PullWaiters* w : {&pull_waiters_, &final_waiters_}) {
@@ -156,8 +152,7 @@ uint64_t PsStore::Pull(const std::string& key, bool initial, Reply reply,
     absl::MutexLock lock(&mu_);
     part = Find(key);
     if (absl::IsNotFound(part.status())) {
-      ticket = Wait(&pull_waiters_, key, -1, &reply, deadline, &refused,
-                    &expired);
+      ticket = Wait(&pull_waiters_, key, -1, &reply, deadline, &refused, &expired);
     }
   }
   ReplyAll(expired, PullExpired());
@@ -182,10 +177,9 @@ uint64_t PsStore::FinalPull(const std::string& key, int rank, Reply reply,
     absl::MutexLock lock(&mu_);
     part = Find(key);
     if (part.ok()) {
-      ticket = Wait(&final_waiters_, key, rank, &reply, deadline, &refused,
-                    &expired);
-      if (ticket != 0 && final_waiters_.Ranks(key) >=
-                             static_cast<size_t>((*part)->world_size())) {
+      ticket = Wait(&final_waiters_, key, rank, &reply, deadline, &refused, &expired);
+      if (ticket != 0 &&
+          final_waiters_.Ranks(key) >= static_cast<size_t>((*part)->world_size())) {
         ready = final_waiters_.Take(key);
         ticket = 0;
       }
@@ -213,9 +207,8 @@ void PsStore::CancelPull(uint64_t ticket, const absl::Status& why) {
   if (p) p->reply(why);
 }
 
-void PsStore::Push(const std::string& key, int64_t step, int rank,
-                   size_t count, absl::FunctionRef<void(float*)> accumulate,
-                   Reply reply) {
+void PsStore::Push(const std::string& key, int64_t step, int rank, size_t count,
+                   absl::FunctionRef<void(float*)> accumulate, Reply reply) {
   absl::StatusOr<std::shared_ptr<PsSlice>> part;
   {
     absl::ReaderMutexLock lock(&mu_);
@@ -230,9 +223,9 @@ void PsStore::Push(const std::string& key, int64_t step, int rank,
   RunCompletions(&done);
 }
 
-bool PsStore::TryPush(const std::string& key, int64_t step, int rank,
-                      size_t count, absl::FunctionRef<void(float*)> accumulate,
-                      Reply* reply, PsCompletions* done) {
+bool PsStore::TryPush(const std::string& key, int64_t step, int rank, size_t count,
+                      absl::FunctionRef<void(float*)> accumulate, Reply* reply,
+                      PsCompletions* done) {
   if (!mu_.ReaderTryLock()) return false;
   absl::StatusOr<std::shared_ptr<PsSlice>> part = absl::UnknownError("");
   try {
@@ -249,11 +242,10 @@ bool PsStore::TryPush(const std::string& key, int64_t step, int rank,
   return (*part)->TryPush(step, rank, count, accumulate, reply, done);
 }
 
-absl::Status PsStore::PushRefusal(const std::string& key,
-                                  const absl::Status& why) {
+absl::Status PsStore::PushRefusal(const std::string& key, const absl::Status& why) {
   if (absl::IsNotFound(why)) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "push for job ", key, " which is not initialised on this shard"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("push for job ", key, " which is not initialised on this shard"));
   }
   return why;
 }

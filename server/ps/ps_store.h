@@ -147,22 +147,20 @@ class PsStore {
  private:
   // The slice for `key`; NOT_FOUND when not installed (yet), or the error
   // every call for it gets (shut down, job ended).
-  absl::StatusOr<std::shared_ptr<PsSlice>> Find(const std::string& key)
-      const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<std::shared_ptr<PsSlice>> Find(const std::string& key) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // The answer to a push whose slice Find did not give (`why`).
-  static absl::Status PushRefusal(const std::string& key,
-                                  const absl::Status& why);
+  static absl::Status PushRefusal(const std::string& key, const absl::Status& why);
   // The slice Init installs: fresh, or loaded from a checkpoint.
   // Adds `reply` to `waiters` under a new ticket; runs it with the error
   // instead when they are full. Also expires overdue waiters of both lists
   // into `expired` (the caller replies to them after unlocking).
-  uint64_t Wait(PullWaiters* waiters, const std::string& key, int rank,
-                Reply* reply, absl::Time deadline, absl::Status* refused,
-                std::vector<PendingPull>* expired)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::StatusOr<std::unique_ptr<PsSlice>> MakeSlice(
-      const std::string& key, ShardJobConfig config,
-      std::vector<float> initial) const;
+  uint64_t Wait(PullWaiters* waiters, const std::string& key, int rank, Reply* reply,
+                absl::Time deadline, absl::Status* refused,
+                std::vector<PendingPull>* expired) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<std::unique_ptr<PsSlice>> MakeSlice(const std::string& key,
+                                                     ShardJobConfig config,
+                                                     std::vector<float> initial) const;
 
   // Records `job_id` as ended with `why` and forgets the oldest tombstones
   // beyond max_ended_jobs_.
@@ -180,7 +178,7 @@ class PsStore {
   PullWaiters final_waiters_ ABSL_GUARDED_BY(mu_);
   uint64_t next_ticket_ ABSL_GUARDED_BY(mu_) = 1;
   std::map<std::string, std::string> ended_ ABSL_GUARDED_BY(mu_);  // id->reason
-  std::deque<std::string> ended_order_ ABSL_GUARDED_BY(mu_);  // oldest first
+  std::deque<std::string> ended_order_ ABSL_GUARDED_BY(mu_);       // oldest first
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
 };
 

@@ -34,8 +34,7 @@ absl::Status AboutSlice(const std::string& key, const absl::Status& st) {
 class PushPullStreamReactor final
     : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
  public:
-  PushPullStreamReactor(const PsStreamDeps& deps,
-                        grpc::CallbackServerContext* ctx)
+  PushPullStreamReactor(const PsStreamDeps& deps, grpc::CallbackServerContext* ctx)
       : deps_(deps), ctx_(ctx), gate_(std::make_shared<StreamGate>()) {
     {
       absl::MutexLock lock(&gate_->mu);
@@ -125,15 +124,14 @@ class PushPullStreamReactor final
     const TensorHeader& h = frame->header();
     if (absl::Status access = Check(h); !access.ok()) {
       if (absl::IsPermissionDenied(access)) {
-        deps_.refusals->Refused("PS PushPullStream", ctx_->peer(),
-                                access.message());
+        deps_.refusals->Refused("PS PushPullStream", ctx_->peer(), access.message());
       }
       FinishWith(AboutSlice(h.job_id(), access));
       return;
     }
     if (h.kind() != TensorHeader::GRAD) {
-      FinishWith(AboutSlice(h.job_id(), absl::InvalidArgumentError(
-                                            "PushPull expects a GRAD frame")));
+      FinishWith(AboutSlice(h.job_id(),
+                            absl::InvalidArgumentError("PushPull expects a GRAD frame")));
       return;
     }
     {
@@ -146,16 +144,14 @@ class PushPullStreamReactor final
     header.set_job_id(h.job_id());
     header.set_offset(h.offset());
     Reply reply = [gate = gate_, header, dtype = frame->dtype(),
-                   traffic = deps_.traffic](
-                      absl::StatusOr<PsReply> result) mutable {
+                   traffic = deps_.traffic](absl::StatusOr<PsReply> result) mutable {
       absl::StatusOr<grpc::ByteBuffer> answer;
       if (result.ok()) {
         header.set_step(result->step);
         const size_t n = result->params->size();
         answer = IsLossy(dtype)
                      ? EncodeFrameAs(header, dtype, result->params->data(), n)
-                     : EncodeFrameShared(header, std::move(result->params), 0,
-                                         n);
+                     : EncodeFrameShared(header, std::move(result->params), 0, n);
         traffic->Sent(answer->Length());
       } else {
         answer = AboutSlice(header.job_id(), result.status());
@@ -225,7 +221,7 @@ class PushPullStreamReactor final
   const PsStreamDeps deps_;
   grpc::CallbackServerContext* const ctx_;
   const std::shared_ptr<StreamGate> gate_;
-  grpc::ByteBuffer buf_;  // the one read in flight (reactions only)
+  grpc::ByteBuffer buf_;     // the one read in flight (reactions only)
   std::string checked_job_;  // reactions only (one read at a time)
   int checked_rank_ = -1;
 
@@ -258,8 +254,7 @@ void SpreadAnswers(PsCompletions done, ReducePool* pool) {
     PsCompletions part(std::make_move_iterator(done.begin() + next),
                        std::make_move_iterator(done.begin() + next + take));
     next += take;
-    pool->ScheduleFirst(
-        [part = std::move(part)]() mutable { RunCompletions(&part); });
+    pool->ScheduleFirst([part = std::move(part)]() mutable { RunCompletions(&part); });
   }
   done.resize(here);
   RunCompletions(&done);
@@ -268,11 +263,10 @@ void SpreadAnswers(PsCompletions done, ReducePool* pool) {
 void SumPush(DecodedFrame frame, Reply reply, const PsStreamDeps& deps) {
   const TensorHeader& h = frame.header();
   PsCompletions done;
-  if (deps.inline_bytes > 0 &&
-      frame.count() * sizeof(float) <= deps.inline_bytes &&
-      deps.store->TryPush(h.job_id(), h.step(), h.rank(), frame.count(),
-                          [&frame](float* dst) { frame.AddTo(dst); }, &reply,
-                          &done)) {
+  if (deps.inline_bytes > 0 && frame.count() * sizeof(float) <= deps.inline_bytes &&
+      deps.store->TryPush(
+          h.job_id(), h.step(), h.rank(), frame.count(),
+          [&frame](float* dst) { frame.AddTo(dst); }, &reply, &done)) {
     deps.traffic->Summed(true);
     SpreadAnswers(std::move(done), deps.pool);
     return;
@@ -281,17 +275,17 @@ void SumPush(DecodedFrame frame, Reply reply, const PsStreamDeps& deps) {
   // The frame keeps the received slices alive until the sum. A reduce
   // thread sends the answers it completes itself, one after another: the
   // pool's other thread may be summing, and the answers would wait for it.
-  deps.pool->Schedule([store = deps.store, f = std::move(frame),
-                       reply = std::move(reply)]() mutable {
-    const TensorHeader& fh = f.header();
-    store->Push(fh.job_id(), fh.step(), fh.rank(), f.count(),
-                [&f](float* dst) { f.AddTo(dst); }, std::move(reply));
-  });
+  deps.pool->Schedule(
+      [store = deps.store, f = std::move(frame), reply = std::move(reply)]() mutable {
+        const TensorHeader& fh = f.header();
+        store->Push(
+            fh.job_id(), fh.step(), fh.rank(), f.count(),
+            [&f](float* dst) { f.AddTo(dst); }, std::move(reply));
+      });
 }
 
-grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>*
-NewPushPullStreamReactor(const PsStreamDeps& deps,
-                         grpc::CallbackServerContext* ctx) {
+grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* NewPushPullStreamReactor(
+    const PsStreamDeps& deps, grpc::CallbackServerContext* ctx) {
   return new PushPullStreamReactor(deps, ctx);
 }
 

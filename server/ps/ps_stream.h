@@ -71,9 +71,8 @@ void SpreadAnswers(PsCompletions done, ReducePool* pool);
 void SumPush(DecodedFrame frame, Reply reply, const PsStreamDeps& deps);
 
 // A new reactor for one PushPullStream call (deletes itself when done).
-grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>*
-NewPushPullStreamReactor(const PsStreamDeps& deps,
-                         grpc::CallbackServerContext* ctx);
+grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* NewPushPullStreamReactor(
+    const PsStreamDeps& deps, grpc::CallbackServerContext* ctx);
 
 }  // namespace gradsync
 

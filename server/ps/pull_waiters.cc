@@ -9,8 +9,8 @@ namespace gradsync {
 
 absl::Status PullWaiters::Add(const std::string& key, PendingPull& p) {
   if (count_ >= max_pending_) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "too many pulls wait on this PS shard (", max_pending_, ")"));
+    return absl::ResourceExhaustedError(
+        absl::StrCat("too many pulls wait on this PS shard (", max_pending_, ")"));
   }
   by_key_[key].push_back(std::move(p));
   ++count_;

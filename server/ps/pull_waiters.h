@@ -49,8 +49,7 @@ class PullWaiters {
   // Removes and returns every waiter of `key`.
   std::vector<PendingPull> Take(const std::string& key);
   // Removes and returns the waiters of every key `match` accepts.
-  std::vector<PendingPull> TakeIf(
-      const std::function<bool(const std::string&)>& match);
+  std::vector<PendingPull> TakeIf(const std::function<bool(const std::string&)>& match);
   // Removes and returns the waiter with `ticket`, if it still waits.
   std::optional<PendingPull> Cancel(uint64_t ticket);
   // Removes and returns the waiters whose deadline is <= now.

@@ -10,12 +10,12 @@ namespace {
 // Every piece keeps this many steps: the newest may be incomplete.
 constexpr int kKeptSteps = 2;
 
-absl::Status CheckArgs(const std::string& root, const std::string& job,
-                       int index) {
+absl::Status CheckArgs(const std::string& root, const std::string& job, int index) {
   if (root.empty()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "job ", job, " uses checkpoints but this PS shard has no state "
-        "directory"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("job ", job,
+                     " uses checkpoints but this PS shard has no state "
+                     "directory"));
   }
   if (!IsCheckpointJobId(job)) {
     return absl::InvalidArgumentError(
@@ -32,8 +32,8 @@ absl::Status CheckArgs(const std::string& root, const std::string& job,
 
 std::string RingPieceName(int index) { return absl::StrCat("r", index); }
 
-absl::Status SaveRingPiece(const std::string& root, const std::string& job,
-                           int64_t step, int index, CheckpointView c) {
+absl::Status SaveRingPiece(const std::string& root, const std::string& job, int64_t step,
+                           int index, CheckpointView c) {
   if (absl::Status st = CheckArgs(root, job, index); !st.ok()) return st;
   const std::string dir = absl::StrCat(root, "/", job);
   const std::string piece = RingPieceName(index);
@@ -45,20 +45,18 @@ absl::Status SaveRingPiece(const std::string& root, const std::string& job,
   return absl::OkStatus();
 }
 
-absl::StatusOr<Checkpoint> LoadRingPiece(const std::string& root,
-                                         const std::string& job, int64_t step,
-                                         int index) {
+absl::StatusOr<Checkpoint> LoadRingPiece(const std::string& root, const std::string& job,
+                                         int64_t step, int index) {
   if (absl::Status st = CheckArgs(root, job, index); !st.ok()) return st;
   const std::string piece = RingPieceName(index);
-  const std::string path =
-      CheckpointFile(absl::StrCat(root, "/", job), piece, step);
+  const std::string path = CheckpointFile(absl::StrCat(root, "/", job), piece, step);
   absl::StatusOr<Checkpoint> c = ReadCheckpoint(path);
   if (!c.ok()) return c.status();
   const std::string want = absl::StrCat(job, "/", piece);
   if (c->key != want || c->step != step) {
     return absl::FailedPreconditionError(
-        absl::StrCat("checkpoint ", path, " holds ", c->key, " at step ",
-                     c->step, "; wanted ", want, " at step ", step));
+        absl::StrCat("checkpoint ", path, " holds ", c->key, " at step ", c->step,
+                     "; wanted ", want, " at step ", step));
   }
   return c;
 }

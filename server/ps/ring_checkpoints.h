@@ -30,15 +30,14 @@ std::string RingPieceName(int index);
 // then removes the piece's files but the newest two. FAILED_PRECONDITION
 // when `root` is empty (the shard has no state directory), INVALID_ARGUMENT
 // for a bad job id or index < 0, INTERNAL naming the file on an I/O error.
-absl::Status SaveRingPiece(const std::string& root, const std::string& job,
-                           int64_t step, int index, CheckpointView c);
+absl::Status SaveRingPiece(const std::string& root, const std::string& job, int64_t step,
+                           int index, CheckpointView c);
 
 // Reads piece `index` of `job`'s checkpoint at `step`: as ReadCheckpoint
 // (NOT_FOUND, DATA_LOSS naming the file, ...), and FAILED_PRECONDITION
 // naming the file when it holds another job's piece or another step.
-absl::StatusOr<Checkpoint> LoadRingPiece(const std::string& root,
-                                         const std::string& job, int64_t step,
-                                         int index);
+absl::StatusOr<Checkpoint> LoadRingPiece(const std::string& root, const std::string& job,
+                                         int64_t step, int index);
 
 }  // namespace gradsync
 

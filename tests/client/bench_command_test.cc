@@ -18,8 +18,7 @@ std::vector<int64_t> Sizes(const std::string& text) {
 }
 
 TEST(BenchSizes, RangesArePowersOfTwoFromLowToHigh) {
-  EXPECT_EQ(Sizes("4K:64K"),
-            (std::vector<int64_t>{4096, 8192, 16384, 32768, 65536}));
+  EXPECT_EQ(Sizes("4K:64K"), (std::vector<int64_t>{4096, 8192, 16384, 32768, 65536}));
   EXPECT_EQ(Sizes("4K:256M").size(), 17u);
   EXPECT_EQ(Sizes("4K:256M").back(), int64_t{256} << 20);
   // HI need not be on the sequence: it stops at the last one below.
@@ -28,18 +27,16 @@ TEST(BenchSizes, RangesArePowersOfTwoFromLowToHigh) {
 }
 
 TEST(BenchSizes, ListsSuffixesAndPlainBytes) {
-  EXPECT_EQ(Sizes("4K,1M,64M"),
-            (std::vector<int64_t>{4096, 1 << 20, 64 << 20}));
+  EXPECT_EQ(Sizes("4K,1M,64M"), (std::vector<int64_t>{4096, 1 << 20, 64 << 20}));
   EXPECT_EQ(Sizes("1048580"), (std::vector<int64_t>{1048580}));
-  EXPECT_EQ(Sizes(" 4kib , 2MiB,1g "),
-            (std::vector<int64_t>{4096, 2 << 20, 1 << 30}));
+  EXPECT_EQ(Sizes(" 4kib , 2MiB,1g "), (std::vector<int64_t>{4096, 2 << 20, 1 << 30}));
   EXPECT_EQ(Sizes("4K:16K,100"), (std::vector<int64_t>{4096, 8192, 16384, 100}));
 }
 
 TEST(BenchSizes, BadInputIsRefusedNamingSizes) {
-  for (const char* bad : {"", "4K,", "abc", "4X", "-4", "4K:", ":4K", "1M:4K",
-                          "0:4K", "6", "4K,10", "2G", "4K:1M:4M", "1.5M",
-                          "4:1G,4:1G,4:1G", "99999999999999999"}) {
+  for (const char* bad :
+       {"", "4K,", "abc", "4X", "-4", "4K:", ":4K", "1M:4K", "0:4K", "6", "4K,10", "2G",
+        "4K:1M:4M", "1.5M", "4:1G,4:1G,4:1G", "99999999999999999"}) {
     absl::StatusOr<std::vector<int64_t>> s = ParseBenchSizes(bad);
     EXPECT_FALSE(s.ok()) << "'" << bad << "' was accepted";
     if (!s.ok()) {
@@ -126,11 +123,9 @@ TEST(BenchRows, TwoLinksModelRingAndHierOverSharedHosts) {
   ASSERT_EQ(rows.size(), 2u);
   const double k = 1 << 20;
   // Ring: 2 of 4 hops cross, one per host; the link between hosts bounds.
-  EXPECT_DOUBLE_EQ(rows[0].model_seconds,
-                   6 * (2 * 1e-4 + 2 * 2e-6) / 4 + 1.5 * k / 1e8);
+  EXPECT_DOUBLE_EQ(rows[0].model_seconds, 6 * (2 * 1e-4 + 2 * 2e-6) / 4 + 1.5 * k / 1e8);
   // Hier: one segment each way inside a host, then a ring of 2 leaders.
-  EXPECT_DOUBLE_EQ(rows[1].model_seconds,
-                   2 * (2e-6 + k / 4e9) + 2 * 1e-4 + k / 1e8);
+  EXPECT_DOUBLE_EQ(rows[1].model_seconds, 2 * (2e-6 + k / 4e9) + 2 * 1e-4 + k / 1e8);
 
   const std::string table = FormatBenchTable(job, rows);
   EXPECT_NE(table.find("between hosts alpha 100.00 us, beta 0.100 GB/s "
@@ -169,12 +164,10 @@ TEST(BenchRows, OneLinkOnOneHostIsThePlainModel) {
   SetLink(b->mutable_inside_host(), 0, 1, 1e-5, 1e9);
   for (int g : {0, 0, 0, 0}) b->add_host_groups(g);
   const std::vector<BenchRowReport> rows = BenchRows(job);
-  EXPECT_DOUBLE_EQ(rows[0].model_seconds,
-                   2 * 3 * 1e-5 + 2.0 * 3 / 4 * (1 << 20) / 1e9);
+  EXPECT_DOUBLE_EQ(rows[0].model_seconds, 2 * 3 * 1e-5 + 2.0 * 3 / 4 * (1 << 20) / 1e9);
   const std::string table = FormatBenchTable(job, rows);
   EXPECT_EQ(table.find("between hosts"), std::string::npos) << table;
-  EXPECT_NE(table.find("(ranks 0-1 ping-pong); time"), std::string::npos)
-      << table;
+  EXPECT_NE(table.find("(ranks 0-1 ping-pong); time"), std::string::npos) << table;
   const nlohmann::json j = BenchToJson(job, rows);
   EXPECT_TRUE(j["between_hosts"].is_null());
   EXPECT_FALSE(j["inside_host"].is_null());

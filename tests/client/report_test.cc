@@ -28,21 +28,20 @@ v1::Job Finished(v1::Strategy strategy, double samples_per_second,
 }
 
 TEST(CompareTable, WhyDescribesTheAlgorithmsTheRingJobsRan) {
-  const std::string tree = CompareTable(
-      {Finished(v1::STRATEGY_PS, 100, {}),
-       Finished(v1::STRATEGY_RING, 200, {"tree", "tree"})});
+  const std::string tree =
+      CompareTable({Finished(v1::STRATEGY_PS, 100, {}),
+                    Finished(v1::STRATEGY_RING, 200, {"tree", "tree"})});
   // N = 4: log2 4 = 2 exchanges of the whole 1 MB vector, 2 MB sent.
   EXPECT_NE(tree.find("tree (recursive doubling): 2 sequential exchanges of "
                       "the whole vector, 2.00 MB sent per worker"),
             std::string::npos)
       << tree;
-  EXPECT_NE(tree.find("a ring allreduce would take 6 hops"), std::string::npos)
-      << tree;
+  EXPECT_NE(tree.find("a ring allreduce would take 6 hops"), std::string::npos) << tree;
   EXPECT_NE(tree.find("N*K = 4.00 MB"), std::string::npos) << tree;
 
-  const std::string mixed = CompareTable(
-      {Finished(v1::STRATEGY_PS, 100, {}),
-       Finished(v1::STRATEGY_RING, 200, {"tree", "hd"})});
+  const std::string mixed =
+      CompareTable({Finished(v1::STRATEGY_PS, 100, {}),
+                    Finished(v1::STRATEGY_RING, 200, {"tree", "hd"})});
   EXPECT_NE(mixed.find("tree (recursive doubling)"), std::string::npos) << mixed;
   EXPECT_NE(mixed.find("hd (halving-doubling): 4 sequential exchanges, 1.50 MB"),
             std::string::npos)

@@ -7,8 +7,8 @@
 namespace gradsync {
 namespace {
 
-v1::TraceEvent Ev(const char* name, int thread, int64_t start, int64_t dur,
-                  int64_t step, int bucket, int layer) {
+v1::TraceEvent Ev(const char* name, int thread, int64_t start, int64_t dur, int64_t step,
+                  int bucket, int layer) {
   v1::TraceEvent e;
   e.set_name(name);
   e.set_category("c");

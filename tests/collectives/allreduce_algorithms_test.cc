@@ -21,18 +21,17 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/clock.h"
+#include "tests/collectives/collective_test_util.h"
 #include "worker/collectives/allreduce_factory.h"
 #include "worker/collectives/forwarding_transport.h"
 #include "worker/collectives/halving_doubling.h"
-#include "tests/collectives/collective_test_util.h"
 #include "worker/collectives/testing/transport_group.h"
 
 namespace gradsync {
 namespace {
 
 constexpr AllreduceAlgorithm kAlgorithms[] = {
-    AllreduceAlgorithm::kRing,
-    AllreduceAlgorithm::kHalvingDoubling,
+    AllreduceAlgorithm::kRing, AllreduceAlgorithm::kHalvingDoubling,
     AllreduceAlgorithm::kRecursiveDoubling,
     AllreduceAlgorithm::kHierarchical,  // with groups of two ranks, see Build
 };
@@ -40,11 +39,16 @@ constexpr AllreduceAlgorithm kAlgorithms[] = {
 // The test-name spelling: "halving_doubling" for kHalvingDoubling.
 std::string AlgoName(AllreduceAlgorithm a) {
   switch (a) {
-    case AllreduceAlgorithm::kRing: return "ring";
-    case AllreduceAlgorithm::kHalvingDoubling: return "halving_doubling";
-    case AllreduceAlgorithm::kRecursiveDoubling: return "tree";
-    case AllreduceAlgorithm::kHierarchical: return "hierarchical";
-    case AllreduceAlgorithm::kAuto: break;
+    case AllreduceAlgorithm::kRing:
+      return "ring";
+    case AllreduceAlgorithm::kHalvingDoubling:
+      return "halving_doubling";
+    case AllreduceAlgorithm::kRecursiveDoubling:
+      return "tree";
+    case AllreduceAlgorithm::kHierarchical:
+      return "hierarchical";
+    case AllreduceAlgorithm::kAuto:
+      break;
   }
   return "auto";
 }
@@ -64,8 +68,7 @@ std::vector<std::unique_ptr<Allreduce>> Build(AllreduceAlgorithm algorithm,
   for (int r = 0; r < group->size(); ++r) {
     auto a = MakeAllreduce(algorithm, group->transport(r), n, options);
     if (!a.ok()) {
-      ADD_FAILURE() << "MakeAllreduce(" << AlgoName(algorithm) << "): "
-                    << a.status();
+      ADD_FAILURE() << "MakeAllreduce(" << AlgoName(algorithm) << "): " << a.status();
       return {};
     }
     EXPECT_EQ((*a)->algorithm(), algorithm);
@@ -79,8 +82,8 @@ using Case = std::tuple<AllreduceAlgorithm, TransportKind, int, size_t>;
 // "tree_grpc_world5_n1048579".
 std::string CaseName(const ::testing::TestParamInfo<Case>& info) {
   const auto [algorithm, kind, world, n] = info.param;
-  return absl::StrCat(AlgoName(algorithm), "_", TransportKindName(kind),
-                      "_world", world, "_n", n);
+  return absl::StrCat(AlgoName(algorithm), "_", TransportKindName(kind), "_world", world,
+                      "_n", n);
 }
 
 // ---------------------------------------------------------------- results
@@ -100,11 +103,9 @@ TEST_P(AllreduceAlgorithmTest, SumsAndReplicasAreBitIdenticalEveryRun) {
   // Built once, run twice with different steps: exact integer sums first,
   // then order-sensitive data whose replicas agree only if every rank adds
   // in the same order.
-  std::vector<std::unique_ptr<Allreduce>> algos =
-      Build(algorithm, group.get(), n, opts);
+  std::vector<std::unique_ptr<Allreduce>> algos = Build(algorithm, group.get(), n, opts);
   ASSERT_EQ(algos.size(), static_cast<size_t>(world));
-  RunAndCheck(algos, n, /*step=*/3, /*bucket=*/2, /*tolerance=*/0,
-              IntegerData);
+  RunAndCheck(algos, n, /*step=*/3, /*bucket=*/2, /*tolerance=*/0, IntegerData);
   RunAndCheck(algos, n, /*step=*/4, /*bucket=*/2, /*tolerance=*/1e-6 * world,
               InexactData);
 }
@@ -114,20 +115,17 @@ TEST_P(AllreduceAlgorithmTest, SumsAndReplicasAreBitIdenticalEveryRun) {
 // took 11 s on 2 cores idle, ~35 s with hierarchical added on a loaded host.
 INSTANTIATE_TEST_SUITE_P(
     Small, AllreduceAlgorithmTest,
-    ::testing::Combine(::testing::ValuesIn(kAlgorithms),
-                       ::testing::ValuesIn(kTransports),
+    ::testing::Combine(::testing::ValuesIn(kAlgorithms), ::testing::ValuesIn(kTransports),
                        ::testing::Range(1, 9),
-                       ::testing::Values(size_t{1}, size_t{3}, size_t{7},
-                                         size_t{1000})),
+                       ::testing::Values(size_t{1}, size_t{3}, size_t{7}, size_t{1000})),
     CaseName);
 
-INSTANTIATE_TEST_SUITE_P(
-    Large, AllreduceAlgorithmTest,
-    ::testing::Combine(::testing::ValuesIn(kAlgorithms),
-                       ::testing::ValuesIn(kTransports),
-                       ::testing::Values(1, 2, 3, 4, 5, 8),
-                       ::testing::Values(size_t{(1 << 20) + 3})),
-    CaseName);
+INSTANTIATE_TEST_SUITE_P(Large, AllreduceAlgorithmTest,
+                         ::testing::Combine(::testing::ValuesIn(kAlgorithms),
+                                            ::testing::ValuesIn(kTransports),
+                                            ::testing::Values(1, 2, 3, 4, 5, 8),
+                                            ::testing::Values(size_t{(1 << 20) + 3})),
+                         CaseName);
 
 // Segments alternate between two connections per peer; FIFO order holds per
 // connection only, so this checks that receivers take each lane's messages
@@ -146,8 +144,7 @@ TEST_P(AllreduceLanesTest, TwoConnectionsPerPeer) {
         Build(GetParam(), group.get(), n, opts);
     ASSERT_EQ(algos.size(), static_cast<size_t>(world));
     RunAndCheck(algos, n, /*step=*/0, /*bucket=*/2, 0, IntegerData);
-    RunAndCheck(algos, n, /*step=*/1, /*bucket=*/2, 1e-6 * world,
-                InexactData);
+    RunAndCheck(algos, n, /*step=*/1, /*bucket=*/2, 1e-6 * world, InexactData);
     // A small vector in one segment (halving-doubling: in rounds, the fold's
     // two messages on two lanes).
     const size_t small = 1001;
@@ -201,8 +198,7 @@ TEST_P(AllreduceWireDtypeTest, ReplicasStayBitIdenticalAndSumsClose) {
           Build(algorithm, group.get(), n, opts);
       ASSERT_EQ(algos.size(), static_cast<size_t>(world));
       RunAndCheck(algos, n, /*step=*/0, /*bucket=*/1, 0, IntegerData);
-      RunAndCheck(algos, n, /*step=*/1, /*bucket=*/1, (world + 1) * ulp,
-                  WideData);
+      RunAndCheck(algos, n, /*step=*/1, /*bucket=*/1, (world + 1) * ulp, WideData);
     }
   }
 }
@@ -227,9 +223,8 @@ TEST_P(AllreduceWireDtypeTest, ResultsDifferFromFloat32Sums) {
       magnitude[i] += std::fabs(data[r][i]);
     }
   }
-  auto st = OnRanks(AllRanks(world), [&](int r) {
-    return algos[r]->Run(data[r].data(), 0, 0);
-  });
+  auto st = OnRanks(AllRanks(world),
+                    [&](int r) { return algos[r]->Run(data[r].data(), 0, 0); });
   for (const absl::Status& s : st) ASSERT_TRUE(s.ok()) << s;
   size_t differ = 0;
   // Float32 sums in any order are within ~4 * 2^-24 of exact; 16-bit hops
@@ -242,8 +237,7 @@ TEST_P(AllreduceWireDtypeTest, ResultsDifferFromFloat32Sums) {
 
 INSTANTIATE_TEST_SUITE_P(
     All, AllreduceWireDtypeTest,
-    ::testing::Combine(::testing::ValuesIn(kAlgorithms),
-                       ::testing::ValuesIn(kTransports),
+    ::testing::Combine(::testing::ValuesIn(kAlgorithms), ::testing::ValuesIn(kTransports),
                        ::testing::Values(WireDtype::kBf16, WireDtype::kFp16)),
     WireName);
 
@@ -280,9 +274,8 @@ TEST_P(AllreduceFailureTest, EveryRankTimesOutWhenAPeerNeverShowsUp) {
     ASSERT_EQ(algos.size(), 5u);
     std::vector<std::vector<float>> data(5, std::vector<float>(100, 1.0f));
     const absl::Time start = absl::Now();
-    auto st = OnRanks({0, 1, 2, 4}, [&](int r) {
-      return algos[r]->Run(data[r].data(), 0, 0);
-    });
+    auto st =
+        OnRanks({0, 1, 2, 4}, [&](int r) { return algos[r]->Run(data[r].data(), 0, 0); });
     for (const absl::Status& s : st) {
       EXPECT_TRUE(absl::IsDeadlineExceeded(s)) << s;
     }
@@ -364,16 +357,14 @@ TEST(HalvingDoublingMessages, ASmallVectorGoesInOneMessagePerRound) {
     const int extra = world - p;
     for (size_t n : {size_t{3}, size_t{1027}, small, large}) {
       for (WireDtype dtype : {WireDtype::kFp32, WireDtype::kBf16}) {
-        SCOPED_TRACE(absl::StrCat("world ", world, " n ", n, " ",
-                                  WireDtypeName(dtype)));
+        SCOPED_TRACE(absl::StrCat("world ", world, " n ", n, " ", WireDtypeName(dtype)));
         std::unique_ptr<TransportGroup> group =
             NewGroup(TransportKind::kInProc, world, 1, dtype);
         ASSERT_NE(group, nullptr);
         std::vector<std::unique_ptr<CountingTransport>> counted;
         std::vector<std::unique_ptr<Allreduce>> algos;
         for (int r = 0; r < world; ++r) {
-          counted.push_back(
-              std::make_unique<CountingTransport>(group->transport(r)));
+          counted.push_back(std::make_unique<CountingTransport>(group->transport(r)));
           algos.push_back(std::make_unique<HalvingDoublingAllreduce>(
               counted.back().get(), n, AllreduceOptions{}));
         }
@@ -401,17 +392,15 @@ TEST(HalvingDoublingMessages, ASmallVectorGoesInOneMessagePerRound) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Algorithms, AllreduceFailureTest,
-    ::testing::Combine(::testing::ValuesIn(kAlgorithms),
-                       ::testing::ValuesIn(kTransports)),
-    FailureName);
+INSTANTIATE_TEST_SUITE_P(Algorithms, AllreduceFailureTest,
+                         ::testing::Combine(::testing::ValuesIn(kAlgorithms),
+                                            ::testing::ValuesIn(kTransports)),
+                         FailureName);
 
-INSTANTIATE_TEST_SUITE_P(
-    Algorithms, AllreduceLanesTest, ::testing::ValuesIn(kAlgorithms),
-    [](const ::testing::TestParamInfo<AllreduceAlgorithm>& info) {
-      return AlgoName(info.param);
-    });
+INSTANTIATE_TEST_SUITE_P(Algorithms, AllreduceLanesTest, ::testing::ValuesIn(kAlgorithms),
+                         [](const ::testing::TestParamInfo<AllreduceAlgorithm>& info) {
+                           return AlgoName(info.param);
+                         });
 
 }  // namespace
 }  // namespace gradsync

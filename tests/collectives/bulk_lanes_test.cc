@@ -24,7 +24,7 @@ constexpr size_t kBulkBytes = 64 << 10;
 // One allreduce of n floats with `algorithm` on every rank of `group`,
 // checked exactly (RunAndCheck).
 void RunOnAll(TransportGroup* group, AllreduceAlgorithm algorithm, size_t n,
-               int64_t step) {
+              int64_t step) {
   std::vector<std::unique_ptr<Allreduce>> algos;
   for (int r = 0; r < group->size(); ++r) {
     auto a = MakeAllreduce(algorithm, group->transport(r), n, AllreduceOptions{});
@@ -42,8 +42,8 @@ int64_t Accepted(const TransportGroup& g, bool bulk) {
 }
 
 TEST(BulkLanes, OnlyCollectivesOfBulkBytesOrMoreUseTheBulkServers) {
-  auto group = TransportGroup::Create(TransportKind::kGrpc, 3, 1,
-                                      WireDtype::kFp32, kBulkBytes);
+  auto group =
+      TransportGroup::Create(TransportKind::kGrpc, 3, 1, WireDtype::kFp32, kBulkBytes);
   ASSERT_TRUE(group.ok()) << group.status();
   TransportGroup* g = group->get();
   const size_t below = kBulkBytes / sizeof(float) - 1;
@@ -65,8 +65,9 @@ TEST(BulkLanes, OnlyCollectivesOfBulkBytesOrMoreUseTheBulkServers) {
   // every frame must reach the lane its receiver waits on.
   int64_t step = 2;
   for (int round = 0; round < 3; ++round) {
-    for (AllreduceAlgorithm alg : {AllreduceAlgorithm::kRing, AllreduceAlgorithm::kHalvingDoubling,
-                              AllreduceAlgorithm::kRecursiveDoubling}) {
+    for (AllreduceAlgorithm alg :
+         {AllreduceAlgorithm::kRing, AllreduceAlgorithm::kHalvingDoubling,
+          AllreduceAlgorithm::kRecursiveDoubling}) {
       for (size_t n : {size_t{1}, at + 7, size_t{1000}, 3 * at}) {
         RunOnAll(g, alg, n, step++);
       }
@@ -77,8 +78,8 @@ TEST(BulkLanes, OnlyCollectivesOfBulkBytesOrMoreUseTheBulkServers) {
     std::vector<std::vector<float>> data(g->size());
     for (int r = 0; r < g->size(); ++r) data[r] = IntegerData(r, n);
     std::vector<absl::Status> st = OnRanks(AllRanks(g->size()), [&](int r) {
-      return RingBroadcast(g->transport(r), data[r].data(), n, /*root=*/1,
-                           1 << 20, absl::Now() + absl::Seconds(30));
+      return RingBroadcast(g->transport(r), data[r].data(), n, /*root=*/1, 1 << 20,
+                           absl::Now() + absl::Seconds(30));
     });
     for (int r = 0; r < g->size(); ++r) {
       ASSERT_TRUE(st[r].ok()) << st[r];
@@ -88,8 +89,7 @@ TEST(BulkLanes, OnlyCollectivesOfBulkBytesOrMoreUseTheBulkServers) {
 }
 
 TEST(BulkLanes, NeverWhenBulkBytesIsZero) {
-  auto group =
-      TransportGroup::Create(TransportKind::kGrpc, 2, 1, WireDtype::kFp32, 0);
+  auto group = TransportGroup::Create(TransportKind::kGrpc, 2, 1, WireDtype::kFp32, 0);
   ASSERT_TRUE(group.ok()) << group.status();
   RunOnAll(group->get(), AllreduceAlgorithm::kRing, (1 << 20) + 3, 0);
   EXPECT_EQ(Accepted(**group, /*bulk=*/true), 0);
@@ -120,8 +120,7 @@ TEST(BulkLanes, ABulkAddressThatDoesNotAnswerFallsBackToThePeerAddress) {
   for (int r = 0; r < world; ++r) {
     auto rk = std::make_unique<Rank>();
     rk->service = std::make_unique<PeerService>(&rk->boxes);
-    absl::StatusOr<StartedServer> s =
-        StartPeerServer("127.0.0.1:0", {rk->service.get()});
+    absl::StatusOr<StartedServer> s = StartPeerServer("127.0.0.1:0", {rk->service.get()});
     ASSERT_TRUE(s.ok()) << s.status();
     rk->server = std::move(s->server);
     addresses.push_back(LocalAddress("127.0.0.1:0", s->port));
@@ -158,15 +157,12 @@ TEST(BulkLanes, ABulkAddressThatDoesNotAnswerFallsBackToThePeerAddress) {
 // A job's ranks use the bulk servers of ranks on their own host only: across
 // hosts the bulk lanes' fixed window is slower than a probing one.
 TEST(BulkLanes, SameHostBulkAddressesKeepsOnlyThisHostsRanks) {
-  const std::vector<std::string> peers = {"10.0.0.1:5000", "10.0.0.2:5000",
-                                          "10.0.0.1:5001", "[::1]:5000",
-                                          "10.0.0.10:5000"};
+  const std::vector<std::string> peers = {
+      "10.0.0.1:5000", "10.0.0.2:5000", "10.0.0.1:5001", "[::1]:5000", "10.0.0.10:5000"};
   const std::vector<std::string> bulk = {"10.0.0.1:6000", "10.0.0.2:6000",
-                                         "10.0.0.1:6001", "[::1]:6000",
-                                         "10.0.0.10:6000"};
+                                         "10.0.0.1:6001", "[::1]:6000", "10.0.0.10:6000"};
   EXPECT_EQ(SameHostBulkAddresses(peers, bulk, 0),
-            (std::vector<std::string>{"10.0.0.1:6000", "", "10.0.0.1:6001",
-                                      "", ""}));
+            (std::vector<std::string>{"10.0.0.1:6000", "", "10.0.0.1:6001", "", ""}));
   EXPECT_EQ(SameHostBulkAddresses(peers, bulk, 1),
             (std::vector<std::string>{"", "10.0.0.2:6000", "", "", ""}));
   EXPECT_EQ(SameHostBulkAddresses(peers, bulk, 3),

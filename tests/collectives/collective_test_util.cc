@@ -11,18 +11,15 @@
 
 namespace gradsync {
 
-void PrintTo(TransportKind kind, std::ostream* os) {
-  *os << TransportKindName(kind);
-}
+void PrintTo(TransportKind kind, std::ostream* os) { *os << TransportKindName(kind); }
 
 std::unique_ptr<TransportGroup> NewGroup(TransportKind kind, int world,
-                                         int connections_per_peer,
-                                         WireDtype dtype) {
+                                         int connections_per_peer, WireDtype dtype) {
   absl::StatusOr<std::unique_ptr<TransportGroup>> group =
       TransportGroup::Create(kind, world, connections_per_peer, dtype);
   if (!group.ok()) {
-    ADD_FAILURE() << "cannot build a " << TransportKindName(kind)
-                  << " group of " << world << ": " << group.status();
+    ADD_FAILURE() << "cannot build a " << TransportKindName(kind) << " group of " << world
+                  << ": " << group.status();
     return nullptr;
   }
   return std::move(*group);
@@ -62,8 +59,8 @@ std::vector<float> InexactData(int rank, size_t n) {
   return v;
 }
 
-void RunAndCheck(std::vector<std::unique_ptr<Allreduce>>& algos, size_t n,
-                 int64_t step, int bucket, double tolerance,
+void RunAndCheck(std::vector<std::unique_ptr<Allreduce>>& algos, size_t n, int64_t step,
+                 int bucket, double tolerance,
                  const std::function<std::vector<float>(int, size_t)>& make) {
   const int world = static_cast<int>(algos.size());
   std::vector<std::vector<float>> data(world);
@@ -75,12 +72,10 @@ void RunAndCheck(std::vector<std::unique_ptr<Allreduce>>& algos, size_t n,
       magnitude[i] += std::fabs(data[r][i]);
     }
   }
-  auto st = OnRanks(AllRanks(world), [&](int r) {
-    return algos[r]->Run(data[r].data(), step, bucket);
-  });
+  auto st = OnRanks(AllRanks(world),
+                    [&](int r) { return algos[r]->Run(data[r].data(), step, bucket); });
   for (int r = 0; r < world; ++r) {
-    ASSERT_TRUE(st[r].ok()) << "rank " << r << " step " << step << ": "
-                            << st[r];
+    ASSERT_TRUE(st[r].ok()) << "rank " << r << " step " << step << ": " << st[r];
   }
   for (int r = 0; r < world; ++r) {
     size_t wrong = 0, first = n;
@@ -89,11 +84,9 @@ void RunAndCheck(std::vector<std::unique_ptr<Allreduce>>& algos, size_t n,
         if (wrong++ == 0) first = i;
       }
     }
-    ASSERT_EQ(wrong, 0u) << "rank " << r << " step " << step << ": first at "
-                         << first << " got " << data[r][first] << " want "
-                         << want[first];
-    EXPECT_EQ(std::memcmp(data[r].data(), data[0].data(), n * sizeof(float)),
-              0)
+    ASSERT_EQ(wrong, 0u) << "rank " << r << " step " << step << ": first at " << first
+                         << " got " << data[r][first] << " want " << want[first];
+    EXPECT_EQ(std::memcmp(data[r].data(), data[0].data(), n * sizeof(float)), 0)
         << "rank " << r << " differs from rank 0 at step " << step;
   }
 }

@@ -45,8 +45,8 @@ std::vector<float> InexactData(int rank, size_t n);
 // Runs algos[r]->Run on data made by `make(r, n)` on every rank at once and
 // checks every rank: each sum within `tolerance` times the sum of magnitudes
 // of the inputs (0 = exact), and every rank's bytes equal to rank 0's.
-void RunAndCheck(std::vector<std::unique_ptr<Allreduce>>& algos, size_t n,
-                 int64_t step, int bucket, double tolerance,
+void RunAndCheck(std::vector<std::unique_ptr<Allreduce>>& algos, size_t n, int64_t step,
+                 int bucket, double tolerance,
                  const std::function<std::vector<float>(int, size_t)>& make);
 
 // Runs `algo` (n floats) alone while another thread aborts `transport` after

@@ -227,8 +227,7 @@ void ExpectExactRing(TransportGroup* group, size_t n, const RingOptions& opts,
 TEST(GrpcTransport, RingOverSeveralConnectionsPerPeer) {
   for (int connections : {2, 3}) {
     for (int world : {2, 3}) {
-      auto group =
-          TransportGroup::Create(TransportKind::kGrpc, world, connections);
+      auto group = TransportGroup::Create(TransportKind::kGrpc, world, connections);
       ASSERT_TRUE(group.ok()) << group.status();
       RingOptions opts;
       opts.segment_bytes = 64 << 10;  // many segments: every lane is used

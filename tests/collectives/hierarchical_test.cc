@@ -19,10 +19,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "tests/collectives/collective_test_util.h"
 #include "worker/collectives/allreduce_factory.h"
 #include "worker/collectives/hierarchical.h"
 #include "worker/collectives/sub_transport.h"
-#include "tests/collectives/collective_test_util.h"
 #include "worker/collectives/testing/transport_group.h"
 
 namespace gradsync {
@@ -53,8 +53,7 @@ using Case = std::tuple<TransportKind, Grouping, size_t>;
 
 std::string CaseName(const ::testing::TestParamInfo<Case>& info) {
   return absl::StrCat(TransportKindName(std::get<0>(info.param)), "_",
-                      std::get<1>(info.param).name, "_n",
-                      std::get<2>(info.param));
+                      std::get<1>(info.param).name, "_n", std::get<2>(info.param));
 }
 
 class HierarchicalTest : public ::testing::TestWithParam<Case> {};
@@ -70,34 +69,31 @@ TEST_P(HierarchicalTest, SumsAndReplicasAreBitIdenticalEveryRun) {
   opts.timeout = absl::Seconds(30);
   std::vector<std::unique_ptr<Allreduce>> algos;
   for (int r = 0; r < world; ++r) {
-    auto a = MakeAllreduce(AllreduceAlgorithm::kHierarchical, group->transport(r), n,
-                           opts);
+    auto a =
+        MakeAllreduce(AllreduceAlgorithm::kHierarchical, group->transport(r), n, opts);
     ASSERT_TRUE(a.ok()) << a.status();
     ASSERT_EQ((*a)->algorithm(), AllreduceAlgorithm::kHierarchical);
     algos.push_back(std::move(*a));
   }
   // Built once, run twice on the same objects.
-  RunAndCheck(algos, n, /*step=*/0, /*bucket=*/1, /*tolerance=*/0,
-              IntegerData);
-  RunAndCheck(algos, n, /*step=*/1, /*bucket=*/1, /*tolerance=*/1e-5,
-              InexactData);
+  RunAndCheck(algos, n, /*step=*/0, /*bucket=*/1, /*tolerance=*/0, IntegerData);
+  RunAndCheck(algos, n, /*step=*/1, /*bucket=*/1, /*tolerance=*/1e-5, InexactData);
 }
 
 INSTANTIATE_TEST_SUITE_P(
     Groupings, HierarchicalTest,
-    ::testing::Combine(::testing::ValuesIn(kTransports),
-                       ::testing::ValuesIn(kGroupings),
+    ::testing::Combine(::testing::ValuesIn(kTransports), ::testing::ValuesIn(kGroupings),
                        ::testing::Values(size_t{1}, size_t{7}, size_t{1000})),
     CaseName);
 
 // 2^20+3 floats on the groupings whose shapes differ most (one chain of
 // four; leaders with chains of different lengths).
-INSTANTIATE_TEST_SUITE_P(
-    Large, HierarchicalTest,
-    ::testing::Combine(::testing::ValuesIn(kTransports),
-                       ::testing::Values(kGroupings[2], kGroupings[6]),
-                       ::testing::Values(size_t{(1 << 20) + 3})),
-    CaseName);
+INSTANTIATE_TEST_SUITE_P(Large, HierarchicalTest,
+                         ::testing::Combine(::testing::ValuesIn(kTransports),
+                                            ::testing::Values(kGroupings[2],
+                                                              kGroupings[6]),
+                                            ::testing::Values(size_t{(1 << 20) + 3})),
+                         CaseName);
 
 // ---------------------------------------------------------------- options
 
@@ -109,12 +105,11 @@ TEST(HierarchicalOptions, BadGroupsAreInvalidArgumentNamingGroups) {
         std::vector<int>{0, -1, 0}}) {
     AllreduceOptions opts;
     opts.groups = bad;
-    auto a = MakeAllreduce(AllreduceAlgorithm::kHierarchical, group->transport(0), 10,
-                           opts);
+    auto a =
+        MakeAllreduce(AllreduceAlgorithm::kHierarchical, group->transport(0), 10, opts);
     EXPECT_TRUE(absl::IsInvalidArgument(a.status()))
         << absl::StrJoin(bad, ",") << ": " << a.status();
-    EXPECT_NE(a.status().message().find("groups"), absl::string_view::npos)
-        << a.status();
+    EXPECT_NE(a.status().message().find("groups"), absl::string_view::npos) << a.status();
   }
 }
 
@@ -133,11 +128,10 @@ TEST(HierarchicalOptions, HostGroupsOrdersGroupsByLeader) {
 }
 
 TEST(HierarchicalOptions, GroupsByHostUsesTheHostPartOfEachAddress) {
-  EXPECT_EQ(GroupsByHost({"10.0.0.2:7000", "10.0.0.1:7000", "10.0.0.2:7001",
-                          "[::1]:9", "10.0.0.1:80", "[::1]:10", "solo"}),
+  EXPECT_EQ(GroupsByHost({"10.0.0.2:7000", "10.0.0.1:7000", "10.0.0.2:7001", "[::1]:9",
+                          "10.0.0.1:80", "[::1]:10", "solo"}),
             (std::vector<int>{0, 1, 0, 2, 1, 2, 3}));
-  EXPECT_EQ(GroupsByHost({"127.0.0.1:1", "127.0.0.1:2"}),
-            (std::vector<int>{0, 0}));
+  EXPECT_EQ(GroupsByHost({"127.0.0.1:1", "127.0.0.1:2"}), (std::vector<int>{0, 0}));
   EXPECT_TRUE(GroupsByHost({}).empty());
 }
 
@@ -156,8 +150,8 @@ TEST_P(HierarchicalFailureTest, EveryRankTimesOutWhenAPeerNeverShowsUp) {
     opts.timeout = absl::Milliseconds(300);
     std::vector<std::unique_ptr<Allreduce>> algos;
     for (int r = 0; r < 4; ++r) {
-      auto a = MakeAllreduce(AllreduceAlgorithm::kHierarchical, group->transport(r),
-                             100, opts);
+      auto a = MakeAllreduce(AllreduceAlgorithm::kHierarchical, group->transport(r), 100,
+                             opts);
       ASSERT_TRUE(a.ok()) << a.status();
       algos.push_back(std::move(*a));
     }
@@ -167,9 +161,8 @@ TEST_P(HierarchicalFailureTest, EveryRankTimesOutWhenAPeerNeverShowsUp) {
       if (r != silent) running.push_back(r);
     }
     const absl::Time start = absl::Now();
-    auto st = OnRanks(running, [&](int r) {
-      return algos[r]->Run(data[r].data(), 0, 0);
-    });
+    auto st =
+        OnRanks(running, [&](int r) { return algos[r]->Run(data[r].data(), 0, 0); });
     for (size_t i = 0; i < st.size(); ++i) {
       EXPECT_TRUE(absl::IsDeadlineExceeded(st[i]))
           << "silent " << silent << " rank " << running[i] << ": " << st[i];

@@ -14,8 +14,8 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "common/grpc/grpc_util.h"
-#include "common/testing/fake_env.h"
 #include "common/grpc/job_secret.h"
+#include "common/testing/fake_env.h"
 #include "gradsync/v1/gradsync.grpc.pb.h"
 #include "worker/collectives/transport/grpc/grpc_transport.h"
 
@@ -167,8 +167,7 @@ TEST(PeerService, OutsidersCannotOpenAStreamOrDeliverAFrame) {
   // Nothing reached the job, and the job is not failed.
   for (int src : {0, 1}) {
     auto f = peer->box->Pop(src, 0, absl::Now() + absl::Milliseconds(200));
-    EXPECT_EQ(f.status().code(), absl::StatusCode::kDeadlineExceeded)
-        << f.status();
+    EXPECT_EQ(f.status().code(), absl::StatusCode::kDeadlineExceeded) << f.status();
   }
   // A member's well-formed frame is delivered.
   EXPECT_TRUE(RawStream(peer->address, {"j", 1, "s3cret"}, "j", 1).ok());

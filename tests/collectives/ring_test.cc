@@ -61,8 +61,7 @@ TEST_P(RingAllreduceTest, MatchesReferenceEveryRunAndReplicasAreIdentical) {
   opts.timeout = absl::Seconds(20);
   std::vector<std::unique_ptr<RingAllreduce>> algos;
   for (int r = 0; r < world; ++r) {
-    algos.push_back(
-        std::make_unique<RingAllreduce>(group->transport(r), n, opts));
+    algos.push_back(std::make_unique<RingAllreduce>(group->transport(r), n, opts));
   }
   // Built once, run many: each run reuses the objects (and, over gRPC, the
   // open streams) with new data.
@@ -78,17 +77,14 @@ TEST_P(RingAllreduceTest, MatchesReferenceEveryRunAndReplicasAreIdentical) {
       return algos[r]->Run(data[r].data(), /*step=*/run, /*bucket=*/0);
     });
     for (int r = 0; r < world; ++r) {
-      ASSERT_TRUE(st[r].ok())
-          << "rank " << r << " run " << run << ": " << st[r];
+      ASSERT_TRUE(st[r].ok()) << "rank " << r << " run " << run << ": " << st[r];
     }
     for (size_t i = 0; i < n; ++i) {
-      ASSERT_NEAR(data[0][i], want[i], 1e-5 * world)
-          << "run " << run << " element " << i;
+      ASSERT_NEAR(data[0][i], want[i], 1e-5 * world) << "run " << run << " element " << i;
     }
     const uint64_t sum0 = Checksum(data[0].data(), n);
     for (int r = 1; r < world; ++r) {
-      EXPECT_EQ(Checksum(data[r].data(), n), sum0)
-          << "run " << run << " rank " << r;
+      EXPECT_EQ(Checksum(data[r].data(), n), sum0) << "run " << run << " rank " << r;
     }
   }
 }
@@ -96,13 +92,13 @@ TEST_P(RingAllreduceTest, MatchesReferenceEveryRunAndReplicasAreIdentical) {
 // Every world and size on every transport: the executable runs in about 10 s
 // on 2 cores (ctest -j2: about 17 s, loaded), gRPC world 8 x 2^20+3 being the
 // slowest case at about 2 s, so nothing needs leaving out.
-INSTANTIATE_TEST_SUITE_P(
-    Transports, RingAllreduceTest,
-    ::testing::Combine(::testing::ValuesIn(kTransports),
-                       ::testing::Values(1, 2, 3, 4, 5, 8),
-                       ::testing::Values(size_t{1}, size_t{7}, size_t{1000},
-                                         size_t{34186}, size_t{(1 << 20) + 3})),
-    WorldCaseName);
+INSTANTIATE_TEST_SUITE_P(Transports, RingAllreduceTest,
+                         ::testing::Combine(::testing::ValuesIn(kTransports),
+                                            ::testing::Values(1, 2, 3, 4, 5, 8),
+                                            ::testing::Values(size_t{1}, size_t{7},
+                                                              size_t{1000}, size_t{34186},
+                                                              size_t{(1 << 20) + 3})),
+                         WorldCaseName);
 
 // ---------------------------------------------------------------- failures
 
@@ -196,8 +192,8 @@ TEST_P(RingFailureTest, StrayChunkIsRejectedNotSummed) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Transports, RingFailureTest,
-                         ::testing::ValuesIn(kTransports), KindName);
+INSTANTIATE_TEST_SUITE_P(Transports, RingFailureTest, ::testing::ValuesIn(kTransports),
+                         KindName);
 
 TEST(RingPhase, ChunkTagPrintsThePhaseByName) {
   ChunkTag tag{3, 1, RingPhase::kAllgather, 2, 0};
@@ -230,12 +226,10 @@ TEST_P(RingBroadcastTest, EveryRankGetsTheRootsData) {
     const std::vector<float> want = data[root];
     auto st = OnRanks(AllRanks(world), [&](int r) {
       return RingBroadcast(group->transport(r), data[r].data(), n, root,
-                           /*segment_bytes=*/4000,
-                           absl::Now() + absl::Seconds(10));
+                           /*segment_bytes=*/4000, absl::Now() + absl::Seconds(10));
     });
     for (int r = 0; r < world; ++r) {
-      ASSERT_TRUE(st[r].ok()) << "root " << root << " rank " << r << ": "
-                              << st[r];
+      ASSERT_TRUE(st[r].ok()) << "root " << root << " rank " << r << ": " << st[r];
       EXPECT_EQ(data[r], want) << "root " << root << " rank " << r;
     }
   }
@@ -243,10 +237,8 @@ TEST_P(RingBroadcastTest, EveryRankGetsTheRootsData) {
 
 INSTANTIATE_TEST_SUITE_P(
     Transports, RingBroadcastTest,
-    ::testing::Combine(::testing::ValuesIn(kTransports),
-                       ::testing::Values(1, 2, 3, 5, 8),
-                       ::testing::Values(size_t{1}, size_t{7},
-                                         size_t{100003})),
+    ::testing::Combine(::testing::ValuesIn(kTransports), ::testing::Values(1, 2, 3, 5, 8),
+                       ::testing::Values(size_t{1}, size_t{7}, size_t{100003})),
     WorldCaseName);
 
 }  // namespace

@@ -107,7 +107,8 @@ TEST(TuningTableDefault, ParsesAndFollowsTheCostModel) {
   EXPECT_EQ(t.Choose(2, kMiB + 1), AllreduceAlgorithm::kRing);
   for (int world : {4, 8, 16, 32, 64}) {
     EXPECT_EQ(t.Choose(world, 4), AllreduceAlgorithm::kRecursiveDoubling) << world;
-    EXPECT_EQ(t.Choose(world, 64 * kKiB), AllreduceAlgorithm::kRecursiveDoubling) << world;
+    EXPECT_EQ(t.Choose(world, 64 * kKiB), AllreduceAlgorithm::kRecursiveDoubling)
+        << world;
     EXPECT_EQ(t.Choose(world, 64 * kKiB + 1), AllreduceAlgorithm::kHalvingDoubling)
         << world;
     EXPECT_EQ(t.Choose(world, 1024 * kMiB), AllreduceAlgorithm::kRing) << world;
@@ -117,7 +118,8 @@ TEST(TuningTableDefault, ParsesAndFollowsTheCostModel) {
   EXPECT_EQ(t.Choose(8, 4 * kMiB + 1), AllreduceAlgorithm::kRing);
   // Not powers of two, and powers of two beyond the listed ones.
   for (int world : {3, 5, 6, 7, 12, 128}) {
-    EXPECT_EQ(t.Choose(world, 32 * kKiB), AllreduceAlgorithm::kRecursiveDoubling) << world;
+    EXPECT_EQ(t.Choose(world, 32 * kKiB), AllreduceAlgorithm::kRecursiveDoubling)
+        << world;
     EXPECT_EQ(t.Choose(world, 32 * kKiB + 1), AllreduceAlgorithm::kRing) << world;
   }
   // ToString round-trips.
@@ -132,8 +134,7 @@ TEST(TuningTableLoad, MissingFileIsNotFoundAndErrorsNameThePath) {
   EXPECT_NE(missing.status().message().find("/nonexistent/gradsync-tuning.txt"),
             absl::string_view::npos);
 
-  const std::string path =
-      ::testing::TempDir() + "/gradsync_tuning_test_table.txt";
+  const std::string path = ::testing::TempDir() + "/gradsync_tuning_test_table.txt";
   {
     std::ofstream out(path);
     out << "# written by a test\n8 1MiB hd\n* inf ring\n";
@@ -147,8 +148,7 @@ TEST(TuningTableLoad, MissingFileIsNotFoundAndErrorsNameThePath) {
   }
   auto bad = TuningTable::Load(path);
   EXPECT_TRUE(absl::IsInvalidArgument(bad.status())) << bad.status();
-  EXPECT_TRUE(absl::StartsWith(bad.status().message(), path + ":2: "))
-      << bad.status();
+  EXPECT_TRUE(absl::StartsWith(bad.status().message(), path + ":2: ")) << bad.status();
   std::remove(path.c_str());
 }
 
@@ -168,7 +168,8 @@ TEST(AutoAllreduce, RunsWhatTheTableChooses) {
   };
   expect(AllreduceAlgorithm::kAuto, 100, AllreduceAlgorithm::kHalvingDoubling);  // 400 B
   expect(AllreduceAlgorithm::kAuto, 101, AllreduceAlgorithm::kHierarchical);
-  expect(AllreduceAlgorithmOf(v1::ALGORITHM_UNSPECIFIED), 1000, AllreduceAlgorithm::kHierarchical);
+  expect(AllreduceAlgorithmOf(v1::ALGORITHM_UNSPECIFIED), 1000,
+         AllreduceAlgorithm::kHierarchical);
   expect(AllreduceAlgorithm::kAuto, 1001, AllreduceAlgorithm::kRecursiveDoubling);
   // A named algorithm ignores the table.
   expect(AllreduceAlgorithm::kRing, 100, AllreduceAlgorithm::kRing);

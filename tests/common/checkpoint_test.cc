@@ -27,9 +27,9 @@ class CheckpointFileTest : public ::testing::Test {
 
   // Writes a small checkpoint to path_ and returns what was written.
   Checkpoint WriteSample() {
-    Checkpoint c{"j-1/p0", 4, {1.5f, -2.0f, 3.25f}, 4, {0.5f, 0.25f, 0.0f},
-                 {1e-3f, 2e-3f, 3e-3f}};
-    CheckpointView v{c.key, c.step, c.params, c.optimizer_steps,
+    Checkpoint c{
+        "j-1/p0", 4, {1.5f, -2.0f, 3.25f}, 4, {0.5f, 0.25f, 0.0f}, {1e-3f, 2e-3f, 3e-3f}};
+    CheckpointView v{c.key,          c.step,         c.params, c.optimizer_steps,
                      c.first_moment, c.second_moment};
     EXPECT_TRUE(WriteCheckpoint(path_, v).ok());
     return c;
@@ -122,8 +122,8 @@ TEST(CheckpointListingTest, CommonStepsOfAllPieces) {
   char tmpl[] = "/tmp/gradsync-ckpt-list-XXXXXX";
   const std::string dir = mkdtemp(tmpl);
   const std::vector<float> p = {1.0f};
-  for (auto [piece, step] : {std::pair<const char*, int>{"p0", 4}, {"p0", 6},
-                             {"p1", 4}, {"p1", 2}}) {
+  for (auto [piece, step] :
+       {std::pair<const char*, int>{"p0", 4}, {"p0", 6}, {"p1", 4}, {"p1", 2}}) {
     ASSERT_TRUE(
         WriteCheckpoint(CheckpointFile(dir, piece, step), {"k", step, p, 0, {}, {}})
             .ok());

@@ -29,8 +29,7 @@ TEST(CostModel, RingAllreduceIsFlatInWorldSize) {
   const double k = 1e8;
   for (int n : {2, 3, 4, 5, 8}) {
     const double want = 2.0 * (n - 1) * kAlpha + 2.0 * (n - 1) / n * k / kBeta;
-    EXPECT_DOUBLE_EQ(Predict(v1::BENCH_OP_ALLREDUCE, v1::ALGORITHM_RING, In(n, k)),
-                     want)
+    EXPECT_DOUBLE_EQ(Predict(v1::BENCH_OP_ALLREDUCE, v1::ALGORITHM_RING, In(n, k)), want)
         << n;
   }
   // auto is modelled as ring (callers pass the algorithm that ran).
@@ -59,22 +58,19 @@ TEST(CostModel, TreeIsLogarithmicInWholeMessages) {
 
 TEST(CostModel, HierarchicalWithGroupsOfOneIsTheRing) {
   const double k = 1 << 24;
-  EXPECT_DOUBLE_EQ(
-      Predict(v1::BENCH_OP_ALLREDUCE, v1::ALGORITHM_HIERARCHICAL, In(6, k)),
-      Predict(v1::BENCH_OP_ALLREDUCE, v1::ALGORITHM_RING, In(6, k)));
+  EXPECT_DOUBLE_EQ(Predict(v1::BENCH_OP_ALLREDUCE, v1::ALGORITHM_HIERARCHICAL, In(6, k)),
+                   Predict(v1::BENCH_OP_ALLREDUCE, v1::ALGORITHM_RING, In(6, k)));
   CostInputs in = In(6, k);
   in.groups = {0, 1, 2, 3, 4, 5};  // a host each
-  EXPECT_DOUBLE_EQ(
-      Predict(v1::BENCH_OP_ALLREDUCE, v1::ALGORITHM_HIERARCHICAL, in),
-      Predict(v1::BENCH_OP_ALLREDUCE, v1::ALGORITHM_RING, In(6, k)));
+  EXPECT_DOUBLE_EQ(Predict(v1::BENCH_OP_ALLREDUCE, v1::ALGORITHM_HIERARCHICAL, in),
+                   Predict(v1::BENCH_OP_ALLREDUCE, v1::ALGORITHM_RING, In(6, k)));
   in = In(8, k);
   in.groups = {0, 0, 0, 0, 1, 1, 1, 1};  // 2 leaders
   // Inside a group of 4 a chain of 16 segments of 1 MiB, each way: 2 hops
   // to fill it, 16 segments out of its end.
   const double seg = 1 << 20;
-  EXPECT_DOUBLE_EQ(
-      Predict(v1::BENCH_OP_ALLREDUCE, v1::ALGORITHM_HIERARCHICAL, in),
-      2 * (4 - 2 + 16) * (kAlpha + seg / kBeta) + 2 * kAlpha + k / kBeta);
+  EXPECT_DOUBLE_EQ(Predict(v1::BENCH_OP_ALLREDUCE, v1::ALGORITHM_HIERARCHICAL, in),
+                   2 * (4 - 2 + 16) * (kAlpha + seg / kBeta) + 2 * kAlpha + k / kBeta);
 }
 
 TEST(CostModel, HierarchicalUsesTheLocalLinkInsideItsGroups) {
@@ -85,22 +81,19 @@ TEST(CostModel, HierarchicalUsesTheLocalLinkInsideItsGroups) {
   in.local_beta = lb;
   // Groups of 2: one reduce and one broadcast step inside the group, then a
   // ring over 3 leaders on the links between hosts.
-  EXPECT_DOUBLE_EQ(
-      Predict(v1::BENCH_OP_ALLREDUCE, v1::ALGORITHM_HIERARCHICAL, in),
-      2 * (la + k / lb) + 4 * kAlpha + 4.0 / 3 * k / kBeta);
+  EXPECT_DOUBLE_EQ(Predict(v1::BENCH_OP_ALLREDUCE, v1::ALGORITHM_HIERARCHICAL, in),
+                   2 * (la + k / lb) + 4 * kAlpha + 4.0 / 3 * k / kBeta);
   // Groups of unequal size: the largest decides the chain inside a group
   // (4 ranks: 3 hops each way for one segment).
   in.groups = {0, 0, 0, 0, 1, 1};
-  EXPECT_DOUBLE_EQ(
-      Predict(v1::BENCH_OP_ALLREDUCE, v1::ALGORITHM_HIERARCHICAL, in),
-      2 * 3 * (la + k / lb) + 2 * kAlpha + k / kBeta);
+  EXPECT_DOUBLE_EQ(Predict(v1::BENCH_OP_ALLREDUCE, v1::ALGORITHM_HIERARCHICAL, in),
+                   2 * 3 * (la + k / lb) + 2 * kAlpha + k / kBeta);
   // Several segments pipeline through the chain: 4 of 1 MiB over 2 ranks.
   in.bytes = 4 << 20;
   in.groups = {0, 0, 1, 1};
   in.world = 4;
-  EXPECT_DOUBLE_EQ(
-      Predict(v1::BENCH_OP_ALLREDUCE, v1::ALGORITHM_HIERARCHICAL, in),
-      2 * 4 * (la + k / lb) + 2 * kAlpha + 4.0 * k / kBeta);
+  EXPECT_DOUBLE_EQ(Predict(v1::BENCH_OP_ALLREDUCE, v1::ALGORITHM_HIERARCHICAL, in),
+                   2 * 4 * (la + k / lb) + 2 * kAlpha + 4.0 * k / kBeta);
 }
 
 TEST(CostModel, RingOverSharedHostsPaysLocalHopsAndTheBusiestUplink) {
@@ -114,16 +107,14 @@ TEST(CostModel, RingOverSharedHostsPaysLocalHopsAndTheBusiestUplink) {
   };
   // Host by host: hops 1->2 and 3->0 cross, 0->1 and 2->3 stay; one
   // crossing hop leaves each host.
-  EXPECT_DOUBLE_EQ(ring({0, 0, 1, 1}),
-                   6 * (2 * kAlpha + 2 * la) / 4 + 1.5 * k / kBeta);
+  EXPECT_DOUBLE_EQ(ring({0, 0, 1, 1}), 6 * (2 * kAlpha + 2 * la) / 4 + 1.5 * k / kBeta);
   // Interleaved: every hop crosses and two leave each host, so each link
   // carries two chunks a step.
   EXPECT_DOUBLE_EQ(ring({0, 1, 0, 1}), 6 * kAlpha + 1.5 * k * 2 / kBeta);
   // One host: the local link only.
   EXPECT_DOUBLE_EQ(ring({3, 3, 3, 3}), 6 * la + 1.5 * k / lb);
   // A host each, or no local link given: the plain ring.
-  const double plain =
-      Predict(v1::BENCH_OP_ALLREDUCE, v1::ALGORITHM_RING, In(4, k));
+  const double plain = Predict(v1::BENCH_OP_ALLREDUCE, v1::ALGORITHM_RING, In(4, k));
   EXPECT_DOUBLE_EQ(ring({0, 1, 2, 3}), plain);
   in.local_alpha = 0;
   in.local_beta = 0;
@@ -144,17 +135,15 @@ TEST(CostModel, PowerOfTwoAlgorithmsOverGroupsGoRoundByRound) {
     in.groups = std::move(groups);
     return Predict(v1::BENCH_OP_ALLREDUCE, a, in);
   };
-  const v1::Algorithm hd = v1::ALGORITHM_HALVING_DOUBLING,
-                      tree = v1::ALGORITHM_TREE;
+  const v1::Algorithm hd = v1::ALGORITHM_HALVING_DOUBLING, tree = v1::ALGORITHM_TREE;
   // A host each: the closed forms.
   for (int n : {2, 3, 4, 5, 8}) {
     std::vector<int> own(n);
     for (int r = 0; r < n; ++r) own[r] = r;
-    EXPECT_NEAR(predict(hd, n, own), Predict(v1::BENCH_OP_ALLREDUCE, hd, In(n, k)),
-                1e-12)
+    EXPECT_NEAR(predict(hd, n, own), Predict(v1::BENCH_OP_ALLREDUCE, hd, In(n, k)), 1e-12)
         << n;
-    EXPECT_NEAR(predict(tree, n, own),
-                Predict(v1::BENCH_OP_ALLREDUCE, tree, In(n, k)), 1e-12)
+    EXPECT_NEAR(predict(tree, n, own), Predict(v1::BENCH_OP_ALLREDUCE, tree, In(n, k)),
+                1e-12)
         << n;
   }
   // 2 hosts of 2. hd's first halving round (K/2 at distance 2) crosses with
@@ -171,17 +160,16 @@ TEST(CostModel, PowerOfTwoAlgorithmsOverGroupsGoRoundByRound) {
                    (la + k / lb) + (kAlpha + 2 * k / kBeta));
   // 3 ranks, groups {0,0,1}: rank 1 folds into rank 0 inside the host, the
   // core (ranks 0 and 2) crosses.
-  EXPECT_DOUBLE_EQ(predict(tree, 3, {0, 0, 1}),
-                   2 * (la + k / lb) + (kAlpha + k / kBeta));
+  EXPECT_DOUBLE_EQ(predict(tree, 3, {0, 0, 1}), 2 * (la + k / lb) + (kAlpha + k / kBeta));
   // One host: every round inside.
   EXPECT_DOUBLE_EQ(predict(tree, 4, {0, 0, 0, 0}), 2 * (la + k / lb));
   // 6 ranks on 3 hosts of 2: ranks 1 and 3 fold into 0 and 2 inside their
   // hosts; the core is ranks 0, 2, 4, 5. Halving round 0 (K/2, 0<->4 and
   // 2<->5) sends K into host 2; round 1 (K/4, 0<->2 across, 4<->5 inside)
   // is bound by the link between hosts.
-  EXPECT_DOUBLE_EQ(predict(hd, 6, {0, 0, 1, 1, 2, 2}),
-                   2 * (la + k / lb) +
-                       2 * ((kAlpha + k / kBeta) + (kAlpha + k / 4 / kBeta)));
+  EXPECT_DOUBLE_EQ(
+      predict(hd, 6, {0, 0, 1, 1, 2, 2}),
+      2 * (la + k / lb) + 2 * ((kAlpha + k / kBeta) + (kAlpha + k / 4 / kBeta)));
 }
 
 TEST(CostModel, BroadcastIsPipelinedOverSegments) {
@@ -251,9 +239,8 @@ TEST(CostModel, OneRankCostsNothingAndBadInputsAreRefused) {
   bad = In(4, 1024);
   bad.local_alpha = -1;
   EXPECT_FALSE(PredictSeconds(v1::BENCH_OP_ALLREDUCE, v1::ALGORITHM_RING, bad).ok());
-  EXPECT_FALSE(PredictSeconds(v1::BENCH_OP_UNSPECIFIED, v1::ALGORITHM_RING,
-                              In(4, 1024))
-                   .ok());
+  EXPECT_FALSE(
+      PredictSeconds(v1::BENCH_OP_UNSPECIFIED, v1::ALGORITHM_RING, In(4, 1024)).ok());
 }
 
 }  // namespace

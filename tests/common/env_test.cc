@@ -44,12 +44,11 @@ TEST(DefaultEnv, AwaitReturnsWhetherTheConditionHolds) {
   bool done = false;
   absl::MutexLock lock(&mu);
   const absl::Time t0 = env->Now();
-  EXPECT_FALSE(env->AwaitWithTimeout(&mu, absl::Condition(&done),
-                                     absl::Milliseconds(20)));
+  EXPECT_FALSE(
+      env->AwaitWithTimeout(&mu, absl::Condition(&done), absl::Milliseconds(20)));
   EXPECT_GE(env->Now() - t0, absl::Milliseconds(20));
   done = true;
-  EXPECT_TRUE(env->AwaitWithDeadline(&mu, absl::Condition(&done),
-                                     absl::InfinitePast()));
+  EXPECT_TRUE(env->AwaitWithDeadline(&mu, absl::Condition(&done), absl::InfinitePast()));
 }
 
 TEST(DefaultEnv, AwaitWakesWhenSignalled) {
@@ -62,8 +61,7 @@ TEST(DefaultEnv, AwaitWakesWhenSignalled) {
   });
   {
     absl::MutexLock lock(&mu);
-    EXPECT_TRUE(env->AwaitWithTimeout(&mu, absl::Condition(&done),
-                                      absl::Seconds(60)));
+    EXPECT_TRUE(env->AwaitWithTimeout(&mu, absl::Condition(&done), absl::Seconds(60)));
   }
   setter.join();
 }
@@ -74,8 +72,7 @@ TEST(DefaultEnv, FilesRoundTrip) {
   ASSERT_NE(mkdtemp(dir_template), nullptr);
   const std::string path = std::string(dir_template) + "/f";
   EXPECT_FALSE(env->FileExists(path));
-  EXPECT_EQ(env->ReadFileToString(path).status().code(),
-            absl::StatusCode::kNotFound);
+  EXPECT_EQ(env->ReadFileToString(path).status().code(), absl::StatusCode::kNotFound);
   ASSERT_TRUE(env->WriteFileAtomically(path, std::string("a\0b", 3)).ok());
   EXPECT_TRUE(env->FileExists(path));
   EXPECT_FALSE(env->FileExists(path + ".tmp"));
@@ -84,8 +81,7 @@ TEST(DefaultEnv, FilesRoundTrip) {
   EXPECT_EQ(*got, std::string("a\0b", 3));
   ASSERT_TRUE(env->WriteFileAtomically(path, "new").ok());
   EXPECT_EQ(*env->ReadFileToString(path), "new");
-  EXPECT_EQ(env->WriteFileAtomically(std::string(dir_template) + "/no/f", "x")
-                .code(),
+  EXPECT_EQ(env->WriteFileAtomically(std::string(dir_template) + "/no/f", "x").code(),
             absl::StatusCode::kInternal);
   std::remove(path.c_str());
   rmdir(dir_template);
@@ -134,8 +130,7 @@ TEST(FakeEnv, AwaitFailsExactlyWhenTheFakeClockPassesTheDeadline) {
     // Real time passes; the fake deadline has not: still waiting.
     absl::MutexLock lock(&mu);
     const auto stopped = [&] { return !waiting; };
-    EXPECT_FALSE(mu.AwaitWithTimeout(absl::Condition(&stopped),
-                                     absl::Milliseconds(50)));
+    EXPECT_FALSE(mu.AwaitWithTimeout(absl::Condition(&stopped), absl::Milliseconds(50)));
   }
   env.Advance(absl::Nanoseconds(1));
   waiter.join();
@@ -160,8 +155,7 @@ TEST(FakeEnv, AwaitReturnsTrueAsSoonAsTheConditionHolds) {
   EXPECT_EQ(env.Now(), FakeEnv().Now());
 
   absl::MutexLock lock(&mu);
-  EXPECT_TRUE(env.AwaitWithDeadline(&mu, absl::Condition(&done),
-                                    absl::InfinitePast()))
+  EXPECT_TRUE(env.AwaitWithDeadline(&mu, absl::Condition(&done), absl::InfinitePast()))
       << "a condition that holds wins over a passed deadline";
 }
 

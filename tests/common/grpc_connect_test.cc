@@ -132,8 +132,8 @@ grpc::Status CallUnknownMethod(const std::string& target,
   grpc::Status status;
   absl::Mutex mu;
   bool done = false;
-  stub.UnaryCall(&ctx, "/gradsync.test.Nothing/Here", grpc::StubOptions(),
-                 &request, &response, [&](grpc::Status s) {
+  stub.UnaryCall(&ctx, "/gradsync.test.Nothing/Here", grpc::StubOptions(), &request,
+                 &response, [&](grpc::Status s) {
                    absl::MutexLock lock(&mu);
                    status = std::move(s);
                    done = true;
@@ -157,8 +157,8 @@ TEST(GrpcConnect, AHandshakeSlowerThanTheReconnectBackoffStillConnects) {
   // Longer than the 200 ms reconnect backoff, well inside the connect timeout.
   ASSERT_GT(kMinConnectTimeoutMs, 1500);
   SlowProxy proxy(port, std::chrono::milliseconds(700));
-  const grpc::Status s = CallUnknownMethod(
-      absl::StrCat("127.0.0.1:", proxy.port()), std::chrono::seconds(10));
+  const grpc::Status s = CallUnknownMethod(absl::StrCat("127.0.0.1:", proxy.port()),
+                                           std::chrono::seconds(10));
   // UNIMPLEMENTED comes from the server: the call got through the handshake.
   EXPECT_EQ(s.error_code(), grpc::StatusCode::UNIMPLEMENTED)
       << s.error_code() << ": " << s.error_message();
@@ -198,8 +198,8 @@ TEST(GrpcConnect, ARefusedConnectionStillFailsFast) {
   const int port = ntohs(addr.sin_port);
   close(fd);  // bound, never listened: the port is free and refuses
   const auto start = std::chrono::steady_clock::now();
-  const grpc::Status s = CallUnknownMethod(absl::StrCat("127.0.0.1:", port),
-                                           std::chrono::seconds(10));
+  const grpc::Status s =
+      CallUnknownMethod(absl::StrCat("127.0.0.1:", port), std::chrono::seconds(10));
   const auto took = std::chrono::steady_clock::now() - start;
   EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE) << s.error_message();
   EXPECT_LT(took, std::chrono::milliseconds(kMinConnectTimeoutMs));
@@ -210,15 +210,15 @@ TEST(GrpcAddresses, HostBulkAndLocalAddresses) {
   EXPECT_EQ(AddressHost("10.0.0.1:5000"), "10.0.0.1");
   EXPECT_EQ(AddressHost("[::1]:7000"), "[::1]");
   EXPECT_EQ(AddressHost("worker-3"), "worker-3");
-  EXPECT_EQ(AddressHost("[::1]"), "[::1]");              // bracketed, no port
+  EXPECT_EQ(AddressHost("[::1]"), "[::1]");  // bracketed, no port
   EXPECT_EQ(AddressHost("[fd00::3]:7001"), "[fd00::3]");
-  EXPECT_EQ(AddressHost("::1"), "::1");                  // bare IPv6: all host
+  EXPECT_EQ(AddressHost("::1"), "::1");  // bare IPv6: all host
   EXPECT_NE(AddressHost("fd00::3"), AddressHost("fd00::4"));
-  EXPECT_EQ(AddressHost("[fd00::3"), "[fd00::3");        // unclosed: all host
+  EXPECT_EQ(AddressHost("[fd00::3"), "[fd00::3");  // unclosed: all host
   EXPECT_EQ(BulkAddress("worker-3:5000", 6001), "worker-3:6001");
   EXPECT_EQ(BulkAddress("[::1]:5000", 6001), "[::1]:6001");
-  EXPECT_EQ(BulkAddress("worker-3", 6001), "");     // no port: not an address
-  EXPECT_EQ(BulkAddress("worker-3:5000", 0), "");   // no bulk server
+  EXPECT_EQ(BulkAddress("worker-3", 6001), "");    // no port: not an address
+  EXPECT_EQ(BulkAddress("worker-3:5000", 0), "");  // no bulk server
   EXPECT_EQ(BulkAddress("worker-3:5000", -1), "");
   EXPECT_EQ(LocalAddress("0.0.0.0:0", 5000), "127.0.0.1:5000");
   EXPECT_EQ(LocalAddress("[::]:0", 5000), "127.0.0.1:5000");

@@ -184,14 +184,11 @@ TEST(JobSpecNames, UnknownTextNamesTheField) {
   auto s = ParseStrategy("gossip");
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(std::string(s.status().message()).rfind("strategy: ", 0), 0u)
-      << s.status();
+  EXPECT_EQ(std::string(s.status().message()).rfind("strategy: ", 0), 0u) << s.status();
   EXPECT_EQ(ParseSyncMode("lazy").status().message().substr(0, 5), "mode:");
   EXPECT_EQ(ParseDevice("tpu").status().message().substr(0, 7), "device:");
-  EXPECT_EQ(ParseOptimizer("lbfgs").status().message().substr(0, 10),
-            "optimizer:");
-  EXPECT_EQ(ParseAlgorithm("bruck").status().message().substr(0, 10),
-            "algorithm:");
+  EXPECT_EQ(ParseOptimizer("lbfgs").status().message().substr(0, 10), "optimizer:");
+  EXPECT_EQ(ParseAlgorithm("bruck").status().message().substr(0, 10), "algorithm:");
   EXPECT_FALSE(ParseStrategy("PS").ok());  // names are exact
 }
 
@@ -219,8 +216,7 @@ TEST(JobSpecValidation, WireDtypeDefaultsToFp32AndRejectsUnknownValues) {
     s.set_wire_dtype(*parsed);
     EXPECT_TRUE(ValidateJobSpec(s, 1).ok()) << name;
   }
-  EXPECT_EQ(ParseWireDtype("fp8").status().message().substr(0, 11),
-            "wire_dtype:");
+  EXPECT_EQ(ParseWireDtype("fp8").status().message().substr(0, 11), "wire_dtype:");
   v1::JobSpec s = Good();
   s.set_wire_dtype(static_cast<v1::WireDtype>(9));
   auto bad = ValidateJobSpec(s, 1);
@@ -247,8 +243,8 @@ TEST(JobSpecValidation, GroupsNeedOneValidIdPerWorker) {
   ASSERT_TRUE(v.ok()) << v.status();
   EXPECT_EQ(*ParseGroups(v->groups(), 4), (std::vector<int>{0, 0, 1, 1}));
   EXPECT_TRUE(ParseGroups("", 4)->empty());
-  for (const char* bad : {"0,0,1", "0,0,1,1,2", "0,0,x,1", "0,-1,1,1",
-                          "0,,1,1", "0,0,1,99999"}) {
+  for (const char* bad :
+       {"0,0,1", "0,0,1,1,2", "0,0,x,1", "0,-1,1,1", "0,,1,1", "0,0,1,99999"}) {
     s.set_groups(bad);
     ExpectBad(s, "groups");
   }
@@ -260,8 +256,8 @@ TEST(JobSpecValidation, TuningTableMustParseAndFitItsCap) {
   auto v = ValidateJobSpec(s, 1);
   ASSERT_TRUE(v.ok()) << v.status();
   EXPECT_EQ(v->tuning_table(), s.tuning_table());  // sent on as given
-  for (const char* bad : {"4 64KiB warp\n", "4 lots ring\n", "# no rule\n",
-                          "4 1KiB tree\n4 1KiB ring\n"}) {
+  for (const char* bad :
+       {"4 64KiB warp\n", "4 lots ring\n", "# no rule\n", "4 1KiB tree\n4 1KiB ring\n"}) {
     s.set_tuning_table(bad);
     ExpectBad(s, "tuning_table");
   }
@@ -373,10 +369,10 @@ TEST(JobSpecBench, AnUnsetPartitionSizeGrowsUntilAShardCanLetEveryPullWait) {
   s.mutable_bench()->add_sizes(256 << 20);
   s.set_ps_shards(1);
   const std::vector<std::pair<int, int64_t>> want = {
-      {3, int64_t{1} << 20},    // 2 * 256 = 512 waiting: fits
-      {4, int64_t{2} << 20},    // 3 * 256 > 512; 3 * 128 fits
-      {6, int64_t{4} << 20},    // 5 * 128 > 512; 5 * 64 fits
-      {10, int64_t{4} << 20},   // 9 * 64 = 576: the largest, within 1024
+      {3, int64_t{1} << 20},   // 2 * 256 = 512 waiting: fits
+      {4, int64_t{2} << 20},   // 3 * 256 > 512; 3 * 128 fits
+      {6, int64_t{4} << 20},   // 5 * 128 > 512; 5 * 64 fits
+      {10, int64_t{4} << 20},  // 9 * 64 = 576: the largest, within 1024
   };
   for (const auto& [workers, partition] : want) {
     s.set_workers(workers);
@@ -449,8 +445,7 @@ TEST(JobSpecBench, PushPullBenchesRefuseSixteenBitWires) {
   s.set_wire_dtype(v1::WIRE_DTYPE_BF16);
   auto r = ValidateJobSpec(s, 1);
   ASSERT_FALSE(r.ok());
-  EXPECT_EQ(std::string(r.status().message()).rfind("wire_dtype: ", 0), 0u)
-      << r.status();
+  EXPECT_EQ(std::string(r.status().message()).rfind("wire_dtype: ", 0), 0u) << r.status();
   s.mutable_bench()->set_op(v1::BENCH_OP_ALLREDUCE);
   EXPECT_TRUE(ValidateJobSpec(s, 1).ok());
 }
@@ -460,13 +455,12 @@ TEST(JobSpecBench, BenchJobsRefuseTrace) {
   s.set_trace(true);
   auto r = ValidateJobSpec(s, 1);
   ASSERT_FALSE(r.ok());
-  EXPECT_EQ(std::string(r.status().message()).rfind("trace: ", 0), 0u)
-      << r.status();
+  EXPECT_EQ(std::string(r.status().message()).rfind("trace: ", 0), 0u) << r.status();
 }
 
 TEST(JobSpecBench, OpNamesRoundTrip) {
-  for (v1::BenchOp op : {v1::BENCH_OP_ALLREDUCE, v1::BENCH_OP_BROADCAST,
-                         v1::BENCH_OP_PUSHPULL}) {
+  for (v1::BenchOp op :
+       {v1::BENCH_OP_ALLREDUCE, v1::BENCH_OP_BROADCAST, v1::BENCH_OP_PUSHPULL}) {
     auto parsed = ParseBenchOp(BenchOpName(op));
     ASSERT_TRUE(parsed.ok());
     EXPECT_EQ(*parsed, op);

@@ -60,8 +60,7 @@ TEST(MetricsServer, BusyPortIsAnErrorNotACrash) {
   ASSERT_TRUE(addr.ok()) << addr.status();
   MetricsServer second(&r);
   absl::StatusOr<std::string> again = second.Start(*addr, Soon());
-  EXPECT_EQ(again.status().code(), absl::StatusCode::kUnavailable)
-      << again.status();
+  EXPECT_EQ(again.status().code(), absl::StatusCode::kUnavailable) << again.status();
   second.Stop();  // nothing to stop
 }
 

@@ -16,13 +16,10 @@ TEST(Metrics, RendersASmallRegistryExactly) {
   CounterFamily* bytes =
       r.AddCounterFamily("app_sent_bytes_total", "Bytes sent.", {"peer"});
   Gauge* queue = r.AddGauge("app_queue_length", "Jobs waiting.");
-  Histogram* latency =
-      r.AddHistogram("app_latency_seconds", "Call latency.", {0.1, 1});
-  r.AddCallback("app_jobs", "Jobs by state.", MetricType::kGauge, {"state"},
-                [] {
-                  return std::vector<MetricSample>{{{"QUEUED"}, 2},
-                                                   {{"RUNNING"}, 1}};
-                });
+  Histogram* latency = r.AddHistogram("app_latency_seconds", "Call latency.", {0.1, 1});
+  r.AddCallback("app_jobs", "Jobs by state.", MetricType::kGauge, {"state"}, [] {
+    return std::vector<MetricSample>{{{"QUEUED"}, 2}, {{"RUNNING"}, 1}};
+  });
   steps->Add(3);
   bytes->WithLabels({"2"})->Add(1024);
   bytes->WithLabels({"1"})->Add(4096);

@@ -119,8 +119,8 @@ TEST(OptimizerTest, VectorizedStepsGiveThePlainLoopsBits) {
           }
         }
         ASSERT_EQ(0, std::memcmp(p.data(), rp.data(), n * sizeof(float)))
-            << (kind == OptimizerKind::kSgd ? "sgd" : "adam") << " n=" << n
-            << " step " << t;
+            << (kind == OptimizerKind::kSgd ? "sgd" : "adam") << " n=" << n << " step "
+            << t;
       }
     }
   }

@@ -9,8 +9,8 @@ namespace gradsync {
 namespace {
 
 TEST(PartitionEvenTest, ContiguousCoveringAndBalanced) {
-  for (size_t n : {size_t{0}, size_t{1}, size_t{7}, size_t{1000},
-                   (size_t{1} << 20) + 3}) {
+  for (size_t n :
+       {size_t{0}, size_t{1}, size_t{7}, size_t{1000}, (size_t{1} << 20) + 3}) {
     for (int parts : {1, 2, 3, 4, 5, 8}) {
       SCOPED_TRACE(testing::Message() << "n=" << n << " parts=" << parts);
       const std::vector<Range> r = PartitionEven(n, parts);

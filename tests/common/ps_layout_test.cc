@@ -11,8 +11,7 @@ namespace {
 constexpr size_t kMaxElems = kPsPartitionBytes / sizeof(float);
 
 // Checks the layout's contract for `buckets` over `shards`.
-void CheckLayout(const std::vector<Range>& buckets, int shards,
-                 size_t max_bytes) {
+void CheckLayout(const std::vector<Range>& buckets, int shards, size_t max_bytes) {
   const PsLayout l = MakePsLayout(buckets, shards, max_bytes);
   const size_t max_elems = max_bytes / sizeof(float);
   ASSERT_EQ(l.partitions_of_bucket.size(), buckets.size());
@@ -21,8 +20,8 @@ void CheckLayout(const std::vector<Range>& buckets, int shards,
   std::vector<int> covered(total, 0);
   int next_index = 0;
   for (size_t b = 0; b < buckets.size(); ++b) {
-    SCOPED_TRACE(testing::Message() << "bucket " << b << " size "
-                                    << buckets[b].size << " shards " << shards);
+    SCOPED_TRACE(testing::Message() << "bucket " << b << " size " << buckets[b].size
+                                    << " shards " << shards);
     const std::vector<int>& ids = l.partitions_of_bucket[b];
     const size_t want = (buckets[b].size + max_elems - 1) / max_elems;
     ASSERT_EQ(ids.size(), want);
@@ -54,9 +53,16 @@ void CheckLayout(const std::vector<Range>& buckets, int shards,
 }
 
 TEST(PsLayoutTest, OneBucketOfManySizesOverOneToFiveShards) {
-  const std::vector<size_t> sizes = {
-      1, 2, 7, 1001, kMaxElems - 1, kMaxElems, kMaxElems + 1,
-      2 * kMaxElems, 2 * kMaxElems + 3, 5 * kMaxElems + 7};
+  const std::vector<size_t> sizes = {1,
+                                     2,
+                                     7,
+                                     1001,
+                                     kMaxElems - 1,
+                                     kMaxElems,
+                                     kMaxElems + 1,
+                                     2 * kMaxElems,
+                                     2 * kMaxElems + 3,
+                                     5 * kMaxElems + 7};
   for (size_t n : sizes) {
     for (int shards = 1; shards <= 5; ++shards) {
       CheckLayout({Range{0, n}}, shards, kPsPartitionBytes);
@@ -80,9 +86,9 @@ TEST(PsLayoutTest, ExactlyFourMegabytesIsOnePartitionFourMoreBytesAreTwo) {
 TEST(PsLayoutTest, ManyBucketsRoundRobinOverTheWholeJob) {
   // Buckets as the trainer makes them: contiguous, last layers first in sync
   // order but any order of offsets is allowed; odd sizes and an empty one.
-  const std::vector<Range> buckets = {
-      Range{3 * kMaxElems + 10, 1290}, Range{kMaxElems + 7, 2 * kMaxElems + 3},
-      Range{kMaxElems + 7, 0}, Range{0, kMaxElems + 7}};
+  const std::vector<Range> buckets = {Range{3 * kMaxElems + 10, 1290},
+                                      Range{kMaxElems + 7, 2 * kMaxElems + 3},
+                                      Range{kMaxElems + 7, 0}, Range{0, kMaxElems + 7}};
   for (int shards = 1; shards <= 5; ++shards) {
     CheckLayout(buckets, shards, kPsPartitionBytes);
   }
@@ -97,8 +103,8 @@ TEST(PsLayoutTest, ManyBucketsRoundRobinOverTheWholeJob) {
 TEST(PsLayoutTest, SmallPartitionBoundForTests) {
   for (size_t max_bytes : {size_t{4}, size_t{12}, size_t{64 << 10}}) {
     for (int shards = 1; shards <= 5; ++shards) {
-      CheckLayout({Range{0, 1}, Range{1, 7}, Range{8, 1000}, Range{1008, 16385}},
-                  shards, max_bytes);
+      CheckLayout({Range{0, 1}, Range{1, 7}, Range{8, 1000}, Range{1008, 16385}}, shards,
+                  max_bytes);
     }
   }
   // 0 means the default bound.

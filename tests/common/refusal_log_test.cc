@@ -18,8 +18,7 @@ const absl::Time kT0 = absl::FromUnixSeconds(1000);
 
 TEST(RefusalLog, ALineNamesWhatWhoAndWhy) {
   RefusalLog log;
-  EXPECT_EQ(log.Line("PS Pull", "ipv4:10.0.0.7:51234", "not a member of job j-1",
-                     kT0),
+  EXPECT_EQ(log.Line("PS Pull", "ipv4:10.0.0.7:51234", "not a member of job j-1", kT0),
             "refused PS Pull from ipv4:10.0.0.7:51234: not a member of job j-1");
 }
 
@@ -35,13 +34,11 @@ TEST(RefusalLog, AFloodIsCutToKLinesPerWindowAndCountedInTheNext) {
   std::optional<std::string> next =
       log.Line("a call", "ipv4:1.2.3.4:5", "no", kT0 + RefusalLog::kWindow);
   ASSERT_TRUE(next.has_value());
-  EXPECT_TRUE(absl::EndsWith(
-      *next, absl::StrCat("(", 1000 - RefusalLog::kLines,
-                          " earlier refusals not logged)")))
+  EXPECT_TRUE(absl::EndsWith(*next, absl::StrCat("(", 1000 - RefusalLog::kLines,
+                                                 " earlier refusals not logged)")))
       << *next;
   // The count is reported once.
-  next = log.Line("a call", "ipv4:1.2.3.4:5", "no",
-                  kT0 + 2 * RefusalLog::kWindow);
+  next = log.Line("a call", "ipv4:1.2.3.4:5", "no", kT0 + 2 * RefusalLog::kWindow);
   ASSERT_TRUE(next.has_value());
   EXPECT_FALSE(absl::StrContains(*next, "not logged")) << *next;
 }

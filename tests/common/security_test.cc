@@ -44,7 +44,11 @@ TEST(Security, TokensAreTrimmedAndValidated) {
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(ValidateToken("0123456789 abcdef0123", "x").status().code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(ValidateToken("0123456789\x01" "abcdef0123", "x").status().code(),
+  EXPECT_EQ(ValidateToken("0123456789\x01"
+                          "abcdef0123",
+                          "x")
+                .status()
+                .code(),
             absl::StatusCode::kInvalidArgument);
 }
 
@@ -55,8 +59,7 @@ TEST(Security, ReadTokenFileNamesTheFile) {
   EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
   EXPECT_NE(missing.status().message().find(path), std::string::npos);
   const std::string empty = WriteTemp("");
-  EXPECT_EQ(ReadTokenFile(empty).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ReadTokenFile(empty).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST(Security, RandomTokensAre256BitsOfHex) {

@@ -122,19 +122,18 @@ TEST(TensorFrame, HostileLengthsAreRefusedWithoutAllocating) {
   EXPECT_FALSE(f.ok());
   // A count of 2^62 floats with no data: count * 4 wraps to 0.
   h.set_count(uint64_t{1} << 62);
-  f = DecodedFrame::Parse(RawFrame(h.SerializeAsString(),
-                                   h.SerializeAsString().size(), false, 0, 0));
+  f = DecodedFrame::Parse(
+      RawFrame(h.SerializeAsString(), h.SerializeAsString().size(), false, 0, 0));
   ASSERT_FALSE(f.ok());
   EXPECT_EQ(f.status().code(), absl::StatusCode::kInvalidArgument);
   // ... or with a data field that declares more than arrived.
   h.set_count(4);
-  f = DecodedFrame::Parse(RawFrame(h.SerializeAsString(),
-                                   h.SerializeAsString().size(), true,
-                                   uint64_t{1} << 62, 16));
+  f = DecodedFrame::Parse(RawFrame(h.SerializeAsString(), h.SerializeAsString().size(),
+                                   true, uint64_t{1} << 62, 16));
   EXPECT_FALSE(f.ok());
   // The honest version of the last one parses.
-  f = DecodedFrame::Parse(RawFrame(h.SerializeAsString(),
-                                   h.SerializeAsString().size(), true, 16, 16));
+  f = DecodedFrame::Parse(
+      RawFrame(h.SerializeAsString(), h.SerializeAsString().size(), true, 16, 16));
   ASSERT_TRUE(f.ok()) << f.status();
   EXPECT_EQ(f->count(), 4u);
 }

@@ -13,9 +13,7 @@ namespace {
 
 TEST(TraceRecorderTest, SpansAndInstantsAreRecordedInOrder) {
   TraceRecorder r;
-  {
-    TraceSpan s(&r, "forward", "compute", kTraceTrain, 7, -1, 2);
-  }
+  { TraceSpan s(&r, "forward", "compute", kTraceTrain, 7, -1, 2); }
   TraceInstant(&r, "bucket ready", "compute", kTraceTrain, 7, 1);
   std::vector<TraceEvent> ev = r.Take();
   ASSERT_EQ(ev.size(), 2u);

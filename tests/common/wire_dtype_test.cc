@@ -46,15 +46,29 @@ uint16_t Floor16(float x, uint16_t max_finite, Decode decode) {
   uint16_t lo = 0, hi = max_finite;  // codes of positive values are ordered
   while (lo < hi) {
     const uint16_t mid = static_cast<uint16_t>((lo + hi + 1) / 2);
-    if (decode(mid) <= x) lo = mid; else hi = static_cast<uint16_t>(mid - 1);
+    if (decode(mid) <= x)
+      lo = mid;
+    else
+      hi = static_cast<uint16_t>(mid - 1);
   }
   return lo;
 }
 
 std::vector<float> Samples() {
-  std::vector<float> v = {0.0f, -0.0f, 1.0f, -1.0f, 65504.0f, 65519.0f,
-                          65520.0f, 65536.0f, 1e-8f, 5.96e-8f, 2.98e-8f,
-                          6.1e-5f, 3.0e38f, std::numeric_limits<float>::max(),
+  std::vector<float> v = {0.0f,
+                          -0.0f,
+                          1.0f,
+                          -1.0f,
+                          65504.0f,
+                          65519.0f,
+                          65520.0f,
+                          65536.0f,
+                          1e-8f,
+                          5.96e-8f,
+                          2.98e-8f,
+                          6.1e-5f,
+                          3.0e38f,
+                          std::numeric_limits<float>::max(),
                           std::numeric_limits<float>::denorm_min()};
   std::mt19937 rng(7);
   std::uniform_int_distribution<uint32_t> bits(0, 0x7F7FFFFFu);
@@ -71,9 +85,7 @@ std::vector<float> Samples() {
 
 // Decoders for the reference, where the code after the largest finite one
 // stands for the next power of two (what rounding up to inf passes).
-double RefBf16(uint16_t c) {
-  return c == 0x7F80 ? std::ldexp(1.0, 128) : Bf16ToFloat(c);
-}
+double RefBf16(uint16_t c) { return c == 0x7F80 ? std::ldexp(1.0, 128) : Bf16ToFloat(c); }
 double RefFp16(uint16_t c) { return c == 0x7C00 ? 65536.0 : Fp16ToFloat(c); }
 
 TEST(WireDtype, Bf16RoundsToNearestEven) {
@@ -123,8 +135,8 @@ TEST(WireDtype, EveryFp16AndBf16CodeDecodesAndReencodesToItself) {
 TEST(WireDtype, BlockKernelsMatchTheScalarConversions) {
   const std::vector<float> samples = Samples();
   for (WireDtype d : {WireDtype::kFp32, WireDtype::kBf16, WireDtype::kFp16}) {
-    for (size_t n : {size_t{0}, size_t{1}, size_t{7}, size_t{1023},
-                     size_t{1024}, size_t{1025}, size_t{4099}}) {
+    for (size_t n : {size_t{0}, size_t{1}, size_t{7}, size_t{1023}, size_t{1024},
+                     size_t{1025}, size_t{4099}}) {
       SCOPED_TRACE(std::string(WireDtypeName(d)) + " n " + std::to_string(n));
       std::vector<float> x(samples.begin(), samples.begin() + n);
       std::vector<char> bytes(n * WireBytes(d) + 1);
@@ -178,8 +190,7 @@ TEST(WireDtype, SixteenBitFramesSurviveOddSlicesAndReframe) {
       ASSERT_TRUE(buf.DumpToSingleSlice(&single).ok());
       std::vector<grpc::Slice> slices;
       for (size_t b = 0; b < single.size(); b += piece) {
-        slices.emplace_back(single.begin() + b,
-                            std::min(piece, single.size() - b));
+        slices.emplace_back(single.begin() + b, std::min(piece, single.size() - b));
       }
       auto f = DecodedFrame::Parse(grpc::ByteBuffer(slices.data(), slices.size()));
       ASSERT_TRUE(f.ok()) << f.status();
@@ -213,13 +224,13 @@ TEST(WireDtype, FramesWithUnknownDtypeOrWrongLengthAreRefused) {
   frame.mutable_header()->set_dtype(v1::WIRE_DTYPE_FP32);
   std::string wrong = frame.SerializeAsString();
   grpc::Slice ws(wrong);
-  EXPECT_TRUE(absl::IsInvalidArgument(
-      DecodedFrame::Parse(grpc::ByteBuffer(&ws, 1)).status()));
+  EXPECT_TRUE(
+      absl::IsInvalidArgument(DecodedFrame::Parse(grpc::ByteBuffer(&ws, 1)).status()));
   frame.mutable_header()->set_dtype(static_cast<v1::WireDtype>(77));
   std::string unknown = frame.SerializeAsString();
   grpc::Slice us(unknown);
-  EXPECT_TRUE(absl::IsInvalidArgument(
-      DecodedFrame::Parse(grpc::ByteBuffer(&us, 1)).status()));
+  EXPECT_TRUE(
+      absl::IsInvalidArgument(DecodedFrame::Parse(grpc::ByteBuffer(&us, 1)).status()));
 }
 
 }  // namespace

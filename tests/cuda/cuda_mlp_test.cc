@@ -34,8 +34,8 @@ TEST_P(CudaMlpTest, ForwardBackwardMatchesCpu) {
   const Batch b = WellSeparatedBatch(spec, params, batch, 1000,
                                      /*bad_labels=*/true);
 
-  absl::StatusOr<std::unique_ptr<CudaMlp>> gpu = CudaMlp::Create(
-      spec, 0, /*allow_tf32=*/false, /*max_batch=*/std::max(64, batch));
+  absl::StatusOr<std::unique_ptr<CudaMlp>> gpu =
+      CudaMlp::Create(spec, 0, /*allow_tf32=*/false, /*max_batch=*/std::max(64, batch));
   ASSERT_TRUE(gpu.ok()) << gpu.status();
   CudaMlp& mlp = **gpu;
   ASSERT_EQ(mlp.num_params(), cpu.num_params());
@@ -50,20 +50,18 @@ TEST_P(CudaMlpTest, ForwardBackwardMatchesCpu) {
   ASSERT_TRUE(BitwiseEqual(round_trip, params));
 
   // Poison the gradient: every element must be written.
-  ASSERT_CUDA_OK(
-      cudaMemset(mlp.grad(), 0xFF, mlp.num_params() * sizeof(float)));
+  ASSERT_CUDA_OK(cudaMemset(mlp.grad(), 0xFF, mlp.num_params() * sizeof(float)));
   ASSERT_CUDA_OK(cudaDeviceSynchronize());
 
   std::vector<float> want(cpu.num_params());
-  const float want_loss = cpu.ForwardBackward(params.data(), b.x.data(),
-                                              b.y.data(), batch, want.data());
+  const float want_loss =
+      cpu.ForwardBackward(params.data(), b.x.data(), b.y.data(), batch, want.data());
 
   ASSERT_OK(mlp.StageBatch(b.x.data(), b.y.data(), batch));
   std::vector<int> before, after;
   // After each layer's gradient is enqueued it must be complete in stream
   // order: synchronise and snapshot it.
-  std::vector<float> at_hook(mlp.num_params(),
-                             std::numeric_limits<float>::quiet_NaN());
+  std::vector<float> at_hook(mlp.num_params(), std::numeric_limits<float>::quiet_NaN());
   CudaMlp::BackwardHooks hooks;
   hooks.before_layer_grad = [&](int l) {
     before.push_back(l);
@@ -74,8 +72,7 @@ TEST_P(CudaMlpTest, ForwardBackwardMatchesCpu) {
     absl::Status st = StreamSynchronize(mlp.compute_stream());
     if (!st.ok()) return st;
     const Range r = mlp.LayerRange(l);
-    if (cudaMemcpy(at_hook.data() + r.begin, mlp.grad() + r.begin,
-                   r.size * sizeof(float),
+    if (cudaMemcpy(at_hook.data() + r.begin, mlp.grad() + r.begin, r.size * sizeof(float),
                    cudaMemcpyDeviceToHost) != cudaSuccess) {
       return absl::InternalError("snapshot copy failed");
     }
@@ -103,8 +100,7 @@ TEST_P(CudaMlpTest, ForwardBackwardMatchesCpu) {
 
   // Same params and batch again (the staged batch is reusable); no hooks.
   // The GPU is deterministic: bitwise the same gradient, not accumulated.
-  ASSERT_CUDA_OK(
-      cudaMemset(mlp.grad(), 0xFF, mlp.num_params() * sizeof(float)));
+  ASSERT_CUDA_OK(cudaMemset(mlp.grad(), 0xFF, mlp.num_params() * sizeof(float)));
   ASSERT_CUDA_OK(cudaDeviceSynchronize());
   ASSERT_OK(mlp.ForwardBackward(batch));
   loss = mlp.TakeLoss();
@@ -114,11 +110,8 @@ TEST_P(CudaMlpTest, ForwardBackwardMatchesCpu) {
   EXPECT_TRUE(BitwiseEqual(again, got)) << "not deterministic, or accumulated";
 
   // A failing hook stops the step with its error.
-  hooks.after_layer_grad = [](int) {
-    return absl::AbortedError("hook failed");
-  };
-  EXPECT_EQ(mlp.ForwardBackward(batch, hooks).code(),
-            absl::StatusCode::kAborted);
+  hooks.after_layer_grad = [](int) { return absl::AbortedError("hook failed"); };
+  EXPECT_EQ(mlp.ForwardBackward(batch, hooks).code(), absl::StatusCode::kAborted);
   ASSERT_TRUE(mlp.TakeLoss().ok());
 }
 
@@ -129,29 +122,25 @@ TEST_P(CudaMlpTest, LossesAreTakenInOrder) {
   const int batch = GetParam().batch;
   Mlp cpu(spec);
   const std::vector<float> params = ModelParams(spec, 8);
-  absl::StatusOr<std::unique_ptr<CudaMlp>> gpu =
-      CudaMlp::Create(spec, 0, false, batch);
+  absl::StatusOr<std::unique_ptr<CudaMlp>> gpu = CudaMlp::Create(spec, 0, false, batch);
   ASSERT_TRUE(gpu.ok()) << gpu.status();
   CudaMlp& mlp = **gpu;
   ASSERT_OK(mlp.UploadParams(params.data()));
-  EXPECT_EQ(mlp.TakeLoss().status().code(),
-            absl::StatusCode::kFailedPrecondition);
-  EXPECT_EQ(mlp.ForwardBackward(batch).code(),
-            absl::StatusCode::kFailedPrecondition)
+  EXPECT_EQ(mlp.TakeLoss().status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(mlp.ForwardBackward(batch).code(), absl::StatusCode::kFailedPrecondition)
       << "nothing staged";
 
   std::vector<float> want_loss;
   std::vector<float> scratch(cpu.num_params());
   for (int i = 0; i < 4; ++i) {
     const Batch b = RandomBatch(spec, batch, 2500 + 10 * i);
-    want_loss.push_back(cpu.ForwardBackward(params.data(), b.x.data(),
-                                            b.y.data(), batch, scratch.data()));
+    want_loss.push_back(cpu.ForwardBackward(params.data(), b.x.data(), b.y.data(), batch,
+                                            scratch.data()));
     ASSERT_OK(mlp.StageBatch(b.x.data(), b.y.data(), batch));
     ASSERT_OK(mlp.ForwardBackward(batch));
     if (i == 1) {
       EXPECT_EQ(mlp.pending_losses(), CudaMlp::kMaxPendingLosses);
-      EXPECT_EQ(mlp.ForwardBackward(batch).code(),
-                absl::StatusCode::kFailedPrecondition);
+      EXPECT_EQ(mlp.ForwardBackward(batch).code(), absl::StatusCode::kFailedPrecondition);
       for (int k = 0; k < 2; ++k) {
         absl::StatusOr<float> loss = mlp.TakeLoss();
         ASSERT_TRUE(loss.ok()) << loss.status();
@@ -188,13 +177,10 @@ TEST_P(CudaMlpTest, DoubleBufferedStagingKeepsBatchesApart) {
   for (int i = 0; i < kBatches; ++i) {
     batches.push_back(RandomBatch(spec, batch, 2000 + 10 * i));
     want_loss.push_back(cpu.ForwardBackward(params.data(), batches[i].x.data(),
-                                            batches[i].y.data(), batch,
-                                            scratch.data()));
+                                            batches[i].y.data(), batch, scratch.data()));
   }
-  EXPECT_EQ(
-      mlp.StageBatch(batches[0].x.data(), batches[0].y.data(), batch + 1)
-          .code(),
-      absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(mlp.StageBatch(batches[0].x.data(), batches[0].y.data(), batch + 1).code(),
+            absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(mlp.StageBatch(batches[0].x.data(), batches[0].y.data(), 0).code(),
             absl::StatusCode::kInvalidArgument);
 
@@ -225,16 +211,14 @@ TEST_P(CudaMlpTest, DoubleBufferedStagingKeepsBatchesApart) {
   ASSERT_TRUE(last.ok()) << last.status();
   EXPECT_NEAR(*last, want_loss.back(), 1e-5 * std::fabs(want_loss.back()));
   if (batch > 1) {
-    EXPECT_EQ(mlp.ForwardBackward(batch - 1).code(),
-              absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(mlp.ForwardBackward(batch - 1).code(), absl::StatusCode::kInvalidArgument);
   }
 
   // Two stagings in a row: the second one wins. Evaluate in between leaves
   // it alone.
   ASSERT_OK(mlp.StageBatch(batches[1].x.data(), batches[1].y.data(), batch));
   ASSERT_OK(mlp.StageBatch(batches[2].x.data(), batches[2].y.data(), batch));
-  ASSERT_TRUE(
-      mlp.Evaluate(batches[3].x.data(), batches[3].y.data(), batch).ok());
+  ASSERT_TRUE(mlp.Evaluate(batches[3].x.data(), batches[3].y.data(), batch).ok());
   ASSERT_OK(mlp.ForwardBackward(batch));
   absl::StatusOr<float> loss = mlp.TakeLoss();
   ASSERT_TRUE(loss.ok()) << loss.status();
@@ -257,15 +241,14 @@ TEST_P(CudaMlpTest, EvaluateMatchesCpu) {
 
   for (int64_t count : {int64_t{1000}, n}) {  // grows the block buffers
     SCOPED_TRACE(count);
-    const Mlp::Eval want =
-        cpu.Evaluate(params.data(), b.x.data(), b.y.data(), count);
+    const Mlp::Eval want = cpu.Evaluate(params.data(), b.x.data(), b.y.data(), count);
     absl::StatusOr<std::pair<double, int64_t>> got =
         (*gpu)->Evaluate(b.x.data(), b.y.data(), count);
     ASSERT_TRUE(got.ok()) << got.status();
     EXPECT_NEAR(got->first, want.mean_loss, 1e-5 * std::fabs(want.mean_loss));
     // Logits agree to ~1e-6; an argmax may flip only on a near-tie.
-    EXPECT_NEAR(static_cast<double>(got->second),
-                static_cast<double>(want.correct), 1e-4 * count + 1);
+    EXPECT_NEAR(static_cast<double>(got->second), static_cast<double>(want.correct),
+                1e-4 * count + 1);
   }
   absl::StatusOr<std::pair<double, int64_t>> got =
       (*gpu)->Evaluate(b.x.data(), b.y.data(), 0);
@@ -287,8 +270,7 @@ TEST_P(CudaMlpTest, TwentySgdStepsMatchCpu) {
   std::vector<float> p_cpu = ModelParams(spec, 11);
   absl::StatusOr<Optimizer> opt_cpu = Optimizer::Create(o, cpu.num_params());
   ASSERT_TRUE(opt_cpu.ok());
-  absl::StatusOr<std::unique_ptr<CudaMlp>> gpu =
-      CudaMlp::Create(spec, 0, false, batch);
+  absl::StatusOr<std::unique_ptr<CudaMlp>> gpu = CudaMlp::Create(spec, 0, false, batch);
   ASSERT_TRUE(gpu.ok()) << gpu.status();
   CudaMlp& mlp = **gpu;
   absl::StatusOr<CudaOptimizer> opt_gpu =
@@ -299,16 +281,15 @@ TEST_P(CudaMlpTest, TwentySgdStepsMatchCpu) {
   std::vector<float> g_cpu(cpu.num_params());
   for (int step = 0; step < 20; ++step) {
     const Batch b = RandomBatch(spec, batch, 4000 + 10 * step);
-    const float want_loss = cpu.ForwardBackward(
-        p_cpu.data(), b.x.data(), b.y.data(), batch, g_cpu.data());
+    const float want_loss =
+        cpu.ForwardBackward(p_cpu.data(), b.x.data(), b.y.data(), batch, g_cpu.data());
     opt_cpu->Apply(p_cpu.data(), g_cpu.data());
     ASSERT_OK(mlp.StageBatch(b.x.data(), b.y.data(), batch));
     ASSERT_OK(mlp.ForwardBackward(batch));
     ASSERT_OK(opt_gpu->Apply(mlp.params(), mlp.grad(), mlp.compute_stream()));
     absl::StatusOr<float> loss = mlp.TakeLoss();
     ASSERT_TRUE(loss.ok()) << loss.status();
-    EXPECT_NEAR(*loss, want_loss, 1e-4 * std::fabs(want_loss))
-        << "step " << step;
+    EXPECT_NEAR(*loss, want_loss, 1e-4 * std::fabs(want_loss)) << "step " << step;
   }
   std::vector<float> p_gpu(mlp.num_params());
   ASSERT_OK(mlp.DownloadParams(p_gpu.data()));
@@ -327,15 +308,14 @@ TEST_P(CudaMlpTest, PerLayerAdamEqualsWholeBufferAdam) {
   o.kind = OptimizerKind::kAdam;
   o.lr = 0.01f;
   const std::vector<float> init = ModelParams(spec, 12);
-  absl::StatusOr<std::unique_ptr<CudaMlp>> whole =
-      CudaMlp::Create(spec, 0, false, batch);
+  absl::StatusOr<std::unique_ptr<CudaMlp>> whole = CudaMlp::Create(spec, 0, false, batch);
   absl::StatusOr<std::unique_ptr<CudaMlp>> layered =
       CudaMlp::Create(spec, 0, false, batch);
   ASSERT_TRUE(whole.ok() && layered.ok());
   cudaStream_t side = nullptr;
   ASSERT_CUDA_OK(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking));
-  absl::StatusOr<CudaOptimizer> opt_whole = CudaOptimizer::Create(
-      o, (*whole)->num_params(), (*whole)->compute_stream());
+  absl::StatusOr<CudaOptimizer> opt_whole =
+      CudaOptimizer::Create(o, (*whole)->num_params(), (*whole)->compute_stream());
   absl::StatusOr<CudaOptimizer> opt_layered =
       CudaOptimizer::Create(o, (*layered)->num_params(), side);
   ASSERT_TRUE(opt_whole.ok() && opt_layered.ok());
@@ -374,8 +354,7 @@ TEST_P(CudaMlpTest, PerLayerAdamEqualsWholeBufferAdam) {
     opt_layered->BeginStep();
     for (int l = layers - 1; l >= 0; --l) {
       const Range r = lm.LayerRange(l);
-      ASSERT_OK(
-          opt_layered->Apply(lm.params(), lm.grad(), r.begin, r.size, side));
+      ASSERT_OK(opt_layered->Apply(lm.params(), lm.grad(), r.begin, r.size, side));
     }
     // The next forward must see the updated params.
     ASSERT_CUDA_OK(cudaEventRecord(updated, side));
@@ -403,8 +382,8 @@ TEST_P(CudaMlpTest, Tf32ForwardBackwardIsClose) {
   ASSERT_TRUE(gpu.ok()) << gpu.status();
   ASSERT_OK((*gpu)->UploadParams(params.data()));
   std::vector<float> g(cpu.num_params());
-  const float want = cpu.ForwardBackward(params.data(), b.x.data(), b.y.data(),
-                                         batch, g.data());
+  const float want =
+      cpu.ForwardBackward(params.data(), b.x.data(), b.y.data(), batch, g.data());
   ASSERT_OK((*gpu)->StageBatch(b.x.data(), b.y.data(), batch));
   ASSERT_OK((*gpu)->ForwardBackward(batch));
   absl::StatusOr<float> loss = (*gpu)->TakeLoss();
@@ -412,18 +391,19 @@ TEST_P(CudaMlpTest, Tf32ForwardBackwardIsClose) {
   EXPECT_NEAR(*loss, want, 1e-2 * std::fabs(want));
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Models, CudaMlpTest,
-    ::testing::Values(ModelCase{{784, 256, 128, 10}, 37},
-                      ModelCase{{5, 4, 3}, 37}, ModelCase{{5, 4, 3}, 1},
-                      ModelCase{{64, 32, 16, 10}, 37},
-                      // More rows than one bias-gradient tile.
-                      ModelCase{{20, 16, 10}, 2500}),
-    [](const ::testing::TestParamInfo<ModelCase>& info) {
-      std::string name = "mlp";
-      for (int w : info.param.widths) name += "_" + std::to_string(w);
-      return name + "_batch" + std::to_string(info.param.batch);
-    });
+INSTANTIATE_TEST_SUITE_P(Models, CudaMlpTest,
+                         ::testing::Values(ModelCase{{784, 256, 128, 10}, 37},
+                                           ModelCase{{5, 4, 3}, 37},
+                                           ModelCase{{5, 4, 3}, 1},
+                                           ModelCase{{64, 32, 16, 10}, 37},
+                                           // More rows than one bias-gradient tile.
+                                           ModelCase{{20, 16, 10}, 2500}),
+                         [](const ::testing::TestParamInfo<ModelCase>& info) {
+                           std::string name = "mlp";
+                           for (int w : info.param.widths)
+                             name += "_" + std::to_string(w);
+                           return name + "_batch" + std::to_string(info.param.batch);
+                         });
 
 }  // namespace
 }  // namespace cuda

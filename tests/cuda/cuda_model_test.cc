@@ -24,8 +24,7 @@ class CudaModelTest : public ::testing::Test {
 
 TEST_F(CudaModelTest, ConfigureAndCopiesCheckTheirArguments) {
   const MlpSpec spec = Spec({5, 4, 3});
-  absl::StatusOr<std::unique_ptr<DeviceModel>> m =
-      MakeCudaModel(spec, 0, false, 8);
+  absl::StatusOr<std::unique_ptr<DeviceModel>> m = MakeCudaModel(spec, 0, false, 8);
   ASSERT_TRUE(m.ok()) << m.status();
   DeviceModel& model = **m;
   float host[64] = {};
@@ -35,28 +34,20 @@ TEST_F(CudaModelTest, ConfigureAndCopiesCheckTheirArguments) {
             absl::StatusCode::kFailedPrecondition);
   const std::vector<Range> buckets = MakeBuckets(model, 1 << 20);
   OptimizerOptions sgd;
-  EXPECT_EQ(model.Configure(buckets, sgd, 0).code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(model.Configure(buckets, sgd, 0).code(), absl::StatusCode::kInvalidArgument);
   // Not at a layer boundary; not covering everything; wrong order.
   const size_t n = model.num_params();
   EXPECT_EQ(model.Configure({Range{1, n - 1}, Range{0, 1}}, sgd, 2).code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(model.Configure({model.LayerRange(1)}, sgd, 2).code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(
-      model.Configure({model.LayerRange(0), model.LayerRange(1)}, sgd, 2)
-          .code(),
-      absl::StatusCode::kInvalidArgument);
-  ASSERT_OK(
-      model.Configure({model.LayerRange(1), model.LayerRange(0)}, sgd, 2));
-  EXPECT_EQ(model.StartGradCopy(2, 0, host).code(),
+  EXPECT_EQ(model.Configure({model.LayerRange(0), model.LayerRange(1)}, sgd, 2).code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(model.StartGradCopy(0, 2, host).code(),
-            absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(model.WaitGradCopy(0, -1).code(),
-            absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(model.TakeLoss().status().code(),
-            absl::StatusCode::kFailedPrecondition);
+  ASSERT_OK(model.Configure({model.LayerRange(1), model.LayerRange(0)}, sgd, 2));
+  EXPECT_EQ(model.StartGradCopy(2, 0, host).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(model.StartGradCopy(0, 2, host).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(model.WaitGradCopy(0, -1).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(model.TakeLoss().status().code(), absl::StatusCode::kFailedPrecondition);
 }
 
 // The training loop's order, with a model whose big buckets take far longer
@@ -82,14 +73,12 @@ TEST_F(CudaModelTest, GradientsOfInFlightStepsStayApart) {
     batches.push_back(WellSeparatedBatch(spec, params, kBatch, 7000 + 300 * t,
                                          /*bad_labels=*/false));
     want_grad.emplace_back(cpu.num_params());
-    want_loss.push_back(cpu.ForwardBackward(params.data(),
-                                            batches[t].x.data(),
+    want_loss.push_back(cpu.ForwardBackward(params.data(), batches[t].x.data(),
                                             batches[t].y.data(), kBatch,
                                             want_grad.back().data()));
   }
 
-  absl::StatusOr<std::unique_ptr<DeviceModel>> m =
-      MakeCudaModel(spec, 0, false, kBatch);
+  absl::StatusOr<std::unique_ptr<DeviceModel>> m = MakeCudaModel(spec, 0, false, kBatch);
   ASSERT_TRUE(m.ok()) << m.status();
   DeviceModel& model = **m;
   const std::vector<Range> buckets = MakeBuckets(model, 1 << 20);
@@ -99,8 +88,7 @@ TEST_F(CudaModelTest, GradientsOfInFlightStepsStayApart) {
   ASSERT_OK(model.SetParams(params.data()));
   std::vector<std::shared_ptr<float>> slots;
   for (int k = 0; k < kSlots; ++k) {
-    absl::StatusOr<std::shared_ptr<float>> s =
-        model.AllocHost(model.num_params());
+    absl::StatusOr<std::shared_ptr<float>> s = model.AllocHost(model.num_params());
     ASSERT_TRUE(s.ok()) << s.status();
     std::fill(s->get(), s->get() + model.num_params(),
               std::numeric_limits<float>::quiet_NaN());
@@ -113,19 +101,17 @@ TEST_F(CudaModelTest, GradientsOfInFlightStepsStayApart) {
       ASSERT_OK(model.WaitGradCopy(static_cast<int>(b), t % kSlots));
     }
     std::string where;
-    EXPECT_LE(WorstSegmentError(spec, slots[t % kSlots].get(),
-                                want_grad[t].data(), &where),
-              1e-5)
+    EXPECT_LE(
+        WorstSegmentError(spec, slots[t % kSlots].get(), want_grad[t].data(), &where),
+        1e-5)
         << where;
-    std::fill(slots[t % kSlots].get(),
-              slots[t % kSlots].get() + model.num_params(),
+    std::fill(slots[t % kSlots].get(), slots[t % kSlots].get() + model.num_params(),
               std::numeric_limits<float>::quiet_NaN());
   };
   auto take_loss = [&](int t) {
     absl::StatusOr<float> loss = model.TakeLoss();
     ASSERT_TRUE(loss.ok()) << loss.status();
-    EXPECT_NEAR(*loss, want_loss[t], 1e-5 * std::fabs(want_loss[t]))
-        << "step " << t;
+    EXPECT_NEAR(*loss, want_loss[t], 1e-5 * std::fabs(want_loss[t])) << "step " << t;
   };
 
   std::vector<float> x = batches[0].x;
@@ -136,8 +122,8 @@ TEST_F(CudaModelTest, GradientsOfInFlightStepsStayApart) {
     absl::Status copy_status;
     ASSERT_OK(model.ForwardBackward(kBatch, [&](int b) {
       ready.push_back(b);
-      absl::Status st = model.StartGradCopy(
-          b, t % kSlots, slots[t % kSlots].get() + buckets[b].begin);
+      absl::Status st =
+          model.StartGradCopy(b, t % kSlots, slots[t % kSlots].get() + buckets[b].begin);
       if (copy_status.ok()) copy_status = st;
     }));
     ASSERT_OK(copy_status);
@@ -189,8 +175,7 @@ TEST_F(CudaModelTest, AppliedStepsAndRangesAreOrdered) {
     std::copy(g_host.begin(), g_host.end(), g->get());
     std::copy(other.begin(), other.end(), p->get());
     for (size_t b = 0; b < buckets.size(); ++b) {
-      ASSERT_OK(
-          m->ApplyGradient(static_cast<int>(b), g->get() + buckets[b].begin));
+      ASSERT_OK(m->ApplyGradient(static_cast<int>(b), g->get() + buckets[b].begin));
     }
     ASSERT_OK(m->SetParamsRange(buckets.back(), p->get()));
     ASSERT_OK(m->GetParams(m == gpu->get() ? got.data() : want.data()));

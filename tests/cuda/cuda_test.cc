@@ -43,8 +43,7 @@ TEST(CudaBackendNoGpuTest, FailsCleanlyOnMissingDevice) {
     absl::StatusOr<std::unique_ptr<CudaMlp>> mlp =
         CudaMlp::Create(Spec({5, 4, 3}), device, false, 8);
     ASSERT_FALSE(mlp.ok()) << "device " << device;
-    EXPECT_EQ(mlp.status().code(), absl::StatusCode::kFailedPrecondition)
-        << mlp.status();
+    EXPECT_EQ(mlp.status().code(), absl::StatusCode::kFailedPrecondition) << mlp.status();
     EXPECT_NE(mlp.status().message().find("device"), absl::string_view::npos)
         << mlp.status();
   }
@@ -69,10 +68,8 @@ TEST(CudaBackendNoGpuTest, MakeCudaModelReturnsAStatus) {
     absl::StatusOr<std::unique_ptr<DeviceModel>> m =
         MakeCudaModel(Spec({784, 256, 128, 10}), device, false, 64);
     ASSERT_FALSE(m.ok()) << "device " << device;
-    EXPECT_EQ(m.status().code(), absl::StatusCode::kFailedPrecondition)
-        << m.status();
-    EXPECT_NE(m.status().message().find(std::to_string(device)),
-              absl::string_view::npos)
+    EXPECT_EQ(m.status().code(), absl::StatusCode::kFailedPrecondition) << m.status();
+    EXPECT_NE(m.status().message().find(std::to_string(device)), absl::string_view::npos)
         << m.status();
   }
 }
@@ -80,23 +77,18 @@ TEST(CudaBackendNoGpuTest, MakeCudaModelReturnsAStatus) {
 // Errors name the CUDA error (name and text) and what was being done.
 TEST(CudaBackendNoGpuTest, ErrorsNameTheCudaErrorAndTheAction) {
   EXPECT_TRUE(internal::CudaStatus(cudaSuccess, "anything").ok());
-  const absl::Status st =
-      internal::CudaStatus(cudaErrorInvalidValue, "copying bucket 3");
+  const absl::Status st = internal::CudaStatus(cudaErrorInvalidValue, "copying bucket 3");
   EXPECT_EQ(st.code(), absl::StatusCode::kInternal);
-  EXPECT_NE(st.message().find("cudaErrorInvalidValue"), absl::string_view::npos)
-      << st;
+  EXPECT_NE(st.message().find("cudaErrorInvalidValue"), absl::string_view::npos) << st;
   EXPECT_NE(st.message().find(cudaGetErrorString(cudaErrorInvalidValue)),
             absl::string_view::npos)
       << st;
-  EXPECT_NE(st.message().find("copying bucket 3"), absl::string_view::npos)
-      << st;
+  EXPECT_NE(st.message().find("copying bucket 3"), absl::string_view::npos) << st;
   const absl::Status bl =
       internal::CublasStatus(CUBLAS_STATUS_INVALID_VALUE, "sgemm of layer 1");
-  EXPECT_NE(bl.message().find("CUBLAS_STATUS_INVALID_VALUE"),
-            absl::string_view::npos)
+  EXPECT_NE(bl.message().find("CUBLAS_STATUS_INVALID_VALUE"), absl::string_view::npos)
       << bl;
-  EXPECT_NE(bl.message().find("sgemm of layer 1"), absl::string_view::npos)
-      << bl;
+  EXPECT_NE(bl.message().find("sgemm of layer 1"), absl::string_view::npos) << bl;
 }
 
 TEST(CudaBackendNoGpuTest, OptimizerArgumentChecks) {
@@ -262,8 +254,7 @@ TEST_P(CudaKernelsTest, OptimizerIsBitIdenticalToCpu) {
       SCOPED_TRACE(std::string(c.name) + (ranged ? " sub-ranges" : " whole"));
       absl::StatusOr<Optimizer> cpu = Optimizer::Create(c.options, n);
       ASSERT_TRUE(cpu.ok()) << cpu.status();
-      absl::StatusOr<CudaOptimizer> gpu =
-          CudaOptimizer::Create(c.options, n, stream);
+      absl::StatusOr<CudaOptimizer> gpu = CudaOptimizer::Create(c.options, n, stream);
       ASSERT_TRUE(gpu.ok()) << gpu.status();
       EXPECT_EQ(gpu->size(), n);
       std::vector<float> p = RandomVec(n, 10, -1, 1);
@@ -278,8 +269,8 @@ TEST_P(CudaKernelsTest, OptimizerIsBitIdenticalToCpu) {
           // Uneven pieces, applied out of order.
           const std::vector<Range> parts = PartitionEven(n, 3);
           for (int i : {2, 0, 1}) {
-            ASSERT_OK(gpu->Apply(d_p.get(), d_g.get(), parts[i].begin,
-                                 parts[i].size, stream));
+            ASSERT_OK(
+                gpu->Apply(d_p.get(), d_g.get(), parts[i].begin, parts[i].size, stream));
           }
         } else {
           ASSERT_OK(gpu->Apply(d_p.get(), d_g.get(), stream));
@@ -297,8 +288,7 @@ TEST_P(CudaKernelsTest, OptimizerIsBitIdenticalToCpu) {
 
 INSTANTIATE_TEST_SUITE_P(Sizes, CudaKernelsTest,
                          ::testing::Values(size_t{1}, size_t{7}, size_t{1000},
-                                           (size_t{1} << 20) + 3,
-                                           (size_t{3} << 20) + 5));
+                                           (size_t{1} << 20) + 3, (size_t{3} << 20) + 5));
 
 // ---------------------------------------------------------------------------
 // Matrix kernels on [rows][cols] shapes.
@@ -343,26 +333,21 @@ TEST_P(CudaMatrixKernelsTest, BiasActivationIsBitIdenticalToCpu) {
 }
 
 // Runs BiasGradient on dz (uploaded) with freshly allocated scratch.
-std::vector<float> GpuBiasGradient(const std::vector<float>& dz, int rows,
-                                   int cols) {
+std::vector<float> GpuBiasGradient(const std::vector<float>& dz, int rows, int cols) {
   DevBuf<float> d_dz(dz.size()), d_gb(cols);
-  DevBuf<float> d_scratch(
-      std::max<size_t>(BiasGradientScratchFloats(rows, cols), 1));
+  DevBuf<float> d_scratch(std::max<size_t>(BiasGradientScratchFloats(rows, cols), 1));
   EXPECT_TRUE(d_dz.ok() && d_gb.ok() && d_scratch.ok());
   d_dz.Upload(dz);
-  const absl::Status st =
-      BiasGradient(d_dz.get(), rows, cols, d_gb.get(),
-                   BiasGradientScratchFloats(rows, cols) > 0 ? d_scratch.get()
-                                                             : nullptr,
-                   nullptr);
+  const absl::Status st = BiasGradient(
+      d_dz.get(), rows, cols, d_gb.get(),
+      BiasGradientScratchFloats(rows, cols) > 0 ? d_scratch.get() : nullptr, nullptr);
   EXPECT_TRUE(st.ok()) << st;
   EXPECT_TRUE(d_gb.GuardIntact()) << "wrote past cols";
   return d_gb.Download();
 }
 
 // worker/mlp.cc's order: row by row, in float.
-std::vector<float> CpuBiasGradient(const std::vector<float>& dz, int rows,
-                                   int cols) {
+std::vector<float> CpuBiasGradient(const std::vector<float>& dz, int rows, int cols) {
   std::vector<float> gb(cols, 0.0f);
   for (int r = 0; r < rows; ++r) {
     const float* row = dz.data() + static_cast<size_t>(r) * cols;
@@ -380,10 +365,9 @@ TEST_P(CudaMatrixKernelsTest, BiasGradientIsExactOnExactlySummableData) {
   const size_t n = static_cast<size_t>(rows) * cols;
   std::mt19937_64 rng(22);
   std::vector<float> dz(n);
-  for (float& v : dz)
-    v = static_cast<float>(static_cast<int>(rng() % 9) - 4) / 16.0f;
-  EXPECT_TRUE(BitwiseEqual(GpuBiasGradient(dz, rows, cols),
-                           CpuBiasGradient(dz, rows, cols)));
+  for (float& v : dz) v = static_cast<float>(static_cast<int>(rng() % 9) - 4) / 16.0f;
+  EXPECT_TRUE(
+      BitwiseEqual(GpuBiasGradient(dz, rows, cols), CpuBiasGradient(dz, rows, cols)));
 }
 
 // Random data: bitwise the same result run to run, and within the error
@@ -411,8 +395,8 @@ TEST_P(CudaMatrixKernelsTest, BiasGradientIsDeterministicAndAccurate) {
   for (int j = 0; j < cols && bad < 5; ++j) {
     const double err = std::fabs(static_cast<double>(first[j]) - exact[j]);
     if (!(err <= gamma * abs_sum[j])) {
-      ADD_FAILURE() << "column " << j << ": got " << first[j] << ", exact "
-                    << exact[j] << ", bound " << gamma * abs_sum[j];
+      ADD_FAILURE() << "column " << j << ": got " << first[j] << ", exact " << exact[j]
+                    << ", bound " << gamma * abs_sum[j];
       ++bad;
     }
   }
@@ -458,8 +442,7 @@ TEST_P(CudaMatrixKernelsTest, SoftmaxCrossEntropyMatchesCpu) {
       d[y[r]] -= inv_batch;
       want_loss[r] = lse - static_cast<double>(zr[y[r]] - m);
     }
-    want_pred[r] =
-        static_cast<int32_t>(std::max_element(zr, zr + classes) - zr);
+    want_pred[r] = static_cast<int32_t>(std::max_element(zr, zr + classes) - zr);
   }
 
   DevBuf<float> d_z(n), d_d(n);
@@ -469,20 +452,18 @@ TEST_P(CudaMatrixKernelsTest, SoftmaxCrossEntropyMatchesCpu) {
   ASSERT_TRUE(d_z.ok() && d_d.ok() && d_y.ok() && d_loss.ok() && d_pred.ok());
   d_z.Upload(z);
   d_y.Upload(y);
-  ASSERT_OK(SoftmaxCrossEntropy(d_z.get(), d_y.get(), rows, classes, inv_batch,
-                                d_d.get(), d_loss.get(), d_pred.get(),
-                                nullptr));
+  ASSERT_OK(SoftmaxCrossEntropy(d_z.get(), d_y.get(), rows, classes, inv_batch, d_d.get(),
+                                d_loss.get(), d_pred.get(), nullptr));
   EXPECT_LE(RelError(d_d.Download(), want_d), 1e-5);
   EXPECT_LE(RelError(d_loss.Download(), want_loss), 1e-5);
   EXPECT_EQ(d_pred.Download(), want_pred);
-  EXPECT_TRUE(d_d.GuardIntact() && d_loss.GuardIntact() &&
-              d_pred.GuardIntact());
+  EXPECT_TRUE(d_d.GuardIntact() && d_loss.GuardIntact() && d_pred.GuardIntact());
 
   // Without the optional outputs: loss only, dlogits untouched.
   d_loss.Poison();
   d_d.Poison();
-  ASSERT_OK(SoftmaxCrossEntropy(d_z.get(), d_y.get(), rows, classes, inv_batch,
-                                nullptr, d_loss.get(), nullptr, nullptr));
+  ASSERT_OK(SoftmaxCrossEntropy(d_z.get(), d_y.get(), rows, classes, inv_batch, nullptr,
+                                d_loss.get(), nullptr, nullptr));
   EXPECT_LE(RelError(d_loss.Download(), want_loss), 1e-5);
   const std::vector<float> untouched = d_d.Download();
   EXPECT_TRUE(std::all_of(untouched.begin(), untouched.end(),
@@ -500,8 +481,7 @@ INSTANTIATE_TEST_SUITE_P(
                       Shape{(1 << 20) + 3, 1}, Shape{(3 << 20) + 5, 1},
                       Shape{1, (3 << 20) + 5}),
     [](const ::testing::TestParamInfo<Shape>& info) {
-      return std::to_string(info.param.rows) + "x" +
-             std::to_string(info.param.cols);
+      return std::to_string(info.param.rows) + "x" + std::to_string(info.param.cols);
     });
 
 }  // namespace

@@ -89,8 +89,7 @@ class DevBuf {
     std::vector<unsigned char> g(kGuard * sizeof(T));
     cudaMemcpy(g.data(), static_cast<char*>(p_) + n_ * sizeof(T), g.size(),
                cudaMemcpyDeviceToHost);
-    return std::all_of(g.begin(), g.end(),
-                       [](unsigned char c) { return c == 0xFF; });
+    return std::all_of(g.begin(), g.end(), [](unsigned char c) { return c == 0xFF; });
   }
 
  private:
@@ -98,8 +97,7 @@ class DevBuf {
   size_t n_;
 };
 
-inline std::vector<float> RandomVec(size_t n, uint64_t seed, float lo,
-                                    float hi) {
+inline std::vector<float> RandomVec(size_t n, uint64_t seed, float lo, float hi) {
   std::mt19937_64 rng(seed);
   std::uniform_real_distribution<float> dist(lo, hi);
   std::vector<float> v(n);
@@ -116,8 +114,7 @@ template <typename T>
     return ::testing::AssertionFailure()
            << "sizes differ: " << got.size() << " vs " << want.size();
   }
-  if (got.empty() ||
-      std::memcmp(got.data(), want.data(), got.size() * sizeof(T)) == 0) {
+  if (got.empty() || std::memcmp(got.data(), want.data(), got.size() * sizeof(T)) == 0) {
     return ::testing::AssertionSuccess();
   }
   size_t first = got.size(), count = 0;
@@ -160,15 +157,14 @@ inline double NormRelError(const float* got, const float* want, size_t n) {
 }
 
 // NormRelError of every W_l and b_l segment; the worst one, naming it.
-inline double WorstSegmentError(const MlpSpec& spec, const float* got,
-                                const float* want, std::string* where) {
+inline double WorstSegmentError(const MlpSpec& spec, const float* got, const float* want,
+                                std::string* where) {
   double worst = 0;
   size_t off = 0;
   for (size_t l = 0; l + 1 < spec.widths.size(); ++l) {
     const size_t in = spec.widths[l], out = spec.widths[l + 1];
     const double ew = NormRelError(got + off, want + off, in * out);
-    const double eb =
-        NormRelError(got + off + in * out, want + off + in * out, out);
+    const double eb = NormRelError(got + off + in * out, want + off + in * out, out);
     if (ew > worst) {
       worst = ew;
       *where = "W" + std::to_string(l);
@@ -181,10 +177,8 @@ inline double WorstSegmentError(const MlpSpec& spec, const float* got,
   }
   return worst;
 }
-inline double WorstSegmentError(const MlpSpec& spec,
-                                const std::vector<float>& got,
-                                const std::vector<float>& want,
-                                std::string* where) {
+inline double WorstSegmentError(const MlpSpec& spec, const std::vector<float>& got,
+                                const std::vector<float>& want, std::string* where) {
   if (got.size() != want.size()) return std::numeric_limits<double>::infinity();
   return WorstSegmentError(spec, got.data(), want.data(), where);
 }
@@ -236,16 +230,14 @@ inline Batch RandomBatch(const MlpSpec& spec, int rows, uint64_t seed,
 // A unit whose pre-activation is within float rounding of 0 may take
 // different ReLU branches on CPU and GPU, which changes its gradient by O(1)
 // — not a bug, but it would make a tight comparison flaky.
-inline double MinHiddenMargin(const MlpSpec& spec,
-                              const std::vector<float>& params,
+inline double MinHiddenMargin(const MlpSpec& spec, const std::vector<float>& params,
                               const Batch& b) {
   const int layers = static_cast<int>(spec.widths.size()) - 1;
   const int rows = static_cast<int>(b.y.size());
   double margin = std::numeric_limits<double>::infinity();
   for (int r = 0; r < rows; ++r) {
-    std::vector<double> a(
-        b.x.begin() + static_cast<size_t>(r) * spec.widths[0],
-        b.x.begin() + static_cast<size_t>(r + 1) * spec.widths[0]);
+    std::vector<double> a(b.x.begin() + static_cast<size_t>(r) * spec.widths[0],
+                          b.x.begin() + static_cast<size_t>(r + 1) * spec.widths[0]);
     size_t off = 0;
     for (int l = 0; l + 1 < layers; ++l) {
       const int in = spec.widths[l], out = spec.widths[l + 1];
@@ -265,9 +257,8 @@ inline double MinHiddenMargin(const MlpSpec& spec,
 }
 
 // A batch whose hidden pre-activations all stay >= 1e-5 away from 0.
-inline Batch WellSeparatedBatch(const MlpSpec& spec,
-                                const std::vector<float>& params, int rows,
-                                uint64_t seed, bool bad_labels) {
+inline Batch WellSeparatedBatch(const MlpSpec& spec, const std::vector<float>& params,
+                                int rows, uint64_t seed, bool bad_labels) {
   for (uint64_t s = seed; s < seed + 200; ++s) {
     Batch b = RandomBatch(spec, rows, s, bad_labels);
     if (MinHiddenMargin(spec, params, b) >= 1e-5) return b;

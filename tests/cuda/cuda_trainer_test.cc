@@ -30,9 +30,9 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "common/grpc/grpc_util.h"
+#include "common/grpc/job_secret.h"
 #include "common/partition.h"
 #include "common/spec/job_spec.h"
-#include "common/grpc/job_secret.h"
 #include "server/ps/ps_access.h"
 #include "server/ps/ps_service.h"
 #include "server/ps/ps_store.h"
@@ -65,14 +65,11 @@ class SlowSync : public GradientSync {
  public:
   SlowSync(std::unique_ptr<GradientSync> inner, absl::Duration delay,
            bool hide_identity = false)
-      : inner_(std::move(inner)), delay_(delay),
-        hide_identity_(hide_identity) {}
-  absl::Status Initialize(const std::vector<Range>& buckets,
-                          float* params) override {
+      : inner_(std::move(inner)), delay_(delay), hide_identity_(hide_identity) {}
+  absl::Status Initialize(const std::vector<Range>& buckets, float* params) override {
     return inner_->Initialize(buckets, params);
   }
-  absl::Status SyncBucket(int64_t step, int bucket, float* grad,
-                          float* params) override {
+  absl::Status SyncBucket(int64_t step, int bucket, float* grad, float* params) override {
     absl::SleepFor(delay_);
     return inner_->SyncBucket(step, bucket, grad, params);
   }
@@ -80,9 +77,7 @@ class SlowSync : public GradientSync {
   void Abort(const absl::Status& status) override { inner_->Abort(status); }
   Output output() const override { return inner_->output(); }
   int pipeline_depth() const override { return inner_->pipeline_depth(); }
-  bool identity() const override {
-    return !hide_identity_ && inner_->identity();
-  }
+  bool identity() const override { return !hide_identity_ && inner_->identity(); }
 
  private:
   const std::unique_ptr<GradientSync> inner_;
@@ -109,8 +104,7 @@ std::string Describe(const JobCase& c) {
     absl::StrAppend(&devices, devices.empty() ? "" : ",",
                     d == kCpu ? std::string("cpu") : absl::StrCat("gpu", d));
   }
-  return absl::StrCat(c.strategy, "-", c.mode, " ", c.optimizer, " [", devices,
-                      "]");
+  return absl::StrCat(c.strategy, "-", c.mode, " ", c.optimizer, " [", devices, "]");
 }
 
 double RelErr(const std::vector<float>& a, const std::vector<float>& b) {
@@ -132,14 +126,12 @@ class CudaTrainerTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     if (cuda::DeviceCount() == 0) return;
-    absl::StatusOr<Dataset> train =
-        LoadFashionMnist(kDefaultFashionMnistDir, true, 4096);
-    absl::StatusOr<Dataset> test =
-        LoadFashionMnist(kDefaultFashionMnistDir, false);
+    absl::StatusOr<Dataset> train = LoadFashionMnist(kDefaultFashionMnistDir, true, 4096);
+    absl::StatusOr<Dataset> test = LoadFashionMnist(kDefaultFashionMnistDir, false);
     if (!train.ok() || !test.ok()) {
-      data_error_ = new std::string(absl::StrCat(
-          "Fashion-MNIST not available in ", kDefaultFashionMnistDir, ": ",
-          (train.ok() ? test.status() : train.status()).ToString()));
+      data_error_ = new std::string(
+          absl::StrCat("Fashion-MNIST not available in ", kDefaultFashionMnistDir, ": ",
+                       (train.ok() ? test.status() : train.status()).ToString()));
       return;
     }
     train_ = new Dataset(std::move(*train));
@@ -214,17 +206,16 @@ class CudaTrainerTest : public ::testing::Test {
     std::vector<std::unique_ptr<GradientSync>> syncs;
     for (int r = 0; r < world; ++r) {
       absl::StatusOr<std::unique_ptr<DeviceModel>> m =
-          c.devices[r] == kCpu
-              ? MakeCpuModel(*model_spec)
-              : cuda::MakeCudaModel(*model_spec, c.devices[r],
-                                    /*allow_tf32=*/false, c.batch);
+          c.devices[r] == kCpu ? MakeCpuModel(*model_spec)
+                               : cuda::MakeCudaModel(*model_spec, c.devices[r],
+                                                     /*allow_tf32=*/false, c.batch);
       ASSERT_TRUE(m.ok()) << "rank " << r << ": " << m.status();
       models.push_back(std::move(*m));
-      absl::StatusOr<std::unique_ptr<GradientSync>> s = MakeGradientSync(
-          &as[r], c.strategy == "ring" ? group.transport(r) : nullptr);
+      absl::StatusOr<std::unique_ptr<GradientSync>> s =
+          MakeGradientSync(&as[r], c.strategy == "ring" ? group.transport(r) : nullptr);
       ASSERT_TRUE(s.ok()) << "rank " << r << ": " << s.status();
-      syncs.push_back(std::make_unique<SlowSync>(std::move(*s), c.sync_delay,
-                                                 c.hide_identity));
+      syncs.push_back(
+          std::make_unique<SlowSync>(std::move(*s), c.sync_delay, c.hide_identity));
     }
 
     out->assign(world, TrainingOutcome());
@@ -235,9 +226,8 @@ class CudaTrainerTest : public ::testing::Test {
         TrainingOptions o;
         o.evaluate = c.evaluate;
         const Dataset empty;
-        (*out)[r] =
-            RunTraining(as[r], *train_, c.evaluate ? *test_ : empty,
-                        models[r].get(), syncs[r].get(), &quiet, nullptr, o);
+        (*out)[r] = RunTraining(as[r], *train_, c.evaluate ? *test_ : empty,
+                                models[r].get(), syncs[r].get(), &quiet, nullptr, o);
       });
     }
     for (std::thread& t : threads) t.join();
@@ -261,8 +251,8 @@ class CudaTrainerTest : public ::testing::Test {
     for (size_t r = 0; r < got.size(); ++r) {
       const double e = RelErr(got[r].params, want[r].params);
       EXPECT_LE(e, 1e-4) << "rank " << r << ": GPU vs CPU relative error " << e;
-      std::cout << Describe(gpu) << " rank " << r
-                << ": GPU vs CPU relative error " << e << "\n";
+      std::cout << Describe(gpu) << " rank " << r << ": GPU vs CPU relative error " << e
+                << "\n";
       if (ranks_bit_identical) {
         EXPECT_TRUE(BitIdentical(got[r].params, got[0].params))
             << "rank " << r << " differs from rank 0";
@@ -318,8 +308,7 @@ TEST_F(CudaTrainerTest, OneRankKeepsItsGradientOnTheDevice) {
     ASSERT_NO_FATAL_FAILURE(RunJob(c, &copied));
     EXPECT_GT(copied[0].done.comm_seconds(), 0.0) << opt;
     EXPECT_TRUE(BitIdentical(own[0].params, copied[0].params))
-        << opt << ": relative difference "
-        << RelErr(own[0].params, copied[0].params);
+        << opt << ": relative difference " << RelErr(own[0].params, copied[0].params);
     c.hide_identity = false;
     CompareWithCpu(c, /*ranks_bit_identical=*/false);
   }
@@ -367,8 +356,8 @@ TEST_F(CudaTrainerTest, EvaluationMatchesTheCpu) {
   EXPECT_GT(acc, 0.3) << "the model did not learn";
   // Parameters within 1e-4: a few of 10000 predictions may flip.
   EXPECT_NEAR(acc, want[0].done.test_accuracy(), 0.005);
-  std::cout << "test accuracy GPU " << acc << ", CPU "
-            << want[0].done.test_accuracy() << "\n";
+  std::cout << "test accuracy GPU " << acc << ", CPU " << want[0].done.test_accuracy()
+            << "\n";
 }
 
 TEST_F(CudaTrainerTest, TwoGpus) {

@@ -21,8 +21,8 @@ namespace {
 const std::string& TempDir() {
   static const std::string* dir = [] {
     const char* base = std::getenv("TMPDIR");
-    std::string tmpl = std::string(base && *base ? base : "/tmp") +
-                       "/gradsync_fuzz_idx_XXXXXX";
+    std::string tmpl =
+        std::string(base && *base ? base : "/tmp") + "/gradsync_fuzz_idx_XXXXXX";
     if (mkdtemp(tmpl.data()) == nullptr) {
       std::perror("mkdtemp");
       std::abort();
@@ -60,8 +60,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (images_len > size) images_len = size;
   const std::string& dir = TempDir();
   WriteFile(dir + "/train-images-idx3-ubyte", data, images_len);
-  WriteFile(dir + "/train-labels-idx1-ubyte", data + images_len,
-            size - images_len);
+  WriteFile(dir + "/train-labels-idx1-ubyte", data + images_len, size - images_len);
 
   absl::StatusOr<gradsync::Dataset> ds =
       gradsync::LoadFashionMnist(dir, /*train=*/true, /*limit=*/64);

@@ -19,8 +19,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     absl::StatusOr<gradsync::v1::JobSpec> valid =
         gradsync::ValidateJobSpec(spec, /*available_ps_shards=*/3);
     if (valid.ok()) {
-      absl::StatusOr<gradsync::MlpSpec> model =
-          gradsync::ParseModelSpec(valid->model());
+      absl::StatusOr<gradsync::MlpSpec> model = gradsync::ParseModelSpec(valid->model());
       if (!model.ok()) __builtin_trap();  // validated specs have a valid model
       (void)gradsync::NumParams(*model);
       (void)model->ToString();

@@ -25,8 +25,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     slices.emplace_back(data + at, n);  // copies
   }
   grpc::ByteBuffer buffer(slices.data(), slices.size());
-  absl::StatusOr<gradsync::DecodedFrame> frame =
-      gradsync::DecodedFrame::Parse(buffer);
+  absl::StatusOr<gradsync::DecodedFrame> frame = gradsync::DecodedFrame::Parse(buffer);
   if (!frame.ok()) return 0;
   const size_t count = frame->count();
   // Parse checked count against the bytes that arrived, so this is bounded by

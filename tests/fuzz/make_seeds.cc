@@ -39,7 +39,8 @@ std::string Flatten(const grpc::ByteBuffer& buf) {
 }
 
 void Be32(std::string* s, uint32_t v) {
-  for (int shift = 24; shift >= 0; shift -= 8) s->push_back(static_cast<char>(v >> shift));
+  for (int shift = 24; shift >= 0; shift -= 8)
+    s->push_back(static_cast<char>(v >> shift));
 }
 
 // 2-byte image length, images file, labels file.
@@ -49,7 +50,8 @@ std::string Idx(uint32_t n, uint32_t rows, uint32_t cols) {
   Be32(&images, n);
   Be32(&images, rows);
   Be32(&images, cols);
-  for (uint32_t i = 0; i < n * rows * cols; ++i) images.push_back(static_cast<char>(i * 37));
+  for (uint32_t i = 0; i < n * rows * cols; ++i)
+    images.push_back(static_cast<char>(i * 37));
   Be32(&labels, 0x801);
   Be32(&labels, n);
   for (uint32_t i = 0; i < n; ++i) labels.push_back(static_cast<char>(i % 10));
@@ -81,15 +83,18 @@ int main(int argc, char** argv) {
     h.set_step(7);
     h.set_rank(1);
     h.set_bucket(2);
-    Write(dir + "seed-grad-7floats", std::string(1, '\x06') +
-                                         Flatten(gradsync::EncodeFrame(h, data.data(), data.size(), nullptr)));
+    Write(dir + "seed-grad-7floats",
+          std::string(1, '\x06') +
+              Flatten(gradsync::EncodeFrame(h, data.data(), data.size(), nullptr)));
     h.set_kind(gradsync::TensorHeader::CHUNK);
     h.set_phase(1);
     h.set_index(3);
     Write(dir + "seed-chunk-1float-cut1",
-          std::string(1, '\x00') + Flatten(gradsync::EncodeFrame(h, data.data(), 1, nullptr)));
+          std::string(1, '\x00') +
+              Flatten(gradsync::EncodeFrame(h, data.data(), 1, nullptr)));
     h.set_kind(gradsync::TensorHeader::PULL);
-    Write(dir + "seed-header-only", std::string(1, '\x3f') + Flatten(gradsync::EncodeHeaderOnly(h)));
+    Write(dir + "seed-header-only",
+          std::string(1, '\x3f') + Flatten(gradsync::EncodeHeaderOnly(h)));
     // Same frame with the fields reordered (the fallback path).
     gradsync::v1::TensorFrame frame;
     frame.mutable_header()->set_count(2);

@@ -31,8 +31,7 @@ grpc::ClientContext* Within5s(grpc::ClientContext* ctx) {
 
 std::shared_ptr<grpc::Channel> Dial(const std::string& target,
                                     const ClusterSecurity& security) {
-  return MakeSecureChannel(target, DefaultChannelArgs(/*own_connection=*/true),
-                           security);
+  return MakeSecureChannel(target, DefaultChannelArgs(/*own_connection=*/true), security);
 }
 
 // One call of each Coordinator method a stranger would want, by name.
@@ -60,11 +59,13 @@ std::map<std::string, grpc::Status> ProbeCoordinator(
   watch.set_id("j-1");
   auto reader = stub->WatchJob(Within5s(&c5), watch);
   v1::JobEvent event;
-  while (reader->Read(&event)) {}
+  while (reader->Read(&event)) {
+  }
   out["WatchJob"] = reader->Finish();
   auto join = stub->Join(Within5s(&c6));
   v1::CoordinatorMessage m;
-  while (join->Read(&m)) {}
+  while (join->Read(&m)) {
+  }
   out["Join"] = join->Finish();
   return out;
 }
@@ -77,8 +78,8 @@ std::map<std::string, grpc::Status> ProbeParameterServer(
   v1::TensorFrame frame;
   out["Pull"] = stub->Pull(Within5s(&c1), v1::TensorFrame(), &frame);
   v1::CheckpointsResponse checkpoints;
-  out["Checkpoints"] = stub->Checkpoints(Within5s(&c2), v1::CheckpointsRequest(),
-                                         &checkpoints);
+  out["Checkpoints"] =
+      stub->Checkpoints(Within5s(&c2), v1::CheckpointsRequest(), &checkpoints);
   return out;
 }
 
@@ -88,7 +89,8 @@ std::map<std::string, grpc::Status> ProbePeer(
   grpc::ClientContext ctx;
   auto stream = stub->Stream(Within5s(&ctx));
   v1::StreamAck ack;
-  while (stream->Read(&ack)) {}
+  while (stream->Read(&ack)) {
+  }
   return {{"Stream", stream->Finish()}};
 }
 
@@ -140,12 +142,11 @@ TEST(Auth, StrangersAreRefusedAtEveryServiceAndMembersTrain) {
 // Runs `daemon` (a binary in GRADSYNC_BIN_DIR and its flags, after `flags`)
 // without $GRADSYNC_TOKEN for at most `timeout_s`; its exit code, and stderr
 // in *err.
-int RunWithoutEnvToken(const std::string& daemon, const std::string& flags,
-                       int timeout_s, std::string* err) {
+int RunWithoutEnvToken(const std::string& daemon, const std::string& flags, int timeout_s,
+                       std::string* err) {
   const std::string dir = TempDir();
   const int rc = Shell(absl::StrCat("env -u GRADSYNC_TOKEN ", GRADSYNC_BIN_DIR, "/",
-                                    daemon, " ", flags, " > /dev/null 2> ", dir,
-                                    "/err"),
+                                    daemon, " ", flags, " > /dev/null 2> ", dir, "/err"),
                        timeout_s);
   *err = Slurp(dir + "/err");
   return rc;
@@ -177,29 +178,29 @@ TEST(Auth, CliTakesTheTokenFromItsFileOrTheEnvironmentFileFirst) {
   Cluster c(1);
   ASSERT_TRUE(c.ok());
   const std::string dir = TempDir();
-  const std::string list = absl::StrCat(GRADSYNC_BIN_DIR, "/gradsync list --server=",
-                                        c->coordinator());
+  const std::string list =
+      absl::StrCat(GRADSYNC_BIN_DIR, "/gradsync list --server=", c->coordinator());
   const std::string env =
       absl::StrCat("env GRADSYNC_TOKEN=$(cat ", c->token_file(), ") ");
   EXPECT_EQ(Shell(absl::StrCat(env, list, " > /dev/null"), 30), 0);
-  EXPECT_EQ(Shell(absl::StrCat(list, " --token-file=", c->token_file(),
-                               " > /dev/null"), 30), 0);
-  EXPECT_EQ(Shell(absl::StrCat("env -u GRADSYNC_TOKEN ", list, " 2> ", dir, "/err"),
-                  30),
+  EXPECT_EQ(
+      Shell(absl::StrCat(list, " --token-file=", c->token_file(), " > /dev/null"), 30),
+      0);
+  EXPECT_EQ(Shell(absl::StrCat("env -u GRADSYNC_TOKEN ", list, " 2> ", dir, "/err"), 30),
             1);
   EXPECT_TRUE(absl::StrContains(Slurp(dir + "/err"), "UNAUTHENTICATED"))
       << Slurp(dir + "/err");
   // A file with a wrong token wins over a right environment variable.
   Shell(absl::StrCat("echo ", kWrongToken, " > ", dir, "/wrong"), 10);
-  EXPECT_EQ(Shell(absl::StrCat(env, list, " --token_file=", dir, "/wrong 2> /dev/null"),
-                  30),
-            1);
+  EXPECT_EQ(
+      Shell(absl::StrCat(env, list, " --token_file=", dir, "/wrong 2> /dev/null"), 30),
+      1);
 }
 
 TEST(Auth, MutualTlsClusterTrainsAndRefusesPlaintext) {
   const std::string certs = TempDir() + "/certs";
-  ASSERT_EQ(Shell(absl::StrCat("bash ", GRADSYNC_SOURCE_DIR,
-                               "/deploy/make-dev-certs.sh ", certs, " > /dev/null"),
+  ASSERT_EQ(Shell(absl::StrCat("bash ", GRADSYNC_SOURCE_DIR, "/deploy/make-dev-certs.sh ",
+                               certs, " > /dev/null"),
                   60),
             0);
   Cluster c(2, /*shards=*/2, /*metrics=*/false, /*heartbeat_timeout=*/6.0, certs);

@@ -20,9 +20,8 @@ namespace gradsync {
 namespace {
 
 // Checks one `gradsync bench` results file: every row OK and sane.
-void ExpectBenchJsonSane(const nlohmann::json& j, const std::string& op,
-                         int workers, const std::vector<int64_t>& sizes,
-                         int iters) {
+void ExpectBenchJsonSane(const nlohmann::json& j, const std::string& op, int workers,
+                         const std::vector<int64_t>& sizes, int iters) {
   EXPECT_EQ(j["state"], "SUCCEEDED") << j.dump(2);
   EXPECT_EQ(j["op"], op);
   EXPECT_EQ(j["workers"], workers);
@@ -64,18 +63,17 @@ TEST(Integration, BenchAllreduceAndBroadcastOnThreeWorkersVerifyEveryRow) {
   for (const auto& [op, algorithm] : runs) {
     SCOPED_TRACE(op + " " + algorithm);
     const std::string out = absl::StrCat(dir, "/", op, "-", algorithm);
-    const int rc = Shell(
-        absl::StrCat(GRADSYNC_BIN_DIR, "/gradsync bench ", server,
-                     " --workers=3 --op=", op, " --algorithm=", algorithm,
-                     " --sizes=4K,1048580 --iters=3 --warmup=1 --results=", out,
-                     ".json > ", out, ".txt 2>&1"),
-        60);
+    const int rc =
+        Shell(absl::StrCat(GRADSYNC_BIN_DIR, "/gradsync bench ", server,
+                           " --workers=3 --op=", op, " --algorithm=", algorithm,
+                           " --sizes=4K,1048580 --iters=3 --warmup=1 --results=", out,
+                           ".json > ", out, ".txt 2>&1"),
+              60);
     ASSERT_EQ(rc, 0) << Slurp(out + ".txt");
     const std::string table = Slurp(out + ".txt");
     EXPECT_NE(table.find("busbw"), std::string::npos) << table;
     EXPECT_EQ(table.find("FAILED"), std::string::npos) << table;
-    ExpectBenchJsonSane(nlohmann::json::parse(Slurp(out + ".json")), op, 3,
-                        sizes, 3);
+    ExpectBenchJsonSane(nlohmann::json::parse(Slurp(out + ".json")), op, 3, sizes, 3);
   }
   EXPECT_EQ(c.IdleWorkers(), 3);
 }
@@ -87,16 +85,14 @@ TEST(Integration, BenchMeasuresTheLinksBetweenAndInsideHostGroups) {
   Cluster c(4);
   ASSERT_TRUE(c.ok());
   const std::string dir = TempDir();
-  const auto bench = [&](const std::string& algorithm,
-                         const std::string& groups) {
+  const auto bench = [&](const std::string& algorithm, const std::string& groups) {
     const std::string out = absl::StrCat(dir, "/", algorithm, "-", groups);
-    const int rc = Shell(
-        absl::StrCat(GRADSYNC_BIN_DIR, "/gradsync bench ", c.CliFlags(),
-                     " --workers=4 --algorithm=", algorithm,
-                     " --groups=", groups,
-                     " --sizes=4K,1M --iters=3 --warmup=1 --results=", out,
-                     ".json > ", out, ".txt 2>&1"),
-        60);
+    const int rc =
+        Shell(absl::StrCat(GRADSYNC_BIN_DIR, "/gradsync bench ", c.CliFlags(),
+                           " --workers=4 --algorithm=", algorithm, " --groups=", groups,
+                           " --sizes=4K,1M --iters=3 --warmup=1 --results=", out,
+                           ".json > ", out, ".txt 2>&1"),
+              60);
     EXPECT_EQ(rc, 0) << Slurp(out + ".txt");
     return std::make_pair(Slurp(out + ".txt"),
                           nlohmann::json::parse(Slurp(out + ".json"), nullptr,
@@ -115,8 +111,7 @@ TEST(Integration, BenchMeasuresTheLinksBetweenAndInsideHostGroups) {
       EXPECT_EQ(j["inside_host"]["ranks"], nlohmann::json(k.inside)) << table;
       EXPECT_GT(j["between_hosts"]["beta_bytes_per_second"].get<double>(), 0);
       EXPECT_GT(j["inside_host"]["beta_bytes_per_second"].get<double>(), 0);
-      EXPECT_NE(table.find(absl::StrCat("host groups ", k.groups)),
-                std::string::npos)
+      EXPECT_NE(table.find(absl::StrCat("host groups ", k.groups)), std::string::npos)
           << table;
       for (const auto& r : j["rows"]) {
         EXPECT_EQ(r["algorithm"], algorithm);
@@ -140,15 +135,14 @@ TEST(Integration, BenchMeasuresTheLinksBetweenAndInsideHostGroups) {
 TEST(Integration, BenchPushPullLargerThanOneMessageThroughOneShard) {
   const std::string dir = TempDir();
   const std::string out = dir + "/out.txt";
-  const int rc = Shell(
-      absl::StrCat(GRADSYNC_BIN_DIR, "/gradsync local bench --workers=2",
-                   " --op=pushpull --ps_shards=1 --sizes=64M --iters=1",
-                   " --warmup=0 --results=", dir, "/r.json --log_dir=", dir,
-                   " > ", out, " 2>&1"),
-      120);
+  const int rc = Shell(absl::StrCat(GRADSYNC_BIN_DIR, "/gradsync local bench --workers=2",
+                                    " --op=pushpull --ps_shards=1 --sizes=64M --iters=1",
+                                    " --warmup=0 --results=", dir,
+                                    "/r.json --log_dir=", dir, " > ", out, " 2>&1"),
+                       120);
   ASSERT_EQ(rc, 0) << Slurp(out);
-  ExpectBenchJsonSane(nlohmann::json::parse(Slurp(dir + "/r.json")), "pushpull",
-                      2, {int64_t{64} << 20}, 1);
+  ExpectBenchJsonSane(nlohmann::json::parse(Slurp(dir + "/r.json")), "pushpull", 2,
+                      {int64_t{64} << 20}, 1);
 }
 
 // --ps_partition_bytes reaches the job (its JSON) and the bench still
@@ -156,12 +150,12 @@ TEST(Integration, BenchPushPullLargerThanOneMessageThroughOneShard) {
 TEST(Integration, BenchPushPullTakesThePartitionSize) {
   const std::string dir = TempDir();
   const std::string out = dir + "/out.txt";
-  const int rc = Shell(
-      absl::StrCat(GRADSYNC_BIN_DIR, "/gradsync local bench --workers=2",
-                   " --op=pushpull --ps_shards=2 --sizes=1048588 --iters=2",
-                   " --warmup=1 --ps_partition_bytes=65536 --results=", dir,
-                   "/r.json --log_dir=", dir, " > ", out, " 2>&1"),
-      120);
+  const int rc =
+      Shell(absl::StrCat(GRADSYNC_BIN_DIR, "/gradsync local bench --workers=2",
+                         " --op=pushpull --ps_shards=2 --sizes=1048588 --iters=2",
+                         " --warmup=1 --ps_partition_bytes=65536 --results=", dir,
+                         "/r.json --log_dir=", dir, " > ", out, " 2>&1"),
+            120);
   ASSERT_EQ(rc, 0) << Slurp(out);
   const nlohmann::json j = nlohmann::json::parse(Slurp(dir + "/r.json"));
   ExpectBenchJsonSane(j, "pushpull", 2, {(int64_t{1} << 20) + 12}, 2);
@@ -169,12 +163,10 @@ TEST(Integration, BenchPushPullTakesThePartitionSize) {
   const int bad = Shell(
       absl::StrCat(GRADSYNC_BIN_DIR, "/gradsync local bench --workers=2",
                    " --op=pushpull --ps_shards=1 --sizes=4K --iters=1",
-                   " --ps_partition_bytes=1000 --log_dir=", dir, "/bad > ", out,
-                   " 2>&1"),
+                   " --ps_partition_bytes=1000 --log_dir=", dir, "/bad > ", out, " 2>&1"),
       60);
   EXPECT_EQ(bad, 2) << Slurp(out);
-  EXPECT_NE(Slurp(out).find("ps_partition_bytes: must be between"),
-            std::string::npos)
+  EXPECT_NE(Slurp(out).find("ps_partition_bytes: must be between"), std::string::npos)
       << Slurp(out);
 }
 
@@ -184,18 +176,18 @@ TEST(Integration, BenchPushPullTakesThePartitionSize) {
 TEST(Integration, LocalBenchPassesPeerBdpProbeToItsWorkers) {
   const std::string dir = TempDir();
   const std::string out = dir + "/out.txt";
-  const int rc = Shell(
-      absl::StrCat(GRADSYNC_BIN_DIR, "/gradsync local bench --workers=3",
-                   " --algorithm=ring --sizes=1048588 --iters=2 --warmup=1",
-                   " --peer_bdp_probe=false --log_dir=", dir, " > ", out, " 2>&1"),
-      120);
+  const int rc =
+      Shell(absl::StrCat(GRADSYNC_BIN_DIR, "/gradsync local bench --workers=3",
+                         " --algorithm=ring --sizes=1048588 --iters=2 --warmup=1",
+                         " --peer_bdp_probe=false --log_dir=", dir, " > ", out, " 2>&1"),
+            120);
   ASSERT_EQ(rc, 0) << Slurp(out);
   EXPECT_NE(Slurp(out).find("OK"), std::string::npos) << Slurp(out);
-  const int bad = Shell(
-      absl::StrCat(GRADSYNC_BIN_DIR, "/gradsync local bench --workers=2",
-                   " --sizes=4K --iters=1 --peer_bdp_probe=maybe --log_dir=", dir,
-                   "/bad > ", out, " 2>&1"),
-      60);
+  const int bad =
+      Shell(absl::StrCat(GRADSYNC_BIN_DIR, "/gradsync local bench --workers=2",
+                         " --sizes=4K --iters=1 --peer_bdp_probe=maybe --log_dir=", dir,
+                         "/bad > ", out, " 2>&1"),
+            60);
   EXPECT_NE(bad, 0) << Slurp(out);
   EXPECT_NE(Slurp(out).find("peer_bdp_probe"), std::string::npos) << Slurp(out);
   EXPECT_FALSE(std::filesystem::exists(dir + "/bad/worker0.log")) << Slurp(out);

@@ -19,9 +19,7 @@ constexpr int64_t kSteps = 300;
 constexpr int64_t kEvery = 7;  // kSteps is no multiple: the last is at 294
 
 // Two ranks: the PS sums two pushes in either order to the same bits.
-v1::JobSpec CheckpointedJob() {
-  return CheckpointedSpec("ps", "sync", kSteps, kEvery);
-}
+v1::JobSpec CheckpointedJob() { return CheckpointedSpec("ps", "sync", kSteps, kEvery); }
 
 TEST(Checkpoints, ResumedPsJobMatchesAnUninterruptedRun) {
   Cluster c(2);

@@ -17,9 +17,8 @@ namespace gradsync {
 
 // Two ranks, a model large enough that the job is still running when the
 // server dies, checkpoints every `every` steps.
-inline v1::JobSpec CheckpointedSpec(const std::string& strategy,
-                                    const std::string& mode, int64_t steps,
-                                    int64_t every) {
+inline v1::JobSpec CheckpointedSpec(const std::string& strategy, const std::string& mode,
+                                    int64_t steps, int64_t every) {
   v1::JobSpec s = Spec(strategy, mode, 2);
   s.set_model("mlp:784-512-512-10");
   s.set_steps(steps);
@@ -37,8 +36,7 @@ inline v1::JobSpec ResumeOf(const v1::Job& old) {
 
 // Where the server (shard 0) keeps checkpoints of `job`.
 inline std::string CheckpointDir(Cluster& c, const std::string& job) {
-  const std::string logs =
-      std::filesystem::path(c->server().log).parent_path().string();
+  const std::string logs = std::filesystem::path(c->server().log).parent_path().string();
   return absl::StrCat(logs, "/state/checkpoints/", job);
 }
 
@@ -65,8 +63,7 @@ inline void RunAndCutOff(Cluster& c, const v1::JobSpec& spec, int64_t after,
   *cut = c.WaitFor(cut->id(), absl::Seconds(60), [after](const v1::Job& j) {
     return Terminal(j) || (j.state() == v1::RUNNING && j.step() >= after);
   });
-  ASSERT_EQ(cut->state(), v1::RUNNING) << "job ended before the kill; "
-                                       << cut->error();
+  ASSERT_EQ(cut->state(), v1::RUNNING) << "job ended before the kill; " << cut->error();
   ASSERT_LT(cut->step(), spec.steps() - margin) << "too fast to interrupt";
   ASSERT_TRUE(c->RestartServer().ok());  // kills the coordinator and shard 0
   ASSERT_TRUE(c.Get(cut->id(), cut).ok());
@@ -76,8 +73,8 @@ inline void RunAndCutOff(Cluster& c, const v1::JobSpec& spec, int64_t after,
 
 // Runs `spec` (two ranks) to its end, then again cut off by a server
 // restart after 3 checkpoints and resumed to its end.
-inline void RunStraightAndResumed(Cluster& c, const v1::JobSpec& spec,
-                                  v1::Job* straight, v1::Job* resumed) {
+inline void RunStraightAndResumed(Cluster& c, const v1::JobSpec& spec, v1::Job* straight,
+                                  v1::Job* resumed) {
   *straight = RunToEnd(c, spec);
   ASSERT_EQ(straight->state(), v1::SUCCEEDED) << straight->error();
   ASSERT_EQ(straight->result().param_checksums_size(), 2);
@@ -89,8 +86,7 @@ inline void RunStraightAndResumed(Cluster& c, const v1::JobSpec& spec,
   EXPECT_EQ(resumed->spec().resume_from(), cut.id());
   ASSERT_EQ(resumed->result().param_checksums_size(), 2);
   // It started from a checkpoint, not from the seed's parameters.
-  EXPECT_NE(resumed->result().init_checksum(),
-            straight->result().init_checksum());
+  EXPECT_NE(resumed->result().init_checksum(), straight->result().init_checksum());
 }
 
 // Sync jobs: the resumed run ends with bit-identical parameters on both
@@ -99,8 +95,7 @@ inline void ExpectResumeIsBitIdentical(Cluster& c, const v1::JobSpec& spec) {
   v1::Job straight, resumed;
   ASSERT_NO_FATAL_FAILURE(RunStraightAndResumed(c, spec, &straight, &resumed));
   for (int r = 0; r < 2; ++r) {
-    EXPECT_EQ(resumed.result().param_checksums(r),
-              straight.result().param_checksums(r))
+    EXPECT_EQ(resumed.result().param_checksums(r), straight.result().param_checksums(r))
         << "rank " << r;
   }
 }
@@ -109,8 +104,7 @@ inline void ExpectResumeIsBitIdentical(Cluster& c, const v1::JobSpec& spec) {
 // and resumes it: the resumed job fails with DATA_LOSS, saying "corrupt"
 // and naming one of the files (in `*dir`) in `*error`.
 inline void ResumeFromCorruptCheckpoints(Cluster& c, const v1::JobSpec& spec,
-                                         std::string* dir,
-                                         std::string* error) {
+                                         std::string* dir, std::string* error) {
   const v1::Job old = RunToEnd(c, spec);
   ASSERT_EQ(old.state(), v1::SUCCEEDED) << old.error();
   *dir = CheckpointDir(c, old.id());

@@ -43,9 +43,8 @@ int Shell(const std::string& cmd, int timeout_s) {
   return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
 }
 
-Cluster::Cluster(int workers, int shards, bool metrics,
-                 double heartbeat_timeout, const std::string& tls_dir,
-                 int64_t ps_inline_bytes) {
+Cluster::Cluster(int workers, int shards, bool metrics, double heartbeat_timeout,
+                 const std::string& tls_dir, int64_t ps_inline_bytes) {
   LocalClusterOptions o;
   o.ps_inline_bytes = ps_inline_bytes;
   o.tls_dir = tls_dir;
@@ -70,12 +69,10 @@ std::string Cluster::CliFlags() const {
 }
 
 std::shared_ptr<grpc::Channel> Cluster::Channel(const std::string& target) const {
-  return MakeSecureChannel(target, DefaultChannelArgs(),
-                           cluster_->client_security());
+  return MakeSecureChannel(target, DefaultChannelArgs(), cluster_->client_security());
 }
 
-std::shared_ptr<grpc::Channel> Cluster::RawChannel(
-    const std::string& target) const {
+std::shared_ptr<grpc::Channel> Cluster::RawChannel(const std::string& target) const {
   grpc::ChannelArguments args = DefaultChannelArgs(/*own_connection=*/true);
   args.SetMaxSendMessageSize(-1);
   return MakeSecureChannel(target, args, cluster_->client_security());
@@ -107,8 +104,7 @@ grpc::Status Cluster::Cancel(const std::string& id, v1::Job* job) {
   return stub_->CancelJob(WithDeadline(&ctx), req, job);
 }
 
-grpc::Status Cluster::Watch(const std::string& id,
-                            std::vector<v1::JobEvent>* events) {
+grpc::Status Cluster::Watch(const std::string& id, std::vector<v1::JobEvent>* events) {
   grpc::ClientContext ctx;
   ctx.set_deadline(ToChrono(absl::Now() + absl::Seconds(10)));
   v1::WatchJobRequest req;
@@ -138,14 +134,12 @@ int Cluster::IdleWorkers() {
   return idle;
 }
 
-
 bool Terminal(const v1::Job& j) {
   return j.state() == v1::SUCCEEDED || j.state() == v1::FAILED ||
          j.state() == v1::CANCELLED;
 }
 
-v1::JobSpec Spec(const std::string& strategy, const std::string& mode,
-                 int workers) {
+v1::JobSpec Spec(const std::string& strategy, const std::string& mode, int workers) {
   v1::JobSpec s;
   s.set_strategy(*ParseStrategy(strategy));
   s.set_mode(*ParseSyncMode(mode));

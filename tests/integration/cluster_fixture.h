@@ -36,8 +36,7 @@ class Cluster {
   // `tls_dir`: LocalClusterOptions::tls_dir (mutual TLS), empty: plaintext.
   // `ps_inline_bytes`: LocalClusterOptions::ps_inline_bytes (< 0: default).
   explicit Cluster(int workers, int shards = 1, bool metrics = false,
-                   double heartbeat_timeout = 6.0,
-                   const std::string& tls_dir = "",
+                   double heartbeat_timeout = 6.0, const std::string& tls_dir = "",
                    int64_t ps_inline_bytes = -1);
   LocalCluster* operator->() { return cluster_.get(); }
   bool ok() const { return cluster_ != nullptr; }
@@ -73,10 +72,8 @@ class Cluster {
 
 bool Terminal(const v1::Job& j);
 
-
 // A small valid training spec: batch 32, Adam, lr 0.001.
-v1::JobSpec Spec(const std::string& strategy, const std::string& mode,
-                 int workers);
+v1::JobSpec Spec(const std::string& strategy, const std::string& mode, int workers);
 
 }  // namespace gradsync
 

@@ -37,10 +37,9 @@ grpc::Status Check(const std::string& target, const std::string& service,
 void ExpectServing(const std::string& target, const std::string& service) {
   HealthCheckResponse r;
   grpc::Status st = Check(target, service, &r);
-  ASSERT_TRUE(st.ok()) << target << " '" << service << "': "
-                       << st.error_code() << " " << st.error_message();
-  EXPECT_EQ(r.status(), HealthCheckResponse::SERVING)
-      << target << " '" << service << "'";
+  ASSERT_TRUE(st.ok()) << target << " '" << service << "': " << st.error_code() << " "
+                       << st.error_message();
+  EXPECT_EQ(r.status(), HealthCheckResponse::SERVING) << target << " '" << service << "'";
 }
 
 class HealthTest : public ::testing::Test {

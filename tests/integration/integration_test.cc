@@ -14,11 +14,11 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "common/spec/job_spec.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "client/local_cluster.h"
 #include "common/grpc/grpc_util.h"
+#include "common/spec/job_spec.h"
 #include "gradsync/v1/gradsync.grpc.pb.h"
 #include "tests/integration/cluster_fixture.h"
 
@@ -56,8 +56,8 @@ TEST(Integration, LocalCompareFourPairsOneEpochReach80PercentAccuracy) {
     RecordProperty(label + "_test_accuracy",
                    std::to_string(j["test_accuracy"].get<double>()));
   }
-  EXPECT_EQ(pairs, (std::set<std::string>{"ps-sync", "ps-async", "ring-sync",
-                                          "ring-async"}));
+  EXPECT_EQ(pairs,
+            (std::set<std::string>{"ps-sync", "ps-async", "ring-sync", "ring-async"}));
 }
 
 // --compare runs a one-step warm-up job first (so that the first compared
@@ -71,9 +71,8 @@ TEST(Integration, LocalCompareRunsAnUnreportedWarmUpJobFirst) {
     const int rc = Shell(
         absl::StrCat(GRADSYNC_BIN_DIR, "/gradsync local --compare --pairs=ring-sync",
                      " --workers 2 --steps 2 --autotune=false --compare_warmup=",
-                     warm ? "true" : "false",
-                     " --results=", json, " --log_dir=", dir, " > ", dir,
-                     "/out.txt 2>&1"),
+                     warm ? "true" : "false", " --results=", json, " --log_dir=", dir,
+                     " > ", dir, "/out.txt 2>&1"),
         120);
     const std::string out = Slurp(dir + "/out.txt");
     ASSERT_EQ(rc, 0) << out;
@@ -93,8 +92,7 @@ TEST(Integration, LocalClusterReusesALogDirectoryWithoutStaleAddresses) {
   // launcher must read the new announcements, not these.
   const std::string dir = TempDir();
   for (const char* name : {"server", "ps1", "worker0", "worker1"}) {
-    std::ofstream(absl::StrCat(dir, "/", name, ".out"))
-        << "listening on 127.0.0.1:1\n";
+    std::ofstream(absl::StrCat(dir, "/", name, ".out")) << "listening on 127.0.0.1:1\n";
   }
   LocalClusterOptions o;
   o.workers = 2;
@@ -209,7 +207,8 @@ TEST(Integration, StalledWorkerIsDetectedByHeartbeatAndJobFails) {
   v1::Job failed = c.WaitFor(job.id(), absl::Seconds(15), Terminal);
   EXPECT_EQ(failed.state(), v1::FAILED);
   EXPECT_NE(failed.error().find("w1"), std::string::npos) << failed.error();
-  std::cout << "stalled worker: job failed " << absl::FormatDuration(absl::Now() - stopped)
+  std::cout << "stalled worker: job failed "
+            << absl::FormatDuration(absl::Now() - stopped)
             << " after SIGSTOP: " << failed.error() << "\n";
   EXPECT_LE(absl::Now() - stopped, absl::Seconds(10));
 }
@@ -223,7 +222,8 @@ TEST(Integration, BadInputGetsClearErrors) {
   };
   std::vector<Case> cases = {
       {[](v1::JobSpec* s) { s->set_workers(0); }, "workers"},
-      {[](v1::JobSpec* s) { s->set_strategy(static_cast<v1::Strategy>(42)); }, "strategy"},
+      {[](v1::JobSpec* s) { s->set_strategy(static_cast<v1::Strategy>(42)); },
+       "strategy"},
       {[](v1::JobSpec* s) { s->set_mode(static_cast<v1::SyncMode>(42)); }, "mode"},
       {[](v1::JobSpec* s) { s->set_model("cnn:3x3"); }, "model"},
       {[](v1::JobSpec* s) { s->set_model("mlp:100-64-10"); }, "model"},
@@ -249,8 +249,7 @@ TEST(Integration, BadInputGetsClearErrors) {
   ASSERT_TRUE(c.Submit(s, &job).ok());
   v1::Job failed = c.WaitFor(job.id(), absl::Seconds(10), Terminal);
   EXPECT_EQ(failed.state(), v1::FAILED);
-  EXPECT_EQ(failed.error_code(),
-            static_cast<int>(absl::StatusCode::kPermissionDenied))
+  EXPECT_EQ(failed.error_code(), static_cast<int>(absl::StatusCode::kPermissionDenied))
       << failed.error();
   EXPECT_NE(failed.error().find("/nonexistent/fashion"), std::string::npos)
       << failed.error();
@@ -270,8 +269,7 @@ TEST(Integration, CudaJobOnAWorkerWithoutGpuFailsBeforeTraining) {
   ASSERT_TRUE(c.Submit(s, &job).ok());
   v1::Job failed = c.WaitFor(job.id(), absl::Seconds(10), Terminal);
   EXPECT_EQ(failed.state(), v1::FAILED);
-  EXPECT_EQ(failed.error_code(),
-            static_cast<int>(absl::StatusCode::kFailedPrecondition))
+  EXPECT_EQ(failed.error_code(), static_cast<int>(absl::StatusCode::kFailedPrecondition))
       << failed.error();
   EXPECT_EQ(failed.error().rfind("job wants device=cuda but worker w0", 0), 0u)
       << failed.error();
@@ -286,9 +284,8 @@ TEST(Integration, CancelRunningJobReturnsWorkersToIdle) {
   spec.set_epochs(50);
   v1::Job job;
   ASSERT_TRUE(c.Submit(spec, &job).ok());
-  c.WaitFor(job.id(), absl::Seconds(30), [](const v1::Job& j) {
-    return j.state() == v1::RUNNING && j.step() > 5;
-  });
+  c.WaitFor(job.id(), absl::Seconds(30),
+            [](const v1::Job& j) { return j.state() == v1::RUNNING && j.step() > 5; });
   v1::Job cancelled;
   ASSERT_TRUE(c.Cancel(job.id(), &cancelled).ok());
   EXPECT_EQ(cancelled.state(), v1::CANCELLED);
@@ -341,11 +338,11 @@ TEST(Integration, CliSubmitWaitListStatusAgainstARunningServer) {
   const std::string bin = GRADSYNC_BIN_DIR;
   const std::string server = c.CliFlags();
   // A two-shard PS job, submitted and watched to the end.
-  int rc = Shell(absl::StrCat(bin, "/gradsync submit ", server,
-                              " --strategy=ps --ps-shards=2 --workers=2 --steps=30",
-                              " --wait --results=", dir, "/r.json > ", dir,
-                              "/submit.txt 2>&1"),
-                 120);
+  int rc = Shell(
+      absl::StrCat(bin, "/gradsync submit ", server,
+                   " --strategy=ps --ps-shards=2 --workers=2 --steps=30",
+                   " --wait --results=", dir, "/r.json > ", dir, "/submit.txt 2>&1"),
+      120);
   ASSERT_EQ(rc, 0) << Slurp(dir + "/submit.txt");
   nlohmann::json r = nlohmann::json::parse(Slurp(dir + "/r.json"));
   EXPECT_EQ(r["state"], "SUCCEEDED");
@@ -353,9 +350,8 @@ TEST(Integration, CliSubmitWaitListStatusAgainstARunningServer) {
   EXPECT_EQ(r["steps"], 30);
   const std::string id = r["job_id"];
   // list --json shows the job and both workers idle again.
-  rc = Shell(absl::StrCat(bin, "/gradsync list --json ", server, " > ", dir,
-                          "/list.json"),
-             30);
+  rc = Shell(
+      absl::StrCat(bin, "/gradsync list --json ", server, " > ", dir, "/list.json"), 30);
   ASSERT_EQ(rc, 0);
   nlohmann::json l = nlohmann::json::parse(Slurp(dir + "/list.json"));
   ASSERT_EQ(l["jobs"].size(), 1u);
@@ -363,27 +359,31 @@ TEST(Integration, CliSubmitWaitListStatusAgainstARunningServer) {
   ASSERT_EQ(l["workers"].size(), 2u);
   for (const auto& w : l["workers"]) EXPECT_EQ(w["state"], "idle");
   // status of a known and an unknown job.
-  EXPECT_EQ(Shell(absl::StrCat(bin, "/gradsync status ", id, " ", server,
-                               " > /dev/null"), 30), 0);
-  EXPECT_EQ(Shell(absl::StrCat(bin, "/gradsync status j-nope ", server, " 2> ",
-                               dir, "/err.txt"), 30), 1);
+  EXPECT_EQ(
+      Shell(absl::StrCat(bin, "/gradsync status ", id, " ", server, " > /dev/null"), 30),
+      0);
+  EXPECT_EQ(Shell(absl::StrCat(bin, "/gradsync status j-nope ", server, " 2> ", dir,
+                               "/err.txt"),
+                  30),
+            1);
   EXPECT_NE(Slurp(dir + "/err.txt").find("NOT_FOUND"), std::string::npos);
   // A bad spec is refused by the server with the field named, exit code 2.
-  EXPECT_EQ(Shell(absl::StrCat(bin, "/gradsync submit --batch-size=0 ", server,
-                               " 2> ", dir, "/bad.txt"), 30), 2);
+  EXPECT_EQ(Shell(absl::StrCat(bin, "/gradsync submit --batch-size=0 ", server, " 2> ",
+                               dir, "/bad.txt"),
+                  30),
+            2);
   EXPECT_NE(Slurp(dir + "/bad.txt").find("batch_size"), std::string::npos);
 }
 
 TEST(Integration, CliPointedAtAClosedPortSaysSoInOneLine) {
   const std::string dir = TempDir();
-  const int rc = Shell(absl::StrCat(GRADSYNC_BIN_DIR,
-                                    "/gradsync status j-1 --server=127.0.0.1:1 > ",
-                                    dir, "/out 2> ", dir, "/err"),
-                       30);
+  const int rc =
+      Shell(absl::StrCat(GRADSYNC_BIN_DIR, "/gradsync status j-1 --server=127.0.0.1:1 > ",
+                         dir, "/out 2> ", dir, "/err"),
+            30);
   EXPECT_EQ(rc, 1);
   const std::string err = Slurp(dir + "/err");
-  EXPECT_NE(err.find("cannot reach the coordinator at 127.0.0.1:1"),
-            std::string::npos)
+  EXPECT_NE(err.find("cannot reach the coordinator at 127.0.0.1:1"), std::string::npos)
       << err;
   EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
 }
@@ -396,7 +396,8 @@ TEST(Integration, ServerRefusesAnInlineLimitPastOneMebibyte) {
   EXPECT_EQ(Shell(absl::StrCat(GRADSYNC_BIN_DIR,
                                "/gradsync-server --role=ps --auth=none "
                                "--listen=127.0.0.1:0 --ps_inline_bytes=1048577 "
-                               "--state_dir=", dir, " 2>", err),
+                               "--state_dir=",
+                               dir, " 2>", err),
                   30),
             2);
   EXPECT_NE(Slurp(err).find("--ps_inline_bytes must be at most 1048576"),
@@ -419,32 +420,30 @@ TEST(Integration, ServerRefusesAnInlineLimitPastOneMebibyte) {
 TEST(Integration, ServerTakesOneToSixtyFourPsReduceThreads) {
   const std::string dir = TempDir();
   const std::string err = dir + "/err";
-  const std::string server =
-      absl::StrCat(GRADSYNC_BIN_DIR, "/gradsync-server --role=all --auth=none "
-                                     "--listen=127.0.0.1:0 --state_dir=",
-                   dir);
+  const std::string server = absl::StrCat(GRADSYNC_BIN_DIR,
+                                          "/gradsync-server --role=all --auth=none "
+                                          "--listen=127.0.0.1:0 --state_dir=",
+                                          dir);
   for (const char* bad : {"0", "65", "-1"}) {
-    EXPECT_EQ(Shell(absl::StrCat(server, " --ps_reduce_threads=", bad, " 2>",
-                                 err),
-                    30),
+    EXPECT_EQ(Shell(absl::StrCat(server, " --ps_reduce_threads=", bad, " 2>", err), 30),
               2)
         << bad;
-    EXPECT_NE(Slurp(err).find("--ps_reduce_threads must be 1..64, got " +
-                              std::string(bad)),
-              std::string::npos)
+    EXPECT_NE(
+        Slurp(err).find("--ps_reduce_threads must be 1..64, got " + std::string(bad)),
+        std::string::npos)
         << Slurp(err);
   }
   // A valid count reaches the shard's pool (its start-up line says so);
   // `timeout` ends the server with SIGTERM, which it takes as a clean stop.
-  Shell(absl::StrCat("timeout 3 ", server, " --ps_reduce_threads=7 2>", err),
-        30);
+  Shell(absl::StrCat("timeout 3 ", server, " --ps_reduce_threads=7 2>", err), 30);
   EXPECT_NE(Slurp(err).find("PS shard: 7 reduce thread(s)"), std::string::npos)
       << Slurp(err);
   std::filesystem::remove_all(dir);
 }
 
 TEST(Integration, CliRejectsUnknownCommandAndBadPairs) {
-  EXPECT_EQ(Shell(absl::StrCat(GRADSYNC_BIN_DIR, "/gradsync frobnicate 2>/dev/null"), 30), 2);
+  EXPECT_EQ(Shell(absl::StrCat(GRADSYNC_BIN_DIR, "/gradsync frobnicate 2>/dev/null"), 30),
+            2);
   EXPECT_EQ(Shell(absl::StrCat(GRADSYNC_BIN_DIR,
                                "/gradsync local --compare --pairs=ps-lazy 2>/dev/null"),
                   30),

@@ -95,10 +95,10 @@ TEST(JobHistory, ServerRefusesACorruptHistoryAndLeavesItUntouched) {
     out << junk;
   }
   // A token (not --auth=none, whose warning would be a second line of err).
-  const std::string server = absl::StrCat(
-      "env GRADSYNC_TOKEN=0123456789abcdef0123 ", GRADSYNC_BIN_DIR, "/gradsync-server");
-  const int rc = Shell(absl::StrCat(server, " --listen=127.0.0.1:0 --state_dir=",
-                                    dir, " > ", dir, "/out 2> ", dir, "/err"),
+  const std::string server = absl::StrCat("env GRADSYNC_TOKEN=0123456789abcdef0123 ",
+                                          GRADSYNC_BIN_DIR, "/gradsync-server");
+  const int rc = Shell(absl::StrCat(server, " --listen=127.0.0.1:0 --state_dir=", dir,
+                                    " > ", dir, "/out 2> ", dir, "/err"),
                        30);
   EXPECT_EQ(rc, 1);
   const std::string err = Slurp(dir + "/err");
@@ -108,11 +108,11 @@ TEST(JobHistory, ServerRefusesACorruptHistoryAndLeavesItUntouched) {
   EXPECT_EQ(Slurp(db), junk);
   // A PS-only server does not open the history at all.
   ASSERT_TRUE(JobKey::WriteNewFile(dir + "/job.key").ok());
-  EXPECT_EQ(Shell(absl::StrCat(server, " --role=ps --listen=127.0.0.1:0 --state_dir=",
-                               dir, " --job_key_file=", dir, "/job.key > ", dir,
-                               "/ps.out 2>&1"),
-                  3),
-            124);
+  EXPECT_EQ(
+      Shell(absl::StrCat(server, " --role=ps --listen=127.0.0.1:0 --state_dir=", dir,
+                         " --job_key_file=", dir, "/job.key > ", dir, "/ps.out 2>&1"),
+            3),
+      124);
   EXPECT_NE(Slurp(dir + "/ps.out").find("listening on"), std::string::npos)
       << Slurp(dir + "/ps.out");
 }

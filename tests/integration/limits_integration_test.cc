@@ -11,18 +11,18 @@
 #include <string>
 #include <thread>
 
+#include <google/protobuf/io/coded_stream.h>
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/impl/codegen/client_unary_call.h>
 #include <grpcpp/impl/codegen/rpc_method.h>
 #include <grpcpp/impl/codegen/sync_stream.h>
-#include <google/protobuf/io/coded_stream.h>
 #include <gtest/gtest.h>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/grpc/grpc_util.h"
-#include "common/message_limits.h"
 #include "common/grpc/security.h"
+#include "common/message_limits.h"
 #include "tests/integration/cluster_fixture.h"
 #include "worker/worker_daemon.h"
 
@@ -56,8 +56,8 @@ std::string Varint(uint64_t v) {
 std::string FrameBytes(const TensorHeader& h, const std::string& data,
                        uint64_t data_len) {
   const std::string header = h.SerializeAsString();
-  return absl::StrCat("\x0a", Varint(header.size()), header, "\x12",
-                      Varint(data_len), data);
+  return absl::StrCat("\x0a", Varint(header.size()), header, "\x12", Varint(data_len),
+                      data);
 }
 
 // Hostile frame number i: a header length of 2^62, a count of 2^62 with a
@@ -112,14 +112,12 @@ grpc::Status PsCall(grpc::Channel* channel, const std::string& method,
 grpc::Status PeerCall(grpc::Channel* channel, const std::string& bytes) {
   grpc::ClientContext ctx;
   ctx.set_deadline(ToChrono(absl::Now() + absl::Seconds(10)));
-  std::unique_ptr<grpc::ClientReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>>
-      stream(grpc::internal::ClientReaderWriterFactory<
-             grpc::ByteBuffer, grpc::ByteBuffer>::
-                 Create(channel,
-                        grpc::internal::RpcMethod(
-                            "/gradsync.v1.Peer/Stream",
-                            grpc::internal::RpcMethod::BIDI_STREAMING),
-                        &ctx));
+  std::unique_ptr<grpc::ClientReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>> stream(
+      grpc::internal::ClientReaderWriterFactory<grpc::ByteBuffer, grpc::ByteBuffer>::
+          Create(channel,
+                 grpc::internal::RpcMethod("/gradsync.v1.Peer/Stream",
+                                           grpc::internal::RpcMethod::BIDI_STREAMING),
+                 &ctx));
   stream->Write(Buffer(bytes));
   stream->WritesDone();
   grpc::ByteBuffer ack;
@@ -169,9 +167,10 @@ TEST(Limits, HostileFramesGetErrorsAndLeaveMemoryFlat) {
   SendHostile(ps.get(), peer.get(), 100, 1000);
   const int64_t server_growth = RssBytes(server) - server_before;
   const int64_t worker_growth = RssBytes(worker) - worker_before;
-  std::printf("VmRSS growth after 1000 hostile frames: server %.1f MiB, "
-              "worker %.1f MiB\n",
-              server_growth / 1048576.0, worker_growth / 1048576.0);
+  std::printf(
+      "VmRSS growth after 1000 hostile frames: server %.1f MiB, "
+      "worker %.1f MiB\n",
+      server_growth / 1048576.0, worker_growth / 1048576.0);
   constexpr int64_t kBound = int64_t{16} << 20;
   EXPECT_LT(server_growth, kBound);
   EXPECT_LT(worker_growth, kBound);
@@ -213,8 +212,7 @@ TEST(Limits, DataDirOutsideTheAllowListFailsWithPermissionDenied) {
     ASSERT_TRUE(c.Submit(s, &job).ok());
     v1::Job failed = c.WaitFor(job.id(), absl::Seconds(20), Terminal);
     EXPECT_EQ(failed.state(), v1::FAILED);
-    EXPECT_EQ(failed.error_code(),
-              static_cast<int>(absl::StatusCode::kPermissionDenied))
+    EXPECT_EQ(failed.error_code(), static_cast<int>(absl::StatusCode::kPermissionDenied))
         << failed.error();
     EXPECT_NE(failed.error().find("rank 0"), std::string::npos) << failed.error();
     EXPECT_NE(failed.error().find(dir), std::string::npos) << failed.error();

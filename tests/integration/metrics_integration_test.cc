@@ -64,9 +64,8 @@ double Sum(const std::string& text, const std::string& name) {
 v1::Job RunScraping(Cluster& c, const v1::JobSpec& spec) {
   v1::Job job;
   EXPECT_TRUE(c.Submit(spec, &job).ok());
-  c.WaitFor(job.id(), absl::Seconds(30), [](const v1::Job& j) {
-    return j.state() == v1::RUNNING || Terminal(j);
-  });
+  c.WaitFor(job.id(), absl::Seconds(30),
+            [](const v1::Job& j) { return j.state() == v1::RUNNING || Terminal(j); });
   // A scrape in the middle of training answers (what it holds is timing).
   EXPECT_NE(Scrape(c->workers()[0].metrics), "");
   return c.WaitFor(job.id(), absl::Seconds(120), Terminal);
@@ -117,8 +116,7 @@ TEST(MetricsIntegration, CountersOfServerAndWorkersMoveWithRingAndPsJobs) {
   EXPECT_EQ(Value(s, "gradsync_server_jobs_submitted_total"), 2);
   EXPECT_EQ(Value(s, "gradsync_server_queue_length"), 0);
   // Every rank pushes every bucket once per step.
-  const double push_pulls =
-      Value(s, "gradsync_ps_requests_total{method=\"push_pull\"}");
+  const double push_pulls = Value(s, "gradsync_ps_requests_total{method=\"push_pull\"}");
   EXPECT_GE(push_pulls, 2 * 30) << s;
   // Each push was summed once, on a reaction (small) or a reduce thread.
   EXPECT_EQ(Value(s, "gradsync_ps_pushes_total{where=\"reaction\"}") +
@@ -155,11 +153,9 @@ TEST(MetricsIntegration, CountersOfServerAndWorkersMoveWithRingAndPsJobs) {
   done = RunScraping(c, small);
   ASSERT_EQ(done.state(), v1::SUCCEEDED) << done.error();
   s = Scrape(server);
-  const double on_reaction =
-      Value(s, "gradsync_ps_pushes_total{where=\"reaction\"}");
+  const double on_reaction = Value(s, "gradsync_ps_pushes_total{where=\"reaction\"}");
   EXPECT_GT(on_reaction, 0) << s;
-  EXPECT_EQ(on_reaction +
-                Value(s, "gradsync_ps_pushes_total{where=\"reduce_threads\"}"),
+  EXPECT_EQ(on_reaction + Value(s, "gradsync_ps_pushes_total{where=\"reduce_threads\"}"),
             Value(s, "gradsync_ps_requests_total{method=\"push_pull\"}"))
       << s;
 }
@@ -182,11 +178,9 @@ TEST(MetricsIntegration, ZeroInlineBytesSendEveryPushToTheReduceThreads) {
   for (const std::string& address : shards) {
     const std::string s = Scrape(address);
     EXPECT_EQ(Value(s, "gradsync_ps_pushes_total{where=\"reaction\"}"), 0) << s;
-    const double pushes =
-        Value(s, "gradsync_ps_requests_total{method=\"push_pull\"}");
+    const double pushes = Value(s, "gradsync_ps_requests_total{method=\"push_pull\"}");
     EXPECT_GE(pushes, 2 * 10) << s;  // both ranks, every step, some partition
-    EXPECT_EQ(Value(s, "gradsync_ps_pushes_total{where=\"reduce_threads\"}"),
-              pushes)
+    EXPECT_EQ(Value(s, "gradsync_ps_pushes_total{where=\"reduce_threads\"}"), pushes)
         << s;
   }
 }
@@ -239,9 +233,8 @@ TEST(MetricsIntegration, CountersMoveWhileAJobRunsAndACancelIsCounted) {
   ASSERT_TRUE(c.Submit(spec, &job).ok());
   const std::string worker = c->workers()[0].metrics;
   const std::string steps = "gradsync_worker_steps_total";
-  std::string first = ScrapeUntil(worker, [&](const std::string& t) {
-    return Value(t, steps) > 0;
-  });
+  std::string first =
+      ScrapeUntil(worker, [&](const std::string& t) { return Value(t, steps) > 0; });
   ASSERT_GT(Value(first, steps), 0) << first;
   EXPECT_GT(Sum(first, "gradsync_worker_peer_sent_bytes_total"), 0) << first;
   std::string later = ScrapeUntil(worker, [&](const std::string& t) {
@@ -253,13 +246,11 @@ TEST(MetricsIntegration, CountersMoveWhileAJobRunsAndACancelIsCounted) {
   EXPECT_EQ(Value(s, "gradsync_server_busy_workers"), 2) << s;
 
   ASSERT_TRUE(c.Cancel(job.id(), &job).ok());
-  EXPECT_EQ(c.WaitFor(job.id(), absl::Seconds(30), Terminal).state(),
-            v1::CANCELLED);
+  EXPECT_EQ(c.WaitFor(job.id(), absl::Seconds(30), Terminal).state(), v1::CANCELLED);
   s = ScrapeUntil(c->server().metrics, [](const std::string& t) {
     return Value(t, "gradsync_server_busy_workers") == 0;
   });
-  EXPECT_EQ(Value(s, "gradsync_server_jobs_finished_total{state=\"CANCELLED\"}"), 1)
-      << s;
+  EXPECT_EQ(Value(s, "gradsync_server_jobs_finished_total{state=\"CANCELLED\"}"), 1) << s;
   // Both ranks count the job as cancelled, also the one whose peer stopped
   // first and broke its streams before the cancel reached it
   // (WorkerDaemon::ClassifyCancelledPeerFailure).
@@ -284,10 +275,10 @@ TEST(MetricsIntegration, ABusyMetricsPortStopsTheDaemonWithAClearError) {
        {std::string("gradsync-server --auth=none --listen=127.0.0.1:0"),
         std::string("gradsync-worker --auth=none --coordinator=127.0.0.1:1")}) {
     SCOPED_TRACE(daemon);
-    const int rc = Shell(absl::StrCat(GRADSYNC_BIN_DIR, "/", daemon,
-                                      " --metrics_listen=", *addr, " 2> ", dir,
-                                      "/err > /dev/null"),
-                         30);
+    const int rc =
+        Shell(absl::StrCat(GRADSYNC_BIN_DIR, "/", daemon, " --metrics_listen=", *addr,
+                           " 2> ", dir, "/err > /dev/null"),
+              30);
     EXPECT_EQ(rc, 1);
     EXPECT_TRUE(absl::StrContains(Slurp(dir + "/err"),
                                   "--metrics_listen: metrics: cannot listen on"))

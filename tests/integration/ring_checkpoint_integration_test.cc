@@ -54,8 +54,7 @@ TEST(RingCheckpoints, CorruptRingCheckpointFailsTheJobNamingTheFile) {
   std::string dir, error;
   ASSERT_NO_FATAL_FAILURE(ResumeFromCorruptCheckpoints(c, spec, &dir, &error));
   // The one piece (r0) of the newest checkpoint, step 28.
-  EXPECT_NE(error.find(absl::StrCat(dir, "/r0-28.ckpt")), std::string::npos)
-      << error;
+  EXPECT_NE(error.find(absl::StrCat(dir, "/r0-28.ckpt")), std::string::npos) << error;
 }
 
 }  // namespace

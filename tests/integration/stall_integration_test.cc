@@ -21,8 +21,7 @@ constexpr double kHeartbeatTimeoutSeconds = 120;
 
 // The line of `job.stalls` that names `culprit` and is (not) resolved, or
 // empty.
-std::string StallLine(const v1::Job& job, const std::string& culprit,
-                      bool resolved) {
+std::string StallLine(const v1::Job& job, const std::string& culprit, bool resolved) {
   for (const std::string& line : job.stalls()) {
     const bool is_resolved = line.find("(resolved)") != std::string::npos;
     if (line.find(culprit) != std::string::npos && is_resolved == resolved) {
@@ -64,8 +63,8 @@ void ExpectStallReportedAndResolved(Cluster& c, v1::JobSpec spec,
   resume();
   resumed = true;
   v1::Job after = c.WaitFor(job.id(), absl::Seconds(20), [&](const v1::Job& j) {
-    return Terminal(j) || (j.step() >= stalled.step() + 3 &&
-                           !StallLine(j, culprit, true).empty());
+    return Terminal(j) ||
+           (j.step() >= stalled.step() + 3 && !StallLine(j, culprit, true).empty());
   });
   ASSERT_EQ(after.state(), v1::RUNNING) << after.error();
   std::cout << "stall resolved: " << StallLine(after, culprit, true) << "\n";

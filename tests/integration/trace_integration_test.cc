@@ -30,9 +30,9 @@ Span SpanOf(const nlohmann::json& e) {
 
 // One rank's spans of the trace, by kind.
 struct RankSpans {
-  std::map<int64_t, Span> compute;           // step -> forward+backward
+  std::map<int64_t, Span> compute;             // step -> forward+backward
   std::vector<std::pair<int, Span>> backward;  // (layer, span)
-  std::map<int64_t, Span> sync_bucket0;      // step -> sync of bucket 0
+  std::map<int64_t, Span> sync_bucket0;        // step -> sync of bucket 0
   int waits = 0, optimizer = 0, stages = 0;
 };
 
@@ -80,13 +80,12 @@ TEST(TraceIntegration, RingJobTraceShowsEarlyBucketCommOverlappingBackward) {
   const std::string dir = TempDir();
   const std::string bin = GRADSYNC_BIN_DIR;
   // 4 KiB buckets: each layer of mlp:784-256-128-10 is its own bucket.
-  const int rc = Shell(
-      absl::StrCat(bin, "/gradsync submit ", c.CliFlags(),
-                   " --strategy=ring --mode=sync --workers=2 --steps=40",
-                   " --batch_size=64 --bucket_bytes=4096 --trace --wait",
-                   " --trace_file=", dir, "/t.json --results=", dir,
-                   "/r.json > ", dir, "/out.txt 2>&1"),
-      180);
+  const int rc = Shell(absl::StrCat(bin, "/gradsync submit ", c.CliFlags(),
+                                    " --strategy=ring --mode=sync --workers=2 --steps=40",
+                                    " --batch_size=64 --bucket_bytes=4096 --trace --wait",
+                                    " --trace_file=", dir, "/t.json --results=", dir,
+                                    "/r.json > ", dir, "/out.txt 2>&1"),
+                       180);
   ASSERT_EQ(rc, 0) << Slurp(dir + "/out.txt");
   const nlohmann::json r = nlohmann::json::parse(Slurp(dir + "/r.json"));
   ASSERT_GE(r["bucket_bytes"].size(), 3u) << r.dump();
@@ -105,8 +104,8 @@ TEST(TraceIntegration, RingJobTraceShowsEarlyBucketCommOverlappingBackward) {
   }
   EXPECT_GT(overlapping, 0)
       << "no step where bucket 0's allreduce overlaps backward of layer 0/1";
-  std::cout << "steps with bucket-0 comm overlapping backward: " << overlapping
-            << " of " << 2 * 40 << "\n";
+  std::cout << "steps with bucket-0 comm overlapping backward: " << overlapping << " of "
+            << 2 * 40 << "\n";
   // The coordinator keeps the timelines for GetJob only, not for ListJobs.
   v1::ListJobsResponse list;
   ASSERT_TRUE(c.List(&list).ok());

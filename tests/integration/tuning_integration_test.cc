@@ -29,13 +29,13 @@ TEST(Integration, LocalBenchPassesTheTuningFileAndTheWireDtypeToWorkers) {
     table << "# every size, every world size\n* inf tree\n";
   }
   const std::string out = dir + "/out.txt";
-  const int rc = Shell(
-      absl::StrCat(GRADSYNC_BIN_DIR, "/gradsync local bench --workers=2",
-                   " --op=allreduce --algorithm=auto --sizes=16M --iters=2",
-                   " --warmup=1 --wire_dtype=bf16 --tuning_file=", dir,
-                   "/tuning.txt --results=", dir, "/r.json --log_dir=", dir,
-                   " > ", out, " 2>&1"),
-      120);
+  const int rc =
+      Shell(absl::StrCat(GRADSYNC_BIN_DIR, "/gradsync local bench --workers=2",
+                         " --op=allreduce --algorithm=auto --sizes=16M --iters=2",
+                         " --warmup=1 --wire_dtype=bf16 --tuning_file=", dir,
+                         "/tuning.txt --results=", dir, "/r.json --log_dir=", dir, " > ",
+                         out, " 2>&1"),
+            120);
   ASSERT_EQ(rc, 0) << Slurp(out);
   nlohmann::json r = nlohmann::json::parse(Slurp(dir + "/r.json"));
   EXPECT_EQ(r["wire_dtype"], "bf16");
@@ -62,13 +62,13 @@ TEST(Integration, SubmittedTuningTableDecidesWhatAutoRuns) {
   }
   for (const bool with_table : {false, true}) {
     const std::string r = dir + (with_table ? "/hd.json" : "/builtin.json");
-    const int rc = Shell(
-        absl::StrCat(bin, "/gradsync submit ", c.CliFlags(),
-                     " --strategy=ring --workers=2 --steps=3 --wait",
-                     with_table ? absl::StrCat(" --tuning_file=", dir, "/hd.txt")
-                                : std::string(),
-                     " --results=", r, " > ", dir, "/submit.txt 2>&1"),
-        120);
+    const int rc =
+        Shell(absl::StrCat(bin, "/gradsync submit ", c.CliFlags(),
+                           " --strategy=ring --workers=2 --steps=3 --wait",
+                           with_table ? absl::StrCat(" --tuning_file=", dir, "/hd.txt")
+                                      : std::string(),
+                           " --results=", r, " > ", dir, "/submit.txt 2>&1"),
+              120);
     ASSERT_EQ(rc, 0) << Slurp(dir + "/submit.txt");
     nlohmann::json j = nlohmann::json::parse(Slurp(r));
     ASSERT_EQ(j["bucket_algorithms"].size(), 2u) << j.dump();
@@ -78,8 +78,7 @@ TEST(Integration, SubmittedTuningTableDecidesWhatAutoRuns) {
   }
   EXPECT_EQ(Shell(absl::StrCat(bin, "/gradsync submit ", c.CliFlags(),
                                " --strategy=ring --workers=2 --steps=3",
-                               " --tuning_file=", dir, "/bad.txt 2> ", dir,
-                               "/err.txt"),
+                               " --tuning_file=", dir, "/bad.txt 2> ", dir, "/err.txt"),
                   30),
             2);
   EXPECT_NE(Slurp(dir + "/err.txt").find("--tuning_file: "), std::string::npos)
@@ -108,9 +107,8 @@ TEST(Integration, LocalAutotuneTriesTheAlgorithmsAndRingJobsRunTheBest) {
     const std::string out = dir + "/out.txt";
     const int rc = Shell(
         absl::StrCat(GRADSYNC_BIN_DIR, "/gradsync local --strategy=ring",
-                     " --workers=2 --steps=3 --autotune=",
-                     autotune ? "true" : "false", " --results=", dir,
-                     "/r.json --log_dir=", dir, " > ", out, " 2>&1"),
+                     " --workers=2 --steps=3 --autotune=", autotune ? "true" : "false",
+                     " --results=", dir, "/r.json --log_dir=", dir, " > ", out, " 2>&1"),
         180);
     const std::string text = Slurp(out);
     ASSERT_EQ(rc, 0) << text;
@@ -134,7 +132,8 @@ TEST(Integration, LocalAutotuneTriesTheAlgorithmsAndRingJobsRunTheBest) {
                 autotune ? chosen
                          : std::string(AllreduceAlgorithmName(
                                TuningTable::Default().Choose(2, bytes))))
-          << "bucket " << b << " of " << bytes << " bytes\n" << text;
+          << "bucket " << b << " of " << bytes << " bytes\n"
+          << text;
     }
   }
 }
@@ -146,17 +145,16 @@ TEST(Integration, LocalAutotuneTriesTheAlgorithmsAndRingJobsRunTheBest) {
 TEST(Integration, BenchTuneRunsEveryPassAndWritesATableThatParses) {
   const std::string dir = TempDir();
   const std::string out = dir + "/out.txt";
-  const int rc = Shell(
-      absl::StrCat(GRADSYNC_BIN_DIR, "/gradsync local bench --workers=2",
-                   " --sizes=4K,64K --iters=2 --warmup=1 --tune_passes=2",
-                   " --tune=", dir, "/table.txt --results=", dir,
-                   "/r.json --log_dir=", dir, " > ", out, " 2>&1"),
-      180);
+  const int rc =
+      Shell(absl::StrCat(GRADSYNC_BIN_DIR, "/gradsync local bench --workers=2",
+                         " --sizes=4K,64K --iters=2 --warmup=1 --tune_passes=2",
+                         " --tune=", dir, "/table.txt --results=", dir,
+                         "/r.json --log_dir=", dir, " > ", out, " 2>&1"),
+            180);
   ASSERT_EQ(rc, 0) << Slurp(out);
   nlohmann::json r = nlohmann::json::parse(Slurp(dir + "/r.json"));
   ASSERT_EQ(r["runs"].size(), 6u) << r.dump();
-  const std::vector<std::string> order = {"ring", "hd", "tree",
-                                          "tree", "hd", "ring"};
+  const std::vector<std::string> order = {"ring", "hd", "tree", "tree", "hd", "ring"};
   for (size_t i = 0; i < order.size(); ++i) {
     EXPECT_EQ(r["runs"][i]["algorithm_requested"], order[i]) << i;
     ASSERT_EQ(r["runs"][i]["rows"].size(), 2u) << i;
@@ -169,13 +167,14 @@ TEST(Integration, BenchTuneRunsEveryPassAndWritesATableThatParses) {
     EXPECT_TRUE(a == AllreduceAlgorithm::kRing ||
                 a == AllreduceAlgorithm::kHalvingDoubling ||
                 a == AllreduceAlgorithm::kRecursiveDoubling)
-        << bytes << "\n" << text;
+        << bytes << "\n"
+        << text;
   }
-  const int bad = Shell(
-      absl::StrCat(GRADSYNC_BIN_DIR, "/gradsync local bench --workers=2",
-                   " --sizes=4K --tune_passes=0 --tune=", dir, "/t2.txt > ",
-                   out, " 2>&1"),
-      60);
+  const int bad =
+      Shell(absl::StrCat(GRADSYNC_BIN_DIR, "/gradsync local bench --workers=2",
+                         " --sizes=4K --tune_passes=0 --tune=", dir, "/t2.txt > ", out,
+                         " 2>&1"),
+            60);
   EXPECT_EQ(bad, 2) << Slurp(out);
   EXPECT_NE(Slurp(out).find("tune_passes"), std::string::npos) << Slurp(out);
 }

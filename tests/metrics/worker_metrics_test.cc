@@ -62,8 +62,8 @@ TEST_P(MeteredTransportTest, WhatEachRankSentItsPeerReceivedAndSumsHold) {
   }
   double total = 0;
   for (int r = 0; r < kWorld; ++r) {
-    EXPECT_FALSE(absl::StrContains(ranks[r].registry.Render(),
-                                   absl::StrCat("{peer=\"", r, "\"}")))
+    EXPECT_FALSE(
+        absl::StrContains(ranks[r].registry.Render(), absl::StrCat("{peer=\"", r, "\"}")))
         << "rank " << r << " lists itself as a peer";
     for (int p = 0; p < kWorld; ++p) {
       if (p == r) continue;

@@ -6,8 +6,7 @@
 namespace gradsync {
 namespace {
 
-std::vector<Range> BucketsOf(const std::vector<int>& widths,
-                             int64_t bucket_bytes) {
+std::vector<Range> BucketsOf(const std::vector<int>& widths, int64_t bucket_bytes) {
   auto model = MakeCpuModel(MlpSpec{widths});
   EXPECT_TRUE(model.ok()) << model.status();
   return MakeBuckets(**model, bucket_bytes);

@@ -22,9 +22,7 @@ class DataDirsTest : public ::testing::Test {
     ASSERT_EQ(mkdir((base_ + "/data-evil").c_str(), 0755), 0);
     ASSERT_EQ(mkdir((base_ + "/other").c_str(), 0755), 0);
   }
-  void TearDown() override {
-    std::system(("rm -rf " + base_).c_str());
-  }
+  void TearDown() override { std::system(("rm -rf " + base_).c_str()); }
   std::string base_;
 };
 

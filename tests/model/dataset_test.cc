@@ -19,8 +19,7 @@ namespace fs = std::filesystem;
 
 // A fresh, empty directory under the test temp dir.
 std::string MakeTempDir(const std::string& name) {
-  const fs::path dir = fs::path(::testing::TempDir()) /
-                       ("gradsync_dataset_test_" + name);
+  const fs::path dir = fs::path(::testing::TempDir()) / ("gradsync_dataset_test_" + name);
   fs::remove_all(dir);
   fs::create_directories(dir);
   return dir.string();
@@ -95,34 +94,28 @@ TEST(LoadFashionMnistTest, LoadsTestSetAndLimit) {
   EXPECT_EQ(ds->images.size(), size_t{10000} * 784);
   EXPECT_EQ(ds->labels.size(), 10000u);
 
-  absl::StatusOr<Dataset> small =
-      LoadFashionMnist(kDefaultFashionMnistDir, false, 100);
+  absl::StatusOr<Dataset> small = LoadFashionMnist(kDefaultFashionMnistDir, false, 100);
   ASSERT_TRUE(small.ok()) << small.status();
   EXPECT_EQ(small->n, 100);
   ASSERT_EQ(small->images.size(), size_t{100} * 784);
-  EXPECT_TRUE(std::equal(small->images.begin(), small->images.end(),
-                         ds->images.begin()));
-  EXPECT_TRUE(std::equal(small->labels.begin(), small->labels.end(),
-                         ds->labels.begin()));
+  EXPECT_TRUE(std::equal(small->images.begin(), small->images.end(), ds->images.begin()));
+  EXPECT_TRUE(std::equal(small->labels.begin(), small->labels.end(), ds->labels.begin()));
   EXPECT_EQ(small->image(3), small->images.data() + 3 * 784);
 }
 
 TEST(LoadFashionMnistTest, MissingDirIsNotFoundWithHelp) {
-  absl::StatusOr<Dataset> ds =
-      LoadFashionMnist("/nonexistent/gradsync/fashion", true);
+  absl::StatusOr<Dataset> ds = LoadFashionMnist("/nonexistent/gradsync/fashion", true);
   ASSERT_EQ(ds.status().code(), absl::StatusCode::kNotFound) << ds.status();
   const std::string msg(ds.status().message());
   EXPECT_NE(msg.find("train-images-idx3-ubyte"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("apt-get install dataset-fashion-mnist"), std::string::npos)
-      << msg;
+  EXPECT_NE(msg.find("apt-get install dataset-fashion-mnist"), std::string::npos) << msg;
   EXPECT_NE(msg.find("--data-dir"), std::string::npos) << msg;
 }
 
 TEST(LoadFashionMnistTest, LoadsSmallSyntheticFiles) {
   const std::string dir = MakeTempDir("good");
   // Images gzipped, labels uncompressed: both forms are accepted.
-  WriteGz(dir + "/t10k-images-idx3-ubyte.gz",
-          ImagesFile(0x803, 3, 2, 2, 3 * 4));
+  WriteGz(dir + "/t10k-images-idx3-ubyte.gz", ImagesFile(0x803, 3, 2, 2, 3 * 4));
   WriteRaw(dir + "/t10k-labels-idx1-ubyte", LabelsFile(0x801, 3, 3));
   absl::StatusOr<Dataset> ds = LoadFashionMnist(dir, false);
   ASSERT_TRUE(ds.ok()) << ds.status();
@@ -192,8 +185,7 @@ TEST(LoadFashionMnistTest, MissingLabelsFileIsNotFound) {
   WriteGz(dir + "/train-images-idx3-ubyte.gz", ImagesFile(0x803, 2, 2, 2, 8));
   absl::StatusOr<Dataset> ds = LoadFashionMnist(dir, true);
   ASSERT_EQ(ds.status().code(), absl::StatusCode::kNotFound) << ds.status();
-  EXPECT_NE(ds.status().message().find("train-labels-idx1-ubyte"),
-            std::string::npos);
+  EXPECT_NE(ds.status().message().find("train-labels-idx1-ubyte"), std::string::npos);
 }
 
 TEST(ShardedSamplerTest, EachIndexAtMostOncePerEpochAndEqualSteps) {

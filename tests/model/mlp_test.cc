@@ -29,8 +29,7 @@ std::vector<float> RandomVec(size_t n, uint64_t seed, float lo, float hi) {
 
 // Naive double-precision reference: logits of one sample, using the flat
 // layout documented in mlp.h (W_l [out][in] row-major, then b_l).
-std::vector<double> RefLogits(const MlpSpec& spec,
-                              const std::vector<double>& params,
+std::vector<double> RefLogits(const MlpSpec& spec, const std::vector<double>& params,
                               const float* x) {
   std::vector<double> a(x, x + spec.widths[0]);
   size_t off = 0;
@@ -58,13 +57,12 @@ double RefSampleLoss(const std::vector<double>& z, int label) {
   return std::log(s) + m - z[label];
 }
 
-double RefMeanLoss(const MlpSpec& spec, const std::vector<double>& params,
-                   const float* x, const uint8_t* y, int batch) {
+double RefMeanLoss(const MlpSpec& spec, const std::vector<double>& params, const float* x,
+                   const uint8_t* y, int batch) {
   double total = 0;
   for (int r = 0; r < batch; ++r) {
     total += RefSampleLoss(
-        RefLogits(spec, params, x + static_cast<size_t>(r) * spec.widths[0]),
-        y[r]);
+        RefLogits(spec, params, x + static_cast<size_t>(r) * spec.widths[0]), y[r]);
   }
   return total / batch;
 }
@@ -82,16 +80,14 @@ TEST(ParseModelSpecTest, AcceptsGoodSpecs) {
 }
 
 TEST(ParseModelSpecTest, RejectsBadSpecs) {
-  for (const char* bad :
-       {"", "mlp:", "mlp:784", "cnn:784-10", "MLP:784-10", "784-10",
-        "mlp:784--10", "mlp:784-0-10", "mlp:784-x-10", "mlp:+784-10",
-        "mlp:-784-10", "mlp: 784-10", "mlp:784-10-", "mlp:784-10 ",
-        "mlp:1048577-10", "mlp:99999999999-10", "mlp:7.5-10"}) {
+  for (const char* bad : {"", "mlp:", "mlp:784", "cnn:784-10", "MLP:784-10", "784-10",
+                          "mlp:784--10", "mlp:784-0-10", "mlp:784-x-10", "mlp:+784-10",
+                          "mlp:-784-10", "mlp: 784-10", "mlp:784-10-", "mlp:784-10 ",
+                          "mlp:1048577-10", "mlp:99999999999-10", "mlp:7.5-10"}) {
     absl::StatusOr<MlpSpec> s = ParseModelSpec(bad);
     EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument)
         << "\"" << bad << "\"";
-    EXPECT_NE(s.status().message().find("model"), std::string::npos)
-        << s.status();
+    EXPECT_NE(s.status().message().find("model"), std::string::npos) << s.status();
   }
 }
 
@@ -107,8 +103,7 @@ TEST(MlpTest, NumParamsAndLayout) {
   for (int l = 0; l < 3; ++l) {
     const Range r = mlp.LayerRange(l);
     EXPECT_EQ(r.begin, next);
-    EXPECT_EQ(r.size, static_cast<size_t>(spec.widths[l + 1]) *
-                              (spec.widths[l] + 1));
+    EXPECT_EQ(r.size, static_cast<size_t>(spec.widths[l + 1]) * (spec.widths[l] + 1));
     next = r.end();
   }
   EXPECT_EQ(next, want);
@@ -117,8 +112,7 @@ TEST(MlpTest, NumParamsAndLayout) {
 TEST(MlpTest, InitParamsIsDeterministicHeUniformWithZeroBiases) {
   const MlpSpec spec = Spec({20, 16, 4});
   Mlp mlp(spec);
-  std::vector<float> a(mlp.num_params(), 7.0f), b(mlp.num_params()),
-      c(mlp.num_params());
+  std::vector<float> a(mlp.num_params(), 7.0f), b(mlp.num_params()), c(mlp.num_params());
   mlp.InitParams(42, a.data());
   mlp.InitParams(42, b.data());
   mlp.InitParams(43, c.data());
@@ -163,10 +157,9 @@ TEST(MlpTest, GradientMatchesFiniteDifferences) {
     const double fd = (RefMeanLoss(spec, plus, x.data(), y.data(), batch) -
                        RefMeanLoss(spec, minus, x.data(), y.data(), batch)) /
                       (2 * h);
-    const double err = std::fabs(fd - grad[i]) /
-                       std::max(1e-3, std::fabs(fd) + std::fabs(grad[i]));
-    EXPECT_LT(err, 1e-2) << "param " << i << " analytic " << grad[i]
-                         << " numeric " << fd;
+    const double err =
+        std::fabs(fd - grad[i]) / std::max(1e-3, std::fabs(fd) + std::fabs(grad[i]));
+    EXPECT_LT(err, 1e-2) << "param " << i << " analytic " << grad[i] << " numeric " << fd;
   }
 }
 
@@ -190,8 +183,8 @@ TEST(MlpTest, GradientCheckDeeperNetWithBiases) {
     const double fd = (RefMeanLoss(spec, plus, x.data(), y.data(), batch) -
                        RefMeanLoss(spec, minus, x.data(), y.data(), batch)) /
                       (2 * h);
-    const double err = std::fabs(fd - grad[i]) /
-                       std::max(1e-3, std::fabs(fd) + std::fabs(grad[i]));
+    const double err =
+        std::fabs(fd - grad[i]) / std::max(1e-3, std::fabs(fd) + std::fabs(grad[i]));
     EXPECT_LT(err, 1e-2) << "param " << i;
   }
 }
@@ -274,8 +267,7 @@ TEST(MlpTest, EvaluateMatchesNaiveArgmaxAcrossBlocks) {
   double loss = 0;
   for (int64_t r = 0; r < n; ++r) {
     const std::vector<double> z = RefLogits(spec, p, x.data() + r * 6);
-    const int pred =
-        static_cast<int>(std::max_element(z.begin(), z.end()) - z.begin());
+    const int pred = static_cast<int>(std::max_element(z.begin(), z.end()) - z.begin());
     if (pred == y[r]) ++correct;
     loss += RefSampleLoss(z, y[r]);
   }

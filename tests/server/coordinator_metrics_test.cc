@@ -35,13 +35,15 @@ TEST(CoordinatorMetrics, RendersWhatTheStatsSayAtEachScrape) {
   std::string text = r.Render();
   EXPECT_TRUE(absl::StrContains(text, "gradsync_server_jobs{state=\"FAILED\"} 0\n"))
       << text;
-  EXPECT_TRUE(absl::StrContains(text, "# TYPE gradsync_server_jobs_submitted_total counter\n"));
+  EXPECT_TRUE(
+      absl::StrContains(text, "# TYPE gradsync_server_jobs_submitted_total counter\n"));
   stats.jobs[v1::QUEUED] = 3;
   stats.jobs_total = 3;
   text = r.Render();
   EXPECT_TRUE(absl::StrContains(text, "gradsync_server_queue_length 3\n")) << text;
   EXPECT_TRUE(absl::StrContains(text, "gradsync_server_jobs_submitted_total 3\n"));
-  EXPECT_FALSE(absl::StrContains(text, "gradsync_server_jobs_finished_total{state=\"QUEUED\"}"));
+  EXPECT_FALSE(
+      absl::StrContains(text, "gradsync_server_jobs_finished_total{state=\"QUEUED\"}"));
 }
 
 }  // namespace

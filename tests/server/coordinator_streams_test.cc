@@ -24,8 +24,7 @@ struct OpenWatch {
 };
 
 // Opens WatchJob(id) and reads its first event; false when the stream ended.
-bool StartWatch(v1::Coordinator::Stub* stub, const std::string& id,
-                OpenWatch* w) {
+bool StartWatch(v1::Coordinator::Stub* stub, const std::string& id, OpenWatch* w) {
   w->ctx.set_deadline(ToChrono(absl::Now() + absl::Seconds(20)));
   v1::WatchJobRequest req;
   req.set_id(id);
@@ -38,11 +37,10 @@ TEST(CoordinatorStreams, StreamsBeyondTheLimitGetResourceExhausted) {
   CoordinatorOptions o;
   o.max_streams = 2;
   Coordinator coordinator(o);
-  absl::StatusOr<StartedServer> server =
-      StartServer("127.0.0.1:0", {&coordinator});
+  absl::StatusOr<StartedServer> server = StartServer("127.0.0.1:0", {&coordinator});
   ASSERT_TRUE(server.ok()) << server.status();
-  auto stub = v1::Coordinator::NewStub(
-      MakeChannel(LocalAddress("127.0.0.1:0", server->port)));
+  auto stub =
+      v1::Coordinator::NewStub(MakeChannel(LocalAddress("127.0.0.1:0", server->port)));
   // No workers: a two-worker job stays queued, its watchers stay open.
   v1::Job job;
   {

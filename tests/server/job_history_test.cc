@@ -30,8 +30,7 @@ class RecordingStore final : public JobStore {
     if (!load_error.ok()) return load_error;
     return std::vector<StoredJob>{};
   }
-  absl::Status Save(const v1::Job& job,
-                    absl::Span<const v1::JobEvent> events) override {
+  absl::Status Save(const v1::Job& job, absl::Span<const v1::JobEvent> events) override {
     if (fail_saves > 0) {
       --fail_saves;
       return absl::UnavailableError("disk full (injected)");
@@ -60,8 +59,7 @@ class JobHistoryTest : public ::testing::Test {
                std::vector<std::string> ps_addresses = {"ps0:1"}) {
     table_.reset();
     sqlite_.reset();
-    absl::StatusOr<std::unique_ptr<SqliteJobStore>> store =
-        SqliteJobStore::Open(dir_);
+    absl::StatusOr<std::unique_ptr<SqliteJobStore>> store = SqliteJobStore::Open(dir_);
     ASSERT_TRUE(store.ok()) << store.status();
     sqlite_ = *std::move(store);
     StartOn(sqlite_.get(), id_prefix, std::move(ps_addresses));
@@ -164,8 +162,8 @@ TEST_F(JobHistoryTest, AnEndedJobComesBackWithItsResultsAndEvents) {
   for (const v1::JobEvent& ev : events) {
     seen.push_back(ev.kind() == v1::JobEvent::EPOCH ? "epoch" : ev.message());
   }
-  EXPECT_EQ(seen, (std::vector<std::string>{"queued", "running on w0", "epoch",
-                                            "SUCCEEDED"}));
+  EXPECT_EQ(seen,
+            (std::vector<std::string>{"queued", "running on w0", "epoch", "SUCCEEDED"}));
   EXPECT_TRUE(recovered_.sends.empty());
 }
 
@@ -181,8 +179,7 @@ TEST_F(JobHistoryTest, RunningJobsFailAndQueuedJobsWaitForWorkers) {
   ASSERT_TRUE(recover_status_.ok()) << recover_status_;
   EXPECT_EQ(Job(running).state(), v1::FAILED);
   EXPECT_EQ(Job(running).error(), kCoordinatorRestarted);
-  EXPECT_EQ(Job(running).error_code(),
-            static_cast<int>(absl::StatusCode::kUnavailable));
+  EXPECT_EQ(Job(running).error_code(), static_cast<int>(absl::StatusCode::kUnavailable));
   EXPECT_GT(Job(running).end_time_ms(), 0);
   EXPECT_EQ(AllEvents(running).back().message(), kCoordinatorRestarted);
   // Its PS shard is told to drop the job; no worker is live to cancel.
@@ -225,8 +222,7 @@ TEST_F(JobHistoryTest, AQueuedJobThatNoLongerFitsTheServerFailsAtRecovery) {
   const std::string id = Submit(spec);
   Restart("b-", {"ps0:1"});  // one shard fewer
   EXPECT_EQ(Job(id).state(), v1::FAILED);
-  EXPECT_EQ(Job(id).error_code(),
-            static_cast<int>(absl::StatusCode::kInvalidArgument));
+  EXPECT_EQ(Job(id).error_code(), static_cast<int>(absl::StatusCode::kInvalidArgument));
   EXPECT_EQ(Job(id).error().rfind("after a coordinator restart: ", 0), 0u)
       << Job(id).error();
   Decisions d = Join("w0");

@@ -104,8 +104,7 @@ TEST_F(JobRetentionTest, EventsBeyondTheCapAreDroppedButStateChangesKept) {
     if (ev.kind() == v1::JobEvent::STATE) states.push_back(ev.state());
   }
   EXPECT_EQ(stalls, 1);  // queued, running, one stall: the cap
-  EXPECT_EQ(states, (std::vector<v1::JobState>{v1::QUEUED, v1::RUNNING,
-                                                v1::SUCCEEDED}));
+  EXPECT_EQ(states, (std::vector<v1::JobState>{v1::QUEUED, v1::RUNNING, v1::SUCCEEDED}));
   // The job's own status still has the latest report.
   EXPECT_EQ(table.Find(id)->stalls_size(), 1);
 }

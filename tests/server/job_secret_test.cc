@@ -51,8 +51,7 @@ TEST(JobKey, KeyFilesRoundTripAndShortOnesAreRefused) {
   FILE* f = fopen(path.c_str(), "w");
   fputs("abcd\n", f);
   fclose(f);
-  EXPECT_EQ(JobKey::ReadFile(path).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(JobKey::ReadFile(path).status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(JobKey::ReadFile(path + ".none").status().code(),
             absl::StatusCode::kNotFound);
 }
@@ -74,10 +73,10 @@ TEST(PsAccess, OnlyTheJobsSecretAndRanksGetIn) {
   EXPECT_EQ(world, 2);
   EXPECT_TRUE(access.CheckJob(Md(member), "j-1").ok());
   auto denied = [](const absl::Status& st) { return absl::IsPermissionDenied(st); };
-  EXPECT_TRUE(denied(access.CheckMember(Md(member), "j-1/p0", 2)));   // rank
+  EXPECT_TRUE(denied(access.CheckMember(Md(member), "j-1/p0", 2)));  // rank
   EXPECT_TRUE(denied(access.CheckMember(Md(member), "j-1/p0", -1)));
-  EXPECT_TRUE(denied(access.CheckMember(Md(member), "j-2/p0", 0)));   // job
-  EXPECT_TRUE(denied(access.CheckMember(Md({}), "j-1/p0", 0)));       // none
+  EXPECT_TRUE(denied(access.CheckMember(Md(member), "j-2/p0", 0)));  // job
+  EXPECT_TRUE(denied(access.CheckMember(Md({}), "j-1/p0", 0)));      // none
   std::map<std::string, std::string> forged = member;
   forged[kJobWorldMetadata] = "100";  // claims more ranks than the job has
   EXPECT_TRUE(denied(access.CheckMember(Md(forged), "j-1/p0", 50)));
@@ -86,8 +85,7 @@ TEST(PsAccess, OnlyTheJobsSecretAndRanksGetIn) {
   EXPECT_TRUE(denied(access.CheckMember(Md(forged), "j-1/p0", 0)));
   // The old job's credential opens its checkpoints, not the member's.
   const std::map<std::string, std::string> resume = {
-      {kResumeWorldMetadata, "3"},
-      {kResumeSecretMetadata, key->SecretOf("j-0", 3)}};
+      {kResumeWorldMetadata, "3"}, {kResumeSecretMetadata, key->SecretOf("j-0", 3)}};
   EXPECT_TRUE(access.CheckResume(Md(resume), "j-0").ok());
   EXPECT_TRUE(denied(access.CheckResume(Md(member), "j-0")));
   EXPECT_TRUE(denied(access.CheckResume(Md(resume), "j-1")));

@@ -52,9 +52,9 @@ TEST_F(JobTableTest, FinalizeAveragesOverRanks) {
   EXPECT_DOUBLE_EQ(r.comm_seconds(), 2);
   EXPECT_DOUBLE_EQ(r.compute_seconds(), 5);
   EXPECT_DOUBLE_EQ(r.final_train_loss(), 0.6);
-  EXPECT_DOUBLE_EQ(r.test_accuracy(), 0.85);  // rank 0's
+  EXPECT_DOUBLE_EQ(r.test_accuracy(), 0.85);             // rank 0's
   EXPECT_DOUBLE_EQ(r.samples_per_second(), 2000.0 / 5);  // slowest rank's wall
-  EXPECT_DOUBLE_EQ(r.wall_seconds(), 10);  // from the injected clock
+  EXPECT_DOUBLE_EQ(r.wall_seconds(), 10);                // from the injected clock
   EXPECT_EQ(r.steps(), 100);
   EXPECT_EQ(job.step(), 100);
   EXPECT_EQ(r.global_batch(), 64);
@@ -68,7 +68,7 @@ TEST_F(JobTableTest, FinalizeAveragesOverRanks) {
   EXPECT_EQ(r.bucket_algorithms(1), "ring");
   EXPECT_EQ(r.param_checksums_size(), 2);
   EXPECT_EQ(r.comm_seconds_per_worker_size(), 2);
-  EXPECT_TRUE(d.sends.empty());  // every rank is done: nothing to cancel
+  EXPECT_TRUE(d.sends.empty());           // every rank is done: nothing to cancel
   EXPECT_TRUE(d.shard_end_jobs.empty());  // ring
 }
 
@@ -115,9 +115,8 @@ v1::JobSpec BenchSpec(v1::BenchOp op, int workers) {
 }
 
 // Rank `rank`'s JobDone: row i's iteration t took seconds[i][t].
-v1::WorkerMessage::JobDone BenchDone(
-    const std::string& job, int rank,
-    const std::vector<std::vector<double>>& seconds) {
+v1::WorkerMessage::JobDone BenchDone(const std::string& job, int rank,
+                                     const std::vector<std::vector<double>>& seconds) {
   v1::WorkerMessage::JobDone d = Done(job, rank);
   d.mutable_bench()->set_alpha_seconds(1e-5);
   d.mutable_bench()->set_beta_bytes_per_second(1e9);
@@ -307,8 +306,7 @@ TEST_F(JobTableTest, FailureEventCarriesTheStatus) {
   const v1::JobEvent& last = events.back();
   EXPECT_EQ(last.state(), v1::FAILED);
   EXPECT_EQ(last.message(), "worker w0 (rank 0, w0:7000) lost: gone");
-  EXPECT_EQ(last.job().error_code(),
-            static_cast<int>(absl::StatusCode::kUnavailable));
+  EXPECT_EQ(last.job().error_code(), static_cast<int>(absl::StatusCode::kUnavailable));
 }
 
 // ---------------------------------------------------------------- stalls
@@ -336,9 +334,7 @@ TEST_F(JobTableTest, StallReportsBecomeEventsAndOneStatusLinePerRank) {
   const std::string line =
       "rank 1 waiting 15.2 s for rank 0 (w0:7000) at step 42 bucket 0 "
       "reduce-scatter";
-  auto stalls = [&] {
-    return Ids(Job(id).stalls().begin(), Job(id).stalls().end());
-  };
+  auto stalls = [&] { return Ids(Job(id).stalls().begin(), Job(id).stalls().end()); };
   EXPECT_EQ(stalls(), (Ids{line}));
   ASSERT_FALSE(Read(id, &cursor, &events));
   ASSERT_EQ(events.size(), 1u);
@@ -348,9 +344,8 @@ TEST_F(JobTableTest, StallReportsBecomeEventsAndOneStatusLinePerRank) {
   s.set_resolved(true);
   s.set_waited_ms(16000);
   table_.HandleStall("w1", s, &d);
-  EXPECT_EQ(stalls(),
-            (Ids{"rank 1 waited 16.0 s for rank 0 (w0:7000) at step 42 bucket "
-                 "0 reduce-scatter (resolved)"}));
+  EXPECT_EQ(stalls(), (Ids{"rank 1 waited 16.0 s for rank 0 (w0:7000) at step 42 bucket "
+                           "0 reduce-scatter (resolved)"}));
   // After the job ended its status keeps the last report.
   JobDone("w0", Done(id, 0, absl::InternalError("broken")));
   ASSERT_EQ(Job(id).state(), v1::FAILED);

@@ -39,8 +39,8 @@ TEST_F(JobTableTest, AJobThatCannotRunYetDoesNotBlockSmallerOnes) {
   Join("w1");
   const std::string huge = Submit(Spec(v1::STRATEGY_RING, 50));
   const std::string big = Submit(Spec(v1::STRATEGY_RING, 2));
-  EXPECT_EQ(Job(huge).state(), v1::QUEUED);  // 50 > 2 registered: waits
-  EXPECT_EQ(Job(big).state(), v1::RUNNING);  // ...without blocking
+  EXPECT_EQ(Job(huge).state(), v1::QUEUED);   // 50 > 2 registered: waits
+  EXPECT_EQ(Job(big).state(), v1::RUNNING);   // ...without blocking
   clock_.Advance(kBackfillReserveAfter * 2);  // it never reserves
   JobDone("w0", Done(big, 0));
   JobDone("w1", Done(big, 1));
@@ -122,8 +122,7 @@ TEST_F(JobTableTest, BadSpecIsRefusedAndNeverQueued) {
   EXPECT_EQ(job.status().message().rfind("model", 0), 0u) << job.status();
   spec = Spec(v1::STRATEGY_PS, 1);
   spec.set_ps_shards(4);  // only 3 known
-  EXPECT_EQ(table_.Submit(spec, &d).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(table_.Submit(spec, &d).status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(table_.Jobs().empty());
   EXPECT_TRUE(d.sends.empty());
   EXPECT_EQ(BusyWith("w0"), "");
@@ -143,9 +142,9 @@ TEST_F(JobTableTest, RanksFollowRegistrationOrderAndAssignmentCarriesTheModel) {
     EXPECT_EQ(a.job_id(), id);
     EXPECT_EQ(a.rank(), r);
     EXPECT_EQ(a.world_size(), 3);
-    EXPECT_EQ(std::vector<std::string>(a.peer_addresses().begin(),
-                                       a.peer_addresses().end()),
-              (Ids{"w2:7000", "w0:7000", "w1:7000"}));
+    EXPECT_EQ(
+        std::vector<std::string>(a.peer_addresses().begin(), a.peer_addresses().end()),
+        (Ids{"w2:7000", "w0:7000", "w1:7000"}));
     EXPECT_EQ(std::vector<std::string>(a.bulk_peer_addresses().begin(),
                                        a.bulk_peer_addresses().end()),
               (Ids{"w2:7001", "w0:7001", "w1:7001"}));
@@ -206,10 +205,8 @@ TEST_F(JobTableTest, CudaJobOnAWorkerWithoutGpuFailsAtPlacement) {
   const std::string cpu = Submit(Spec(v1::STRATEGY_RING, 1));
   const v1::Job& failed = Job(cuda);
   EXPECT_EQ(failed.state(), v1::FAILED);
-  EXPECT_EQ(failed.error_code(),
-            static_cast<int>(absl::StatusCode::kFailedPrecondition));
-  EXPECT_EQ(failed.error(),
-            "job wants device=cuda but worker w1 (w1:7000) has no GPU");
+  EXPECT_EQ(failed.error_code(), static_cast<int>(absl::StatusCode::kFailedPrecondition));
+  EXPECT_EQ(failed.error(), "job wants device=cuda but worker w1 (w1:7000) has no GPU");
   EXPECT_EQ(failed.workers_size(), 0);
   // The queue moves on: the next job runs on the first idle worker.
   EXPECT_EQ(Job(cpu).state(), v1::RUNNING);
@@ -259,8 +256,7 @@ TEST_F(JobTableTest, CancelRunningJobCancelsWorkersWhoIdleAfterJobDone) {
   EXPECT_EQ(Job(id).error(), "cancelled by user");
   // Cancelling again returns it; a finished or unknown job cannot be.
   EXPECT_TRUE(table_.Cancel(id, &d).ok());
-  EXPECT_EQ(table_.Cancel("j-nope", &d).status().code(),
-            absl::StatusCode::kNotFound);
+  EXPECT_EQ(table_.Cancel("j-nope", &d).status().code(), absl::StatusCode::kNotFound);
   const std::string done = Submit(Spec(v1::STRATEGY_RING, 1));
   JobDone("w0", Done(done, 0));
   EXPECT_EQ(table_.Cancel(done, &d).status().code(),
@@ -304,8 +300,7 @@ TEST_F(JobTableTest, SymptomErrorWaitsForTheGracePeriodThenFails) {
   table_.ExpireSymptoms(&d);
   EXPECT_EQ(Job(id).state(), v1::FAILED);
   EXPECT_EQ(Job(id).error_code(), static_cast<int>(absl::StatusCode::kUnavailable));
-  EXPECT_EQ(Job(id).error(),
-            "rank 0 (worker w0): peer 1 went away [ranks: 0=w0 1=w1]");
+  EXPECT_EQ(Job(id).error(), "rank 0 (worker w0): peer 1 went away [ranks: 0=w0 1=w1]");
   EXPECT_EQ(SentTo(d, kCancel), (Ids{"w1"}));  // rank 0 is done already
 }
 

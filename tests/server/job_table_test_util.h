@@ -12,8 +12,8 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
-#include "gradsync/v1/gradsync.pb.h"
 #include "common/testing/fake_env.h"
+#include "gradsync/v1/gradsync.pb.h"
 #include "server/coordinator/clock.h"
 #include "server/coordinator/job_table.h"
 #include "server/coordinator/worker_registry.h"
@@ -67,9 +67,8 @@ class JobTableTest : public ::testing::Test {
   // Registers a worker (peer "<id>:7000", bulk peer "<id>:7001") and
   // schedules, as a Join does.
   Decisions Join(const std::string& id, int gpus = 0) {
-    EXPECT_TRUE(workers_.Register(id, id + ":7000", gpus, clock_.Now(),
-                                  id + ":7001")
-                    .ok());
+    EXPECT_TRUE(
+        workers_.Register(id, id + ":7000", gpus, clock_.Now(), id + ":7001").ok());
     Decisions d;
     table_.Schedule(&d);
     return d;

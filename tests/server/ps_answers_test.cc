@@ -23,8 +23,8 @@ namespace {
 // kPsInlineReplies; every answer exactly once.
 TEST(SpreadAnswers, SendsEachOnceAndAFewOnTheCallingThread) {
   for (int threads : {1, 2, 4}) {
-    for (size_t n : {size_t{1}, size_t{2}, size_t{3}, size_t{4}, size_t{5},
-                     size_t{8}, size_t{9}, size_t{20}}) {
+    for (size_t n : {size_t{1}, size_t{2}, size_t{3}, size_t{4}, size_t{5}, size_t{8},
+                     size_t{9}, size_t{20}}) {
       SCOPED_TRACE(absl::StrCat(threads, " pool threads, ", n, " answers"));
       absl::Mutex mu;
       std::vector<int> times(n, 0);
@@ -46,9 +46,7 @@ TEST(SpreadAnswers, SendsEachOnceAndAFewOnTheCallingThread) {
       for (size_t i = 0; i < n; ++i) EXPECT_EQ(times[i], 1) << "answer " << i;
       const size_t groups = std::min(n, static_cast<size_t>(threads) + 1);
       const size_t want =
-          n <= kPsAnswersHere
-              ? n
-              : std::min(kPsInlineReplies, (n + groups - 1) / groups);
+          n <= kPsAnswersHere ? n : std::min(kPsInlineReplies, (n + groups - 1) / groups);
       EXPECT_EQ(here, want);
     }
   }
@@ -66,17 +64,17 @@ TEST(SpreadAnswers, SendsTheGroupsAtTheSameTime) {
     ReducePool pool(2);
     PsCompletions done;
     for (int i = 0; i < 6; ++i) {
-      done.push_back({[&](absl::StatusOr<PsReply>) {
-                        absl::MutexLock lock(&mu);
-                        most = std::max(most, ++active);
-                        auto three = [&most]() { return most >= 3; };
-                        if (mu.AwaitWithTimeout(absl::Condition(&three),
-                                                absl::Seconds(2))) {
-                          ++saw_three;
-                        }
-                        --active;
-                      },
-                      absl::CancelledError("an answer")});
+      done.push_back(
+          {[&](absl::StatusOr<PsReply>) {
+             absl::MutexLock lock(&mu);
+             most = std::max(most, ++active);
+             auto three = [&most]() { return most >= 3; };
+             if (mu.AwaitWithTimeout(absl::Condition(&three), absl::Seconds(2))) {
+               ++saw_three;
+             }
+             --active;
+           },
+           absl::CancelledError("an answer")});
     }
     SpreadAnswers(std::move(done), &pool);
   }

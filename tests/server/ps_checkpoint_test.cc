@@ -39,11 +39,12 @@ absl::StatusOr<PsReply> Step(PsStore* store, const std::string& key, int world,
   absl::StatusOr<PsReply> last = absl::UnknownError("no reply");
   for (int r = 0; r < world; ++r) {
     const std::vector<float> g = Grad(r, step, n);
-    store->Push(key, step, r, n,
-                [&g](float* dst) {
-                  for (size_t i = 0; i < g.size(); ++i) dst[i] += g[i];
-                },
-                [&last](absl::StatusOr<PsReply> rep) { last = std::move(rep); });
+    store->Push(
+        key, step, r, n,
+        [&g](float* dst) {
+          for (size_t i = 0; i < g.size(); ++i) dst[i] += g[i];
+        },
+        [&last](absl::StatusOr<PsReply> rep) { last = std::move(rep); });
   }
   return last;
 }
@@ -142,15 +143,16 @@ TEST_F(PsCheckpointTest, ResumeRefusesMissingCorruptOrMismatchedFiles) {
 }
 
 // Async: a push of `rank` at its next step; the reply (or error).
-absl::StatusOr<PsReply> AsyncPush(PsStore* store, const std::string& key,
-                                  int rank, int64_t step, size_t n) {
+absl::StatusOr<PsReply> AsyncPush(PsStore* store, const std::string& key, int rank,
+                                  int64_t step, size_t n) {
   absl::StatusOr<PsReply> got = absl::UnknownError("no reply");
   const std::vector<float> g = Grad(rank, step, n);
-  store->Push(key, step, rank, n,
-              [&g](float* dst) {
-                for (size_t i = 0; i < g.size(); ++i) dst[i] += g[i];
-              },
-              [&got](absl::StatusOr<PsReply> r) { got = std::move(r); });
+  store->Push(
+      key, step, rank, n,
+      [&g](float* dst) {
+        for (size_t i = 0; i < g.size(); ++i) dst[i] += g[i];
+      },
+      [&got](absl::StatusOr<PsReply> r) { got = std::move(r); });
   return got;
 }
 
@@ -183,8 +185,8 @@ TEST_F(PsCheckpointTest, AsyncSliceCheckpointsWhenTheSlowestRankReachesK) {
   ASSERT_TRUE(pulled.ok()) << pulled.status();
   EXPECT_EQ(pulled->step, 2);
   // Every rank continues at step 2.
-  EXPECT_TRUE(absl::IsFailedPrecondition(
-      AsyncPush(&restarted, "j-2/p0", 0, 0, n_).status()));
+  EXPECT_TRUE(
+      absl::IsFailedPrecondition(AsyncPush(&restarted, "j-2/p0", 0, 0, n_).status()));
   EXPECT_TRUE(AsyncPush(&restarted, "j-2/p0", 0, 2, n_).ok());
   EXPECT_TRUE(AsyncPush(&restarted, "j-2/p0", 1, 2, n_).ok());
 }

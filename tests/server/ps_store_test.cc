@@ -51,11 +51,12 @@ Reply Capture(Captured* c) {
 
 void PushVec(PsStore* store, const std::string& job, int64_t step, int rank,
              const std::vector<float>& g, Captured* c) {
-  store->Push(job, step, rank, g.size(),
-              [&g](float* dst) {
-                for (size_t i = 0; i < g.size(); ++i) dst[i] += g[i];
-              },
-              Capture(c));
+  store->Push(
+      job, step, rank, g.size(),
+      [&g](float* dst) {
+        for (size_t i = 0; i < g.size(); ++i) dst[i] += g[i];
+      },
+      Capture(c));
 }
 
 class PsSyncTest : public ::testing::TestWithParam<std::tuple<int, size_t>> {};
@@ -107,8 +108,7 @@ TEST(PsStore, WrongSizeWrongStepAndDuplicateAreRejectedNotSummed) {
   PushVec(&store, "j", 0, 0, std::vector<float>(9, 1), &wrong_size);
   EXPECT_EQ(wrong_size.result.status().code(), absl::StatusCode::kInvalidArgument);
   PushVec(&store, "j", 3, 0, std::vector<float>(10, 1), &wrong_step);
-  EXPECT_EQ(wrong_step.result.status().code(),
-            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(wrong_step.result.status().code(), absl::StatusCode::kFailedPrecondition);
   PushVec(&store, "j", 0, 0, std::vector<float>(10, 1), &first);
   PushVec(&store, "j", 0, 0, std::vector<float>(10, 100), &dup);
   EXPECT_EQ(dup.result.status().code(), absl::StatusCode::kFailedPrecondition);
@@ -168,7 +168,7 @@ TEST(PsStore, AsyncAppliesEachPushAtOnce) {
   ASSERT_TRUE(store.Init("j", c, std::vector<float>(3, 0)).ok());
   Captured a, b;
   PushVec(&store, "j", 0, 0, std::vector<float>(3, 2), &a);
-  ASSERT_TRUE(a.called);  // unbounded staleness: no waiting
+  ASSERT_TRUE(a.called);                             // unbounded staleness: no waiting
   EXPECT_NEAR((*a.result->params)[0], -0.1f, 1e-6);  // -(lr/2) * 2
   PushVec(&store, "j", 1, 0, std::vector<float>(3, 2), &b);
   ASSERT_TRUE(b.called);
@@ -193,8 +193,8 @@ TEST(PsStore, AsyncAdamPushMovesOneNthOfASyncStep) {
 
 TEST(PsStore, SspHoldsTheFastWorkerUntilTheSlowOneCatchesUp) {
   PsStore store;
-  ASSERT_TRUE(store.Init("j", Config(2, true, /*staleness=*/1),
-                         std::vector<float>(3, 0)).ok());
+  ASSERT_TRUE(
+      store.Init("j", Config(2, true, /*staleness=*/1), std::vector<float>(3, 0)).ok());
   Captured s0, s1, slow0;
   PushVec(&store, "j", 0, 0, std::vector<float>(3, 1), &s0);
   EXPECT_TRUE(s0.called);  // rank 0 at step 1, slowest at 0: 1 ahead, allowed
@@ -217,8 +217,7 @@ TEST(PsStore, ConcurrentPushesToManyPartitionsMatchTheReference) {
   std::vector<std::vector<float>> want(kParts);
   for (int p = 0; p < kParts; ++p) {
     want[p].assign(kN, 0.01f * p);
-    ASSERT_TRUE(store.Init(absl::StrCat("j/p", p), Config(kWorld, false),
-                           want[p]).ok());
+    ASSERT_TRUE(store.Init(absl::StrCat("j/p", p), Config(kWorld, false), want[p]).ok());
   }
   EXPECT_EQ(store.NumJobs(), static_cast<size_t>(kParts));
   std::vector<Optimizer> ref;
@@ -243,19 +242,20 @@ TEST(PsStore, ConcurrentPushesToManyPartitionsMatchTheReference) {
         for (int k = 0; k < kParts; ++k) {
           const int p = (k + r) % kParts;
           const std::vector<float> g = Grad(r * 100 + p, step, kN);
-          store.Push(absl::StrCat("j/p", p), step, r, kN,
-                     [&g](float* dst) {
-                       for (size_t i = 0; i < g.size(); ++i) dst[i] += g[i];
-                     },
-                     [&, p](absl::StatusOr<PsReply> res) {
-                       if (!res.ok()) {
-                         ++errors;
-                       } else {
-                         last[r][p] = *res;
-                       }
-                       absl::MutexLock l(&mu);
-                       ++answered;
-                     });
+          store.Push(
+              absl::StrCat("j/p", p), step, r, kN,
+              [&g](float* dst) {
+                for (size_t i = 0; i < g.size(); ++i) dst[i] += g[i];
+              },
+              [&, p](absl::StatusOr<PsReply> res) {
+                if (!res.ok()) {
+                  ++errors;
+                } else {
+                  last[r][p] = *res;
+                }
+                absl::MutexLock l(&mu);
+                ++answered;
+              });
         }
         absl::MutexLock l(&mu);
         const int want = (step + 1) * kParts;
@@ -344,8 +344,7 @@ TEST(PsStore, TryPushOnAFreeSliceIsPushBitForBit) {
   for (bool async : {false, true}) {
     for (int world : {1, 2, 3, 4}) {
       for (size_t n : {size_t{1}, size_t{7}, size_t{1001}}) {
-        SCOPED_TRACE(absl::StrCat(async ? "async" : "sync", " world ", world,
-                                  " n ", n));
+        SCOPED_TRACE(absl::StrCat(async ? "async" : "sync", " world ", world, " n ", n));
         PsStore a, b;
         std::vector<float> init(n);
         for (size_t i = 0; i < n; ++i) init[i] = 0.01f * static_cast<float>(i % 37);
@@ -401,8 +400,13 @@ TEST(PsStore, TryPushLeavesACheckpointingSliceToPush) {
     Reply reply = Capture(&cap);
     EXPECT_FALSE(TryPushVec(&store, "j/p0", 0, 0, {1.0f, 1.0f}, &reply));
     EXPECT_FALSE(cap.called);
-    store.Push("j/p0", 0, 0, 2, [](float* dst) { dst[0] += 1; dst[1] += 1; },
-               std::move(reply));
+    store.Push(
+        "j/p0", 0, 0, 2,
+        [](float* dst) {
+          dst[0] += 1;
+          dst[1] += 1;
+        },
+        std::move(reply));
     ASSERT_TRUE(cap.called);
     ASSERT_TRUE(cap.result.ok()) << cap.result.status();
     EXPECT_EQ(cap.result->step, 1);
@@ -421,14 +425,15 @@ TEST(PsStore, TryPushDeclinesABusySliceWithoutWaiting) {
   bool inside = false, release = false;
   Captured first;
   std::thread holder([&] {
-    store.Push("j", 0, 0, 4,
-               [&](float* dst) {
-                 absl::MutexLock lock(&mu);
-                 inside = true;
-                 mu.Await(absl::Condition(&release));
-                 for (int i = 0; i < 4; ++i) dst[i] += 1;
-               },
-               Capture(&first));
+    store.Push(
+        "j", 0, 0, 4,
+        [&](float* dst) {
+          absl::MutexLock lock(&mu);
+          inside = true;
+          mu.Await(absl::Condition(&release));
+          for (int i = 0; i < 4; ++i) dst[i] += 1;
+        },
+        Capture(&first));
   });
   {
     absl::MutexLock lock(&mu);
@@ -446,8 +451,12 @@ TEST(PsStore, TryPushDeclinesABusySliceWithoutWaiting) {
   }
   holder.join();
   EXPECT_FALSE(first.called);  // one of two pushes so far
-  store.Push("j", 0, 1, 4, [](float* dst) { for (int i = 0; i < 4; ++i) dst[i] += 3; },
-             std::move(reply));
+  store.Push(
+      "j", 0, 1, 4,
+      [](float* dst) {
+        for (int i = 0; i < 4; ++i) dst[i] += 3;
+      },
+      std::move(reply));
   ASSERT_TRUE(first.called && second.called);
   ASSERT_TRUE(second.result.ok()) << second.result.status();
   // mean of 1 and 3 = 2; SGD's first step with momentum: -lr * 2 = -0.2.
@@ -467,8 +476,8 @@ TEST(PsStore, PendingPullsAreBoundedAndEndAtTheirDeadlineOrCancel) {
   std::vector<Captured> waiting(kMaxPendingPulls);
   std::vector<uint64_t> tickets;
   for (size_t i = 0; i < kMaxPendingPulls; ++i) {
-    tickets.push_back(store.Pull(absl::StrCat("ghost-", i % 5), true,
-                                 Capture(&waiting[i])));
+    tickets.push_back(
+        store.Pull(absl::StrCat("ghost-", i % 5), true, Capture(&waiting[i])));
     EXPECT_NE(tickets.back(), 0u);
   }
   EXPECT_EQ(store.NumPendingPulls(), kMaxPendingPulls);

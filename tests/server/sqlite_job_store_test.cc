@@ -89,8 +89,7 @@ class SqliteJobStoreTest : public ::testing::Test {
   }
 
   std::unique_ptr<SqliteJobStore> Open() {
-    absl::StatusOr<std::unique_ptr<SqliteJobStore>> store =
-        SqliteJobStore::Open(dir_);
+    absl::StatusOr<std::unique_ptr<SqliteJobStore>> store = SqliteJobStore::Open(dir_);
     EXPECT_TRUE(store.ok()) << store.status();
     return store.ok() ? *std::move(store) : nullptr;
   }
@@ -105,12 +104,10 @@ class SqliteJobStoreTest : public ::testing::Test {
   // leaving its bytes as they were.
   void ExpectRefused(absl::StatusCode code, const std::string& says) {
     const std::string before = ReadBytes(db_path_);
-    absl::StatusOr<std::unique_ptr<SqliteJobStore>> store =
-        SqliteJobStore::Open(dir_);
+    absl::StatusOr<std::unique_ptr<SqliteJobStore>> store = SqliteJobStore::Open(dir_);
     ASSERT_FALSE(store.ok());
     EXPECT_EQ(store.status().code(), code) << store.status();
-    EXPECT_NE(store.status().message().find(says), std::string::npos)
-        << store.status();
+    EXPECT_NE(store.status().message().find(says), std::string::npos) << store.status();
     EXPECT_EQ(store.status().message().find('\n'), std::string::npos);
     EXPECT_EQ(ReadBytes(db_path_), before) << "the refused file was changed";
   }
@@ -182,9 +179,8 @@ TEST_F(SqliteJobStoreTest, AFailedSaveStoresNothingOfIt) {
   ASSERT_NE(store, nullptr);
   v1::Job running = job;
   running.set_state(v1::RUNNING);
-  const std::vector<v1::JobEvent> three = {StateEvent(running, "a"),
-                                           StateEvent(running, "b"),
-                                           StateEvent(running, "c")};
+  const std::vector<v1::JobEvent> three = {
+      StateEvent(running, "a"), StateEvent(running, "b"), StateEvent(running, "c")};
   absl::Status st = store->Save(running, three);
   EXPECT_FALSE(st.ok());
   EXPECT_NE(st.message().find("injected"), std::string::npos) << st;
@@ -203,8 +199,7 @@ TEST_F(SqliteJobStoreTest, ASaveSurvivesTheProcessBeingKilled) {
   const pid_t pid = fork();
   ASSERT_GE(pid, 0);
   if (pid == 0) {
-    absl::StatusOr<std::unique_ptr<SqliteJobStore>> store =
-        SqliteJobStore::Open(dir_);
+    absl::StatusOr<std::unique_ptr<SqliteJobStore>> store = SqliteJobStore::Open(dir_);
     if (!store.ok()) _exit(3);
     v1::Job job = MakeJob("j-k-1", v1::RUNNING);
     if (!(*store)->Save(job, {StateEvent(job, "running")}).ok()) _exit(4);
@@ -255,15 +250,13 @@ TEST_F(SqliteJobStoreTest, ANewerSchemaIsRefusedUntouched) {
 TEST_F(SqliteJobStoreTest, AnotherSqliteDatabaseIsRefusedUntouched) {
   ASSERT_EQ(mkdir(dir_.c_str(), 0755), 0);
   RawExec(db_path_, "CREATE TABLE notes (text TEXT)");
-  ExpectRefused(absl::StatusCode::kFailedPrecondition,
-                "not a gradsync job history");
+  ExpectRefused(absl::StatusCode::kFailedPrecondition, "not a gradsync job history");
 }
 
 TEST_F(SqliteJobStoreTest, ASecondOpenOfTheSameDirectoryIsRefused) {
   std::unique_ptr<SqliteJobStore> first = Open();
   ASSERT_NE(first, nullptr);
-  absl::StatusOr<std::unique_ptr<SqliteJobStore>> second =
-      SqliteJobStore::Open(dir_);
+  absl::StatusOr<std::unique_ptr<SqliteJobStore>> second = SqliteJobStore::Open(dir_);
   ASSERT_FALSE(second.ok());
   EXPECT_EQ(second.status().code(), absl::StatusCode::kFailedPrecondition)
       << second.status();
@@ -279,15 +272,13 @@ TEST_F(SqliteJobStoreTest, AStateDirectoryThatCannotBeCreatedIsRefused) {
       SqliteJobStore::Open(file + "/state");
   ASSERT_FALSE(store.ok());
   EXPECT_EQ(store.status().code(), absl::StatusCode::kPermissionDenied);
-  EXPECT_NE(store.status().message().find(file), std::string::npos)
-      << store.status();
+  EXPECT_NE(store.status().message().find(file), std::string::npos) << store.status();
 }
 
 TEST_F(SqliteJobStoreTest, AReadOnlyStateDirectoryIsRefused) {
   if (geteuid() == 0) GTEST_SKIP() << "root writes to read-only directories";
   ASSERT_EQ(mkdir(dir_.c_str(), 0555), 0);
-  absl::StatusOr<std::unique_ptr<SqliteJobStore>> store =
-      SqliteJobStore::Open(dir_);
+  absl::StatusOr<std::unique_ptr<SqliteJobStore>> store = SqliteJobStore::Open(dir_);
   ASSERT_FALSE(store.ok());
   EXPECT_EQ(store.status().code(), absl::StatusCode::kPermissionDenied);
   EXPECT_NE(store.status().message().find("not writable"), std::string::npos)

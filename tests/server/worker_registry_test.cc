@@ -30,28 +30,23 @@ TEST(WorkerRegistryTest, RanksWorkersThatShareAHostNextToEachOther) {
   EXPECT_EQ(Ids(reg.PickIdle(4)),
             (std::vector<std::string>{"h1-0", "h1-1", "h2-0", "h2-1"}));
   // Who is picked stays registration order: the first three, then ranked.
-  EXPECT_EQ(Ids(reg.PickIdle(3)),
-            (std::vector<std::string>{"h1-0", "h1-1", "h2-0"}));
+  EXPECT_EQ(Ids(reg.PickIdle(3)), (std::vector<std::string>{"h1-0", "h1-1", "h2-0"}));
   EXPECT_EQ(Ids(reg.PickIdle(5)),
             (std::vector<std::string>{"h1-0", "h1-1", "h2-0", "h2-1", "h3-0"}));
   reg.Assign("h1-0", "j-1");
-  EXPECT_EQ(Ids(reg.PickIdle(3)),
-            (std::vector<std::string>{"h2-0", "h2-1", "h1-1"}));
+  EXPECT_EQ(Ids(reg.PickIdle(3)), (std::vector<std::string>{"h2-0", "h2-1", "h1-1"}));
 }
 
 TEST(WorkerRegistryTest, OrderByHostKeepsDistinctOrSharedHostsInOrder) {
   RegisteredWorker a{"a", "127.0.0.1:7003"}, b{"b", "127.0.0.1:7001"},
       c{"c", "127.0.0.1:7002"}, x{"x", "x"}, y{"y", "y:1"};
   // One host (loopback): the order is left alone, whatever the ports.
-  EXPECT_EQ(Ids(OrderByHost({&a, &b, &c})),
-            (std::vector<std::string>{"a", "b", "c"}));
+  EXPECT_EQ(Ids(OrderByHost({&a, &b, &c})), (std::vector<std::string>{"a", "b", "c"}));
   // Every worker on its own host (docker-compose, Kubernetes): the same.
-  EXPECT_EQ(Ids(OrderByHost({&y, &x, &a})),
-            (std::vector<std::string>{"y", "x", "a"}));
+  EXPECT_EQ(Ids(OrderByHost({&y, &x, &a})), (std::vector<std::string>{"y", "x", "a"}));
   // An address without a port is all host.
   RegisteredWorker x2{"x2", "x"};
-  EXPECT_EQ(Ids(OrderByHost({&x, &y, &x2})),
-            (std::vector<std::string>{"x", "x2", "y"}));
+  EXPECT_EQ(Ids(OrderByHost({&x, &y, &x2})), (std::vector<std::string>{"x", "x2", "y"}));
   EXPECT_TRUE(OrderByHost({}).empty());
 }
 
@@ -84,8 +79,7 @@ TEST(WorkerRegistryTest, RefusesALiveDuplicateAndReplacesADeadOne) {
   WorkerRegistry reg;
   ASSERT_TRUE(reg.Register("w0", "a:1", 0, kT0).ok());
   ASSERT_TRUE(reg.Register("w1", "b:1", 0, kT0).ok());
-  EXPECT_EQ(reg.Register("w0", "a:2", 0, kT0).code(),
-            absl::StatusCode::kAlreadyExists);
+  EXPECT_EQ(reg.Register("w0", "a:2", 0, kT0).code(), absl::StatusCode::kAlreadyExists);
   const RegisteredWorker* dead = reg.MarkDead("w0");
   ASSERT_NE(dead, nullptr);
   EXPECT_TRUE(dead->dead);

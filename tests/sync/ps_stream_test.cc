@@ -26,8 +26,7 @@ namespace {
 // Sets PsPushStreams() for one test, back to the default after it; the
 // shards sum small pushes on the reaction that read them (Inline) or always
 // on their reduce threads (Pool).
-class PsPushPaths
-    : public ::testing::TestWithParam<std::tuple<bool, bool>> {
+class PsPushPaths : public ::testing::TestWithParam<std::tuple<bool, bool>> {
  protected:
   void SetUp() override { SetPsPushStreams(std::get<0>(GetParam())); }
   void TearDown() override { SetPsPushStreams(true); }
@@ -36,17 +35,17 @@ class PsPushPaths
   }
 };
 
-INSTANTIATE_TEST_SUITE_P(
-    , PsPushPaths, ::testing::Combine(::testing::Bool(), ::testing::Bool()),
-    [](const ::testing::TestParamInfo<std::tuple<bool, bool>>& p) {
-      return std::string(std::get<0>(p.param) ? "Streams" : "Unary") +
-             (std::get<1>(p.param) ? "Inline" : "Pool");
-    });
+INSTANTIATE_TEST_SUITE_P(, PsPushPaths,
+                         ::testing::Combine(::testing::Bool(), ::testing::Bool()),
+                         [](const ::testing::TestParamInfo<std::tuple<bool, bool>>& p) {
+                           return std::string(std::get<0>(p.param) ? "Streams"
+                                                                   : "Unary") +
+                                  (std::get<1>(p.param) ? "Inline" : "Pool");
+                         });
 
 // `count` pieces of odd sizes for job `job`, alternating over `shards`.
 std::vector<PsPiece> OddPieces(const std::string& job, int count,
-                               const std::vector<PsServer*>& shards,
-                               size_t* total) {
+                               const std::vector<PsServer*>& shards, size_t* total) {
   std::vector<PsPiece> pieces;
   uint64_t offset = 0;
   for (int p = 0; p < count; ++p) {
@@ -87,9 +86,8 @@ struct OneShardJob {
         grad(total, 1.0f),
         params(total) {
     const std::vector<float> init(total, 0.5f);
-    EXPECT_TRUE(client.Init(init.data(), SgdConfig(world),
-                            absl::Now() + absl::Seconds(10))
-                    .ok());
+    EXPECT_TRUE(
+        client.Init(init.data(), SgdConfig(world), absl::Now() + absl::Seconds(10)).ok());
   }
   absl::Status Push(int64_t step, absl::Duration timeout) {
     return client.PushPull(step, grad.data(), params.data(), AllOf(pieces),
@@ -117,9 +115,8 @@ TEST_P(PsPushPaths, EveryRankGetsTheSameStepEveryStep) {
   const std::vector<float> init(total, 1.0f);
   {
     PsClient rank0(0, creds, pieces);
-    ASSERT_TRUE(rank0.Init(init.data(), SgdConfig(kWorld),
-                           absl::Now() + absl::Seconds(10))
-                    .ok());
+    ASSERT_TRUE(
+        rank0.Init(init.data(), SgdConfig(kWorld), absl::Now() + absl::Seconds(10)).ok());
   }
   std::vector<std::vector<float>> params(kWorld, std::vector<float>(total));
   std::vector<absl::Status> status(kWorld);
@@ -132,8 +129,8 @@ TEST_P(PsPushPaths, EveryRankGetsTheSameStepEveryStep) {
       const std::vector<float> grad(total, static_cast<float>(r + 1));
       const absl::Time deadline = absl::Now() + absl::Seconds(20);
       for (int64_t step = 0; step < 3 && status[r].ok(); ++step) {
-        status[r] = client.PushPull(step, grad.data(), params[r].data(),
-                                    AllOf(pieces), deadline);
+        status[r] =
+            client.PushPull(step, grad.data(), params[r].data(), AllOf(pieces), deadline);
       }
       opened[r] = client.streams_opened();
     });
@@ -143,8 +140,7 @@ TEST_P(PsPushPaths, EveryRankGetsTheSameStepEveryStep) {
     ASSERT_TRUE(status[r].ok()) << "rank " << r << ": " << status[r];
     EXPECT_EQ(opened[r], std::get<0>(GetParam()) ? 2 : 0) << "rank " << r;
     for (size_t i = 0; i < total; ++i) {
-      ASSERT_NEAR(params[r][i], 1.0f - 3 * 0.2f, 1e-6)
-          << "rank " << r << " float " << i;
+      ASSERT_NEAR(params[r][i], 1.0f - 3 * 0.2f, 1e-6) << "rank " << r << " float " << i;
     }
   }
   // Where the shards summed the 3 x 11 x 3 pushes: with Inline most on the
@@ -179,8 +175,7 @@ TEST_P(PsPushPaths, AHeldAsyncPushIsReleasedByTheSlowRanksPush) {
   const std::vector<float> init(total, 0.5f);
   {
     PsClient rank0(0, creds, pieces);
-    ASSERT_TRUE(rank0.Init(init.data(), config, absl::Now() + absl::Seconds(10))
-                    .ok());
+    ASSERT_TRUE(rank0.Init(init.data(), config, absl::Now() + absl::Seconds(10)).ok());
   }
   std::vector<std::vector<float>> params(2, std::vector<float>(total));
   absl::Status fast_status;
@@ -188,8 +183,8 @@ TEST_P(PsPushPaths, AHeldAsyncPushIsReleasedByTheSlowRanksPush) {
   std::thread fast([&] {
     PsClient client(0, creds, pieces);
     const std::vector<float> grad(total, 1.0f);
-    fast_status = client.PushPull(0, grad.data(), params[0].data(),
-                                  AllOf(pieces), absl::Now() + absl::Seconds(20));
+    fast_status = client.PushPull(0, grad.data(), params[0].data(), AllOf(pieces),
+                                  absl::Now() + absl::Seconds(20));
     fast_done.Notify();
   });
   // Held: rank 1 has not pushed step 0.
@@ -197,8 +192,7 @@ TEST_P(PsPushPaths, AHeldAsyncPushIsReleasedByTheSlowRanksPush) {
   PsClient slow(1, creds, pieces);
   const std::vector<float> grad(total, 3.0f);
   const absl::Status slow_status = slow.PushPull(
-      0, grad.data(), params[1].data(), AllOf(pieces),
-      absl::Now() + absl::Seconds(20));
+      0, grad.data(), params[1].data(), AllOf(pieces), absl::Now() + absl::Seconds(20));
   EXPECT_TRUE(fast_done.WaitForNotificationWithTimeout(absl::Seconds(10)));
   fast.join();
   ASSERT_TRUE(fast_status.ok()) << fast_status;
@@ -221,8 +215,7 @@ TEST_P(PsPushPaths, APushNobodyCompletesEndsAtItsDeadline) {
   const absl::Time t0 = absl::Now();
   absl::Status st = job.Push(0, absl::Milliseconds(300));
   EXPECT_EQ(st.code(), absl::StatusCode::kDeadlineExceeded) << st;
-  EXPECT_NE(st.message().find("PS shard " + ps->address), std::string::npos)
-      << st;
+  EXPECT_NE(st.message().find("PS shard " + ps->address), std::string::npos) << st;
   EXPECT_LT(absl::Now() - t0, absl::Seconds(3));
   st = job.client.PushPull(0, job.grad.data(), job.params.data(), {0},
                            absl::Now() + absl::Seconds(5));
@@ -255,15 +248,16 @@ TEST_P(PsPushPaths, AbortAndEndJobEndAWaitingPushAtOnce) {
   EXPECT_FALSE(st.ok());
   EXPECT_LT(absl::Now() - t0, absl::Seconds(5)) << st;
   // Later calls fail with the abort's reason, without reaching the shard.
-  st = client.PushPull(1, grad.data(), params.data(), {0},
-                       absl::Now() + absl::Seconds(5));
+  st =
+      client.PushPull(1, grad.data(), params.data(), {0}, absl::Now() + absl::Seconds(5));
   EXPECT_EQ(st, absl::CancelledError("job cancelled by the test"));
 
   // Rank 1's client (rank 0's first push of step 0 is held): the shard
   // ends the job while rank 1's step 1 waits for rank 0.
   PsClient rank1(1, creds, pieces);
-  ASSERT_TRUE(rank1.PushPull(0, grad.data(), params.data(), AllOf(pieces),
-                             absl::Now() + absl::Seconds(10))
+  ASSERT_TRUE(rank1
+                  .PushPull(0, grad.data(), params.data(), AllOf(pieces),
+                            absl::Now() + absl::Seconds(10))
                   .ok());
   t0 = absl::Now();
   std::thread ender([&] {
@@ -306,22 +300,22 @@ TEST(PsPushStreams, AFailedPieceThenAnImmediateTeardownNeverHangs) {
   for (int round = 0; round < 20; ++round) {
     const std::string job = absl::StrCat("teardown-", round);
     size_t total = 0;
-    const std::vector<PsPiece> pieces =
-        OddPieces(job, 2, {a.get(), b.get()}, &total);
+    const std::vector<PsPiece> pieces = OddPieces(job, 2, {a.get(), b.get()}, &total);
     const PsCredentials creds{TestKey()->SecretOf(job, 1), 1};
     const std::vector<float> init(total, 0.5f), grad(total, 1.0f);
     std::vector<float> params(total);
     {
       // Only piece 0 (on shard a) is installed; piece 1 fails on b.
       PsClient installer(0, creds, {pieces[0]});
-      ASSERT_TRUE(installer.Init(init.data(), SgdConfig(1),
-                                 absl::Now() + absl::Seconds(10)).ok());
+      ASSERT_TRUE(
+          installer.Init(init.data(), SgdConfig(1), absl::Now() + absl::Seconds(10))
+              .ok());
     }
     const absl::Time t0 = absl::Now();
     {
       PsClient client(0, creds, pieces);
-      absl::Status st = client.PushPull(0, grad.data(), params.data(),
-                                        AllOf(pieces), t0 + absl::Seconds(30));
+      absl::Status st = client.PushPull(0, grad.data(), params.data(), AllOf(pieces),
+                                        t0 + absl::Seconds(30));
       EXPECT_EQ(st.code(), absl::StatusCode::kFailedPrecondition) << st;
       EXPECT_NE(st.message().find(job + "/p1"), std::string::npos) << st;
     }
@@ -337,8 +331,8 @@ TEST(PsPushStreams, APieceListedTwiceFailsAtOnce) {
   auto ps = StartPs();
   OneShardJob job(ps.get(), "twice-job", 2, 1);
   const absl::Time t0 = absl::Now();
-  absl::Status st = job.client.PushPull(0, job.grad.data(), job.params.data(),
-                                        {0, 1, 0}, t0 + absl::Seconds(30));
+  absl::Status st = job.client.PushPull(0, job.grad.data(), job.params.data(), {0, 1, 0},
+                                        t0 + absl::Seconds(30));
   EXPECT_FALSE(st.ok());
   EXPECT_LT(absl::Now() - t0, absl::Seconds(10)) << st;
   ps->store.EndJob("twice-job", "test over");
@@ -354,8 +348,7 @@ class PushPullStreamAccess : public ::testing::Test {
     piece.key = "member-job/p0";
     piece.address = ps_->address;
     piece.count = 4;
-    PsClient rank0(0, PsCredentials{TestKey()->SecretOf("member-job", 1), 1},
-                   {piece});
+    PsClient rank0(0, PsCredentials{TestKey()->SecretOf("member-job", 1), 1}, {piece});
     const std::vector<float> init(4, 1.0f);
     ASSERT_TRUE(
         rank0.Init(init.data(), SgdConfig(1), absl::Now() + absl::Seconds(10)).ok());
@@ -369,8 +362,7 @@ class PushPullStreamAccess : public ::testing::Test {
     auto stub = v1::ParameterServer::NewStub(MakeChannel(ps_->address));
     grpc::ClientContext ctx;
     ctx.set_deadline(ToChrono(absl::Now() + absl::Seconds(10)));
-    AddPsCredentials(
-        PsCredentials{TestKey()->SecretOf("member-job", 1), 1}, &ctx);
+    AddPsCredentials(PsCredentials{TestKey()->SecretOf("member-job", 1), 1}, &ctx);
     auto stream = stub->PushPullStream(&ctx);
     for (const v1::TensorFrame& f : frames) {
       if (!stream->Write(f)) break;
@@ -400,8 +392,8 @@ class PushPullStreamAccess : public ::testing::Test {
 
 TEST_F(PushPullStreamAccess, AMemberPushesAndGetsItsSliceBack) {
   std::vector<v1::TensorFrame> answers;
-  grpc::Status st = Run({Grad("member-job/p0", 0, 0), Grad("member-job/p0", 0, 1)},
-                        &answers);
+  grpc::Status st =
+      Run({Grad("member-job/p0", 0, 0), Grad("member-job/p0", 0, 1)}, &answers);
   EXPECT_TRUE(st.ok()) << st.error_message();
   ASSERT_EQ(answers.size(), 2u);
   for (size_t i = 0; i < answers.size(); ++i) {
@@ -416,8 +408,7 @@ TEST_F(PushPullStreamAccess, AFrameForAnotherJobEndsTheStreamUnsummed) {
   std::vector<v1::TensorFrame> answers;
   grpc::Status st =
       Run({Grad("member-job/p0", 0, 0), Grad("other-job/p0", 0, 0)}, &answers);
-  EXPECT_EQ(st.error_code(), grpc::StatusCode::PERMISSION_DENIED)
-      << st.error_message();
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::PERMISSION_DENIED) << st.error_message();
   EXPECT_NE(st.error_message().find("other-job/p0"), std::string::npos)
       << st.error_message();
   EXPECT_EQ(answers.size(), 1u);  // the member's own push was answered
@@ -427,8 +418,7 @@ TEST_F(PushPullStreamAccess, ARankOutsideTheWorldEndsTheStream) {
   std::vector<v1::TensorFrame> answers;
   grpc::Status st =
       Run({Grad("member-job/p0", 0, 0), Grad("member-job/p0", 1, 1)}, &answers);
-  EXPECT_EQ(st.error_code(), grpc::StatusCode::PERMISSION_DENIED)
-      << st.error_message();
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::PERMISSION_DENIED) << st.error_message();
   EXPECT_EQ(answers.size(), 1u);
 }
 
@@ -437,8 +427,7 @@ TEST_F(PushPullStreamAccess, OnlyGradFramesArePushed) {
   pull.mutable_header()->set_kind(v1::TensorHeader::PULL);
   std::vector<v1::TensorFrame> answers;
   grpc::Status st = Run({pull}, &answers);
-  EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT)
-      << st.error_message();
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << st.error_message();
   EXPECT_TRUE(answers.empty());
 }
 

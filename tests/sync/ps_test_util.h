@@ -21,9 +21,8 @@
 namespace gradsync {
 
 inline const std::shared_ptr<const JobKey>& TestKey() {
-  static const auto* key =
-      new std::shared_ptr<const JobKey>(std::make_shared<const JobKey>(
-          *JobKey::Generate()));
+  static const auto* key = new std::shared_ptr<const JobKey>(
+      std::make_shared<const JobKey>(*JobKey::Generate()));
   return *key;
 }
 
@@ -41,8 +40,8 @@ struct PsServer {
 inline std::unique_ptr<PsServer> StartPs(size_t inline_bytes = kPsInlineBytes) {
   auto s = std::make_unique<PsServer>();
   s->traffic = RegisterPsTraffic(&s->metrics);
-  s->service = std::make_unique<PsService>(
-      &s->store, &s->access, kPsReduceThreads, s->traffic, inline_bytes);
+  s->service = std::make_unique<PsService>(&s->store, &s->access, kPsReduceThreads,
+                                           s->traffic, inline_bytes);
   auto started = StartServer("127.0.0.1:0", {s->service.get()});
   EXPECT_TRUE(started.ok()) << started.status();
   s->server = std::move(started->server);

@@ -53,8 +53,8 @@ class RingCheckpointTest : public ::testing::Test {
     if (secret.empty()) secret = key_->SecretOf(job, 1);
     auto& c = clients_[job + "/" + secret];
     if (c == nullptr) {
-      c = std::make_unique<RingCheckpointClient>(
-          address_, PsCredentials{secret, 1, secret, 1});
+      c = std::make_unique<RingCheckpointClient>(address_,
+                                                 PsCredentials{secret, 1, secret, 1});
     }
     return c.get();
   }
@@ -130,8 +130,7 @@ TEST_F(RingCheckpointTest, DamagedMissingOrMismatchedCheckpointsAreRefused) {
   ASSERT_TRUE(C("j-1")->Save("j-1", 4, AdamState(1.0f), Deadline()).ok());
   RingState loaded;
   loaded.params.resize(kN - 1);  // another model
-  EXPECT_TRUE(absl::IsFailedPrecondition(
-      C("j-1")->Load("j-1", 4, &loaded, Deadline())));
+  EXPECT_TRUE(absl::IsFailedPrecondition(C("j-1")->Load("j-1", 4, &loaded, Deadline())));
   loaded.params.resize(kN);
   EXPECT_TRUE(absl::IsNotFound(C("j-1")->Load("j-1", 5, &loaded, Deadline())));
   absl::StatusOr<int64_t> none = C("j-9")->NewestStep("j-9", Deadline());

@@ -145,8 +145,7 @@ TEST(StallTransport, ReportsTheWaitAndStillDeliversTheMessage) {
     while (absl::Now() < give_up) {
       env.Advance(absl::Milliseconds(10));
       absl::MutexLock lock(&mu);
-      if (mu.AwaitWithTimeout(absl::Condition(&reported),
-                              absl::Milliseconds(5))) {
+      if (mu.AwaitWithTimeout(absl::Condition(&reported), absl::Milliseconds(5))) {
         break;
       }
     }
@@ -180,8 +179,8 @@ TEST(StallTransport, DeadlineBeforeTheThresholdFailsWithoutReport) {
   StallTransport receiver(group.transport(1), &watch, {});
   const absl::Time deadline = env.Now() + absl::Milliseconds(50);
   std::thread clock([&] { env.Advance(absl::Milliseconds(50)); });
-  absl::StatusOr<std::unique_ptr<RecvChunk>> got = receiver.Recv(
-      0, MakeTag(1, 0, RingPhase::kReduceScatter, 0, 0), 3, deadline);
+  absl::StatusOr<std::unique_ptr<RecvChunk>> got =
+      receiver.Recv(0, MakeTag(1, 0, RingPhase::kReduceScatter, 0, 0), 3, deadline);
   clock.join();
   EXPECT_TRUE(absl::IsDeadlineExceeded(got.status())) << got.status();
   EXPECT_EQ(reports, 0);

@@ -14,18 +14,18 @@
 #include "common/kernels.h"
 #include "common/optimizer.h"
 #include "common/partition.h"
-#include "worker/model/mlp.h"
 #include "common/spec/job_spec.h"
+#include "common/spec/tuning_table.h"
 #include "server/ps/ps_service.h"
 #include "server/ps/ps_store.h"
+#include "tests/sync/ps_test_util.h"
 #include "worker/collectives/transport/grpc/grpc_transport.h"
-#include "common/spec/tuning_table.h"
 #include "worker/model/device_model.h"
+#include "worker/model/mlp.h"
+#include "worker/sync/gradient_sync_factory.h"
 #include "worker/sync/ps_client.h"
 #include "worker/train/trainer.h"
 #include "worker/train/training_steps.h"
-#include "worker/sync/gradient_sync_factory.h"
-#include "tests/sync/ps_test_util.h"
 
 namespace gradsync {
 namespace {
@@ -68,11 +68,10 @@ class SyncEquivalence : public ::testing::Test {
 
   // Runs a job in-process; returns each rank's final parameters.
   std::vector<std::vector<float>> Run(const std::string& strategy,
-                                      const std::string& mode, int world,
-                                      int batch, int steps, int shards = 1,
+                                      const std::string& mode, int world, int batch,
+                                      int steps, int shards = 1,
                                       const std::string& optimizer = "sgd",
-                                      int64_t bucket_bytes = 0,
-                                      int staleness = -1,
+                                      int64_t bucket_bytes = 0, int staleness = -1,
                                       const std::string& algorithm = "auto",
                                       const std::string& groups = "") {
     static int job_counter = 0;
@@ -139,8 +138,7 @@ class SyncEquivalence : public ::testing::Test {
               job_id, r,
               std::vector<std::string>(as[r].peer_addresses().begin(),
                                        as[r].peer_addresses().end()),
-              peers[r]->mailboxes.Open(job_id, topts.job_secret, world),
-              topts);
+              peers[r]->mailboxes.Open(job_id, topts.job_secret, world), topts);
         }
         auto sync = MakeGradientSync(&as[r], t.get());
         if (!sync.ok()) {
@@ -151,8 +149,8 @@ class SyncEquivalence : public ::testing::Test {
         TrainingOptions opts;
         opts.evaluate = false;
         auto cpu = MakeCpuModel(model);
-        TrainingOutcome out = RunTraining(as[r], *train_, *test_, cpu->get(),
-                                          sync->get(), &rep, nullptr, opts);
+        TrainingOutcome out = RunTraining(as[r], *train_, *test_, cpu->get(), sync->get(),
+                                          &rep, nullptr, opts);
         status[r] = out.status;
         done_[r] = out.done;
         params[r] = std::move(out.params);
@@ -168,8 +166,7 @@ class SyncEquivalence : public ::testing::Test {
   // What ring async with staleness s computes, serially on one thread: step t
   // computes every rank's gradient on parameters to which the averaged
   // gradients of steps <= t - s - 1 have been applied (SGD as in Run).
-  static std::vector<float> StaleReference(int world, int batch, int steps,
-                                           int s) {
+  static std::vector<float> StaleReference(int world, int batch, int steps, int s) {
     const MlpSpec spec = *ParseModelSpec(kDefaultModel);
     Mlp mlp(spec);
     const size_t n = mlp.num_params();
@@ -205,8 +202,7 @@ class SyncEquivalence : public ::testing::Test {
     return params;
   }
 
-  static double RelativeError(const std::vector<float>& a,
-                              const std::vector<float>& b) {
+  static double RelativeError(const std::vector<float>& a, const std::vector<float>& b) {
     double diff = 0, norm = 0;
     for (size_t i = 0; i < a.size(); ++i) {
       diff += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
@@ -294,10 +290,9 @@ TEST_F(SyncEquivalence, BucketedRingSyncMatchesOneWorker) {
 // on one machine): replicas stay bit-identical, follow the ring's trajectory
 // up to summation order, and every rank reports what each bucket ran.
 TEST_F(SyncEquivalence, HierarchicalRingSyncKeepsReplicasIdentical) {
-  auto ring = Run("ring", "sync", 4, 16, 25, 1, "sgd", kSmallBuckets, -1,
-                  "ring");
-  auto hier = Run("ring", "sync", 4, 16, 25, 1, "sgd", kSmallBuckets, -1,
-                  "hier", "0,1,0,1");
+  auto ring = Run("ring", "sync", 4, 16, 25, 1, "sgd", kSmallBuckets, -1, "ring");
+  auto hier =
+      Run("ring", "sync", 4, 16, 25, 1, "sgd", kSmallBuckets, -1, "hier", "0,1,0,1");
   ASSERT_EQ(hier.size(), 4u);
   ASSERT_FALSE(hier[0].empty());
   for (int r = 1; r < 4; ++r) {
@@ -376,8 +371,7 @@ TEST_F(SyncEquivalence, PsPushPullEndsAtItsDeadlineWhenAPeerNeverPushes) {
     piece.count = p < 2 ? 300 : 400;
     pieces.push_back(piece);
   }
-  PsClient client(/*rank=*/0,
-                  PsCredentials{TestKey()->SecretOf("deadline-job", 2), 2},
+  PsClient client(/*rank=*/0, PsCredentials{TestKey()->SecretOf("deadline-job", 2), 2},
                   pieces);
   v1::ShardConfig config;
   config.set_world_size(2);  // rank 1 never comes
@@ -393,8 +387,8 @@ TEST_F(SyncEquivalence, PsPushPullEndsAtItsDeadlineWhenAPeerNeverPushes) {
   EXPECT_LT(took, absl::Seconds(3));
   // The shard still holds rank 0's push of step 0: a retry is refused, not
   // summed twice.
-  st = client.PushPull(0, grad.data(), params.data(), {0},
-                       absl::Now() + absl::Seconds(5));
+  st =
+      client.PushPull(0, grad.data(), params.data(), {0}, absl::Now() + absl::Seconds(5));
   EXPECT_EQ(st.code(), absl::StatusCode::kFailedPrecondition) << st;
   ps->store.EndJob("deadline-job", "test over");
   ps->server->Shutdown(std::chrono::system_clock::now());
@@ -432,8 +426,7 @@ TEST_F(SyncEquivalence, PsPushPullWithTheSmallestWindowUpdatesEveryPiece) {
   const std::vector<float> init(total, 0.5f);
   {
     PsClient rank0(0, creds, pieces);
-    ASSERT_TRUE(
-        rank0.Init(init.data(), config, absl::Now() + absl::Seconds(10)).ok());
+    ASSERT_TRUE(rank0.Init(init.data(), config, absl::Now() + absl::Seconds(10)).ok());
   }
   std::vector<std::vector<float>> params(kWorld, std::vector<float>(total, 0));
   std::vector<absl::Status> status(kWorld);
@@ -449,8 +442,7 @@ TEST_F(SyncEquivalence, PsPushPullWithTheSmallestWindowUpdatesEveryPiece) {
       const std::vector<float> grad(total, static_cast<float>(r + 1));
       const absl::Time deadline = absl::Now() + absl::Seconds(20);
       for (int64_t step = 0; step < 2 && status[r].ok(); ++step) {
-        status[r] = client.PushPull(step, grad.data(), params[r].data(), all,
-                                    deadline);
+        status[r] = client.PushPull(step, grad.data(), params[r].data(), all, deadline);
       }
     });
   }
@@ -479,12 +471,10 @@ TEST_F(SyncEquivalence, PsPullForAJobThatNeverStartsEndsAtItsDeadline) {
   piece.address = ps->address;
   piece.count = 4;
   PsClient outsider(0, PsCredentials{std::string(64, 'f'), 1}, {piece});
-  absl::Status st =
-      outsider.Pull(params.data(), true, absl::Now() + absl::Seconds(5));
+  absl::Status st = outsider.Pull(params.data(), true, absl::Now() + absl::Seconds(5));
   EXPECT_EQ(st.code(), absl::StatusCode::kPermissionDenied) << st;
   EXPECT_EQ(ps->store.NumPendingPulls(), 0u);
-  PsClient member(0, PsCredentials{TestKey()->SecretOf("never-job", 1), 1},
-                  {piece});
+  PsClient member(0, PsCredentials{TestKey()->SecretOf("never-job", 1), 1}, {piece});
   const absl::Time t0 = absl::Now();
   st = member.Pull(params.data(), true, t0 + absl::Milliseconds(300));
   EXPECT_EQ(st.code(), absl::StatusCode::kDeadlineExceeded) << st;

@@ -1,9 +1,9 @@
 // The one training loop (worker/train/trainer.h) with a fake GradientSync:
 // how far computation runs ahead of synchronisation, and failure paths.
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstring>
-#include <atomic>
 #include <deque>
 #include <memory>
 #include <thread>
@@ -59,8 +59,7 @@ v1::Assignment OneRank(int steps) {
 // Counts forward/backward passes of the CPU model it wraps.
 class CountingModel final : public DeviceModel {
  public:
-  explicit CountingModel(std::unique_ptr<DeviceModel> inner)
-      : inner_(std::move(inner)) {}
+  explicit CountingModel(std::unique_ptr<DeviceModel> inner) : inner_(std::move(inner)) {}
   std::atomic<int64_t> passes{0};
 
   std::string name() const override { return inner_->name(); }
@@ -79,8 +78,8 @@ class CountingModel final : public DeviceModel {
   absl::Status StageBatch(const float* x, const uint8_t* y, int b) override {
     return inner_->StageBatch(x, y, b);
   }
-  absl::Status ForwardBackward(
-      int batch, const std::function<void(int)>& ready) override {
+  absl::Status ForwardBackward(int batch,
+                               const std::function<void(int)>& ready) override {
     ++passes;
     return inner_->ForwardBackward(batch, ready);
   }
@@ -94,9 +93,7 @@ class CountingModel final : public DeviceModel {
   absl::Status ApplyGradient(int b, const float* h) override {
     return inner_->ApplyGradient(b, h);
   }
-  absl::Status ApplyOwnGradient(int b) override {
-    return inner_->ApplyOwnGradient(b);
-  }
+  absl::Status ApplyOwnGradient(int b) override { return inner_->ApplyOwnGradient(b); }
   absl::StatusOr<Mlp::Eval> Evaluate(const float* x, const uint8_t* y,
                                      int64_t n) override {
     return inner_->Evaluate(x, y, n);
@@ -171,8 +168,8 @@ TEST(TrainingLoop, ComputeRunsUpToDepthStepsAheadOfSynchronisation) {
     Quiet q;
     TrainingOptions o;
     o.evaluate = false;
-    TrainingOutcome out = RunTraining(OneRank(12), data, Dataset{}, model.get(),
-                                      &sync, &q, nullptr, o);
+    TrainingOutcome out =
+        RunTraining(OneRank(12), data, Dataset{}, model.get(), &sync, &q, nullptr, o);
     ASSERT_TRUE(out.status.ok()) << out.status;
     // Step t + depth + 1 never computes before step t is applied...
     EXPECT_LE(sync.max_ahead_, depth) << "depth " << depth;
@@ -187,8 +184,7 @@ TEST(TrainingLoop, ComputeRunsUpToDepthStepsAheadOfSynchronisation) {
 // the Env, which moves the clock and returns at once).
 class FakeClockSync final : public GradientSync {
  public:
-  FakeClockSync(const Env* env, absl::Duration delay)
-      : env_(env), delay_(delay) {}
+  FakeClockSync(const Env* env, absl::Duration delay) : env_(env), delay_(delay) {}
   absl::Status Initialize(const std::vector<Range>&, float*) override {
     return absl::OkStatus();
   }
@@ -222,8 +218,8 @@ TEST(TrainingLoop, TimersReadTheEnv) {
   o.evaluate = false;
   o.env = &env;
   const absl::Time real0 = absl::Now();
-  TrainingOutcome out = RunTraining(OneRank(6), data, Dataset{}, model.get(),
-                                    &sync, &q, nullptr, o);
+  TrainingOutcome out =
+      RunTraining(OneRank(6), data, Dataset{}, model.get(), &sync, &q, nullptr, o);
   ASSERT_TRUE(out.status.ok()) << out.status;
   EXPECT_LT(absl::Now() - real0, absl::Minutes(1));
   ASSERT_GT(sync.calls_.load(), 0);
@@ -236,8 +232,7 @@ TEST(TrainingLoop, TimersReadTheEnv) {
 // one bucket per layer as it goes (as a GPU's events would), with no math.
 class SleepyModel final : public DeviceModel {
  public:
-  SleepyModel(int layers, absl::Duration compute)
-      : layers_(layers), compute_(compute) {}
+  SleepyModel(int layers, absl::Duration compute) : layers_(layers), compute_(compute) {}
   std::string name() const override { return "sleepy"; }
   size_t num_params() const override { return 16 * layers_; }
   int num_layers() const override { return layers_; }
@@ -248,9 +243,7 @@ class SleepyModel final : public DeviceModel {
     return absl::OkStatus();
   }
   absl::Status SetParams(const float*) override { return absl::OkStatus(); }
-  absl::Status SetParamsRange(Range, const float*) override {
-    return absl::OkStatus();
-  }
+  absl::Status SetParamsRange(Range, const float*) override { return absl::OkStatus(); }
   absl::Status GetParams(float* h) override {
     std::fill_n(h, num_params(), 0.0f);
     return absl::OkStatus();
@@ -258,8 +251,7 @@ class SleepyModel final : public DeviceModel {
   absl::Status StageBatch(const float*, const uint8_t*, int) override {
     return absl::OkStatus();
   }
-  absl::Status ForwardBackward(int,
-                               const std::function<void(int)>& ready) override {
+  absl::Status ForwardBackward(int, const std::function<void(int)>& ready) override {
     for (int b = 0; b < buckets_; ++b) {
       absl::SleepFor(compute_ / buckets_);
       ready(b);
@@ -272,16 +264,11 @@ class SleepyModel final : public DeviceModel {
     --pending_;
     return 0.5f;
   }
-  absl::Status StartGradCopy(int, int, float*) override {
-    return absl::OkStatus();
-  }
+  absl::Status StartGradCopy(int, int, float*) override { return absl::OkStatus(); }
   absl::Status WaitGradCopy(int, int) override { return absl::OkStatus(); }
-  absl::Status ApplyGradient(int, const float*) override {
-    return absl::OkStatus();
-  }
+  absl::Status ApplyGradient(int, const float*) override { return absl::OkStatus(); }
   absl::Status ApplyOwnGradient(int) override { return absl::OkStatus(); }
-  absl::StatusOr<Mlp::Eval> Evaluate(const float*, const uint8_t*,
-                                     int64_t) override {
+  absl::StatusOr<Mlp::Eval> Evaluate(const float*, const uint8_t*, int64_t) override {
     return Mlp::Eval{};
   }
   absl::StatusOr<std::shared_ptr<float>> AllocHost(size_t n) override {
@@ -316,8 +303,8 @@ double TimedRun(DeviceModel* model, GradientSync* sync) {
   Quiet q;
   TrainingOptions o;
   o.evaluate = false;
-  TrainingOutcome out = RunTraining(TimingAssignment(kSteps), TinyData(8),
-                                    Dataset{}, model, sync, &q, nullptr, o);
+  TrainingOutcome out = RunTraining(TimingAssignment(kSteps), TinyData(8), Dataset{},
+                                    model, sync, &q, nullptr, o);
   EXPECT_TRUE(out.status.ok()) << out.status;
   return out.done.wall_seconds() / kSteps;
 }
@@ -357,8 +344,10 @@ TEST(TrainingLoop, CommunicationOverlapsComputation) {
   const double sync_step = BestOfThree([&] { return SecondsPerStep(0, c, m); });
   EXPECT_LE(sync_step, 1.1 * (compute + ms / 4));
   EXPECT_GE(sync_step, compute + ms / 4 * 0.9);  // it cannot hide more: can fail
-  std::printf("C = M = 40 ms: compute alone %.1f ms per step, pipelined %.1f, "
-              "sync %.1f\n", 1e3 * compute, 1e3 * async_step, 1e3 * sync_step);
+  std::printf(
+      "C = M = 40 ms: compute alone %.1f ms per step, pipelined %.1f, "
+      "sync %.1f\n",
+      1e3 * compute, 1e3 * async_step, 1e3 * sync_step);
 }
 
 // A GPU-like model: ForwardBackward, copies and optimizer steps are tasks on
@@ -368,8 +357,7 @@ TEST(TrainingLoop, CommunicationOverlapsComputation) {
 class StreamModel final : public DeviceModel {
  public:
   StreamModel(int layers, absl::Duration compute, absl::Duration stage)
-      : layers_(layers), compute_(compute), stage_(stage),
-        device_([this] { Run(); }) {}
+      : layers_(layers), compute_(compute), stage_(stage), device_([this] { Run(); }) {}
   ~StreamModel() override {
     {
       absl::MutexLock lock(&mu_);
@@ -402,8 +390,7 @@ class StreamModel final : public DeviceModel {
     absl::SleepFor(stage_);
     return absl::OkStatus();
   }
-  absl::Status ForwardBackward(int,
-                               const std::function<void(int)>& ready) override {
+  absl::Status ForwardBackward(int, const std::function<void(int)>& ready) override {
     for (int b = 0; b < buckets_; ++b) {
       Enqueue(compute_ / buckets_);
       ready(b);
@@ -440,8 +427,7 @@ class StreamModel final : public DeviceModel {
     Enqueue(absl::ZeroDuration());
     return absl::OkStatus();
   }
-  absl::StatusOr<Mlp::Eval> Evaluate(const float*, const uint8_t*,
-                                     int64_t) override {
+  absl::StatusOr<Mlp::Eval> Evaluate(const float*, const uint8_t*, int64_t) override {
     absl::Status st = Drain();
     if (!st.ok()) return st;
     return Mlp::Eval{};
@@ -459,9 +445,8 @@ class StreamModel final : public DeviceModel {
   }
   void WaitFor(int64_t ticket) {
     absl::MutexLock lock(&mu_);
-    auto done = [this, ticket]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-      return completed_ >= ticket;
-    };
+    auto done = [this, ticket]()
+                    ABSL_NO_THREAD_SAFETY_ANALYSIS { return completed_ >= ticket; };
     mu_.Await(absl::Condition(&done));
   }
   absl::Status Drain() {
@@ -520,8 +505,10 @@ TEST(TrainingLoop, HostWorkOverlapsTheDeviceWithoutLockStep) {
       BestOfThree([] { return StreamSecondsPerStep(absl::ZeroDuration()); });
   const double with_host =
       BestOfThree([] { return StreamSecondsPerStep(absl::Milliseconds(20)); });
-  std::printf("device 30 ms/step: %.1f ms per step alone, %.1f with 20 ms of "
-              "host work\n", 1e3 * device_only, 1e3 * with_host);
+  std::printf(
+      "device 30 ms/step: %.1f ms per step alone, %.1f with 20 ms of "
+      "host work\n",
+      1e3 * device_only, 1e3 * with_host);
   EXPECT_LE(with_host, 1.15 * device_only);
 }
 
@@ -576,8 +563,8 @@ TEST(TrainingLoop, ASyncFailureEndsTheRunWithItsStatus) {
   sync.fail_at_ = 5;
   Quiet q;
   const absl::Time t0 = absl::Now();
-  TrainingOutcome out = RunTraining(OneRank(1000), data, Dataset{}, model.get(),
-                                    &sync, &q, nullptr);
+  TrainingOutcome out =
+      RunTraining(OneRank(1000), data, Dataset{}, model.get(), &sync, &q, nullptr);
   EXPECT_TRUE(absl::IsUnavailable(out.status)) << out.status;
   EXPECT_EQ(out.done.code(), static_cast<int>(absl::StatusCode::kUnavailable));
   EXPECT_LT(absl::Now() - t0, absl::Seconds(10));
@@ -595,8 +582,8 @@ TEST(TrainingLoop, CancellationAbortsTheSyncAndReturns) {
   });
   Quiet q;
   const absl::Time t0 = absl::Now();
-  TrainingOutcome out = RunTraining(OneRank(1000), data, Dataset{}, model.get(),
-                                    &sync, &q, &cancelled);
+  TrainingOutcome out =
+      RunTraining(OneRank(1000), data, Dataset{}, model.get(), &sync, &q, &cancelled);
   canceller.join();
   EXPECT_TRUE(absl::IsCancelled(out.status)) << out.status;
   EXPECT_LT(absl::Now() - t0, absl::Seconds(10));
@@ -610,8 +597,7 @@ TEST(TrainingLoop, BadAssignmentsFailTheJobNotTheProcess) {
   v1::Assignment a = OneRank(3);
   a.clear_layer_widths();
   a.add_layer_widths(kFeatures);
-  TrainingOutcome out =
-      RunTraining(a, data, Dataset{}, model.get(), &sync, &q, nullptr);
+  TrainingOutcome out = RunTraining(a, data, Dataset{}, model.get(), &sync, &q, nullptr);
   EXPECT_TRUE(absl::IsInvalidArgument(out.status)) << out.status;
   a = OneRank(3);
   a.set_num_params(a.num_params() + 1);

@@ -51,8 +51,8 @@ TEST(PickLinkPairs, RanksZeroAndOneAndAPairOfTheOtherKind) {
 std::vector<absl::StatusOr<v1::BenchRankResult>> RunRanks(
     int world, const std::string& groups, const std::vector<int>& ranks,
     int step_timeout_ms, WireDtype dtype = WireDtype::kFp32) {
-  std::vector<absl::StatusOr<v1::BenchRankResult>> results(
-      world, absl::UnknownError("not run"));
+  std::vector<absl::StatusOr<v1::BenchRankResult>> results(world,
+                                                           absl::UnknownError("not run"));
   absl::StatusOr<std::unique_ptr<TransportGroup>> group =
       TransportGroup::Create(TransportKind::kInProc, world,
                              /*connections_per_peer=*/1, dtype);
@@ -84,9 +84,8 @@ std::vector<absl::StatusOr<v1::BenchRankResult>> RunRanks(
 }
 
 // Every rank's result of the whole job (each Run must succeed).
-std::vector<v1::BenchRankResult> RunBench(
-    int world, const std::string& groups,
-    WireDtype dtype = WireDtype::kFp32) {
+std::vector<v1::BenchRankResult> RunBench(int world, const std::string& groups,
+                                          WireDtype dtype = WireDtype::kFp32) {
   std::vector<int> all(world);
   for (int r = 0; r < world; ++r) all[r] = r;
   std::vector<absl::StatusOr<v1::BenchRankResult>> results =
@@ -137,8 +136,7 @@ TEST_P(BenchLinks, EachPairsFirstRankReportsItsLink) {
   const v1::BenchRankResult& r0 = results[0];
   const auto check = [&](const Pair& want, const char* what,
                          bool (v1::BenchRankResult::*has)() const,
-                         const v1::BenchLink& (v1::BenchRankResult::*get)()
-                             const) {
+                         const v1::BenchLink& (v1::BenchRankResult::*get)() const) {
     SCOPED_TRACE(what);
     for (int r = 0; r < c.world; ++r) {
       const v1::BenchRankResult& x = results[r];
@@ -175,8 +173,7 @@ TEST_P(BenchLinks, EachPairsFirstRankReportsItsLink) {
 // values (fp16 would round any beta above 65504 bytes/s to infinity).
 TEST(BenchRunner, LinksKeepTheirValuesOnAHalfPrecisionWire) {
   for (const WireDtype dtype : {WireDtype::kFp16, WireDtype::kBf16}) {
-    const std::vector<v1::BenchRankResult> results =
-        RunBench(4, "0,1,1,1", dtype);
+    const std::vector<v1::BenchRankResult> results = RunBench(4, "0,1,1,1", dtype);
     ASSERT_EQ(results.size(), 4u);
     for (const v1::BenchLink& l :
          {results[0].between_hosts(), results[1].inside_host()}) {
@@ -189,17 +186,16 @@ TEST(BenchRunner, LinksKeepTheirValuesOnAHalfPrecisionWire) {
 
 INSTANTIATE_TEST_SUITE_P(
     Groups, BenchLinks,
-    ::testing::Values(
-        LinksCase{1, "0", kNone, kNone}, LinksCase{2, "0,0", kNone, {0, 1}},
-        LinksCase{2, "0,1", {0, 1}, kNone},
-        LinksCase{3, "0,0,1", {0, 2}, {0, 1}},
-        LinksCase{4, "0,0,1,1", {0, 2}, {0, 1}},
-        // The second pair is not rank 0's ring neighbour.
-        LinksCase{5, "0,0,0,1,1", {0, 3}, {0, 1}},
-        LinksCase{4, "0,1,0,1", {0, 1}, {0, 2}},
-        // The second pair without rank 0: it sends rank 0 its result.
-        LinksCase{4, "0,1,1,1", {0, 1}, {1, 2}},
-        LinksCase{4, "0,1,2,2", {0, 1}, {2, 3}}),
+    ::testing::Values(LinksCase{1, "0", kNone, kNone}, LinksCase{2, "0,0", kNone, {0, 1}},
+                      LinksCase{2, "0,1", {0, 1}, kNone},
+                      LinksCase{3, "0,0,1", {0, 2}, {0, 1}},
+                      LinksCase{4, "0,0,1,1", {0, 2}, {0, 1}},
+                      // The second pair is not rank 0's ring neighbour.
+                      LinksCase{5, "0,0,0,1,1", {0, 3}, {0, 1}},
+                      LinksCase{4, "0,1,0,1", {0, 1}, {0, 2}},
+                      // The second pair without rank 0: it sends rank 0 its result.
+                      LinksCase{4, "0,1,1,1", {0, 1}, {1, 2}},
+                      LinksCase{4, "0,1,2,2", {0, 1}, {2, 3}}),
     [](const ::testing::TestParamInfo<LinksCase>& info) {
       std::string name = "groups_";  // "groups_0_0_1_1"
       for (char ch : info.param.groups) name += ch == ',' ? '_' : ch;

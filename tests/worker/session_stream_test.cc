@@ -21,8 +21,8 @@ namespace {
 class FakeCoordinator final : public v1::Coordinator::Service {
  public:
   grpc::Status Join(grpc::ServerContext*,
-                    grpc::ServerReaderWriter<v1::CoordinatorMessage,
-                                             v1::WorkerMessage>* stream) override {
+                    grpc::ServerReaderWriter<v1::CoordinatorMessage, v1::WorkerMessage>*
+                        stream) override {
     v1::WorkerMessage in;
     while (stream->Read(&in)) {
       if (in.register_().worker_id() == "bye") {
@@ -48,8 +48,7 @@ class SessionStreamTest : public ::testing::Test {
     absl::StatusOr<StartedServer> s = StartServer("127.0.0.1:0", {&service_});
     ASSERT_TRUE(s.ok()) << s.status();
     server_ = std::move(s->server);
-    stub_ = v1::Coordinator::NewStub(
-        MakeChannel(absl::StrCat("127.0.0.1:", s->port)));
+    stub_ = v1::Coordinator::NewStub(MakeChannel(absl::StrCat("127.0.0.1:", s->port)));
   }
   void TearDown() override {
     if (server_) server_->Shutdown(ToChrono(absl::Now() + absl::Seconds(1)));

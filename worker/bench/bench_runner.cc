@@ -68,15 +68,13 @@ void FillPeriodic(const std::vector<float>& block, float* dst, size_t n) {
 
 // "" when got[0..n) equals the periodic `block` bit for bit; else the first
 // differing element.
-std::string CheckPeriodic(const std::vector<float>& block, const float* got,
-                          size_t n) {
+std::string CheckPeriodic(const std::vector<float>& block, const float* got, size_t n) {
   for (size_t at = 0; at < n; at += kBlock) {
     const size_t len = std::min(kBlock, n - at);
     if (std::memcmp(got + at, block.data(), len * sizeof(float)) == 0) continue;
     size_t i = 0;
     while (i < len && std::memcmp(&got[at + i], &block[i], sizeof(float)) == 0) ++i;
-    return absl::StrCat("element ", at + i, ": got ", got[at + i], ", want ",
-                        block[i]);
+    return absl::StrCat("element ", at + i, ": got ", got[at + i], ", want ", block[i]);
   }
   return "";
 }
@@ -117,8 +115,8 @@ namespace {
 // Sum-allreduce of this rank's pattern: every rank ends with SumPattern.
 class AllreduceCase final : public BenchRunner::Case {
  public:
-  AllreduceCase(std::unique_ptr<Allreduce> algo, size_t count, int rank,
-                int world, int bucket)
+  AllreduceCase(std::unique_ptr<Allreduce> algo, size_t count, int rank, int world,
+                int bucket)
       : algo_(std::move(algo)),
         bucket_(bucket),
         data_(count),
@@ -157,8 +155,8 @@ class BroadcastCase final : public BenchRunner::Case {
   std::string algorithm() const override { return "ring"; }
   void Fill() override { FillPeriodic(fill_, data_.data(), data_.size()); }
   absl::Status Run(int64_t) override {
-    return RingBroadcast(transport_, data_.data(), data_.size(), 0,
-                         segment_bytes_, env_->Now() + timeout_);
+    return RingBroadcast(transport_, data_.data(), data_.size(), 0, segment_bytes_,
+                         env_->Now() + timeout_);
   }
   std::string Verify() const override {
     return CheckPeriodic(want_, data_.data(), data_.size());
@@ -181,8 +179,8 @@ class BroadcastCase final : public BenchRunner::Case {
 class PushPullCase final : public BenchRunner::Case {
  public:
   // `client` has `pieces` pieces covering [0, count).
-  PushPullCase(std::unique_ptr<PsClient> client, int pieces, size_t count,
-               int rank, int world, absl::Duration timeout, const Env* env)
+  PushPullCase(std::unique_ptr<PsClient> client, int pieces, size_t count, int rank,
+               int world, absl::Duration timeout, const Env* env)
       : client_(std::move(client)),
         rank_(rank),
         world_(world),
@@ -256,8 +254,7 @@ absl::Status BenchRunner::CheckAborted() {
   return aborted_;
 }
 
-absl::StatusOr<v1::BenchRankResult> BenchRunner::Run(
-    const BenchProgressFn& progress) {
+absl::StatusOr<v1::BenchRankResult> BenchRunner::Run(const BenchProgressFn& progress) {
   if (absl::Status st = CheckAborted(); !st.ok()) return st;
   absl::StatusOr<AllreduceOptions> options = AllreduceOptionsFor(a_, tuning_);
   if (!options.ok()) return options.status();
@@ -265,9 +262,8 @@ absl::StatusOr<v1::BenchRankResult> BenchRunner::Run(
   allreduce_options_.env = env_;
   // Recursive doubling: every rank leaves after the same log2(N) exchanges,
   // where a ring barrier lets ranks go 2(N-1) hops apart.
-  absl::StatusOr<std::unique_ptr<Allreduce>> barrier =
-      MakeAllreduce(AllreduceAlgorithm::kRecursiveDoubling, transport_, 1,
-                    allreduce_options_);
+  absl::StatusOr<std::unique_ptr<Allreduce>> barrier = MakeAllreduce(
+      AllreduceAlgorithm::kRecursiveDoubling, transport_, 1, allreduce_options_);
   if (!barrier.ok()) return barrier.status();
   barrier_ = std::move(*barrier);
   v1::BenchRankResult result;
@@ -277,9 +273,8 @@ absl::StatusOr<v1::BenchRankResult> BenchRunner::Run(
     absl::StatusOr<v1::BenchRankRow> row = RunSize(i, bench.sizes(i));
     if (!row.ok()) {
       return absl::Status(row.status().code(),
-                          absl::StrCat(BenchOpName(bench.op()), " of ",
-                                       bench.sizes(i), " bytes: ",
-                                       row.status().message()));
+                          absl::StrCat(BenchOpName(bench.op()), " of ", bench.sizes(i),
+                                       " bytes: ", row.status().message()));
     }
     *result.add_rows() = *std::move(row);
     if (transport_->rank() == 0 && progress) progress(i + 1, bench.sizes_size());
@@ -343,12 +338,11 @@ absl::Status BenchRunner::MeasureLinks(v1::BenchRankResult* result) {
   const LinkPairs pairs = PickLinkPairs(groups);
   const std::array<int, 2> first = {0, 1};
   const bool first_between = pairs.between == first;
-  const std::array<int, 2> second =
-      first_between ? pairs.inside : pairs.between;
-  const auto link = [&](const std::array<int, 2>& ranks, bool between,
-                        float alpha, float beta) {
-    v1::BenchLink* l = between ? result->mutable_between_hosts()
-                               : result->mutable_inside_host();
+  const std::array<int, 2> second = first_between ? pairs.inside : pairs.between;
+  const auto link = [&](const std::array<int, 2>& ranks, bool between, float alpha,
+                        float beta) {
+    v1::BenchLink* l =
+        between ? result->mutable_between_hosts() : result->mutable_inside_host();
     l->set_rank_a(ranks[0]);
     l->set_rank_b(ranks[1]);
     l->set_alpha_seconds(alpha);
@@ -395,8 +389,7 @@ absl::Status BenchRunner::MeasurePair(int a, int b, absl::Time first_deadline,
   return absl::OkStatus();
 }
 
-absl::StatusOr<double> BenchRunner::PingPong(int a, int b, size_t count,
-                                             int tries,
+absl::StatusOr<double> BenchRunner::PingPong(int a, int b, size_t count, int tries,
                                              absl::Time first_deadline) {
   const bool sender = transport_->rank() == a;
   const int other = sender ? b : a;
@@ -439,30 +432,29 @@ absl::Status BenchRunner::Barrier() {
   return barrier_->Run(&one, NextStep(), kBarrierBucket);
 }
 
-absl::StatusOr<std::unique_ptr<BenchRunner::Case>> BenchRunner::MakeCase(
-    int index, int64_t bytes) {
+absl::StatusOr<std::unique_ptr<BenchRunner::Case>> BenchRunner::MakeCase(int index,
+                                                                         int64_t bytes) {
   const size_t count = static_cast<size_t>(bytes) / sizeof(float);
   const int rank = transport_->rank(), world = transport_->size();
   switch (a_.spec().bench().op()) {
     case v1::BENCH_OP_ALLREDUCE: {
-      absl::StatusOr<std::unique_ptr<Allreduce>> algo = MakeAllreduce(
-          AllreduceAlgorithmOf(a_.spec().algorithm()), transport_, count,
-          allreduce_options_);
+      absl::StatusOr<std::unique_ptr<Allreduce>> algo =
+          MakeAllreduce(AllreduceAlgorithmOf(a_.spec().algorithm()), transport_, count,
+                        allreduce_options_);
       if (!algo.ok()) return algo.status();
-      return std::unique_ptr<Case>(std::make_unique<AllreduceCase>(
-          *std::move(algo), count, rank, world, index));
+      return std::unique_ptr<Case>(
+          std::make_unique<AllreduceCase>(*std::move(algo), count, rank, world, index));
     }
     case v1::BENCH_OP_BROADCAST:
       return std::unique_ptr<Case>(std::make_unique<BroadcastCase>(
-          transport_, count, allreduce_options_.segment_bytes, timeout_,
-          env_));
+          transport_, count, allreduce_options_.segment_bytes, timeout_, env_));
     case v1::BENCH_OP_PUSHPULL:
       return MakePushPullCase(index, count);
     default:
       break;
   }
-  return absl::InvalidArgumentError(absl::StrCat(
-      "bench.op: unknown op ", static_cast<int>(a_.spec().bench().op())));
+  return absl::InvalidArgumentError(
+      absl::StrCat("bench.op: unknown op ", static_cast<int>(a_.spec().bench().op())));
 }
 
 // The vector of `count` floats laid out over the job's shards as a training
@@ -478,22 +470,21 @@ absl::StatusOr<std::unique_ptr<BenchRunner::Case>> BenchRunner::MakePushPullCase
     return absl::FailedPreconditionError(
         "pushpull bench without parameter-server shards in the assignment");
   }
-  const std::vector<v1::PsShardInfo> infos(a_.ps_shards().begin(),
-                                           a_.ps_shards().end());
-  const PsLayout layout = MakePsLayout({Range{0, count}}, shards,
-                                       infos[0].partition_bytes());
+  const std::vector<v1::PsShardInfo> infos(a_.ps_shards().begin(), a_.ps_shards().end());
+  const PsLayout layout =
+      MakePsLayout({Range{0, count}}, shards, infos[0].partition_bytes());
   std::vector<PsPiece> pieces = MakePsPieces(a_.job_id(), infos, layout);
   for (size_t i = 0; i < pieces.size(); ++i) {
-    pieces[i].key = absl::StrCat(a_.job_id(), "/b", index, "p",
-                                 layout.partitions[i].index);
+    pieces[i].key =
+        absl::StrCat(a_.job_id(), "/b", index, "p", layout.partitions[i].index);
   }
   const int n = static_cast<int>(pieces.size());
-  auto client = std::make_unique<PsClient>(
-      transport_->rank(), PsCredentialsOf(a_), std::move(pieces),
-      WireDtype::kFp32, /*stall=*/nullptr, env_);
-  return std::unique_ptr<Case>(std::make_unique<PushPullCase>(
-      std::move(client), n, count, transport_->rank(), transport_->size(),
-      timeout_, env_));
+  auto client = std::make_unique<PsClient>(transport_->rank(), PsCredentialsOf(a_),
+                                           std::move(pieces), WireDtype::kFp32,
+                                           /*stall=*/nullptr, env_);
+  return std::unique_ptr<Case>(
+      std::make_unique<PushPullCase>(std::move(client), n, count, transport_->rank(),
+                                     transport_->size(), timeout_, env_));
 }
 
 // Steps 2a-2c of Run for one size.

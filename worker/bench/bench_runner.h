@@ -53,8 +53,7 @@ class BenchRunner {
   // algorithm auto runs, as for training (AllreduceOptionsFor,
   // worker/sync/ring_sync.h); it must outlive the runner, and so must
   // `env` (deadlines; iterations are timed on its monotonic clock).
-  BenchRunner(v1::Assignment a, Transport* transport,
-              const TuningTable* tuning = nullptr,
+  BenchRunner(v1::Assignment a, Transport* transport, const TuningTable* tuning = nullptr,
               const Env* env = Env::Default());
   ~BenchRunner();
 
@@ -99,8 +98,8 @@ class BenchRunner {
   // first receive waits until `first_deadline`, later ones one step
   // timeout): kSmallTries round trips of 1 float, α = median / 2; kBigTries
   // round trips of kBigBytes, β = kBigBytes / (median / 2 − α).
-  absl::Status MeasurePair(int a, int b, absl::Time first_deadline,
-                           float* alpha, float* beta);
+  absl::Status MeasurePair(int a, int b, absl::Time first_deadline, float* alpha,
+                           float* beta);
   // Median round trip of `tries` ping-pongs of `count` floats that a sends
   // and b returns; the first receive on either side waits until
   // `first_deadline`, the others one step timeout.
@@ -108,8 +107,7 @@ class BenchRunner {
                                   absl::Time first_deadline);
   absl::Status Barrier();
   absl::StatusOr<std::unique_ptr<Case>> MakeCase(int index, int64_t bytes);
-  absl::StatusOr<std::unique_ptr<Case>> MakePushPullCase(int index,
-                                                         size_t count);
+  absl::StatusOr<std::unique_ptr<Case>> MakePushPullCase(int index, size_t count);
   absl::Status WatchPs(Case* c);
   void ForgetPs();
   absl::Status CheckAborted();

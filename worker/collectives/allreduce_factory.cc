@@ -1,11 +1,11 @@
 #include "worker/collectives/allreduce_factory.h"
 
 #include "absl/strings/str_cat.h"
+#include "common/spec/tuning_table.h"
 #include "worker/collectives/halving_doubling.h"
 #include "worker/collectives/hierarchical.h"
 #include "worker/collectives/recursive_doubling.h"
 #include "worker/collectives/ring.h"
-#include "common/spec/tuning_table.h"
 
 namespace gradsync {
 namespace {
@@ -13,12 +13,12 @@ namespace {
 // kAuto: the tuning table's choice for this world and message size;
 // the ring where this build lacks the chosen algorithm (UNIMPLEMENTED), so a
 // table written by a newer build still runs.
-absl::StatusOr<std::unique_ptr<Allreduce>> MakeAuto(
-    Transport* transport, size_t count, const AllreduceOptions& options) {
+absl::StatusOr<std::unique_ptr<Allreduce>> MakeAuto(Transport* transport, size_t count,
+                                                    const AllreduceOptions& options) {
   const TuningTable& table =
       options.tuning != nullptr ? *options.tuning : TuningTable::Default();
-  AllreduceAlgorithm chosen = table.Choose(
-      transport->size(), static_cast<uint64_t>(count) * sizeof(float));
+  AllreduceAlgorithm chosen =
+      table.Choose(transport->size(), static_cast<uint64_t>(count) * sizeof(float));
   if (chosen == AllreduceAlgorithm::kAuto) {
     chosen = AllreduceAlgorithm::kRing;  // a table never names it; no recursion
   }
@@ -44,12 +44,10 @@ absl::StatusOr<std::unique_ptr<Allreduce>> MakeAllreduce(
           std::make_unique<RingAllreduce>(transport, count, ring));
     case AllreduceAlgorithm::kHalvingDoubling:
       return std::unique_ptr<Allreduce>(
-          std::make_unique<HalvingDoublingAllreduce>(transport, count,
-                                                     options));
+          std::make_unique<HalvingDoublingAllreduce>(transport, count, options));
     case AllreduceAlgorithm::kRecursiveDoubling:
       return std::unique_ptr<Allreduce>(
-          std::make_unique<RecursiveDoublingAllreduce>(transport, count,
-                                                       options));
+          std::make_unique<RecursiveDoublingAllreduce>(transport, count, options));
     case AllreduceAlgorithm::kHierarchical: {
       auto hier = HierarchicalAllreduce::Create(transport, count, options);
       if (!hier.ok()) return hier.status();

@@ -19,9 +19,10 @@ namespace gradsync {
 // (UNIMPLEMENTED) it runs the ring. The result's algorithm() says which ran.
 // UNIMPLEMENTED for an explicitly named algorithm this build does not have,
 // INVALID_ARGUMENT for a bad value or options (hierarchical: bad groups).
-absl::StatusOr<std::unique_ptr<Allreduce>> MakeAllreduce(
-    AllreduceAlgorithm algorithm, Transport* transport, size_t count,
-    const AllreduceOptions& options);
+absl::StatusOr<std::unique_ptr<Allreduce>> MakeAllreduce(AllreduceAlgorithm algorithm,
+                                                         Transport* transport,
+                                                         size_t count,
+                                                         const AllreduceOptions& options);
 
 }  // namespace gradsync
 

@@ -34,8 +34,7 @@ class ForwardingTransport : public Transport {
                        uint64_t checksum) override {
     return inner_->Forward(peer, tag, chunk, checksum);
   }
-  absl::StatusOr<std::unique_ptr<RecvChunk>> Recv(int peer,
-                                                  const ChunkTag& expected,
+  absl::StatusOr<std::unique_ptr<RecvChunk>> Recv(int peer, const ChunkTag& expected,
                                                   size_t n,
                                                   absl::Time deadline) override {
     return inner_->Recv(peer, expected, n, deadline);

@@ -110,21 +110,17 @@ class HalvingDoublingAllreduce final : public Allreduce {
   int HalvingPartner(int k) const;   // real rank
   int DoublingPartner(int j) const;  // real rank
 
-  absl::Status FoldIn(float* data, int64_t step, int bucket,
-                      absl::Time deadline);
+  absl::Status FoldIn(float* data, int64_t step, int bucket, absl::Time deadline);
   absl::Status HalvingRound(int k, bool send_round0, float* data, int64_t step,
                             int bucket, absl::Time deadline);
   absl::Status SendOwnBlock(float* data, int64_t step, int bucket);
   absl::Status DoublingRound(int j, float* data, int64_t step, int bucket,
                              absl::Time deadline);
-  absl::Status RunExtra(float* data, int64_t step, int bucket,
-                        absl::Time deadline);
-  absl::Status RunInRounds(float* data, int64_t step, int bucket,
-                           absl::Time deadline);
+  absl::Status RunExtra(float* data, int64_t step, int bucket, absl::Time deadline);
+  absl::Status RunInRounds(float* data, int64_t step, int bucket, absl::Time deadline);
   absl::Status RunExtraInRounds(float* data, int64_t step, int bucket,
                                 absl::Time deadline);
-  absl::Status FoldInInRounds(float* data, int64_t step, int bucket,
-                              absl::Time deadline);
+  absl::Status FoldInInRounds(float* data, int64_t step, int bucket, absl::Time deadline);
   // The elements of blocks [first, first + n).
   Range Blocks(int first, int n) const;
   // Halving round 0 of this rank's virtual rank (its fold partner's, for an
@@ -141,10 +137,10 @@ class HalvingDoublingAllreduce final : public Allreduce {
   const AllreduceOptions options_;
   const PowerOfTwoFold fold_;
   const int rank_;
-  const int vrank_;      // -1 for an extra rank
-  const int fold_peer_;  // -1 when not in a fold pair
-  std::vector<Range> blocks_;                   // by block (= virtual rank)
-  bool in_rounds_ = false;                      // RunInRounds
+  const int vrank_;            // -1 for an extra rank
+  const int fold_peer_;        // -1 when not in a fold pair
+  std::vector<Range> blocks_;  // by block (= virtual rank)
+  bool in_rounds_ = false;     // RunInRounds
   // The segment-wise protocol's, all of the below (empty when in_rounds_):
   std::vector<std::vector<Range>> block_segs_;  // by block (= virtual rank)
   // Virtual ranks only, by round:

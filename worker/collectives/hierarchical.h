@@ -24,8 +24,7 @@ namespace gradsync {
 struct HostGroups {
   // INVALID_ARGUMENT naming "groups" unless groups.size() == world and every
   // id is >= 0. Empty `groups`: every rank is its own group.
-  static absl::StatusOr<HostGroups> Make(const std::vector<int>& groups,
-                                         int world);
+  static absl::StatusOr<HostGroups> Make(const std::vector<int>& groups, int world);
 
   // The ranks of each group in ascending order; groups are ordered by their
   // leader (lowest rank), so members[g][0] is group g's leader.
@@ -99,11 +98,10 @@ class HierarchicalAllreduce final : public Allreduce {
 
  private:
   HierarchicalAllreduce(Transport* transport, size_t count,
-                        const AllreduceOptions& options,
-                        std::vector<int> members, int position);
+                        const AllreduceOptions& options, std::vector<int> members,
+                        int position);
   // Steps 1 and 3 of Run.
-  absl::Status ReduceToLeader(float* data, int64_t step, int bucket,
-                              absl::Time deadline);
+  absl::Status ReduceToLeader(float* data, int64_t step, int bucket, absl::Time deadline);
   absl::Status BroadcastFromLeader(float* data, int64_t step, int bucket,
                                    absl::Time deadline);
 

@@ -45,31 +45,26 @@ absl::Status ReceiveEach(Transport* transport, int peer, ChunkTag tag,
   return absl::OkStatus();
 }
 
-absl::Status SendSegments(Transport* transport, int peer, ChunkTag tag,
-                          float* data, const std::vector<Range>& segs,
-                          size_t from, size_t to) {
+absl::Status SendSegments(Transport* transport, int peer, ChunkTag tag, float* data,
+                          const std::vector<Range>& segs, size_t from, size_t to) {
   to = std::min(to, segs.size());
   for (size_t t = from; t < to; ++t) {
     tag.segment = static_cast<int32_t>(t);
-    absl::Status st =
-        transport->Send(peer, tag, data + segs[t].begin, segs[t].size);
+    absl::Status st = transport->Send(peer, tag, data + segs[t].begin, segs[t].size);
     if (!st.ok()) return st;
   }
   return absl::OkStatus();
 }
 
-absl::Status RunExtraRank(Transport* transport, int fold_peer, float* data,
-                          int64_t step, int bucket,
-                          const std::vector<Range>& fold_in,
-                          const std::vector<Range>& fold_out,
-                          absl::Time deadline) {
-  absl::Status st = SendSegments(
-      transport, fold_peer, MakeTag(step, bucket, RingPhase::kFoldIn, 0, 0),
-      data, fold_in, 0, fold_in.size());
+absl::Status RunExtraRank(Transport* transport, int fold_peer, float* data, int64_t step,
+                          int bucket, const std::vector<Range>& fold_in,
+                          const std::vector<Range>& fold_out, absl::Time deadline) {
+  absl::Status st =
+      SendSegments(transport, fold_peer, MakeTag(step, bucket, RingPhase::kFoldIn, 0, 0),
+                   data, fold_in, 0, fold_in.size());
   if (!st.ok()) return st;
-  st = ReceiveEach(transport, fold_peer,
-                   MakeTag(step, bucket, RingPhase::kFoldOut, 0, 0), fold_out,
-                   deadline,
+  st = ReceiveEach(transport, fold_peer, MakeTag(step, bucket, RingPhase::kFoldOut, 0, 0),
+                   fold_out, deadline,
                    [&](size_t, const Range& seg, const RecvChunk& chunk) {
                      chunk.CopyTo(data + seg.begin);
                      return absl::OkStatus();

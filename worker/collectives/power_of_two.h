@@ -53,24 +53,20 @@ using OnReceived =
 absl::Status ReceiveEach(Transport* transport, int peer, ChunkTag tag,
                          const std::vector<Range>& segs, absl::Time deadline,
                          const OnReceived& on_received,
-                         const std::function<absl::Status(size_t)>& send_ahead =
-                             nullptr);
+                         const std::function<absl::Status(size_t)>& send_ahead = nullptr);
 
 // Sends data[segs[t]] to `peer` under `tag` with segment t, for t in
 // [from, to) (to clamped to segs.size()). Send copies; never blocks.
-absl::Status SendSegments(Transport* transport, int peer, ChunkTag tag,
-                          float* data, const std::vector<Range>& segs,
-                          size_t from, size_t to);
+absl::Status SendSegments(Transport* transport, int peer, ChunkTag tag, float* data,
+                          const std::vector<Range>& segs, size_t from, size_t to);
 
 // The whole part of an extra rank (PowerOfTwoFold::IsExtra) in either
 // algorithm: sends data[fold_in segments] to `fold_peer` (kFoldIn), receives
 // the result into data[fold_out segments] (kFoldOut), then waits until the
 // transport released its sends. Errors as ReceiveEach's.
-absl::Status RunExtraRank(Transport* transport, int fold_peer, float* data,
-                          int64_t step, int bucket,
-                          const std::vector<Range>& fold_in,
-                          const std::vector<Range>& fold_out,
-                          absl::Time deadline);
+absl::Status RunExtraRank(Transport* transport, int fold_peer, float* data, int64_t step,
+                          int bucket, const std::vector<Range>& fold_in,
+                          const std::vector<Range>& fold_out, absl::Time deadline);
 
 // How many segments a rank sends ahead of what it has received when it
 // exchanges data it already holds with a partner: bounds the bytes queued

@@ -64,12 +64,10 @@ class RecursiveDoublingAllreduce final : public Allreduce {
  private:
   // Steps 1 and 2 (the exchange with the round-0 partner when nothing is
   // folded into us is part of step 2's first round).
-  absl::Status FoldIn(float* data, int64_t step, int bucket,
-                      absl::Time deadline);
-  absl::Status Round(int j, bool send_round0, float* data, int64_t step,
-                     int bucket, absl::Time deadline);
-  absl::Status RunExtra(float* data, int64_t step, int bucket,
-                        absl::Time deadline);
+  absl::Status FoldIn(float* data, int64_t step, int bucket, absl::Time deadline);
+  absl::Status Round(int j, bool send_round0, float* data, int64_t step, int bucket,
+                     absl::Time deadline);
+  absl::Status RunExtra(float* data, int64_t step, int bucket, absl::Time deadline);
   int Partner(int j) const;  // real rank of the round-j partner
 
   // Constant after construction.
@@ -78,8 +76,8 @@ class RecursiveDoublingAllreduce final : public Allreduce {
   const AllreduceOptions options_;
   const PowerOfTwoFold fold_;
   const int rank_;
-  const int vrank_;      // -1 for an extra rank
-  const int fold_peer_;  // -1 when not in a fold pair
+  const int vrank_;                // -1 for an extra rank
+  const int fold_peer_;            // -1 when not in a fold pair
   const std::vector<Range> segs_;  // the whole vector, address order
 };
 

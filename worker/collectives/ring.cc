@@ -7,8 +7,7 @@
 
 namespace gradsync {
 
-RingAllreduce::RingAllreduce(Transport* transport, size_t count,
-                             RingOptions options)
+RingAllreduce::RingAllreduce(Transport* transport, size_t count, RingOptions options)
     : transport_(transport), count_(count), options_(options) {
   const int n = transport_->size();
   for (const Range& chunk : PartitionEven(count_, n)) {
@@ -61,13 +60,12 @@ absl::Status RingAllreduce::Run(float* data, int64_t step, int bucket) {
     const auto& segs = segments_[Chunk(r - k)];
     for (size_t j = 0; j < segs.size(); ++j) {
       float* dst = data + segs[j].begin;
-      auto chunk = transport_->Recv(left, tag(RingPhase::kAllgather, k, j),
-                                    segs[j].size, deadline);
+      auto chunk = transport_->Recv(left, tag(RingPhase::kAllgather, k, j), segs[j].size,
+                                    deadline);
       if (!chunk.ok()) return chunk.status();
       (*chunk)->CopyTo(dst);
       if (k < n - 2) {
-        st = transport_->Forward(right, tag(RingPhase::kAllgather, k + 1, j),
-                                 **chunk);
+        st = transport_->Forward(right, tag(RingPhase::kAllgather, k + 1, j), **chunk);
         if (!st.ok()) return st;
       }
     }
@@ -76,8 +74,8 @@ absl::Status RingAllreduce::Run(float* data, int64_t step, int bucket) {
   return transport_->WaitSendsReleased(deadline);
 }
 
-absl::Status RingBroadcast(Transport* transport, float* data, size_t count,
-                           int root, size_t segment_bytes, absl::Time deadline) {
+absl::Status RingBroadcast(Transport* transport, float* data, size_t count, int root,
+                           size_t segment_bytes, absl::Time deadline) {
   const int n = transport->size();
   const int r = transport->rank();
   if (n == 1 || count == 0) return absl::OkStatus();
@@ -87,8 +85,7 @@ absl::Status RingBroadcast(Transport* transport, float* data, size_t count,
   // The root checks what receivers get: its values as the wire carries them.
   if (r == root) RoundToWire(transport->wire_dtype(), data, count);
   const uint64_t sum = r == root ? Checksum(data, count) : 0;
-  std::vector<Range> segs =
-      Segments(Range{0, count}, SegmentElems(segment_bytes));
+  std::vector<Range> segs = Segments(Range{0, count}, SegmentElems(segment_bytes));
   uint64_t root_sum = 0;
   for (size_t j = 0; j < segs.size(); ++j) {
     ChunkTag t;
@@ -104,17 +101,15 @@ absl::Status RingBroadcast(Transport* transport, float* data, size_t count,
       if (j + 1 == segs.size()) root_sum = received->checksum();
     }
     if (right != root) {
-      const uint64_t check =
-          j + 1 == segs.size() ? (r == root ? sum : root_sum) : 0;
-      absl::Status st = r == root
-                            ? transport->Send(right, t, dst, segs[j].size, check)
-                            : transport->Forward(right, t, *received, check);
+      const uint64_t check = j + 1 == segs.size() ? (r == root ? sum : root_sum) : 0;
+      absl::Status st = r == root ? transport->Send(right, t, dst, segs[j].size, check)
+                                  : transport->Forward(right, t, *received, check);
       if (!st.ok()) return st;
     }
   }
   if (r != root && Checksum(data, count) != root_sum) {
-    return absl::DataLossError(absl::StrCat(
-        "broadcast from rank ", root, " arrived corrupted at rank ", r));
+    return absl::DataLossError(
+        absl::StrCat("broadcast from rank ", root, " arrived corrupted at rank ", r));
   }
   return transport->WaitSendsReleased(deadline);
 }

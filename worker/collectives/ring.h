@@ -17,9 +17,9 @@
 namespace gradsync {
 
 struct RingOptions {
-  size_t segment_bytes = 1 << 20;         // pipelining unit
+  size_t segment_bytes = 1 << 20;              // pipelining unit
   absl::Duration timeout = absl::Seconds(30);  // per Run
-  const Env* env = Env::Default();  // not owned; the deadline's clock
+  const Env* env = Env::Default();             // not owned; the deadline's clock
 };
 
 // Sum-allreduce of `count` floats: reduce-scatter then allgather around the
@@ -47,9 +47,7 @@ class RingAllreduce final : public Allreduce {
   //     received bytes as (kAllgather, index k+1) (Transport::Forward).
   //  4. Wait until the transport released our memory.
   absl::Status Run(float* data, int64_t step, int bucket) override;
-  AllreduceAlgorithm algorithm() const override {
-    return AllreduceAlgorithm::kRing;
-  }
+  AllreduceAlgorithm algorithm() const override { return AllreduceAlgorithm::kRing; }
 
  private:
   size_t Chunk(int c) const;  // index into chunks_ for (c mod N)
@@ -62,8 +60,8 @@ class RingAllreduce final : public Allreduce {
 
 // Broadcast of `count` floats from `root` around the ring, segment-pipelined.
 // Non-root ranks check the root's checksum of the whole vector.
-absl::Status RingBroadcast(Transport* transport, float* data, size_t count,
-                           int root, size_t segment_bytes, absl::Time deadline);
+absl::Status RingBroadcast(Transport* transport, float* data, size_t count, int root,
+                           size_t segment_bytes, absl::Time deadline);
 
 }  // namespace gradsync
 

@@ -26,8 +26,8 @@ class SubTransport final : public Transport {
  public:
   // INVALID_ARGUMENT unless `ranks` is non-empty, strictly increasing, within
   // [0, base->size()) and contains base->rank().
-  static absl::StatusOr<std::unique_ptr<SubTransport>> Create(
-      Transport* base, std::vector<int> ranks);
+  static absl::StatusOr<std::unique_ptr<SubTransport>> Create(Transport* base,
+                                                              std::vector<int> ranks);
 
   int rank() const override { return rank_; }
   int size() const override { return static_cast<int>(ranks_.size()); }
@@ -42,10 +42,8 @@ class SubTransport final : public Transport {
                        const RecvChunk& chunk, float* store) override;
   absl::Status Forward(int peer, const ChunkTag& tag, const RecvChunk& chunk,
                        uint64_t checksum = 0) override;
-  absl::StatusOr<std::unique_ptr<RecvChunk>> Recv(int peer,
-                                                  const ChunkTag& expected,
-                                                  size_t n,
-                                                  absl::Time deadline) override;
+  absl::StatusOr<std::unique_ptr<RecvChunk>> Recv(int peer, const ChunkTag& expected,
+                                                  size_t n, absl::Time deadline) override;
   absl::Status WaitSendsReleased(absl::Time deadline) override;
   void Abort(const absl::Status& status) override;
   void BeginCollective(size_t bytes) override { base_->BeginCollective(bytes); }

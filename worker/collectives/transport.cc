@@ -16,8 +16,8 @@ absl::Status Transport::SendSum(int peer, const ChunkTag& tag, const float* a,
   return st;
 }
 
-absl::Status Transport::Forward(int peer, const ChunkTag& tag,
-                                const RecvChunk& chunk, uint64_t checksum) {
+absl::Status Transport::Forward(int peer, const ChunkTag& tag, const RecvChunk& chunk,
+                                uint64_t checksum) {
   std::vector<float> copy(chunk.count());
   chunk.CopyTo(copy.data());
   return Send(peer, tag, copy.data(), copy.size(), checksum);

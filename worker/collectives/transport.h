@@ -73,13 +73,13 @@ struct ChunkTag {
   int32_t segment = 0;  // pipelining unit within the chunk
 
   bool operator==(const ChunkTag& o) const {
-    return step == o.step && bucket == o.bucket && phase == o.phase &&
-           index == o.index && segment == o.segment;
+    return step == o.step && bucket == o.bucket && phase == o.phase && index == o.index &&
+           segment == o.segment;
   }
   // E.g. "(step 3 bucket 0 allgather index 1 segment 0)".
   std::string ToString() const {
-    return absl::StrFormat("(step %d bucket %d %s index %d segment %d)", step,
-                           bucket, RingPhaseName(phase), index, segment);
+    return absl::StrFormat("(step %d bucket %d %s index %d segment %d)", step, bucket,
+                           RingPhaseName(phase), index, segment);
   }
 };
 
@@ -137,8 +137,8 @@ class Transport {
   // With a 16-bit wire_dtype(), data[0..n) is rounded in place to the values
   // the peer receives (RoundToWire): a rank never goes on from a value its
   // peers do not have, so every algorithm's replicas stay bit-identical.
-  virtual absl::Status Send(int peer, const ChunkTag& tag, float* data,
-                            size_t n, uint64_t checksum = 0) = 0;
+  virtual absl::Status Send(int peer, const ChunkTag& tag, float* data, size_t n,
+                            uint64_t checksum = 0) = 0;
 
   // Sends a[0..n) + chunk (n = chunk.count()) to `peer`, as Send would send
   // that sum, and stores the sum as sent (rounded to the wire dtype) into
@@ -152,15 +152,17 @@ class Transport {
   // Sends the data of a received chunk on to `peer` under `tag`. The gRPC
   // transport sends the received bytes themselves (no copy); the chunk may
   // be dropped at once.
-  virtual absl::Status Forward(int peer, const ChunkTag& tag,
-                               const RecvChunk& chunk, uint64_t checksum = 0);
+  virtual absl::Status Forward(int peer, const ChunkTag& tag, const RecvChunk& chunk,
+                               uint64_t checksum = 0);
 
   // Next message from `peer`. FAILED_PRECONDITION if it does not carry
   // `expected` or has a count other than `n`; DEADLINE_EXCEEDED at the
   // deadline; the abort status after Abort(); UNAVAILABLE if the peer's
   // connection broke.
-  virtual absl::StatusOr<std::unique_ptr<RecvChunk>> Recv(
-      int peer, const ChunkTag& expected, size_t n, absl::Time deadline) = 0;
+  virtual absl::StatusOr<std::unique_ptr<RecvChunk>> Recv(int peer,
+                                                          const ChunkTag& expected,
+                                                          size_t n,
+                                                          absl::Time deadline) = 0;
 
   // Waits until the transport holds no reference to memory passed to Send.
   // Send copies, so both transports return OK at once; collectives still

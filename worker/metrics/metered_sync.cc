@@ -8,8 +8,8 @@
 namespace gradsync {
 
 MeteredSync::MeteredSync(std::unique_ptr<GradientSync> inner,
-                         const v1::Assignment* assignment,
-                         const WorkerMetrics* metrics, const Env* env)
+                         const v1::Assignment* assignment, const WorkerMetrics* metrics,
+                         const Env* env)
     : inner_(std::move(inner)),
       a_(*assignment),
       ps_(assignment->spec().strategy() == v1::STRATEGY_PS),
@@ -23,8 +23,7 @@ MeteredSync::MeteredSync(std::unique_ptr<GradientSync> inner,
   }
 }
 
-absl::Status MeteredSync::Initialize(const std::vector<Range>& buckets,
-                                     float* params) {
+absl::Status MeteredSync::Initialize(const std::vector<Range>& buckets, float* params) {
   if (ps_ && !shard_sent_.empty()) {
     const int shards = static_cast<int>(shard_sent_.size());
     // As PsSync::Initialize step 1 (worker/sync/ps_sync.cc).
@@ -52,8 +51,7 @@ absl::Status MeteredSync::SyncBucket(int64_t step, int bucket, float* grad,
   absl::Status st = inner_->SyncBucket(step, bucket, grad, params);
   if (!st.ok()) return st;
   latency_->Observe(absl::ToDoubleSeconds(env_->Now() - start));
-  if (ps_ && bucket >= 0 &&
-      bucket < static_cast<int>(bucket_shard_bytes_.size())) {
+  if (ps_ && bucket >= 0 && bucket < static_cast<int>(bucket_shard_bytes_.size())) {
     AddPerShard(shard_sent_, bucket_shard_bytes_[bucket]);
     AddPerShard(shard_received_, bucket_shard_bytes_[bucket]);
   }

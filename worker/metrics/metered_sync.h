@@ -29,14 +29,11 @@ class MeteredSync final : public GradientSync {
  public:
   // `assignment`, `metrics` and `env` (the latencies' clock) must outlive
   // this.
-  MeteredSync(std::unique_ptr<GradientSync> inner,
-              const v1::Assignment* assignment, const WorkerMetrics* metrics,
-              const Env* env = Env::Default());
+  MeteredSync(std::unique_ptr<GradientSync> inner, const v1::Assignment* assignment,
+              const WorkerMetrics* metrics, const Env* env = Env::Default());
 
-  absl::Status Initialize(const std::vector<Range>& buckets,
-                          float* params) override;
-  absl::Status SyncBucket(int64_t step, int bucket, float* grad,
-                          float* params) override;
+  absl::Status Initialize(const std::vector<Range>& buckets, float* params) override;
+  absl::Status SyncBucket(int64_t step, int bucket, float* grad, float* params) override;
   absl::Status Finish(float* params) override;
   void Abort(const absl::Status& status) override { inner_->Abort(status); }
   Output output() const override { return inner_->output(); }

@@ -31,16 +31,14 @@ class MeteredTransport final : public ForwardingTransport {
                        const RecvChunk& chunk, float* store) override;
   absl::Status Forward(int peer, const ChunkTag& tag, const RecvChunk& chunk,
                        uint64_t checksum) override;
-  absl::StatusOr<std::unique_ptr<RecvChunk>> Recv(int peer,
-                                                  const ChunkTag& expected,
-                                                  size_t n,
-                                                  absl::Time deadline) override;
+  absl::StatusOr<std::unique_ptr<RecvChunk>> Recv(int peer, const ChunkTag& expected,
+                                                  size_t n, absl::Time deadline) override;
 
  private:
   // Counts the payload bytes of `elements` wire elements on
   // `counters[peer]` when `st` is OK; returns `st`.
-  absl::Status Count(const std::vector<Counter*>& counters, int peer,
-                     size_t elements, absl::Status st) const;
+  absl::Status Count(const std::vector<Counter*>& counters, int peer, size_t elements,
+                     absl::Status st) const;
 
   const std::vector<Counter*> sent_;      // by peer rank
   const std::vector<Counter*> received_;  // by peer rank

@@ -53,10 +53,11 @@ absl::StatusOr<std::string> DataDirPolicy::Resolve(const std::string& job_dir,
       }
     }
   }
-  return absl::PermissionDeniedError(absl::StrCat(
-      "rank ", rank, ": data_dir ", job_dir, " is not an allowed data directory on this worker (allowed: ",
-      absl::StrJoin(allowed_, ", "),
-      "; see gradsync-worker --data_dir and --allowed_data_dirs)"));
+  return absl::PermissionDeniedError(
+      absl::StrCat("rank ", rank, ": data_dir ", job_dir,
+                   " is not an allowed data directory on this worker (allowed: ",
+                   absl::StrJoin(allowed_, ", "),
+                   "; see gradsync-worker --data_dir and --allowed_data_dirs)"));
 }
 
 }  // namespace gradsync

@@ -26,8 +26,7 @@ class DataDirPolicy {
   // `job_dir` does not resolve to an allowed directory or below one (a path
   // that does not exist does not resolve). Allowed directories are resolved
   // at each call, so one created after start-up counts.
-  absl::StatusOr<std::string> Resolve(const std::string& job_dir,
-                                      int rank) const;
+  absl::StatusOr<std::string> Resolve(const std::string& job_dir, int rank) const;
 
   const std::string& own() const { return own_; }
 

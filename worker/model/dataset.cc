@@ -33,26 +33,23 @@ bool FileExists(const std::string& path) {
 }
 
 // Resolves "<dir>/<base>.gz", falling back to "<dir>/<base>" (uncompressed).
-absl::StatusOr<std::string> FindFile(const std::string& dir,
-                                     const std::string& base) {
+absl::StatusOr<std::string> FindFile(const std::string& dir, const std::string& base) {
   const std::string gz = absl::StrCat(dir, "/", base, ".gz");
   if (FileExists(gz)) return gz;
   const std::string raw = absl::StrCat(dir, "/", base);
   if (FileExists(raw)) return raw;
-  return absl::NotFoundError(absl::StrCat(
-      "Fashion-MNIST file not found: ", gz, " (nor ", raw,
-      "). Install it with `apt-get install dataset-fashion-mnist` or point "
-      "--data-dir at a directory holding the IDX files."));
+  return absl::NotFoundError(
+      absl::StrCat("Fashion-MNIST file not found: ", gz, " (nor ", raw,
+                   "). Install it with `apt-get install dataset-fashion-mnist` or point "
+                   "--data-dir at a directory holding the IDX files."));
 }
 
 // Reads exactly `len` bytes; DATA_LOSS on a short read or a zlib error.
 // gzread reads non-gzip files transparently, so this serves both forms.
-absl::Status ReadExact(gzFile f, const std::string& path, void* buf,
-                       size_t len) {
+absl::Status ReadExact(gzFile f, const std::string& path, void* buf, size_t len) {
   char* p = static_cast<char*>(buf);
   while (len > 0) {
-    const unsigned chunk =
-        static_cast<unsigned>(std::min<size_t>(len, 1u << 30));
+    const unsigned chunk = static_cast<unsigned>(std::min<size_t>(len, 1u << 30));
     const int got = gzread(f, p, chunk);
     if (got < 0) {
       int errnum = 0;
@@ -73,8 +70,8 @@ absl::StatusOr<uint32_t> ReadBigEndian32(gzFile f, const std::string& path) {
   unsigned char b[4];
   absl::Status s = ReadExact(f, path, b, 4);
   if (!s.ok()) return s;
-  return (uint32_t{b[0]} << 24) | (uint32_t{b[1]} << 16) |
-         (uint32_t{b[2]} << 8) | uint32_t{b[3]};
+  return (uint32_t{b[0]} << 24) | (uint32_t{b[1]} << 16) | (uint32_t{b[2]} << 8) |
+         uint32_t{b[3]};
 }
 
 absl::StatusOr<GzPtr> Open(const std::string& path) {
@@ -86,17 +83,15 @@ absl::StatusOr<GzPtr> Open(const std::string& path) {
 }
 
 // Reads an IDX label file: magic, count, then `count` bytes.
-absl::StatusOr<std::vector<uint8_t>> ReadLabels(const std::string& path,
-                                                int64_t limit, int classes,
-                                                int64_t* count_in_header) {
+absl::StatusOr<std::vector<uint8_t>> ReadLabels(const std::string& path, int64_t limit,
+                                                int classes, int64_t* count_in_header) {
   absl::StatusOr<GzPtr> f = Open(path);
   if (!f.ok()) return f.status();
   absl::StatusOr<uint32_t> magic = ReadBigEndian32(f->get(), path);
   if (!magic.ok()) return magic.status();
   if (*magic != kLabelsMagic) {
-    return absl::DataLossError(absl::StrCat(
-        "bad magic number in label file ", path, ": 0x", absl::Hex(*magic),
-        " (want 0x801)"));
+    return absl::DataLossError(absl::StrCat("bad magic number in label file ", path,
+                                            ": 0x", absl::Hex(*magic), " (want 0x801)"));
   }
   absl::StatusOr<uint32_t> n = ReadBigEndian32(f->get(), path);
   if (!n.ok()) return n.status();
@@ -109,16 +104,15 @@ absl::StatusOr<std::vector<uint8_t>> ReadLabels(const std::string& path,
   for (int64_t done = 0; done < keep;) {
     const int64_t m = std::min(kChunk, keep - done);
     labels.resize(static_cast<size_t>(done + m));
-    absl::Status s = ReadExact(f->get(), path, labels.data() + done,
-                               static_cast<size_t>(m));
+    absl::Status s =
+        ReadExact(f->get(), path, labels.data() + done, static_cast<size_t>(m));
     if (!s.ok()) return s;
     done += m;
   }
   for (size_t i = 0; i < labels.size(); ++i) {
     if (labels[i] >= classes) {
-      return absl::DataLossError(absl::StrCat("label ", int{labels[i]},
-                                              " at index ", i, " of ", path,
-                                              " is not < ", classes));
+      return absl::DataLossError(absl::StrCat("label ", int{labels[i]}, " at index ", i,
+                                              " of ", path, " is not < ", classes));
     }
   }
   return labels;
@@ -129,11 +123,9 @@ absl::StatusOr<std::vector<uint8_t>> ReadLabels(const std::string& path,
 absl::StatusOr<Dataset> LoadFashionMnist(const std::string& dir, bool train,
                                          int64_t limit) {
   const std::string prefix = train ? "train" : "t10k";
-  absl::StatusOr<std::string> images_path =
-      FindFile(dir, prefix + "-images-idx3-ubyte");
+  absl::StatusOr<std::string> images_path = FindFile(dir, prefix + "-images-idx3-ubyte");
   if (!images_path.ok()) return images_path.status();
-  absl::StatusOr<std::string> labels_path =
-      FindFile(dir, prefix + "-labels-idx1-ubyte");
+  absl::StatusOr<std::string> labels_path = FindFile(dir, prefix + "-labels-idx1-ubyte");
   if (!labels_path.ok()) return labels_path.status();
 
   Dataset ds;
@@ -153,21 +145,21 @@ absl::StatusOr<Dataset> LoadFashionMnist(const std::string& dir, bool train,
     h = *v;
   }
   if (header[0] != kImagesMagic) {
-    return absl::DataLossError(absl::StrCat("bad magic number in image file ",
-                                            path, ": 0x", absl::Hex(header[0]),
+    return absl::DataLossError(absl::StrCat("bad magic number in image file ", path,
+                                            ": 0x", absl::Hex(header[0]),
                                             " (want 0x803)"));
   }
   const int64_t n = header[1];
   const uint32_t rows = header[2];
   const uint32_t cols = header[3];
   if (rows < 1 || cols < 1 || rows > kMaxDim || cols > kMaxDim) {
-    return absl::DataLossError(absl::StrCat("implausible image size ", rows,
-                                            "x", cols, " in ", path));
+    return absl::DataLossError(
+        absl::StrCat("implausible image size ", rows, "x", cols, " in ", path));
   }
   if (n != label_count) {
-    return absl::DataLossError(absl::StrCat("count mismatch: ", path, " has ",
-                                            n, " images but ", *labels_path,
-                                            " has ", label_count, " labels"));
+    return absl::DataLossError(absl::StrCat("count mismatch: ", path, " has ", n,
+                                            " images but ", *labels_path, " has ",
+                                            label_count, " labels"));
   }
   ds.features = static_cast<int>(rows * cols);
   ds.n = limit > 0 ? std::min(limit, n) : n;
@@ -219,8 +211,7 @@ uint64_t UniformUpTo(std::mt19937_64& rng, uint64_t bound) {
 
 }  // namespace
 
-ShardedSampler::ShardedSampler(int64_t n, int world, int rank, int batch,
-                               uint64_t seed)
+ShardedSampler::ShardedSampler(int64_t n, int world, int rank, int batch, uint64_t seed)
     : n_(std::max<int64_t>(n, 0)),
       world_(world),
       rank_(rank),
@@ -242,8 +233,7 @@ void ShardedSampler::EnsureEpoch(int64_t epoch) {
   // epochs and seeds give unrelated permutations.
   std::mt19937_64 rng(SplitMix64(seed_ ^ SplitMix64(static_cast<uint64_t>(epoch))));
   for (int64_t i = n_ - 1; i > 0; --i) {
-    const int64_t j =
-        static_cast<int64_t>(UniformUpTo(rng, static_cast<uint64_t>(i)));
+    const int64_t j = static_cast<int64_t>(UniformUpTo(rng, static_cast<uint64_t>(i)));
     std::swap(perm_[i], perm_[j]);
   }
   cached_epoch_ = epoch;

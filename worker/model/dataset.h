@@ -52,8 +52,7 @@ class ShardedSampler {
 
   // Fills `out` (resized to batch) with the sample indices of this rank for
   // the given step of the given epoch.
-  void BatchIndices(int64_t epoch, int64_t step_in_epoch,
-                    std::vector<int64_t>* out);
+  void BatchIndices(int64_t epoch, int64_t step_in_epoch, std::vector<int64_t>* out);
 
  private:
   void EnsureEpoch(int64_t epoch);

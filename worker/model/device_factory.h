@@ -13,12 +13,12 @@
 namespace gradsync {
 
 struct DeviceRequest {
-  bool cuda = false;     // false: the CPU model
+  bool cuda = false;  // false: the CPU model
   MlpSpec model;
-  int gpu = 0;           // cuda: device index
+  int gpu = 0;  // cuda: device index
   bool allow_tf32 = false;
-  int max_batch = 0;     // cuda: largest batch staged on the device
-  int cpu_threads = 0;   // cpu: BLAS threads (cpu_threads.h); 0 = leave as is
+  int max_batch = 0;    // cuda: largest batch staged on the device
+  int cpu_threads = 0;  // cpu: BLAS threads (cpu_threads.h); 0 = leave as is
 };
 
 // GPUs this process can use: 0 when the build has no CUDA backend or no

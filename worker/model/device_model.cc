@@ -59,8 +59,7 @@ class CpuModel final : public DeviceModel {
   Range LayerRange(int l) const override { return mlp_.LayerRange(l); }
 
   absl::Status Configure(const std::vector<Range>& buckets,
-                         const OptimizerOptions& optimizer,
-                         int grad_slots) override {
+                         const OptimizerOptions& optimizer, int grad_slots) override {
     if (grad_slots < 1) {
       return absl::InvalidArgumentError("grad_slots must be >= 1");
     }
@@ -97,8 +96,8 @@ class CpuModel final : public DeviceModel {
   // Buckets are layer-aligned, bucket 0 = last layers: bucket b is ready
   // once backward has finished the layer where b begins, so communication of
   // the last layers overlaps backward of the first ones.
-  absl::Status ForwardBackward(
-      int batch, const std::function<void(int)>& bucket_ready) override {
+  absl::Status ForwardBackward(int batch,
+                               const std::function<void(int)>& bucket_ready) override {
     if (static_cast<int>(y_.size()) != batch) {
       return absl::FailedPreconditionError("no staged batch of that size");
     }
@@ -116,8 +115,8 @@ class CpuModel final : public DeviceModel {
         bucket_ready(static_cast<int>(next));
       }
     };
-    losses_.push_back(mlp_.ForwardBackward(params_.data(), x_.data(), y_.data(),
-                                           batch, grad_.data(), hooks));
+    losses_.push_back(mlp_.ForwardBackward(params_.data(), x_.data(), y_.data(), batch,
+                                           grad_.data(), hooks));
     for (; next < buckets_.size(); ++next) bucket_ready(static_cast<int>(next));
     return absl::OkStatus();
   }
@@ -182,15 +181,15 @@ class CpuModel final : public DeviceModel {
     const size_t n = params_.size();
     if ((!state.first.empty() && state.first.size() != n) ||
         (!state.second.empty() && state.second.size() != n)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "optimizer state of ", state.first.size(), " + ",
-          state.second.size(), " floats for a model of ", n));
+      return absl::InvalidArgumentError(
+          absl::StrCat("optimizer state of ", state.first.size(), " + ",
+                       state.second.size(), " floats for a model of ", n));
     }
     std::vector<Optimizer> restored = optimizers_;
     for (size_t b = 0; b < buckets_.size(); ++b) {
-      absl::Status st = restored[b].Restore(
-          state.steps, SliceOf(state.first, buckets_[b]),
-          SliceOf(state.second, buckets_[b]));
+      absl::Status st =
+          restored[b].Restore(state.steps, SliceOf(state.first, buckets_[b]),
+                              SliceOf(state.second, buckets_[b]));
       if (!st.ok()) return st;
     }
     optimizers_ = std::move(restored);
@@ -249,9 +248,9 @@ absl::StatusOr<std::unique_ptr<DeviceModel>> MakeCpuModel(const MlpSpec& spec) {
   } catch (const std::bad_alloc&) {
   } catch (const std::length_error&) {
   }
-  return absl::ResourceExhaustedError(absl::StrCat(
-      "model ", spec.ToString(), " (", NumParams(spec),
-      " parameters) does not fit in this worker's memory"));
+  return absl::ResourceExhaustedError(
+      absl::StrCat("model ", spec.ToString(), " (", NumParams(spec),
+                   " parameters) does not fit in this worker's memory"));
 }
 
 }  // namespace gradsync

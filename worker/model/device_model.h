@@ -52,16 +52,14 @@ class DeviceModel {
   // slots the caller rotates through (copies into different slots may be in
   // flight at once).
   virtual absl::Status Configure(const std::vector<Range>& buckets,
-                                 const OptimizerOptions& optimizer,
-                                 int grad_slots) = 0;
+                                 const OptimizerOptions& optimizer, int grad_slots) = 0;
 
   virtual absl::Status SetParams(const float* host) = 0;
   virtual absl::Status SetParamsRange(Range r, const float* host) = 0;
   virtual absl::Status GetParams(float* host) = 0;
 
   // Stages the next batch (on a GPU: copied while the current step computes).
-  virtual absl::Status StageBatch(const float* x, const uint8_t* y,
-                                  int batch) = 0;
+  virtual absl::Status StageBatch(const float* x, const uint8_t* y, int batch) = 0;
 
   // Forward + backward on the staged batch, enqueued: `bucket_ready(b)` is
   // called once bucket b's gradient is computed or enqueued, b = 0, 1, ...
@@ -118,7 +116,6 @@ class DeviceModel {
   // nothing (a GPU's host-side enqueue times would say little).
   virtual void SetTrace(TraceRecorder* trace) { (void)trace; }
 };
-
 
 // Groups layers, last first, into contiguous layer-aligned buckets, as
 // PyTorch DDP does with its small first bucket:

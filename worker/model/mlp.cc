@@ -96,9 +96,8 @@ void Mlp::Forward(const float* params, const float* x, int batch) {
   }
 }
 
-float Mlp::ForwardBackward(const float* params, const float* x,
-                           const uint8_t* y, int batch, float* grad,
-                           const PassHooks& hooks) {
+float Mlp::ForwardBackward(const float* params, const float* x, const uint8_t* y,
+                           int batch, float* grad, const PassHooks& hooks) {
   std::fill_n(grad, num_params_, 0.0f);
   if (batch <= 0) {
     if (hooks.forward_done) hooks.forward_done();
@@ -141,8 +140,8 @@ float Mlp::ForwardBackward(const float* params, const float* x,
     const float* dz = deltas_[l + 1].data();
     const float* a = acts_[l].data();
     // dW[out][in] = dZ[batch][out]^T * A[batch][in].
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, out, in, batch, 1.0f,
-                dz, out, a, in, 0.0f, grad + w_offset_[l], in);
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, out, in, batch, 1.0f, dz, out, a,
+                in, 0.0f, grad + w_offset_[l], in);
     // db = column sums of dZ, summed in fixed row order (deterministic).
     float* gb = grad + b_offset_[l];
     for (int r = 0; r < batch; ++r) {
@@ -154,8 +153,8 @@ float Mlp::ForwardBackward(const float* params, const float* x,
     // dA[batch][in] = dZ[batch][out] * W[out][in], then mask by ReLU'(z):
     // a = relu(z) > 0 exactly where z > 0.
     float* da = deltas_[l].data();
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, batch, in, out, 1.0f,
-                dz, out, params + w_offset_[l], in, 0.0f, da, in);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, batch, in, out, 1.0f, dz, out,
+                params + w_offset_[l], in, 0.0f, da, in);
     const size_t count = static_cast<size_t>(batch) * in;
     for (size_t i = 0; i < count; ++i) {
       if (a[i] <= 0.0f) da[i] = 0.0f;

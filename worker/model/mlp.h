@@ -45,8 +45,8 @@ class Mlp {
     std::function<void()> forward_done;
     std::function<void(int layer)> layer_done;
   };
-  float ForwardBackward(const float* params, const float* x, const uint8_t* y,
-                        int batch, float* grad, const PassHooks& hooks = {});
+  float ForwardBackward(const float* params, const float* x, const uint8_t* y, int batch,
+                        float* grad, const PassHooks& hooks = {});
 
   // Mean loss and number of correct argmax predictions over n samples,
   // evaluated in blocks to bound memory.
@@ -56,8 +56,7 @@ class Mlp {
     int64_t n = 0;
     double accuracy() const { return n ? static_cast<double>(correct) / n : 0; }
   };
-  Eval Evaluate(const float* params, const float* x, const uint8_t* y,
-                int64_t n);
+  Eval Evaluate(const float* params, const float* x, const uint8_t* y, int64_t n);
 
  private:
   // Forward pass of `batch` rows; fills acts_[0..L] (acts_[0] = x copy).
@@ -65,10 +64,10 @@ class Mlp {
 
   MlpSpec spec_;
   size_t num_params_;
-  std::vector<size_t> w_offset_;  // offset of W_l
-  std::vector<size_t> b_offset_;  // offset of b_l
-  std::vector<std::vector<float>> acts_;   // per layer activations
-  std::vector<std::vector<float>> deltas_; // per layer backprop scratch
+  std::vector<size_t> w_offset_;            // offset of W_l
+  std::vector<size_t> b_offset_;            // offset of b_l
+  std::vector<std::vector<float>> acts_;    // per layer activations
+  std::vector<std::vector<float>> deltas_;  // per layer backprop scratch
 };
 
 }  // namespace gradsync

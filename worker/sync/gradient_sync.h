@@ -42,8 +42,7 @@ class GradientSync {
   // `params` holds this rank's own initial values (same seed on all ranks); on
   // return it holds the job's initial parameters (from the PS, or rank 0's
   // broadcast), identical on every rank.
-  virtual absl::Status Initialize(const std::vector<Range>& buckets,
-                                  float* params) = 0;
+  virtual absl::Status Initialize(const std::vector<Range>& buckets, float* params) = 0;
 
   // Synchronises bucket `bucket` of `step`. grad and params are the full flat
   // host vectors; only the bucket's range is read and written (see output()).

@@ -7,9 +7,11 @@
 
 namespace gradsync {
 
-absl::StatusOr<std::unique_ptr<GradientSync>> MakeGradientSync(
-    const v1::Assignment* a, Transport* transport, const TuningTable* tuning,
-    const StallWatch* stall, const Env* env) {
+absl::StatusOr<std::unique_ptr<GradientSync>> MakeGradientSync(const v1::Assignment* a,
+                                                               Transport* transport,
+                                                               const TuningTable* tuning,
+                                                               const StallWatch* stall,
+                                                               const Env* env) {
   switch (a->spec().strategy()) {
     case v1::STRATEGY_PS:
       if (a->ps_shards_size() == 0) {
@@ -20,11 +22,10 @@ absl::StatusOr<std::unique_ptr<GradientSync>> MakeGradientSync(
       if (transport == nullptr) {
         return absl::InvalidArgumentError("ring job without a transport");
       }
-      return MakeRingSync(a, transport, tuning,
-                          env != nullptr ? env : Env::Default());
+      return MakeRingSync(a, transport, tuning, env != nullptr ? env : Env::Default());
     default:
-      return absl::InvalidArgumentError(absl::StrCat(
-          "strategy: unknown ", StrategyName(a->spec().strategy())));
+      return absl::InvalidArgumentError(
+          absl::StrCat("strategy: unknown ", StrategyName(a->spec().strategy())));
   }
 }
 

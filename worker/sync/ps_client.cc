@@ -6,19 +6,18 @@
 #include <utility>
 
 #include "absl/strings/numbers.h"
-#include "spdlog/spdlog.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/grpc/grpc_util.h"
 #include "common/grpc/job_secret.h"
 #include "common/grpc/tensor_frame.h"
+#include "spdlog/spdlog.h"
 #include "worker/sync/ps_piece_calls.h"
 
 namespace gradsync {
 
 PsClient::PsClient(int rank, PsCredentials creds, std::vector<PsPiece> pieces,
-                   WireDtype wire, const StallWatch* stall,
-                   const Env* env)
+                   WireDtype wire, const StallWatch* stall, const Env* env)
     : rank_(rank),
       creds_(std::move(creds)),
       wire_(wire),
@@ -30,8 +29,7 @@ PsClient::PsClient(int rank, PsCredentials creds, std::vector<PsPiece> pieces,
     all_.push_back(static_cast<int>(i));
     auto& stub = stubs_[pieces_[i].address];
     if (!stub) {
-      stub = std::make_unique<grpc::GenericStub>(
-          MakePsDataChannel(pieces_[i].address));
+      stub = std::make_unique<grpc::GenericStub>(MakePsDataChannel(pieces_[i].address));
     }
   }
   set_push_window(DefaultPushWindow(stubs_.size()));
@@ -45,8 +43,8 @@ size_t PsClient::DefaultPushWindow(size_t shards) {
   if (!absl::SimpleAtoi(env, &w)) {
     static std::once_flag warned;
     std::call_once(warned, [env, fallback] {
-      spdlog::warn("{}='{}' is not a whole number; using {}", kPushWindowEnv,
-                   env, fallback);
+      spdlog::warn("{}='{}' is not a whole number; using {}", kPushWindowEnv, env,
+                   fallback);
     });
     return fallback;
   }
@@ -57,15 +55,15 @@ void PsClient::set_push_window(size_t window) {
   push_window_ = window == 0 ? 0 : std::max(window, stubs_.size());
 }
 
-std::unique_ptr<PsPieceCalls> PsClient::MakeCalls(const std::string& method,
-                                                  size_t n, bool stream) {
+std::unique_ptr<PsPieceCalls> PsClient::MakeCalls(const std::string& method, size_t n,
+                                                  bool stream) {
   if (stream) {
     return MakeStreamCalls(
         n, [this](const std::string& address) { return StreamFor(address); });
   }
-  return MakeUnaryCalls(
-      n, method, &creds_,
-      [this](const std::string& address) { return stubs_[address].get(); });
+  return MakeUnaryCalls(n, method, &creds_, [this](const std::string& address) {
+    return stubs_[address].get();
+  });
 }
 
 absl::Status PsClient::CallAll(
@@ -106,19 +104,18 @@ absl::Status PsClient::CallAll(
     const absl::Time wake = cancelled ? until : stall.Until(until);
     if (!calls.Take(wake, &batch, env_)) {
       if (wake < until) {
-        stall.Check(
-            [&] { return DescribeStall(tag, which, answered, launched); });
+        stall.Check([&] { return DescribeStall(tag, which, answered, launched); });
       } else if (!cancelled) {
-        calls.CancelAll(absl::DeadlineExceededError(absl::StrCat(
-            "no answer to the ", tag.phase, " of step ", tag.step,
-            " before the deadline")));
+        calls.CancelAll(absl::DeadlineExceededError(
+            absl::StrCat("no answer to the ", tag.phase, " of step ", tag.step,
+                         " before the deadline")));
         cancelled = true;
       }
     }
     for (size_t i : batch) {
       answered[i] = true;
-      absl::Status st = TakeReply(pieces_[which[i]], calls.status(i),
-                                  calls.response(i), out);
+      absl::Status st =
+          TakeReply(pieces_[which[i]], calls.status(i), calls.response(i), out);
       if (st.ok() || !first.ok()) continue;
       first = std::move(st);
       // The step cannot succeed any more: do not wait for the others.
@@ -132,9 +129,9 @@ absl::Status PsClient::CallAll(
     }
   }
   if (launched < n && first.ok()) {
-    first = absl::DeadlineExceededError(absl::StrCat(
-        "PS ", tag.phase, " of step ", tag.step, ": ", n - launched, " of ",
-        n, " pieces not sent before the deadline"));
+    first = absl::DeadlineExceededError(
+        absl::StrCat("PS ", tag.phase, " of step ", tag.step, ": ", n - launched, " of ",
+                     n, " pieces not sent before the deadline"));
   }
   {
     absl::MutexLock lock(&mu_);
@@ -150,14 +147,12 @@ absl::StatusOr<std::shared_ptr<PsPushStream>> PsClient::StreamFor(
   if (!aborted_.ok()) return aborted_;
   std::shared_ptr<PsPushStream>& s = streams_[address];
   if (s == nullptr || s->ended()) {
-    retired_.erase(std::remove_if(retired_.begin(), retired_.end(),
-                                  [](const std::shared_ptr<PsPushStream>& r) {
-                                    return r->done();
-                                  }),
-                   retired_.end());
+    retired_.erase(
+        std::remove_if(retired_.begin(), retired_.end(),
+                       [](const std::shared_ptr<PsPushStream>& r) { return r->done(); }),
+        retired_.end());
     if (s != nullptr) retired_.push_back(std::move(s));
-    s = PsPushStream::Open(stubs_[address].get(), address,
-                           PsCredentialMetadata(creds_));
+    s = PsPushStream::Open(stubs_[address].get(), address, PsCredentialMetadata(creds_));
     ++streams_opened_;
   }
   return s;
@@ -201,8 +196,7 @@ PsClient::~PsClient() {
   }
 }
 
-StallReport PsClient::DescribeStall(const WaitTag& tag,
-                                    const std::vector<int>& which,
+StallReport PsClient::DescribeStall(const WaitTag& tag, const std::vector<int>& which,
                                     const std::vector<bool>& answered,
                                     size_t launched) const {
   StallReport r;
@@ -222,24 +216,21 @@ StallReport PsClient::DescribeStall(const WaitTag& tag,
                     outstanding > 2 ? "s" : "");
   }
   if (launched < which.size()) {
-    absl::StrAppend(&r.waiting_for, " (", which.size() - launched,
-                    " not sent yet)");
+    absl::StrAppend(&r.waiting_for, " (", which.size() - launched, " not sent yet)");
   }
   return r;
 }
 
-absl::Status PsClient::TakeReply(const PsPiece& piece,
-                                 const absl::Status& status,
-                                 const grpc::ByteBuffer& response,
-                                 float* out) const {
+absl::Status PsClient::TakeReply(const PsPiece& piece, const absl::Status& status,
+                                 const grpc::ByteBuffer& response, float* out) const {
   if (!status.ok()) return status;
   if (out == nullptr) return absl::OkStatus();
   absl::StatusOr<DecodedFrame> f = DecodedFrame::Parse(response);
   if (!f.ok()) return f.status();
   if (f->count() != piece.count) {
-    return absl::DataLossError(absl::StrCat(
-        "PS shard ", piece.address, " answered ", f->count(), " floats for ",
-        piece.key, ", expected ", piece.count));
+    return absl::DataLossError(absl::StrCat("PS shard ", piece.address, " answered ",
+                                            f->count(), " floats for ", piece.key,
+                                            ", expected ", piece.count));
   }
   f->CopyTo(out + piece.offset);
   return absl::OkStatus();
@@ -270,8 +261,7 @@ absl::Status PsClient::FinalPull(float* params, absl::Time deadline) {
   return PullAt(kPullFinalStep, params, deadline);
 }
 
-absl::Status PsClient::PullAt(int64_t step, float* params,
-                              absl::Time deadline) {
+absl::Status PsClient::PullAt(int64_t step, float* params, absl::Time deadline) {
   return CallAll(
       "/gradsync.v1.ParameterServer/Pull", all_,
       [&](const PsPiece& p) {
@@ -287,8 +277,8 @@ absl::Status PsClient::PullAt(int64_t step, float* params,
 }
 
 absl::Status PsClient::PushPull(int64_t step, const float* grad, float* params,
-                                const std::vector<int>& pieces,
-                                absl::Time deadline, int bucket) {
+                                const std::vector<int>& pieces, absl::Time deadline,
+                                int bucket) {
   return CallAll(
       "/gradsync.v1.ParameterServer/PushPull", StaggeredOrder(pieces),
       [&](const PsPiece& p) {
@@ -306,8 +296,7 @@ absl::Status PsClient::PushPull(int64_t step, const float* grad, float* params,
         }
         return EncodeFrame(h, grad + p.offset, p.count, nullptr);
       },
-      params, deadline, WaitTag{step, bucket, "push-pull"}, push_window_,
-      push_stream_);
+      params, deadline, WaitTag{step, bucket, "push-pull"}, push_window_, push_stream_);
 }
 
 std::vector<int> PsClient::StaggeredOrder(const std::vector<int>& pieces) const {

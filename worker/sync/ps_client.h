@@ -47,8 +47,7 @@ class PsClient {
   // on at construction. `env` (not owned, outlives this) is the clock of
   // the calls' waits; its deadlines also go to gRPC, so it keeps real time.
   PsClient(int rank, PsCredentials creds, std::vector<PsPiece> pieces,
-           WireDtype wire = WireDtype::kFp32,
-           const StallWatch* stall = nullptr,
+           WireDtype wire = WireDtype::kFp32, const StallWatch* stall = nullptr,
            const Env* env = Env::Default());
   // Half-closes the push streams (cancels those not ended within
   // kStreamCloseWait).
@@ -125,8 +124,7 @@ class PsClient {
   std::unique_ptr<PsPieceCalls> MakeCalls(const std::string& method, size_t n,
                                           bool stream);
   // `address`'s push stream: the open one, or a new one when it ended.
-  absl::StatusOr<std::shared_ptr<PsPushStream>> StreamFor(
-      const std::string& address);
+  absl::StatusOr<std::shared_ptr<PsPushStream>> StreamFor(const std::string& address);
   // `pieces` in the order this rank pushes them: each run of S consecutive
   // pieces (S shards, assigned round-robin) rotated by rank, so that at any
   // moment the ranks push to different shards. Every rank's runs hold the
@@ -137,8 +135,7 @@ class PsClient {
   // A stall report of the calls of `which` started (the first `launched`)
   // and not `answered` yet, and how many are not started.
   StallReport DescribeStall(const WaitTag& tag, const std::vector<int>& which,
-                            const std::vector<bool>& answered,
-                            size_t launched) const;
+                            const std::vector<bool>& answered, size_t launched) const;
   // Step 3 for one finished call.
   absl::Status TakeReply(const PsPiece& piece, const absl::Status& status,
                          const grpc::ByteBuffer& response, float* out) const;
@@ -160,8 +157,7 @@ class PsClient {
   mutable absl::Mutex mu_;
   std::set<PsPieceCalls*> active_ ABSL_GUARDED_BY(mu_);  // CallAlls running
   // By shard address; opened by the first PushPull to each shard.
-  std::map<std::string, std::shared_ptr<PsPushStream>> streams_
-      ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::shared_ptr<PsPushStream>> streams_ ABSL_GUARDED_BY(mu_);
   // Streams replaced in streams_ after they ended whose calls may not be
   // done yet: the destructor waits for them too, so that no call (which
   // holds its channel, and with it gRPC's callback threads) outlives the

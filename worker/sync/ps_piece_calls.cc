@@ -15,14 +15,13 @@ namespace {
 
 // `st` (not OK) from `piece`'s shard, naming both.
 absl::Status FromPiece(const PsPiece& piece, const absl::Status& st) {
-  return absl::Status(st.code(), absl::StrCat("PS shard ", piece.address, " (",
-                                              piece.key, "): ", st.message()));
+  return absl::Status(st.code(), absl::StrCat("PS shard ", piece.address, " (", piece.key,
+                                              "): ", st.message()));
 }
 
 // `st` (not OK) from the shard at `address`, naming it.
 absl::Status FromShard(const std::string& address, const absl::Status& st) {
-  return absl::Status(st.code(),
-                      absl::StrCat("PS shard ", address, ": ", st.message()));
+  return absl::Status(st.code(), absl::StrCat("PS shard ", address, ": ", st.message()));
 }
 
 // One async unary call per piece; gRPC ends each at its deadline.
@@ -45,8 +44,8 @@ class UnaryCalls final : public PsPieceCalls {
     AddClusterToken(&ctx_[i]);  // MakePsDataChannel adds no interceptor
     req_[i] = std::move(request);
     stub_for_(piece.address)
-        ->UnaryCall(&ctx_[i], method_, grpc::StubOptions(), &req_[i],
-                    &out_[i], [this, i, &piece](grpc::Status s) {
+        ->UnaryCall(&ctx_[i], method_, grpc::StubOptions(), &req_[i], &out_[i],
+                    [this, i, &piece](grpc::Status s) {
                       absl::Status st;
                       if (!s.ok()) st = FromPiece(piece, FromGrpcStatus(s));
                       Finish(i, std::move(st), std::move(out_[i]));
@@ -91,9 +90,10 @@ class StreamCalls final : public PsPieceCalls {
       return;
     }
     if (!(*sink)->Expect(piece, i)) {
-      Finish(i, FromPiece(piece, absl::InvalidArgumentError(
-                                     "piece listed twice in one push")),
-             {});
+      Finish(
+          i,
+          FromPiece(piece, absl::InvalidArgumentError("piece listed twice in one push")),
+          {});
       return;
     }
     absl::Status st = (*sink)->stream->Write(std::move(request));
@@ -207,8 +207,7 @@ class StreamCalls final : public PsPieceCalls {
 std::unique_ptr<PsPieceCalls> MakeUnaryCalls(
     size_t n, std::string method, const PsCredentials* creds,
     std::function<grpc::GenericStub*(const std::string&)> stub_for) {
-  return std::make_unique<UnaryCalls>(n, std::move(method), creds,
-                                      std::move(stub_for));
+  return std::make_unique<UnaryCalls>(n, std::move(method), creds, std::move(stub_for));
 }
 
 std::unique_ptr<PsPieceCalls> MakeStreamCalls(size_t n, PsStreamFor stream_for) {

@@ -56,9 +56,7 @@ class PsPieceCalls {
   bool Take(absl::Time wake, std::vector<size_t>* batch,
             const Env* env = Env::Default()) {
     absl::MutexLock l(&mu_);
-    auto any = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-      return !finished_.empty();
-    };
+    auto any = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !finished_.empty(); };
     const bool woke = env->AwaitWithDeadline(&mu_, absl::Condition(&any), wake);
     batch->swap(finished_);
     finished_.clear();

@@ -34,9 +34,9 @@ std::vector<PsPiece> MakePsPieces(const std::string& job_id,
 // What proves to the PS shards that the caller is a member of its job
 // (common/grpc/job_secret.h), sent as metadata on every call.
 struct PsCredentials {
-  std::string secret;          // Assignment.job_secret
-  int world = 0;               // Assignment.world_size
-  std::string resume_secret;   // Assignment.resume_secret (resuming jobs)
+  std::string secret;         // Assignment.job_secret
+  int world = 0;              // Assignment.world_size
+  std::string resume_secret;  // Assignment.resume_secret (resuming jobs)
   int resume_world = 0;
 };
 PsCredentials PsCredentialsOf(const v1::Assignment& a);

@@ -32,14 +32,13 @@ absl::StatusOr<v1::CheckpointsResponse> ListCheckpoints(
 // (PERMISSION_DENIED from the shards otherwise).
 absl::StatusOr<int64_t> FindResumeStep(const std::string& old_job,
                                        const std::set<std::string>& shards,
-                                       const PsCredentials& creds,
-                                       absl::Time deadline);
+                                       const PsCredentials& creds, absl::Time deadline);
 
 // The step from the shards' answers: `lists[i]` the common steps of shard i,
 // `slices[i]` its slices with checkpoints. Pure; the rule above.
-absl::StatusOr<int64_t> PickResumeStep(
-    const std::string& old_job, const std::vector<std::vector<int64_t>>& lists,
-    const std::vector<int>& slices);
+absl::StatusOr<int64_t> PickResumeStep(const std::string& old_job,
+                                       const std::vector<std::vector<int64_t>>& lists,
+                                       const std::vector<int>& slices);
 
 }  // namespace gradsync
 

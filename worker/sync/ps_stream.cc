@@ -15,8 +15,7 @@ std::shared_ptr<PsPushStream> PsPushStream::Open(
   std::shared_ptr<PsPushStream> s(new PsPushStream(std::move(address)));
   for (const auto& [key, value] : metadata) s->ctx_.AddMetadata(key, value);
   AddClusterToken(&s->ctx_);  // PsClient's channels add no interceptor
-  stub->PrepareBidiStreamingCall(&s->ctx_,
-                                 "/gradsync.v1.ParameterServer/PushPullStream",
+  stub->PrepareBidiStreamingCall(&s->ctx_, "/gradsync.v1.ParameterServer/PushPullStream",
                                  grpc::StubOptions(), s.get());
   {
     absl::MutexLock lock(&s->mu_);

@@ -30,14 +30,11 @@ class PsSync final : public GradientSync {
   //    over the shards (common/ps_layout.h; one PS slice each);
   // 2. rank 0 installs its parameters and the shard config on every slice;
   // 3. every rank pulls the initial parameters.
-  absl::Status Initialize(const std::vector<Range>& buckets,
-                          float* params) override {
-    std::vector<v1::PsShardInfo> shards(a_.ps_shards().begin(),
-                                        a_.ps_shards().end());
+  absl::Status Initialize(const std::vector<Range>& buckets, float* params) override {
+    std::vector<v1::PsShardInfo> shards(a_.ps_shards().begin(), a_.ps_shards().end());
     if (shards.empty()) return absl::InvalidArgumentError("no PS shards");
-    const PsLayout layout =
-        MakePsLayout(buckets, static_cast<int>(shards.size()),
-                     shards[0].partition_bytes());
+    const PsLayout layout = MakePsLayout(buckets, static_cast<int>(shards.size()),
+                                         shards[0].partition_bytes());
     pieces_of_bucket_ = layout.partitions_of_bucket;
     std::vector<PsPiece> pieces = MakePsPieces(a_.job_id(), shards, layout);
     PsClient* client;
@@ -45,8 +42,7 @@ class PsSync final : public GradientSync {
       absl::MutexLock lock(&mu_);
       client_ = std::make_unique<PsClient>(
           a_.rank(), PsCredentialsOf(a_), std::move(pieces),
-          WireDtypeOf(a_.spec().wire_dtype()).value_or(WireDtype::kFp32),
-          stall_, env_);
+          WireDtypeOf(a_.spec().wire_dtype()).value_or(WireDtype::kFp32), stall_, env_);
       if (!aborted_.ok()) client_->Abort(aborted_);
       client = client_.get();
     }
@@ -55,9 +51,8 @@ class PsSync final : public GradientSync {
     if (!a_.spec().resume_from().empty()) {
       std::set<std::string> addresses;
       for (const v1::PsShardInfo& s : shards) addresses.insert(s.address());
-      absl::StatusOr<int64_t> step =
-          FindResumeStep(a_.spec().resume_from(), addresses,
-                         PsCredentialsOf(a_), deadline);
+      absl::StatusOr<int64_t> step = FindResumeStep(a_.spec().resume_from(), addresses,
+                                                    PsCredentialsOf(a_), deadline);
       if (!step.ok()) return step.status();
       start_step_ = *step;
       config.set_resume_from(a_.spec().resume_from());
@@ -72,8 +67,7 @@ class PsSync final : public GradientSync {
 
   int64_t start_step() const override { return start_step_; }
 
-  absl::Status SyncBucket(int64_t step, int bucket, float* grad,
-                          float* params) override {
+  absl::Status SyncBucket(int64_t step, int bucket, float* grad, float* params) override {
     if (bucket < 0 || bucket >= static_cast<int>(pieces_of_bucket_.size())) {
       return absl::InvalidArgumentError(absl::StrCat("no bucket ", bucket));
     }
@@ -139,8 +133,7 @@ class PsSync final : public GradientSync {
 }  // namespace
 
 std::unique_ptr<GradientSync> MakePsSync(const v1::Assignment* assignment,
-                                         const StallWatch* stall,
-                                         const Env* env) {
+                                         const StallWatch* stall, const Env* env) {
   if (env == nullptr) env = stall != nullptr ? stall->env() : Env::Default();
   return std::make_unique<PsSync>(assignment, stall, env);
 }

@@ -38,8 +38,7 @@ grpc::ByteBuffer PieceFrame(TensorHeader h, const RingState& s, Range r) {
   for (const std::vector<float>* v :
        {&s.params, &s.optimizer.first, &s.optimizer.second}) {
     if (v->empty()) continue;
-    data->insert(data->end(), v->begin() + r.begin,
-                 v->begin() + r.begin + r.size);
+    data->insert(data->end(), v->begin() + r.begin, v->begin() + r.begin + r.size);
   }
   h.set_optimizer_steps(s.optimizer.steps);
   h.set_moments(static_cast<int>(!s.optimizer.first.empty()) +
@@ -66,8 +65,7 @@ RingCheckpointClient::RingCheckpointClient(const std::string& address,
       stub_(channel_) {}
 
 absl::StatusOr<grpc::ByteBuffer> RingCheckpointClient::Call(
-    const std::string& method, const grpc::ByteBuffer& request,
-    absl::Time deadline) {
+    const std::string& method, const grpc::ByteBuffer& request, absl::Time deadline) {
   grpc::ClientContext ctx;
   ctx.set_deadline(ToChrono(deadline));
   AddPsCredentials(creds_, &ctx);
@@ -79,11 +77,10 @@ absl::StatusOr<grpc::ByteBuffer> RingCheckpointClient::Call(
   grpc::ByteBuffer req = request, resp;
   grpc::Status status;
   absl::Notification done;
-  stub_.UnaryCall(&ctx, method, grpc::StubOptions(), &req, &resp,
-                  [&](grpc::Status s) {
-                    status = std::move(s);
-                    done.Notify();
-                  });
+  stub_.UnaryCall(&ctx, method, grpc::StubOptions(), &req, &resp, [&](grpc::Status s) {
+    status = std::move(s);
+    done.Notify();
+  });
   if (!done.WaitForNotificationWithDeadline(deadline + kCallGrace)) {
     ctx.TryCancel();
     done.WaitForNotification();  // a cancelled call reports promptly
@@ -94,8 +91,8 @@ absl::StatusOr<grpc::ByteBuffer> RingCheckpointClient::Call(
   }
   if (!status.ok()) {
     const absl::Status s = FromGrpcStatus(status);
-    return absl::Status(s.code(), absl::StrCat("checkpoint on PS shard ",
-                                               address_, ": ", s.message()));
+    return absl::Status(
+        s.code(), absl::StrCat("checkpoint on PS shard ", address_, ": ", s.message()));
   }
   return resp;
 }
@@ -107,8 +104,7 @@ void RingCheckpointClient::Cancel() {
 }
 
 absl::Status RingCheckpointClient::Save(const std::string& job, int64_t step,
-                                        const RingState& state,
-                                        absl::Time deadline) {
+                                        const RingState& state, absl::Time deadline) {
   const std::vector<Range> pieces = RingCheckpointPieces(state.params.size());
   for (size_t i = 0; i < pieces.size(); ++i) {
     const TensorHeader h = CkptHeader(job, step, static_cast<int>(i));
@@ -126,9 +122,9 @@ absl::StatusOr<int64_t> RingCheckpointClient::NewestStep(const std::string& job,
   if (!listed.ok()) return listed.status();
   const v1::CheckpointsResponse& resp = *listed;
   if (resp.steps_size() == 0) {
-    return absl::NotFoundError(absl::StrCat(
-        "cannot resume ", job, ": PS shard ", address_,
-        " holds no complete checkpoint of it"));
+    return absl::NotFoundError(absl::StrCat("cannot resume ", job, ": PS shard ",
+                                            address_,
+                                            " holds no complete checkpoint of it"));
   }
   return *std::max_element(resp.steps().begin(), resp.steps().end());
 }
@@ -144,9 +140,8 @@ absl::Status RingCheckpointClient::Load(const std::string& job, int64_t step,
   return absl::OkStatus();
 }
 
-absl::Status RingCheckpointClient::LoadPiece(const std::string& job,
-                                             int64_t step, int index, Range r,
-                                             RingState* state,
+absl::Status RingCheckpointClient::LoadPiece(const std::string& job, int64_t step,
+                                             int index, Range r, RingState* state,
                                              absl::Time deadline) {
   absl::StatusOr<grpc::ByteBuffer> resp =
       Call(kLoad, EncodeHeaderOnly(CkptHeader(job, step, index)), deadline);
@@ -158,9 +153,9 @@ absl::Status RingCheckpointClient::LoadPiece(const std::string& job,
   if (h.kind() != TensorHeader::CKPT || moments < 0 || moments > 2 ||
       f->count() != r.size * (1 + moments) || h.optimizer_steps() < 0) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "checkpoint piece ", index, " of ", job, " at step ", step, " holds ",
-        f->count(), " floats with ", moments, " moments; the model needs ",
-        r.size, " parameters there (another model?)"));
+        "checkpoint piece ", index, " of ", job, " at step ", step, " holds ", f->count(),
+        " floats with ", moments, " moments; the model needs ", r.size,
+        " parameters there (another model?)"));
   }
   std::vector<float> data(f->count());
   f->CopyTo(data.data());
@@ -191,8 +186,7 @@ RingCheckpointer::~RingCheckpointer() {
   if (sender_.joinable()) sender_.join();
 }
 
-absl::StatusOr<int64_t> RingCheckpointer::Restore(const std::string& old_job,
-                                                  size_t n) {
+absl::StatusOr<int64_t> RingCheckpointer::Restore(const std::string& old_job, size_t n) {
   const absl::Time deadline = env_->Now() + timeout_;
   absl::StatusOr<int64_t> step = client_->NewestStep(old_job, deadline);
   if (!step.ok()) return step.status();
@@ -218,9 +212,8 @@ void RingCheckpointer::Send(int64_t step) {
   const absl::Time t0 = env_->Now();
   absl::Status st = client_->Save(job_, step, buffer_, t0 + timeout_);
   if (st.ok()) {
-    spdlog::info("[job {}] checkpoint of step {} saved ({} floats, {:.3f} s)",
-                 job_, step, buffer_.params.size(),
-                 absl::ToDoubleSeconds(env_->Now() - t0));
+    spdlog::info("[job {}] checkpoint of step {} saved ({} floats, {:.3f} s)", job_, step,
+                 buffer_.params.size(), absl::ToDoubleSeconds(env_->Now() - t0));
   }
   absl::MutexLock lock(&mu_);
   if (status_.ok()) status_ = st;

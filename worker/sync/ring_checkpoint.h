@@ -58,13 +58,12 @@ class RingCheckpointClient {
   // Sends `state` as `job`'s checkpoint at `step`, piece by piece (each
   // piece is durable on the shard when its call returns). The shard's error
   // (its address in the message) otherwise.
-  absl::Status Save(const std::string& job, int64_t step,
-                    const RingState& state, absl::Time deadline);
+  absl::Status Save(const std::string& job, int64_t step, const RingState& state,
+                    absl::Time deadline);
 
   // The newest step at which every piece of `job` has a checkpoint on the
   // shard; NOT_FOUND naming the job when there is none.
-  absl::StatusOr<int64_t> NewestStep(const std::string& job,
-                                     absl::Time deadline);
+  absl::StatusOr<int64_t> NewestStep(const std::string& job, absl::Time deadline);
 
   // Loads `job`'s checkpoint at `step` into `state`, whose params are sized
   // to the model (n floats). NOT_FOUND / DATA_LOSS naming the file as the
@@ -79,8 +78,8 @@ class RingCheckpointClient {
   absl::StatusOr<grpc::ByteBuffer> Call(const std::string& method,
                                         const grpc::ByteBuffer& request,
                                         absl::Time deadline);
-  absl::Status LoadPiece(const std::string& job, int64_t step, int index,
-                         Range r, RingState* state, absl::Time deadline);
+  absl::Status LoadPiece(const std::string& job, int64_t step, int index, Range r,
+                         RingState* state, absl::Time deadline);
 
   const std::string address_;
   const PsCredentials creds_;
@@ -104,9 +103,9 @@ class RingCheckpointer {
   // `every` = spec.checkpoint_every (0: never saves); `save` = this rank
   // saves (rank 0); `timeout` bounds each checkpoint's transfer, on
   // `env`'s clock (not owned, outlives this).
-  RingCheckpointer(std::unique_ptr<RingCheckpointClient> client,
-                   std::string job, int64_t every, bool save,
-                   absl::Duration timeout, const Env* env = Env::Default());
+  RingCheckpointer(std::unique_ptr<RingCheckpointClient> client, std::string job,
+                   int64_t every, bool save, absl::Duration timeout,
+                   const Env* env = Env::Default());
   ~RingCheckpointer();  // waits for the transfer in flight (bounded)
 
   // Resuming: loads the newest complete checkpoint of `old_job` into

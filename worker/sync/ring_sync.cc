@@ -46,8 +46,7 @@ class RingSync final : public GradientSync {
   // 4. resuming: every rank loads the newest complete checkpoint of
   //    spec.resume_from from PS shard 0 (parameters into `params`, the
   //    optimizer state kept for the training loop) and starts at its step.
-  absl::Status Initialize(const std::vector<Range>& buckets,
-                          float* params) override {
+  absl::Status Initialize(const std::vector<Range>& buckets, float* params) override {
     buckets_ = buckets;
     allreduces_.clear();
     size_t n = 0;
@@ -55,16 +54,15 @@ class RingSync final : public GradientSync {
     if (!options.ok()) return options.status();
     options->env = env_;
     for (const Range& r : buckets) {
-      absl::StatusOr<std::unique_ptr<Allreduce>> algo =
-          MakeAllreduce(AllreduceAlgorithmOf(a_.spec().algorithm()), transport_, r.size, *options);
+      absl::StatusOr<std::unique_ptr<Allreduce>> algo = MakeAllreduce(
+          AllreduceAlgorithmOf(a_.spec().algorithm()), transport_, r.size, *options);
       if (!algo.ok()) return algo.status();
       allreduces_.push_back(std::move(*algo));
       n = std::max<size_t>(n, r.begin + r.size);
     }
     absl::Status st = MakeCheckpointer();
     if (st.ok()) {
-      st = RingBroadcast(transport_, params, n, /*root=*/0,
-                         a_.spec().chunk_bytes(),
+      st = RingBroadcast(transport_, params, n, /*root=*/0, a_.spec().chunk_bytes(),
                          env_->Now() + StepTimeout(a_.spec()) + kBroadcastSlack);
     }
     if (st.ok() && !a_.spec().resume_from().empty()) st = Restore(params, n);
@@ -77,8 +75,7 @@ class RingSync final : public GradientSync {
     return checkpointer_.get();
   }
 
-  absl::Status SyncBucket(int64_t step, int bucket, float* grad,
-                          float*) override {
+  absl::Status SyncBucket(int64_t step, int bucket, float* grad, float*) override {
     if (bucket < 0 || bucket >= static_cast<int>(allreduces_.size())) {
       return absl::InvalidArgumentError(absl::StrCat("no bucket ", bucket));
     }
@@ -115,7 +112,7 @@ class RingSync final : public GradientSync {
   // Set in Initialize, then used by the communication thread only.
   std::vector<Range> buckets_;
   std::vector<std::unique_ptr<Allreduce>> allreduces_;  // one per bucket
-  int64_t start_step_ = 0;  // set in Initialize
+  int64_t start_step_ = 0;                              // set in Initialize
   // Set in Initialize (Abort may race with that), then constant.
   absl::Mutex mu_;
   std::unique_ptr<RingCheckpointer> checkpointer_ ABSL_GUARDED_BY(mu_);
@@ -147,8 +144,7 @@ class RingSync final : public GradientSync {
     RingCheckpointer* c = checkpointer();
     absl::StatusOr<int64_t> step = c->Restore(a_.spec().resume_from(), n);
     if (!step.ok()) return step.status();
-    std::copy(c->restored()->params.begin(), c->restored()->params.end(),
-              params);
+    std::copy(c->restored()->params.begin(), c->restored()->params.end(), params);
     start_step_ = *step;
     return absl::OkStatus();
   }
@@ -165,17 +161,15 @@ absl::StatusOr<AllreduceOptions> AllreduceOptionsFor(const v1::Assignment& a,
   absl::StatusOr<std::vector<int>> groups =
       ParseGroups(a.spec().groups(), a.world_size());
   if (!groups.ok()) return groups.status();
-  o.groups = groups->empty()
-                 ? GroupsByHost(std::vector<std::string>(
-                       a.peer_addresses().begin(), a.peer_addresses().end()))
-                 : *std::move(groups);
+  o.groups = groups->empty() ? GroupsByHost(std::vector<std::string>(
+                                   a.peer_addresses().begin(), a.peer_addresses().end()))
+                             : *std::move(groups);
   return o;
 }
 
 std::unique_ptr<GradientSync> MakeRingSync(const v1::Assignment* assignment,
                                            Transport* transport,
-                                           const TuningTable* tuning,
-                                           const Env* env) {
+                                           const TuningTable* tuning, const Env* env) {
   return std::make_unique<RingSync>(assignment, transport, tuning, env);
 }
 

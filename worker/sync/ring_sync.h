@@ -37,8 +37,8 @@ std::unique_ptr<GradientSync> MakeRingSync(const v1::Assignment* assignment,
 // (and bench jobs may): segment size chunk_bytes, the step timeout, `tuning`,
 // and host groups: spec.groups when set, else GroupsByHost(peer_addresses).
 // INVALID_ARGUMENT naming "groups" for bad spec.groups.
-absl::StatusOr<AllreduceOptions> AllreduceOptionsFor(
-    const v1::Assignment& assignment, const TuningTable* tuning);
+absl::StatusOr<AllreduceOptions> AllreduceOptionsFor(const v1::Assignment& assignment,
+                                                     const TuningTable* tuning);
 
 }  // namespace gradsync
 

@@ -8,9 +8,7 @@ namespace gradsync {
 
 StallTransport::StallTransport(Transport* inner, const StallWatch* watch,
                                std::vector<std::string> peer_addresses)
-    : ForwardingTransport(inner),
-      watch_(watch),
-      peers_(std::move(peer_addresses)) {}
+    : ForwardingTransport(inner), watch_(watch), peers_(std::move(peer_addresses)) {}
 
 StallReport StallTransport::Describe(int peer, const ChunkTag& expected) const {
   StallReport r;
@@ -24,8 +22,10 @@ StallReport StallTransport::Describe(int peer, const ChunkTag& expected) const {
   return r;
 }
 
-absl::StatusOr<std::unique_ptr<RecvChunk>> StallTransport::Recv(
-    int peer, const ChunkTag& expected, size_t n, absl::Time deadline) {
+absl::StatusOr<std::unique_ptr<RecvChunk>> StallTransport::Recv(int peer,
+                                                                const ChunkTag& expected,
+                                                                size_t n,
+                                                                absl::Time deadline) {
   StallWait wait(watch_);
   while (true) {
     const absl::Time until = wait.Until(deadline);

@@ -29,10 +29,8 @@ class StallTransport final : public ForwardingTransport {
   StallTransport(Transport* inner, const StallWatch* watch,
                  std::vector<std::string> peer_addresses);
 
-  absl::StatusOr<std::unique_ptr<RecvChunk>> Recv(int peer,
-                                                  const ChunkTag& expected,
-                                                  size_t n,
-                                                  absl::Time deadline) override;
+  absl::StatusOr<std::unique_ptr<RecvChunk>> Recv(int peer, const ChunkTag& expected,
+                                                  size_t n, absl::Time deadline) override;
 
  private:
   // What a report of a Recv from `peer` for `expected` says.

@@ -9,8 +9,7 @@ StallWatch::StallWatch(absl::Duration threshold, Sink sink, const Env* env)
     : threshold_(threshold), sink_(std::move(sink)), env_(env) {}
 
 StallWait::StallWait(const StallWatch* watch)
-    : watch_(watch),
-      began_(watch != nullptr ? watch->Now() : absl::InfinitePast()) {}
+    : watch_(watch), began_(watch != nullptr ? watch->Now() : absl::InfinitePast()) {}
 
 StallWait::~StallWait() {
   if (!reported_ || failed_) return;

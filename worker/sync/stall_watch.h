@@ -25,10 +25,10 @@ namespace gradsync {
 struct StallReport {
   std::string waiting_for;  // "rank 3 (HOST:PORT)", "PS shard HOST:PORT (JOB/p5)"
   int64_t step = 0;
-  int32_t bucket = -1;      // -1: not one bucket's wait
-  std::string phase;        // "reduce-scatter", "push-pull", ...
-  absl::Duration waited;    // so far; the whole wait when resolved
-  bool resolved = false;    // the wait has ended (in time or not)
+  int32_t bucket = -1;    // -1: not one bucket's wait
+  std::string phase;      // "reduce-scatter", "push-pull", ...
+  absl::Duration waited;  // so far; the whole wait when resolved
+  bool resolved = false;  // the wait has ended (in time or not)
 };
 
 // Threshold, clock and where reports go; shared by every wait of one job.
@@ -39,8 +39,7 @@ class StallWatch {
   using Sink = std::function<void(const StallReport&)>;
 
   // `threshold` > 0. `env` (not owned, outlives the watch) is the clock.
-  StallWatch(absl::Duration threshold, Sink sink,
-             const Env* env = Env::Default());
+  StallWatch(absl::Duration threshold, Sink sink, const Env* env = Env::Default());
 
   absl::Duration threshold() const { return threshold_; }
   absl::Time Now() const { return env_->Now(); }

@@ -10,8 +10,7 @@ namespace gradsync {
 CommPipeline::CommPipeline(DeviceModel* model, GradientSync* sync,
                            std::vector<Range> buckets,
                            std::vector<std::shared_ptr<float>> grad_slots,
-                           float* params_host, TraceRecorder* trace,
-                           const Env* env)
+                           float* params_host, TraceRecorder* trace, const Env* env)
     : model_(model),
       sync_(sync),
       buckets_(std::move(buckets)),
@@ -38,9 +37,8 @@ void CommPipeline::Enqueue(int64_t step, int bucket) {
   absl::MutexLock lock(&mu_);
   if (bucket < 0 || bucket >= static_cast<int>(buckets_.size())) {
     if (error_.ok()) {
-      error_ = absl::InternalError(
-          absl::StrCat("model reported bucket ", bucket, " of ",
-                       buckets_.size(), " at step ", step));
+      error_ = absl::InternalError(absl::StrCat("model reported bucket ", bucket, " of ",
+                                                buckets_.size(), " at step ", step));
     }
     return;
   }
@@ -53,8 +51,7 @@ absl::Status CommPipeline::WaitSynced(int64_t step) {
   auto done = [this, step]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
     if (!error_.ok()) return true;
     auto it = steps_.find(step);
-    return it != steps_.end() &&
-           it->second.synced == static_cast<int>(buckets_.size());
+    return it != steps_.end() && it->second.synced == static_cast<int>(buckets_.size());
   };
   mu_.Await(absl::Condition(&done));
   if (!error_.ok()) return error_;
@@ -72,13 +69,12 @@ void CommPipeline::Fail(const absl::Status& status) {
   if (error_.ok()) error_ = status;
 }
 
-bool CommPipeline::Next(std::deque<std::pair<int64_t, int>>* queue,
-                        int64_t* step, int* bucket) {
+bool CommPipeline::Next(std::deque<std::pair<int64_t, int>>* queue, int64_t* step,
+                        int* bucket) {
   absl::MutexLock lock(&mu_);
   while (true) {
-    auto ready = [this, queue]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-      return stop_ || !queue->empty();
-    };
+    auto ready = [this, queue]()
+                     ABSL_NO_THREAD_SAFETY_ANALYSIS { return stop_ || !queue->empty(); };
     mu_.Await(absl::Condition(&ready));
     if (stop_) return false;
     if (error_.ok()) break;
@@ -98,9 +94,8 @@ void CommPipeline::CopyLoop() {
     {
       TraceSpan span(trace_, "copy", "comm", kTraceCopy, step, bucket);
       // An exception fails the job through error_, not the process.
-      st = GuardStatus("gradient copy", [&] {
-        return model_->WaitGradCopy(bucket, slot_index(step));
-      });
+      st = GuardStatus("gradient copy",
+                       [&] { return model_->WaitGradCopy(bucket, slot_index(step)); });
     }
     absl::MutexLock lock(&mu_);
     busy_ += absl::ToDoubleSeconds(env_->Now() - t0);

@@ -38,11 +38,9 @@ class CommPipeline {
   // Starts the threads. model, sync, params_host and trace (null = no
   // timeline; else a span per copy and per SyncBucket) must outlive the
   // pipeline, and so must `env` (the clock of the busy seconds).
-  CommPipeline(DeviceModel* model, GradientSync* sync,
-               std::vector<Range> buckets,
-               std::vector<std::shared_ptr<float>> grad_slots,
-               float* params_host, TraceRecorder* trace = nullptr,
-               const Env* env = Env::Default());
+  CommPipeline(DeviceModel* model, GradientSync* sync, std::vector<Range> buckets,
+               std::vector<std::shared_ptr<float>> grad_slots, float* params_host,
+               TraceRecorder* trace = nullptr, const Env* env = Env::Default());
   ~CommPipeline();  // Stop()
 
   CommPipeline(const CommPipeline&) = delete;
@@ -79,8 +77,8 @@ class CommPipeline {
   void CopyLoop();
   void SyncLoop();
   // Takes the next item of `queue` (false: stopping).
-  bool Next(std::deque<std::pair<int64_t, int>>* queue, int64_t* step,
-            int* bucket) ABSL_LOCKS_EXCLUDED(mu_);
+  bool Next(std::deque<std::pair<int64_t, int>>* queue, int64_t* step, int* bucket)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   // Constant after construction.
   DeviceModel* const model_;

@@ -26,19 +26,24 @@ using Output = GradientSync::Output;
 // Lives on the training thread.
 class TrainingRun {
  public:
-  TrainingRun(const v1::Assignment& a, const Dataset& train,
-              const Dataset& test, DeviceModel* model, GradientSync* sync,
-              TrainingReporter* reporter, const std::atomic<bool>* cancelled,
-              const TrainingOptions& options)
-      : a_(a), train_(train), test_(test), model_(model), sync_(sync),
-        reporter_(reporter), cancelled_(cancelled), options_(options),
+  TrainingRun(const v1::Assignment& a, const Dataset& train, const Dataset& test,
+              DeviceModel* model, GradientSync* sync, TrainingReporter* reporter,
+              const std::atomic<bool>* cancelled, const TrainingOptions& options)
+      : a_(a),
+        train_(train),
+        test_(test),
+        model_(model),
+        sync_(sync),
+        reporter_(reporter),
+        cancelled_(cancelled),
+        options_(options),
         tag_(JobTag(a.job_id(), a.rank())),
         out_(NewOutcome(a, model->name())) {}
 
   TrainingOutcome Run() {
-    absl::Status st = Setup();       // 1, 2
-    if (st.ok()) st = Loop();        // 3, 4
-    if (st.ok()) st = Complete();    // 5
+    absl::Status st = Setup();     // 1, 2
+    if (st.ok()) st = Loop();      // 3, 4
+    if (st.ok()) st = Complete();  // 5
     if (!st.ok()) Fail(st);
     ExportTrace(st.ok());
     return std::move(out_);
@@ -112,9 +117,9 @@ absl::Status TrainingRun::Setup() {
   absl::StatusOr<MlpSpec> spec = ModelOf(a_);
   if (!spec.ok()) return spec.status();
   if (spec->widths.front() != train_.features) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "model: input width ", spec->widths.front(), " but the data has ",
-        train_.features, " features"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("model: input width ", spec->widths.front(), " but the data has ",
+                     train_.features, " features"));
   }
   const size_t n = model_->num_params();
   buckets_ = MakeBuckets(*model_, a_.spec().bucket_bytes());
@@ -123,19 +128,17 @@ absl::Status TrainingRun::Setup() {
   // copied: depth + 2 slots.
   const int depth = sync_->pipeline_depth();
   if (depth < 0 || depth > kMaxRingAsyncStaleness) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("pipeline depth ", depth, " outside [0, ",
-                     kMaxRingAsyncStaleness, "]"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "pipeline depth ", depth, " outside [0, ", kMaxRingAsyncStaleness, "]"));
   }
   if (depth > 0 && sync_->output() == Output::kParameters) {
     // One host parameter buffer: parameters of later steps would overwrite
     // those not yet applied.
     return absl::InternalError("parameter output needs pipeline depth 0");
   }
-  own_gradient_ = sync_->identity() && depth == 0 &&
-                  sync_->output() == Output::kAveragedGradient;
-  absl::Status st =
-      model_->Configure(buckets_, OptimizerFromSpec(a_.spec()), depth + 2);
+  own_gradient_ =
+      sync_->identity() && depth == 0 && sync_->output() == Output::kAveragedGradient;
+  absl::Status st = model_->Configure(buckets_, OptimizerFromSpec(a_.spec()), depth + 2);
   if (!st.ok()) return st;
   std::vector<std::shared_ptr<float>> slots;
   for (int i = 0; i < depth + 2; ++i) {
@@ -157,22 +160,20 @@ absl::Status TrainingRun::Setup() {
   if (st.ok()) st = model_->SetParams(params_);
   if (!st.ok()) return st;
   const std::string init_sum = ChecksumHex(params_, n);
-  spdlog::info("{}{}: initial parameters {} ({} floats, {} buckets, depth {}{})",
-               tag_, model_->name(), init_sum, n, buckets_.size(), depth,
+  spdlog::info("{}{}: initial parameters {} ({} floats, {} buckets, depth {}{})", tag_,
+               model_->name(), init_sum, n, buckets_.size(), depth,
                own_gradient_ ? "; one rank: gradients stay in the model" : "");
 
   absl::StatusOr<StepPlan> plan = StepPlan::Make(a_, train_);
   if (!plan.ok()) return plan.status();
   plan_.emplace(std::move(*plan));
-  reports_ = std::make_unique<StepReports>(a_, *plan_, init_sum, reporter_,
-                                           options_);
+  reports_ = std::make_unique<StepReports>(a_, *plan_, init_sum, reporter_, options_);
   if (a_.spec().trace()) {
     trace_ = std::make_unique<TraceRecorder>();
     model_->SetTrace(trace_.get());
   }
-  comm_ = std::make_unique<CommPipeline>(model_, sync_, buckets_,
-                                         std::move(slots), params_,
-                                         trace_.get(), options_.env);
+  comm_ = std::make_unique<CommPipeline>(model_, sync_, buckets_, std::move(slots),
+                                         params_, trace_.get(), options_.env);
   return absl::OkStatus();
 }
 
@@ -183,8 +184,8 @@ absl::Status TrainingRun::Loop() {
   // step depends on the step only (StepPlan::Gather), so it is unchanged.
   const int64_t start = sync_->start_step();
   if (start < 0 || start > total) {
-    return absl::OutOfRangeError(absl::StrCat(
-        "resuming at step ", start, " of a job of ", total, " steps"));
+    return absl::OutOfRangeError(
+        absl::StrCat("resuming at step ", start, " of a job of ", total, " steps"));
   }
   applied_ = start;
   t0_ = options_.env->Now();
@@ -217,8 +218,7 @@ absl::Status TrainingRun::Stage(int64_t step) {
 }
 
 absl::Status TrainingRun::Compute(int64_t step) {
-  TraceSpan span(trace_.get(), "forward+backward", "compute", kTraceTrain,
-                 step);
+  TraceSpan span(trace_.get(), "forward+backward", "compute", kTraceTrain, step);
   absl::Status failed;
   absl::Status st = model_->ForwardBackward(plan_->batch(), [&](int b) {
     if (!failed.ok()) return;
@@ -240,34 +240,32 @@ absl::Status TrainingRun::StepDone(int64_t step) {
   absl::StatusOr<float> loss = model_->TakeLoss();
   if (!loss.ok()) return loss.status();
   if (!std::isfinite(*loss)) {
-    return absl::OutOfRangeError(absl::StrCat(
-        "loss became ", *loss, " at step ", step, " (learning rate too high?)"));
+    return absl::OutOfRangeError(absl::StrCat("loss became ", *loss, " at step ", step,
+                                              " (learning rate too high?)"));
   }
-  return reports_->StepDone(step, *loss, comm_->busy_seconds(),
-                            ComputeSeconds(), [this] { return TestAccuracy(); });
+  return reports_->StepDone(step, *loss, comm_->busy_seconds(), ComputeSeconds(),
+                            [this] { return TestAccuracy(); });
 }
 
 absl::Status TrainingRun::ApplyThrough(int64_t upto) {
   // With own_gradient_ the model holds one gradient, that of the step
   // computed last (depth 0: `upto`), and there is nothing to wait for.
   if (own_gradient_ && applied_ < upto) {
-    return absl::InternalError(absl::StrCat(
-        "applying steps ", applied_, "..", upto, " from one gradient"));
+    return absl::InternalError(
+        absl::StrCat("applying steps ", applied_, "..", upto, " from one gradient"));
   }
   for (; applied_ <= upto; ++applied_) {
     absl::Status st;
     if (!own_gradient_) {
       const absl::Time w = options_.env->Now();
       {
-        TraceSpan wait(trace_.get(), "wait comm", "wait", kTraceTrain,
-                       applied_);
+        TraceSpan wait(trace_.get(), "wait comm", "wait", kTraceTrain, applied_);
         st = comm_->WaitSynced(applied_);
       }
       exposed_ += absl::ToDoubleSeconds(options_.env->Now() - w);
       if (!st.ok()) return st;
     }
-    TraceSpan span(trace_.get(), "optimizer", "optimizer", kTraceTrain,
-                   applied_);
+    TraceSpan span(trace_.get(), "optimizer", "optimizer", kTraceTrain, applied_);
     const float* g = comm_->slot(applied_);
     for (size_t b = 0; b < buckets_.size(); ++b) {
       st = own_gradient_ ? model_->ApplyOwnGradient(static_cast<int>(b))
@@ -285,8 +283,7 @@ absl::Status TrainingRun::ApplyThrough(int64_t upto) {
 }
 
 absl::Status TrainingRun::StartCheckpoint(int64_t steps) {
-  TraceSpan span(trace_.get(), "checkpoint copy", "checkpoint", kTraceTrain,
-                 steps - 1);
+  TraceSpan span(trace_.get(), "checkpoint copy", "checkpoint", kTraceTrain, steps - 1);
   absl::StatusOr<RingState*> buf = ckpt_->Buffer();
   if (!buf.ok()) return buf.status();
   (*buf)->params.resize(model_->num_params());
@@ -316,13 +313,15 @@ absl::Status TrainingRun::Complete() {
     out_.done.add_bucket_algorithms(std::string(AllreduceAlgorithmName(algorithm)));
   }
   out_.done.set_compute_seconds(ComputeSeconds());
-  st = RecordSuccess(a_, *plan_, *reports_, params_, n, wall, options_,
-                     [this] { return TestAccuracy(); }, &out_);
+  st = RecordSuccess(
+      a_, *plan_, *reports_, params_, n, wall, options_,
+      [this] { return TestAccuracy(); }, &out_);
   if (!st.ok()) return st;
-  spdlog::info("{}done on {}: {} steps in {:.2f} s (comm busy {:.2f} s, "
-               "exposed {:.2f} s), params {}",
-               tag_, model_->name(), plan_->total(), wall, comm_busy, exposed_,
-               out_.done.param_checksum());
+  spdlog::info(
+      "{}done on {}: {} steps in {:.2f} s (comm busy {:.2f} s, "
+      "exposed {:.2f} s), params {}",
+      tag_, model_->name(), plan_->total(), wall, comm_busy, exposed_,
+      out_.done.param_checksum());
   return absl::OkStatus();
 }
 
@@ -358,12 +357,11 @@ absl::StatusOr<double> TrainingRun::TestAccuracy() {
 }  // namespace
 
 TrainingOutcome RunTraining(const v1::Assignment& a, const Dataset& train,
-                            const Dataset& test, DeviceModel* model,
-                            GradientSync* sync, TrainingReporter* reporter,
+                            const Dataset& test, DeviceModel* model, GradientSync* sync,
+                            TrainingReporter* reporter,
                             const std::atomic<bool>* cancelled,
                             const TrainingOptions& options) {
-  return TrainingRun(a, train, test, model, sync, reporter, cancelled, options)
-      .Run();
+  return TrainingRun(a, train, test, model, sync, reporter, cancelled, options).Run();
 }
 
 }  // namespace gradsync

@@ -53,9 +53,8 @@ namespace gradsync {
 //    communication (the part that did not overlap);
 //  - compute_seconds: the loop's wall time less exposed_comm_seconds and
 //    test-set evaluation.
-TrainingOutcome RunTraining(const v1::Assignment& assignment,
-                            const Dataset& train, const Dataset& test,
-                            DeviceModel* model, GradientSync* sync,
+TrainingOutcome RunTraining(const v1::Assignment& assignment, const Dataset& train,
+                            const Dataset& test, DeviceModel* model, GradientSync* sync,
                             TrainingReporter* reporter,
                             const std::atomic<bool>* cancelled,
                             const TrainingOptions& options = {});

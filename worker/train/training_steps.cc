@@ -10,27 +10,24 @@
 
 namespace gradsync {
 
-absl::StatusOr<StepPlan> StepPlan::Make(const v1::Assignment& a,
-                                        const Dataset& train) {
+absl::StatusOr<StepPlan> StepPlan::Make(const v1::Assignment& a, const Dataset& train) {
   const v1::JobSpec& spec = a.spec();
-  const int64_t train_n = spec.train_limit() > 0
-                              ? std::min<int64_t>(spec.train_limit(), train.n)
-                              : train.n;
+  const int64_t train_n =
+      spec.train_limit() > 0 ? std::min<int64_t>(spec.train_limit(), train.n) : train.n;
   const int batch = spec.batch_size();
   ShardedSampler sampler(train_n, a.world_size(), a.rank(), batch, spec.seed());
   const int64_t spe = sampler.StepsPerEpoch();
   if (spe <= 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "batch_size: a global batch of ", int64_t{a.world_size()} * batch,
-        " exceeds the ", train_n, " training samples"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("batch_size: a global batch of ", int64_t{a.world_size()} * batch,
+                     " exceeds the ", train_n, " training samples"));
   }
   const int64_t total =
       spec.steps() > 0 ? spec.steps() : spe * std::max(1, spec.epochs());
   return StepPlan(train, std::move(sampler), batch, total);
 }
 
-StepPlan::StepPlan(const Dataset& train, ShardedSampler sampler, int batch,
-                   int64_t total)
+StepPlan::StepPlan(const Dataset& train, ShardedSampler sampler, int batch, int64_t total)
     : train_(&train),
       sampler_(std::move(sampler)),
       batch_(batch),
@@ -61,8 +58,7 @@ StepReports::StepReports(const v1::Assignment& a, const StepPlan& plan,
 
 void StepReports::Start() { Progress(0, 1, 0, 0); }
 
-void StepReports::Progress(int64_t steps_done, int epoch, double comm,
-                           double compute) {
+void StepReports::Progress(int64_t steps_done, int epoch, double comm, double compute) {
   v1::WorkerMessage::Progress p;
   p.set_job_id(a_.job_id());
   p.set_rank(a_.rank());
@@ -111,10 +107,10 @@ absl::Status StepReports::StepDone(
     const absl::Time now = options_.env->Now();
     e.set_seconds(absl::ToDoubleSeconds(now - epoch_start_));
     epoch_start_ = now;
-    spdlog::info("{}epoch {} done: mean loss {:.4f}{}",
-                 JobTag(a_.job_id(), a_.rank()), e.epoch(), e.train_loss(),
-                 a_.rank() == 0 ? absl::StrCat(", test accuracy ", e.test_accuracy())
-                                : "");
+    spdlog::info(
+        "{}epoch {} done: mean loss {:.4f}{}", JobTag(a_.job_id(), a_.rank()), e.epoch(),
+        e.train_loss(),
+        a_.rank() == 0 ? absl::StrCat(", test accuracy ", e.test_accuracy()) : "");
     reporter_->EpochDone(e);
     epoch_loss_ = 0;
     epoch_steps_ = 0;
@@ -128,21 +124,21 @@ absl::Status StepReports::StepDone(
 
 absl::StatusOr<MlpSpec> ModelOf(const v1::Assignment& a) {
   if (a.layer_widths_size() < 2) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "model: assignment of ", a.job_id(), " carries ", a.layer_widths_size(),
-        " layer widths (need at least 2)"));
+    return absl::InvalidArgumentError(absl::StrCat("model: assignment of ", a.job_id(),
+                                                   " carries ", a.layer_widths_size(),
+                                                   " layer widths (need at least 2)"));
   }
   MlpSpec spec{std::vector<int>(a.layer_widths().begin(), a.layer_widths().end())};
   for (int w : spec.widths) {
     if (w < 1 || w > kMaxModelWidth) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "model: layer width ", w, " outside [1, ", kMaxModelWidth, "]"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("model: layer width ", w, " outside [1, ", kMaxModelWidth, "]"));
     }
   }
   if (a.num_params() != 0 && a.num_params() != NumParams(spec)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "model: assignment says ", a.num_params(), " parameters, its layers have ",
-        NumParams(spec)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("model: assignment says ", a.num_params(),
+                     " parameters, its layers have ", NumParams(spec)));
   }
   return spec;
 }
@@ -161,12 +157,11 @@ void RecordFailure(const absl::Status& status, TrainingOutcome* out) {
   out->done.set_error(std::string(status.message()));
 }
 
-absl::Status RecordSuccess(
-    const v1::Assignment& a, const StepPlan& plan, const StepReports& reports,
-    const float* params, size_t n, double wall_seconds,
-    const TrainingOptions& options,
-    const std::function<absl::StatusOr<double>()>& test_accuracy,
-    TrainingOutcome* out) {
+absl::Status RecordSuccess(const v1::Assignment& a, const StepPlan& plan,
+                           const StepReports& reports, const float* params, size_t n,
+                           double wall_seconds, const TrainingOptions& options,
+                           const std::function<absl::StatusOr<double>()>& test_accuracy,
+                           TrainingOutcome* out) {
   v1::WorkerMessage::JobDone& d = out->done;
   d.set_code(0);
   d.set_param_checksum(ChecksumHex(params, n));

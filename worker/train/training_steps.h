@@ -22,8 +22,7 @@ namespace gradsync {
 class StepPlan {
  public:
   // INVALID_ARGUMENT when one global batch exceeds the training samples.
-  static absl::StatusOr<StepPlan> Make(const v1::Assignment& a,
-                                       const Dataset& train);
+  static absl::StatusOr<StepPlan> Make(const v1::Assignment& a, const Dataset& train);
 
   int64_t total() const { return total_; }
   int64_t steps_per_epoch() const { return spe_; }
@@ -40,8 +39,7 @@ class StepPlan {
   const uint8_t* y() const { return y_.data(); }
 
  private:
-  StepPlan(const Dataset& train, ShardedSampler sampler, int batch,
-           int64_t total);
+  StepPlan(const Dataset& train, ShardedSampler sampler, int batch, int64_t total);
 
   const Dataset* train_;
   ShardedSampler sampler_;
@@ -57,9 +55,8 @@ class StepPlan {
 // the first Progress carries the initial-parameter checksum.
 class StepReports {
  public:
-  StepReports(const v1::Assignment& a, const StepPlan& plan,
-              std::string init_checksum, TrainingReporter* reporter,
-              const TrainingOptions& options);
+  StepReports(const v1::Assignment& a, const StepPlan& plan, std::string init_checksum,
+              TrainingReporter* reporter, const TrainingOptions& options);
 
   // Sends the step-0 report.
   void Start();
@@ -103,12 +100,11 @@ void RecordFailure(const absl::Status& status, TrainingOutcome* out);
 // Marks `out` succeeded: checksum of params[0..n), last loss, step and sample
 // counts, wall time, and (rank 0, evaluating) the final test accuracy. The
 // caller sets the comm / compute seconds it measured.
-absl::Status RecordSuccess(
-    const v1::Assignment& a, const StepPlan& plan, const StepReports& reports,
-    const float* params, size_t n, double wall_seconds,
-    const TrainingOptions& options,
-    const std::function<absl::StatusOr<double>()>& test_accuracy,
-    TrainingOutcome* out);
+absl::Status RecordSuccess(const v1::Assignment& a, const StepPlan& plan,
+                           const StepReports& reports, const float* params, size_t n,
+                           double wall_seconds, const TrainingOptions& options,
+                           const std::function<absl::StatusOr<double>()>& test_accuracy,
+                           TrainingOutcome* out);
 
 }  // namespace gradsync
 

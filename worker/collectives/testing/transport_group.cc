@@ -41,8 +41,7 @@ std::string TransportKindName(TransportKind kind) {
   return "unknown";
 }
 
-TransportGroup::TransportGroup(TransportKind kind, int size)
-    : kind_(kind), size_(size) {}
+TransportGroup::TransportGroup(TransportKind kind, int size) : kind_(kind), size_(size) {}
 
 absl::StatusOr<std::unique_ptr<TransportGroup>> TransportGroup::Create(
     TransportKind kind, int size, int connections_per_peer, WireDtype dtype,
@@ -69,8 +68,8 @@ absl::StatusOr<std::unique_ptr<TransportGroup>> TransportGroup::Create(
     addresses.push_back(LocalAddress("127.0.0.1:0", started->port));
     if (bulk_bytes > 0) {
       peer->bulk_service = std::make_unique<PeerService>(&peer->mailboxes);
-      absl::StatusOr<StartedServer> bulk = StartPeerServer(
-          "127.0.0.1:0", {peer->bulk_service.get()}, /*bulk=*/true);
+      absl::StatusOr<StartedServer> bulk =
+          StartPeerServer("127.0.0.1:0", {peer->bulk_service.get()}, /*bulk=*/true);
       if (!bulk.ok()) {
         peer->server->Shutdown(ToChrono(Env::Default()->Now()));
         return bulk.status();
@@ -88,8 +87,8 @@ absl::StatusOr<std::unique_ptr<TransportGroup>> TransportGroup::Create(
   options.bulk_peer_addresses = bulk_addresses;
   for (int r = 0; r < size; ++r) {
     group->grpc_transports_.push_back(std::make_unique<GrpcTransport>(
-        kJobId, r, addresses,
-        group->peers_[r]->mailboxes.Open(kJobId, kJobSecret, size), options));
+        kJobId, r, addresses, group->peers_[r]->mailboxes.Open(kJobId, kJobSecret, size),
+        options));
   }
   return group;
 }

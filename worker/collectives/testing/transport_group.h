@@ -64,8 +64,8 @@ class TransportGroup {
 
   const TransportKind kind_;
   const int size_;
-  std::unique_ptr<InProcGroup> inproc_;           // kInProc
-  std::vector<std::unique_ptr<GrpcPeer>> peers_;  // kGrpc, by rank
+  std::unique_ptr<InProcGroup> inproc_;                      // kInProc
+  std::vector<std::unique_ptr<GrpcPeer>> peers_;             // kGrpc, by rank
   std::vector<std::unique_ptr<Transport>> grpc_transports_;  // kGrpc, by rank
 };
 

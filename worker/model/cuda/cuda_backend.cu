@@ -48,8 +48,8 @@ __global__ void ScaleKernel(float* x, float a, size_t n) {
   }
 }
 
-__global__ void BiasActivationKernel(float* z, const float* b, size_t n,
-                                     unsigned cols, bool relu) {
+__global__ void BiasActivationKernel(float* z, const float* b, size_t n, unsigned cols,
+                                     bool relu) {
   for (size_t i = GlobalIndex(); i < n; i += GlobalStride()) {
     float v = __fadd_rn(z[i], b[i % cols]);
     // std::max(v, 0.0f) == (v < 0) ? 0 : v; keeps -0.0 and NaN like the CPU.
@@ -104,8 +104,8 @@ __global__ void BiasGradientPartialKernel(const float* dz, int rows, int cols,
 }
 
 // Pass 2: gb[j] = partial[0][j] + partial[1][j] + ... in tile order.
-__global__ void BiasGradientFinalKernel(const float* partial, int tiles,
-                                        size_t cols, float* gb) {
+__global__ void BiasGradientFinalKernel(const float* partial, int tiles, size_t cols,
+                                        float* gb) {
   for (size_t j = GlobalIndex(); j < cols; j += GlobalStride()) {
     float s = 0.0f;
     for (int t = 0; t < tiles; ++t) s = __fadd_rn(s, partial[t * cols + j]);
@@ -127,11 +127,9 @@ __device__ __forceinline__ ArgMax Better(ArgMax a, ArgMax b) {
 }
 
 // One block of kThreads threads per row.
-__global__ void SoftmaxCrossEntropyKernel(const float* logits,
-                                          const uint8_t* y, int classes,
-                                          float inv_batch, float* dlogits,
-                                          double* row_loss,
-                                          int32_t* row_pred) {
+__global__ void SoftmaxCrossEntropyKernel(const float* logits, const uint8_t* y,
+                                          int classes, float inv_batch, float* dlogits,
+                                          double* row_loss, int32_t* row_pred) {
   __shared__ ArgMax s_max[kThreads];
   __shared__ double s_sum[kThreads];
   const int r = blockIdx.x;
@@ -173,23 +171,21 @@ __global__ void SoftmaxCrossEntropyKernel(const float* logits,
   if (dlogits != nullptr) {
     float* d = dlogits + static_cast<size_t>(r) * classes;
     for (int j = tid; j < classes; j += kThreads) {
-      const double e =
-          exp(static_cast<double>(__fsub_rn(z[j], zmax)) - lse);
+      const double e = exp(static_cast<double>(__fsub_rn(z[j], zmax)) - lse);
       float v = __fmul_rn(static_cast<float>(e), inv_batch);
       if (j == label) v = __fsub_rn(v, inv_batch);
       d[j] = v;
     }
   }
   if (tid == 0) {
-    row_loss[r] = label < classes
-                      ? lse - static_cast<double>(__fsub_rn(z[label], zmax))
-                      : 0.0;
+    row_loss[r] =
+        label < classes ? lse - static_cast<double>(__fsub_rn(z[label], zmax)) : 0.0;
     if (row_pred != nullptr) row_pred[r] = pred;
   }
 }
 
-__global__ void SgdKernel(float* p, const float* g, float* v, size_t n,
-                          float lr, float mu) {
+__global__ void SgdKernel(float* p, const float* g, float* v, size_t n, float lr,
+                          float mu) {
   for (size_t i = GlobalIndex(); i < n; i += GlobalStride()) {
     if (v == nullptr) {
       p[i] = __fsub_rn(p[i], __fmul_rn(lr, g[i]));
@@ -201,33 +197,29 @@ __global__ void SgdKernel(float* p, const float* g, float* v, size_t n,
   }
 }
 
-__global__ void AdamKernel(float* p, const float* g, float* m, float* v,
-                           size_t n, float lr, float b1, float one_minus_b1,
-                           float b2, float one_minus_b2, float eps, float c1,
-                           float c2) {
+__global__ void AdamKernel(float* p, const float* g, float* m, float* v, size_t n,
+                           float lr, float b1, float one_minus_b1, float b2,
+                           float one_minus_b2, float eps, float c1, float c2) {
   for (size_t i = GlobalIndex(); i < n; i += GlobalStride()) {
     const float gi = g[i];
     // Same association as common/optimizer.cc:
     //   m = b1*m + (1-b1)*g;  v = b2*v + ((1-b2)*g)*g
     //   p -= (lr*mhat) / (sqrt(vhat) + eps)
-    const float mi =
-        __fadd_rn(__fmul_rn(b1, m[i]), __fmul_rn(one_minus_b1, gi));
-    const float vi = __fadd_rn(__fmul_rn(b2, v[i]),
-                               __fmul_rn(__fmul_rn(one_minus_b2, gi), gi));
+    const float mi = __fadd_rn(__fmul_rn(b1, m[i]), __fmul_rn(one_minus_b1, gi));
+    const float vi =
+        __fadd_rn(__fmul_rn(b2, v[i]), __fmul_rn(__fmul_rn(one_minus_b2, gi), gi));
     m[i] = mi;
     v[i] = vi;
     const float mhat = __fmul_rn(mi, c1);
     const float vhat = __fmul_rn(vi, c2);
-    const float step =
-        __fdiv_rn(__fmul_rn(lr, mhat), __fadd_rn(__fsqrt_rn(vhat), eps));
+    const float step = __fdiv_rn(__fmul_rn(lr, mhat), __fadd_rn(__fsqrt_rn(vhat), eps));
     p[i] = __fsub_rn(p[i], step);
   }
 }
 
 }  // namespace
 
-cudaError_t LaunchAddInto(float* dst, const float* src, size_t n,
-                          cudaStream_t stream) {
+cudaError_t LaunchAddInto(float* dst, const float* src, size_t n, cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
   AddIntoKernel<<<GridFor(n), kThreads, 0, stream>>>(dst, src, n);
   return cudaGetLastError();
@@ -239,8 +231,8 @@ cudaError_t LaunchScale(float* x, float a, size_t n, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
-cudaError_t LaunchBiasActivation(float* z, const float* b, int rows, int cols,
-                                 bool relu, cudaStream_t stream) {
+cudaError_t LaunchBiasActivation(float* z, const float* b, int rows, int cols, bool relu,
+                                 cudaStream_t stream) {
   if (rows <= 0 || cols <= 0) return cudaSuccess;
   const size_t n = static_cast<size_t>(rows) * static_cast<size_t>(cols);
   BiasActivationKernel<<<GridFor(n), kThreads, 0, stream>>>(
@@ -248,14 +240,13 @@ cudaError_t LaunchBiasActivation(float* z, const float* b, int rows, int cols,
   return cudaGetLastError();
 }
 
-cudaError_t LaunchSoftmaxCrossEntropy(const float* logits, const uint8_t* y,
-                                      int rows, int classes, float inv_batch,
-                                      float* dlogits, double* row_loss,
-                                      int32_t* row_pred, cudaStream_t stream) {
+cudaError_t LaunchSoftmaxCrossEntropy(const float* logits, const uint8_t* y, int rows,
+                                      int classes, float inv_batch, float* dlogits,
+                                      double* row_loss, int32_t* row_pred,
+                                      cudaStream_t stream) {
   if (rows <= 0 || classes <= 0) return cudaSuccess;
-  SoftmaxCrossEntropyKernel<<<static_cast<unsigned>(rows), kThreads, 0,
-                              stream>>>(logits, y, classes, inv_batch, dlogits,
-                                        row_loss, row_pred);
+  SoftmaxCrossEntropyKernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(
+      logits, y, classes, inv_batch, dlogits, row_loss, row_pred);
   return cudaGetLastError();
 }
 
@@ -263,8 +254,7 @@ cudaError_t LaunchBiasGradient(const float* dz, int rows, int cols, float* gb,
                                float* scratch, cudaStream_t stream) {
   if (cols <= 0) return cudaSuccess;
   if (rows <= 0) {
-    return cudaMemsetAsync(gb, 0, static_cast<size_t>(cols) * sizeof(float),
-                           stream);
+    return cudaMemsetAsync(gb, 0, static_cast<size_t>(cols) * sizeof(float), stream);
   }
   int cw_log2 = 0;
   while ((1 << cw_log2) < cols && (1 << cw_log2) < 32) ++cw_log2;
@@ -273,41 +263,37 @@ cudaError_t LaunchBiasGradient(const float* dz, int rows, int cols, float* gb,
   const unsigned col_groups =
       static_cast<unsigned>((cols + (1 << cw_log2) - 1) >> cw_log2);
   // gridDim.y is limited to 65535; further tiles are grid-strided.
-  const dim3 grid(col_groups,
-                  static_cast<unsigned>(tiles < 65535 ? tiles : 65535));
+  const dim3 grid(col_groups, static_cast<unsigned>(tiles < 65535 ? tiles : 65535));
   BiasGradientPartialKernel<<<grid, kBiasThreads, 0, stream>>>(
       dz, rows, cols, cw_log2, tiles, tiles == 1 ? gb : scratch);
   if (tiles > 1) {
     const cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) return e;
-    BiasGradientFinalKernel<<<GridFor(static_cast<size_t>(cols)), kThreads, 0,
-                              stream>>>(scratch, tiles,
-                                        static_cast<size_t>(cols), gb);
+    BiasGradientFinalKernel<<<GridFor(static_cast<size_t>(cols)), kThreads, 0, stream>>>(
+        scratch, tiles, static_cast<size_t>(cols), gb);
   }
   return cudaGetLastError();
 }
 
-cudaError_t LaunchReluBackward(float* da, const float* a, size_t n,
-                               cudaStream_t stream) {
+cudaError_t LaunchReluBackward(float* da, const float* a, size_t n, cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
   ReluBackwardKernel<<<GridFor(n), kThreads, 0, stream>>>(da, a, n);
   return cudaGetLastError();
 }
 
-cudaError_t LaunchSgd(float* p, const float* g, float* v, size_t n, float lr,
-                      float mu, cudaStream_t stream) {
+cudaError_t LaunchSgd(float* p, const float* g, float* v, size_t n, float lr, float mu,
+                      cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
   SgdKernel<<<GridFor(n), kThreads, 0, stream>>>(p, g, v, n, lr, mu);
   return cudaGetLastError();
 }
 
-cudaError_t LaunchAdam(float* p, const float* g, float* m, float* v, size_t n,
-                       float lr, float b1, float one_minus_b1, float b2,
-                       float one_minus_b2, float eps, float c1, float c2,
-                       cudaStream_t stream) {
+cudaError_t LaunchAdam(float* p, const float* g, float* m, float* v, size_t n, float lr,
+                       float b1, float one_minus_b1, float b2, float one_minus_b2,
+                       float eps, float c1, float c2, cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
-  AdamKernel<<<GridFor(n), kThreads, 0, stream>>>(
-      p, g, m, v, n, lr, b1, one_minus_b1, b2, one_minus_b2, eps, c1, c2);
+  AdamKernel<<<GridFor(n), kThreads, 0, stream>>>(p, g, m, v, n, lr, b1, one_minus_b1, b2,
+                                                  one_minus_b2, eps, c1, c2);
   return cudaGetLastError();
 }
 

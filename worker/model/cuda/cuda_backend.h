@@ -90,8 +90,7 @@ class PinnedBuffer {
 // (tests compare them with memcmp). n == 0 is a no-op.
 
 // dst[i] += src[i] for i in [0, n).
-absl::Status AddInto(float* dst_dev, const float* src_dev, size_t n,
-                     void* stream);
+absl::Status AddInto(float* dst_dev, const float* src_dev, size_t n, void* stream);
 
 // x[i] *= a for i in [0, n).
 absl::Status Scale(float* x_dev, float a, size_t n, void* stream);
@@ -103,8 +102,8 @@ absl::Status Scale(float* x_dev, float a, size_t n, void* stream);
 
 // z[r][j] += b[j]; then, when relu, z[r][j] = max(z[r][j], 0) (as
 // std::max(v, 0.0f): -0.0 and NaN pass through). Bit-identical to the CPU.
-absl::Status BiasActivation(float* z_dev, const float* b_dev, int rows,
-                            int cols, bool relu, void* stream);
+absl::Status BiasActivation(float* z_dev, const float* b_dev, int rows, int cols,
+                            bool relu, void* stream);
 
 // Softmax cross-entropy of logits[rows][classes] with labels y[rows],
 // numerically stable (max-shifted, log-sum-exp in double) and computed as
@@ -119,10 +118,10 @@ absl::Status BiasActivation(float* z_dev, const float* b_dev, int rows,
 // CPU: the device's exp/log (double) may differ from glibc's in the last
 // bit, and the row's sum of exponentials is added in a tree; tests allow a
 // relative error of 1e-5.
-absl::Status SoftmaxCrossEntropy(const float* logits_dev, const uint8_t* y_dev,
-                                 int rows, int classes, float inv_batch,
-                                 float* dlogits_dev, double* row_loss_dev,
-                                 int32_t* row_pred_dev, void* stream);
+absl::Status SoftmaxCrossEntropy(const float* logits_dev, const uint8_t* y_dev, int rows,
+                                 int classes, float inv_batch, float* dlogits_dev,
+                                 double* row_loss_dev, int32_t* row_pred_dev,
+                                 void* stream);
 
 // gb[j] = sum_r dz[r][j] in float, overwriting gb[0..cols), in two passes
 // over tiles of rows (see cuda_kernels.h for the order). Deterministic: the
@@ -133,13 +132,12 @@ absl::Status SoftmaxCrossEntropy(const float* logits_dev, const uint8_t* y_dev,
 // partial sum is exact. `scratch_dev` holds BiasGradientScratchFloats(rows,
 // cols) floats (nullptr when that is 0, i.e. rows <= 1024).
 size_t BiasGradientScratchFloats(int rows, int cols);
-absl::Status BiasGradient(const float* dz_dev, int rows, int cols,
-                          float* gb_dev, float* scratch_dev, void* stream);
+absl::Status BiasGradient(const float* dz_dev, int rows, int cols, float* gb_dev,
+                          float* scratch_dev, void* stream);
 
 // da[i] = 0 where a[i] <= 0 (ReLU backward through a = relu(z)).
 // Bit-identical to the CPU.
-absl::Status ReluBackward(float* da_dev, const float* a_dev, size_t n,
-                          void* stream);
+absl::Status ReluBackward(float* da_dev, const float* a_dev, size_t n, void* stream);
 
 // ---------------------------------------------------------------------------
 // Optimizer with the math of common/optimizer.cc (bit-identical per element:
@@ -162,8 +160,8 @@ class CudaOptimizer {
   // state is zeroed by cudaMemsetAsync on `stream`, the stream the caller
   // then applies on (work on any other stream must be ordered after it).
   // n == 0 or plain SGD (momentum 0) allocate nothing.
-  static absl::StatusOr<CudaOptimizer> Create(const OptimizerOptions& options,
-                                              size_t n, void* stream);
+  static absl::StatusOr<CudaOptimizer> Create(const OptimizerOptions& options, size_t n,
+                                              void* stream);
 
   CudaOptimizer(CudaOptimizer&&) noexcept = default;
   CudaOptimizer& operator=(CudaOptimizer&&) noexcept = default;
@@ -232,10 +230,8 @@ class CudaMlp {
   // max_batch < 1; INTERNAL for CUDA / cuBLAS failures. TF32 tensor-core
   // math is used in the GEMMs only when allow_tf32 (faster, ~1e-3 relative
   // error); otherwise full FP32. Parameters and gradient start zeroed.
-  static absl::StatusOr<std::unique_ptr<CudaMlp>> Create(const MlpSpec& spec,
-                                                         int device,
-                                                         bool allow_tf32,
-                                                         int max_batch);
+  static absl::StatusOr<std::unique_ptr<CudaMlp>> Create(const MlpSpec& spec, int device,
+                                                         bool allow_tf32, int max_batch);
   // Waits for the device's work on this model's streams, then frees.
   ~CudaMlp();
   CudaMlp(const CudaMlp&) = delete;
@@ -273,8 +269,7 @@ class CudaMlp {
   //     the staging stream waits (on the GPU, not the host) for that
   //     ForwardBackward to finish before overwriting it.
   // INVALID_ARGUMENT unless 1 <= batch <= max_batch.
-  absl::Status StageBatch(const float* x_host, const uint8_t* y_host,
-                          int batch);
+  absl::Status StageBatch(const float* x_host, const uint8_t* y_host, int batch);
 
   // Called on the calling thread during ForwardBackward, in the backward
   // order l = L-1 down to 0. A hook returning an error stops enqueueing;
@@ -322,8 +317,7 @@ class CudaMlp {
   // (as Mlp::Evaluate). n <= 0 gives (0, 0). Does not disturb the staged
   // training batch or the pending losses.
   absl::StatusOr<std::pair<double, int64_t>> Evaluate(const float* x_host,
-                                                      const uint8_t* y_host,
-                                                      int64_t n);
+                                                      const uint8_t* y_host, int64_t n);
 
  private:
   struct State;
@@ -333,10 +327,8 @@ class CudaMlp {
   static absl::Status AllocateBuffers(State* s);
   // Enqueues the forward pass of `rows` rows of x_dev; layer l's output goes
   // to acts[l + 1] (logits in acts[L]).
-  absl::Status Forward(const float* x_dev, int rows,
-                       const std::vector<float*>& acts);
-  absl::Status Backward(const float* x_dev, int batch,
-                        const BackwardHooks& hooks);
+  absl::Status Forward(const float* x_dev, int rows, const std::vector<float*>& acts);
+  absl::Status Backward(const float* x_dev, int batch, const BackwardHooks& hooks);
   absl::Status EnsureEvalBuffers(int64_t rows);
 
   std::unique_ptr<State> s_;

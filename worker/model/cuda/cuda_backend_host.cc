@@ -30,8 +30,7 @@ using internal::UseDevice;
 
 // Devices already switched to blocking synchronisation in this process.
 ABSL_CONST_INIT absl::Mutex blocking_sync_mu(absl::kConstInit);
-std::set<int>& BlockingSyncDevices()
-    ABSL_EXCLUSIVE_LOCKS_REQUIRED(blocking_sync_mu) {
+std::set<int>& BlockingSyncDevices() ABSL_EXCLUSIVE_LOCKS_REQUIRED(blocking_sync_mu) {
   static std::set<int>* devices = new std::set<int>();
   return *devices;
 }
@@ -53,8 +52,8 @@ std::set<int>& BlockingSyncDevices()
 //     keeps its scheduling (spinning costs CPU time, not correctness), so we
 //     clear the error and go on.
 absl::Status EnableBlockingSync(int device) {
-  cudaError_t e = cudaInitDevice(device, cudaDeviceScheduleBlockingSync,
-                                 cudaInitDeviceFlagsAreValid);
+  cudaError_t e =
+      cudaInitDevice(device, cudaDeviceScheduleBlockingSync, cudaInitDeviceFlagsAreValid);
   if (e == cudaSuccess) return absl::OkStatus();
   cudaGetLastError();
   GS_CUDA_RETURN_IF_ERROR(cudaSetDevice(device));
@@ -74,8 +73,7 @@ absl::Status internal::CheckDevice(int device) {
   const int count = DeviceCount();
   if (device < 0 || device >= count) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "CUDA device ", device, " does not exist (", count,
-        " CUDA device(s) found",
+        "CUDA device ", device, " does not exist (", count, " CUDA device(s) found",
         count == 0 ? "; no GPU or no working CUDA driver" : "", ")"));
   }
   return absl::OkStatus();
@@ -144,8 +142,7 @@ absl::StatusOr<PinnedBuffer> PinnedBuffer::Allocate(size_t floats) {
 }
 
 PinnedBuffer::PinnedBuffer(PinnedBuffer&& other) noexcept
-    : data_(std::exchange(other.data_, nullptr)),
-      size_(std::exchange(other.size_, 0)) {}
+    : data_(std::exchange(other.data_, nullptr)), size_(std::exchange(other.size_, 0)) {}
 
 PinnedBuffer& PinnedBuffer::operator=(PinnedBuffer&& other) noexcept {
   if (this != &other) {
@@ -163,10 +160,8 @@ PinnedBuffer::~PinnedBuffer() {
 // ---------------------------------------------------------------------------
 // Kernel wrappers.
 
-absl::Status AddInto(float* dst_dev, const float* src_dev, size_t n,
-                     void* stream) {
-  GS_CUDA_RETURN_IF_ERROR(
-      internal::LaunchAddInto(dst_dev, src_dev, n, AsStream(stream)));
+absl::Status AddInto(float* dst_dev, const float* src_dev, size_t n, void* stream) {
+  GS_CUDA_RETURN_IF_ERROR(internal::LaunchAddInto(dst_dev, src_dev, n, AsStream(stream)));
   return absl::OkStatus();
 }
 
@@ -175,21 +170,21 @@ absl::Status Scale(float* x_dev, float a, size_t n, void* stream) {
   return absl::OkStatus();
 }
 
-absl::Status BiasActivation(float* z_dev, const float* b_dev, int rows,
-                            int cols, bool relu, void* stream) {
+absl::Status BiasActivation(float* z_dev, const float* b_dev, int rows, int cols,
+                            bool relu, void* stream) {
   if (rows < 0 || cols < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("BiasActivation: bad shape ", rows, "x", cols));
   }
-  GS_CUDA_RETURN_IF_ERROR(internal::LaunchBiasActivation(
-      z_dev, b_dev, rows, cols, relu, AsStream(stream)));
+  GS_CUDA_RETURN_IF_ERROR(
+      internal::LaunchBiasActivation(z_dev, b_dev, rows, cols, relu, AsStream(stream)));
   return absl::OkStatus();
 }
 
-absl::Status SoftmaxCrossEntropy(const float* logits_dev, const uint8_t* y_dev,
-                                 int rows, int classes, float inv_batch,
-                                 float* dlogits_dev, double* row_loss_dev,
-                                 int32_t* row_pred_dev, void* stream) {
+absl::Status SoftmaxCrossEntropy(const float* logits_dev, const uint8_t* y_dev, int rows,
+                                 int classes, float inv_batch, float* dlogits_dev,
+                                 double* row_loss_dev, int32_t* row_pred_dev,
+                                 void* stream) {
   if (rows < 0 || classes < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("SoftmaxCrossEntropy: bad shape ", rows, "x", classes));
@@ -204,24 +199,23 @@ size_t BiasGradientScratchFloats(int rows, int cols) {
   return internal::BiasGradientScratchFloats(rows, cols);
 }
 
-absl::Status BiasGradient(const float* dz_dev, int rows, int cols,
-                          float* gb_dev, float* scratch_dev, void* stream) {
+absl::Status BiasGradient(const float* dz_dev, int rows, int cols, float* gb_dev,
+                          float* scratch_dev, void* stream) {
   if (rows < 0 || cols < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("BiasGradient: bad shape ", rows, "x", cols));
   }
   if (scratch_dev == nullptr && BiasGradientScratchFloats(rows, cols) > 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "BiasGradient: ", rows, " rows need ",
-        BiasGradientScratchFloats(rows, cols), " floats of scratch"));
+    return absl::InvalidArgumentError(absl::StrCat("BiasGradient: ", rows, " rows need ",
+                                                   BiasGradientScratchFloats(rows, cols),
+                                                   " floats of scratch"));
   }
-  GS_CUDA_RETURN_IF_ERROR(internal::LaunchBiasGradient(
-      dz_dev, rows, cols, gb_dev, scratch_dev, AsStream(stream)));
+  GS_CUDA_RETURN_IF_ERROR(internal::LaunchBiasGradient(dz_dev, rows, cols, gb_dev,
+                                                       scratch_dev, AsStream(stream)));
   return absl::OkStatus();
 }
 
-absl::Status ReluBackward(float* da_dev, const float* a_dev, size_t n,
-                          void* stream) {
+absl::Status ReluBackward(float* da_dev, const float* a_dev, size_t n, void* stream) {
   GS_CUDA_RETURN_IF_ERROR(
       internal::LaunchReluBackward(da_dev, a_dev, n, AsStream(stream)));
   return absl::OkStatus();
@@ -230,8 +224,8 @@ absl::Status ReluBackward(float* da_dev, const float* a_dev, size_t n,
 // ---------------------------------------------------------------------------
 // CudaOptimizer.
 
-absl::StatusOr<CudaOptimizer> CudaOptimizer::Create(
-    const OptimizerOptions& options, size_t n, void* stream) {
+absl::StatusOr<CudaOptimizer> CudaOptimizer::Create(const OptimizerOptions& options,
+                                                    size_t n, void* stream) {
   // Same validation as the CPU optimizer (its n = 0 allocates nothing).
   absl::StatusOr<Optimizer> cpu = Optimizer::Create(options, 0);
   if (!cpu.ok()) return cpu.status();
@@ -245,15 +239,13 @@ absl::StatusOr<CudaOptimizer> CudaOptimizer::Create(
     void* p = nullptr;
     GS_CUDA_RETURN_IF_ERROR(cudaMalloc(&p, bytes));
     opt.m_.reset(static_cast<float*>(p));
-    GS_CUDA_RETURN_IF_ERROR(
-        cudaMemsetAsync(opt.m_.get(), 0, bytes, AsStream(stream)));
+    GS_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(opt.m_.get(), 0, bytes, AsStream(stream)));
   }
   if (n > 0 && adam) {
     void* p = nullptr;
     GS_CUDA_RETURN_IF_ERROR(cudaMalloc(&p, bytes));
     opt.v_.reset(static_cast<float*>(p));
-    GS_CUDA_RETURN_IF_ERROR(
-        cudaMemsetAsync(opt.v_.get(), 0, bytes, AsStream(stream)));
+    GS_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(opt.v_.get(), 0, bytes, AsStream(stream)));
   }
   return opt;
 }
@@ -267,16 +259,16 @@ absl::Status CudaOptimizer::Apply(float* params_dev, const float* grad_dev,
   return Apply(params_dev, grad_dev, 0, n_, stream);
 }
 
-absl::Status CudaOptimizer::Apply(float* params_dev, const float* grad_dev,
-                                  size_t offset, size_t count, void* stream) {
+absl::Status CudaOptimizer::Apply(float* params_dev, const float* grad_dev, size_t offset,
+                                  size_t count, void* stream) {
   if (t_ < 1) {
     return absl::FailedPreconditionError(
         "CudaOptimizer: call BeginStep() before applying a sub-range");
   }
   if (offset > n_ || count > n_ - offset) {
-    return absl::OutOfRangeError(
-        absl::StrCat("CudaOptimizer: range [", offset, ", +", count,
-                     ") exceeds the optimizer size ", n_));
+    return absl::OutOfRangeError(absl::StrCat("CudaOptimizer: range [", offset, ", +",
+                                              count, ") exceeds the optimizer size ",
+                                              n_));
   }
   if (count == 0) return absl::OkStatus();
   float* p = params_dev + offset;
@@ -295,9 +287,9 @@ absl::Status CudaOptimizer::Apply(float* params_dev, const float* grad_dev,
   const double t = static_cast<double>(t_);
   const float c1 = static_cast<float>(1.0 / (1.0 - std::pow(b1, t)));
   const float c2 = static_cast<float>(1.0 / (1.0 - std::pow(b2, t)));
-  GS_CUDA_RETURN_IF_ERROR(internal::LaunchAdam(
-      p, g, m_.get() + offset, v_.get() + offset, count, lr, b1, 1.0f - b1,
-      b2, 1.0f - b2, options_.eps, c1, c2, s));
+  GS_CUDA_RETURN_IF_ERROR(internal::LaunchAdam(p, g, m_.get() + offset, v_.get() + offset,
+                                               count, lr, b1, 1.0f - b1, b2, 1.0f - b2,
+                                               options_.eps, c1, c2, s));
   return absl::OkStatus();
 }
 

@@ -56,9 +56,8 @@ class Stream {
  public:
   static absl::StatusOr<Stream> Create() {
     Stream s;
-    absl::Status st =
-        CudaStatus(cudaStreamCreateWithFlags(&s.s_, cudaStreamNonBlocking),
-                   "creating a stream");
+    absl::Status st = CudaStatus(cudaStreamCreateWithFlags(&s.s_, cudaStreamNonBlocking),
+                                 "creating a stream");
     if (!st.ok()) return st;
     return s;
   }
@@ -101,10 +100,9 @@ class Event {
   static absl::StatusOr<Event> Create(Use use) {
     Event e;
     const unsigned flags =
-        cudaEventDisableTiming |
-        (use == Use::kHostWaited ? cudaEventBlockingSync : 0u);
-    absl::Status st = CudaStatus(cudaEventCreateWithFlags(&e.e_, flags),
-                                 "creating an event");
+        cudaEventDisableTiming | (use == Use::kHostWaited ? cudaEventBlockingSync : 0u);
+    absl::Status st =
+        CudaStatus(cudaEventCreateWithFlags(&e.e_, flags), "creating an event");
     if (!st.ok()) return st;
     return e;
   }
@@ -167,15 +165,13 @@ class BlasHandle {
 template <typename T>
 class DeviceArray {
  public:
-  static absl::StatusOr<DeviceArray> Allocate(size_t count,
-                                              absl::string_view what) {
+  static absl::StatusOr<DeviceArray> Allocate(size_t count, absl::string_view what) {
     DeviceArray a;
     if (count == 0) return a;
     void* p = nullptr;
-    absl::Status st =
-        CudaStatus(cudaMalloc(&p, count * sizeof(T)),
-                   absl::StrCat("allocating ", count * sizeof(T),
-                                " bytes of device memory for ", what));
+    absl::Status st = CudaStatus(cudaMalloc(&p, count * sizeof(T)),
+                                 absl::StrCat("allocating ", count * sizeof(T),
+                                              " bytes of device memory for ", what));
     if (!st.ok()) return st;
     a.p_ = static_cast<T*>(p);
     a.n_ = count;
@@ -213,15 +209,13 @@ class DeviceArray {
 template <typename T>
 class PinnedArray {
  public:
-  static absl::StatusOr<PinnedArray> Allocate(size_t count,
-                                              absl::string_view what) {
+  static absl::StatusOr<PinnedArray> Allocate(size_t count, absl::string_view what) {
     PinnedArray a;
     if (count == 0) return a;
     void* p = nullptr;
-    absl::Status st =
-        CudaStatus(cudaMallocHost(&p, count * sizeof(T)),
-                   absl::StrCat("allocating ", count * sizeof(T),
-                                " bytes of pinned host memory for ", what));
+    absl::Status st = CudaStatus(cudaMallocHost(&p, count * sizeof(T)),
+                                 absl::StrCat("allocating ", count * sizeof(T),
+                                              " bytes of pinned host memory for ", what));
     if (!st.ok()) return st;
     a.p_ = static_cast<T*>(p);
     a.n_ = count;

@@ -13,20 +13,20 @@
 
 // Return-if-error helpers; the failed expression is the "what" of the
 // message, next to the CUDA error's name and text.
-#define GS_CUDA_RETURN_IF_ERROR(expr)                                    \
-  do {                                                                   \
-    const cudaError_t gs_cuda_err_ = (expr);                             \
-    if (gs_cuda_err_ != cudaSuccess) {                                   \
+#define GS_CUDA_RETURN_IF_ERROR(expr)                                     \
+  do {                                                                    \
+    const cudaError_t gs_cuda_err_ = (expr);                              \
+    if (gs_cuda_err_ != cudaSuccess) {                                    \
       return ::gradsync::cuda::internal::CudaStatus(gs_cuda_err_, #expr); \
-    }                                                                    \
+    }                                                                     \
   } while (0)
 
-#define GS_CUBLAS_RETURN_IF_ERROR(expr)                                       \
-  do {                                                                        \
-    const cublasStatus_t gs_cublas_st_ = (expr);                              \
-    if (gs_cublas_st_ != CUBLAS_STATUS_SUCCESS) {                             \
-      return ::gradsync::cuda::internal::CublasStatus(gs_cublas_st_, #expr);  \
-    }                                                                         \
+#define GS_CUBLAS_RETURN_IF_ERROR(expr)                                      \
+  do {                                                                       \
+    const cublasStatus_t gs_cublas_st_ = (expr);                             \
+    if (gs_cublas_st_ != CUBLAS_STATUS_SUCCESS) {                            \
+      return ::gradsync::cuda::internal::CublasStatus(gs_cublas_st_, #expr); \
+    }                                                                        \
   } while (0)
 
 #define GS_RETURN_IF_ERROR(expr)             \
@@ -47,9 +47,7 @@ namespace gradsync {
 namespace cuda {
 namespace internal {
 
-inline cudaStream_t AsStream(void* stream) {
-  return static_cast<cudaStream_t>(stream);
-}
+inline cudaStream_t AsStream(void* stream) { return static_cast<cudaStream_t>(stream); }
 
 // OK if `device` is one of this process's CUDA devices; FAILED_PRECONDITION
 // naming it and how many there are otherwise.

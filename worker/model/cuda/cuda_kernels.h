@@ -18,16 +18,15 @@ namespace gradsync {
 namespace cuda {
 namespace internal {
 
-cudaError_t LaunchAddInto(float* dst, const float* src, size_t n,
-                          cudaStream_t stream);
+cudaError_t LaunchAddInto(float* dst, const float* src, size_t n, cudaStream_t stream);
 cudaError_t LaunchScale(float* x, float a, size_t n, cudaStream_t stream);
 
-cudaError_t LaunchBiasActivation(float* z, const float* b, int rows, int cols,
-                                 bool relu, cudaStream_t stream);
-cudaError_t LaunchSoftmaxCrossEntropy(const float* logits, const uint8_t* y,
-                                      int rows, int classes, float inv_batch,
-                                      float* dlogits, double* row_loss,
-                                      int32_t* row_pred, cudaStream_t stream);
+cudaError_t LaunchBiasActivation(float* z, const float* b, int rows, int cols, bool relu,
+                                 cudaStream_t stream);
+cudaError_t LaunchSoftmaxCrossEntropy(const float* logits, const uint8_t* y, int rows,
+                                      int classes, float inv_batch, float* dlogits,
+                                      double* row_loss, int32_t* row_pred,
+                                      cudaStream_t stream);
 // Bias gradient gb[j] = sum_r dz[r][j] in two deterministic passes:
 //  1. the rows are cut into tiles of kBiasRowTile rows; one block of
 //     kBiasThreads threads reduces a tile for a group of `cw` adjacent columns
@@ -46,8 +45,7 @@ inline constexpr int kBiasThreads = 256;
 // the rows fit in one tile.
 inline size_t BiasGradientScratchFloats(int rows, int cols) {
   if (rows <= kBiasRowTile || cols <= 0) return 0;
-  const size_t tiles =
-      (static_cast<size_t>(rows) + kBiasRowTile - 1) / kBiasRowTile;
+  const size_t tiles = (static_cast<size_t>(rows) + kBiasRowTile - 1) / kBiasRowTile;
   return tiles * static_cast<size_t>(cols);
 }
 
@@ -55,20 +53,18 @@ inline size_t BiasGradientScratchFloats(int rows, int cols) {
 // when that is 0). rows == 0 writes zeros.
 cudaError_t LaunchBiasGradient(const float* dz, int rows, int cols, float* gb,
                                float* scratch, cudaStream_t stream);
-cudaError_t LaunchReluBackward(float* da, const float* a, size_t n,
-                               cudaStream_t stream);
+cudaError_t LaunchReluBackward(float* da, const float* a, size_t n, cudaStream_t stream);
 
 // v = mu*v + g; p -= lr*v   (v == nullptr: p -= lr*g), elements [0, n).
-cudaError_t LaunchSgd(float* p, const float* g, float* v, size_t n, float lr,
-                      float mu, cudaStream_t stream);
+cudaError_t LaunchSgd(float* p, const float* g, float* v, size_t n, float lr, float mu,
+                      cudaStream_t stream);
 
 // Adam with precomputed one_minus_b1 = 1-b1, one_minus_b2 = 1-b2 (float, as
 // the CPU computes them) and bias corrections c1 = 1/(1-b1^t),
 // c2 = 1/(1-b2^t), elements [0, n).
-cudaError_t LaunchAdam(float* p, const float* g, float* m, float* v, size_t n,
-                       float lr, float b1, float one_minus_b1, float b2,
-                       float one_minus_b2, float eps, float c1, float c2,
-                       cudaStream_t stream);
+cudaError_t LaunchAdam(float* p, const float* g, float* m, float* v, size_t n, float lr,
+                       float b1, float one_minus_b1, float b2, float one_minus_b2,
+                       float eps, float c1, float c2, cudaStream_t stream);
 
 }  // namespace internal
 }  // namespace cuda

@@ -41,8 +41,9 @@ using internal::Stream;
 //  - staging and loss reads: see CudaMlp.
 class CudaModel final : public DeviceModel {
  public:
-  static absl::StatusOr<std::unique_ptr<DeviceModel>> Create(
-      const MlpSpec& spec, int device, bool tf32, int max_batch) {
+  static absl::StatusOr<std::unique_ptr<DeviceModel>> Create(const MlpSpec& spec,
+                                                             int device, bool tf32,
+                                                             int max_batch) {
     absl::StatusOr<std::unique_ptr<CudaMlp>> mlp =
         CudaMlp::Create(spec, device, tf32, max_batch);
     if (!mlp.ok()) return mlp.status();
@@ -50,8 +51,8 @@ class CudaModel final : public DeviceModel {
     absl::StatusOr<Stream> copy = Stream::Create();
     if (!copy.ok()) return copy.status();
     m->grad_copy_ = std::move(*copy);
-    absl::StatusOr<DeviceArray<float>> avg = DeviceArray<float>::Allocate(
-        m->mlp_->num_params(), "the averaged gradient");
+    absl::StatusOr<DeviceArray<float>> avg =
+        DeviceArray<float>::Allocate(m->mlp_->num_params(), "the averaged gradient");
     if (!avg.ok()) return avg.status();
     m->avg_ = std::move(*avg);
     return std::unique_ptr<DeviceModel>(std::move(m));
@@ -79,38 +80,32 @@ class CudaModel final : public DeviceModel {
   // last layers first, covering every parameter (bucket_ready(b) is
   // announced when bucket b's lowest layer is done, in backward order).
   absl::Status MapLayers(const std::vector<Range>& buckets,
-                         std::vector<int>* bucket_of_layer,
-                         std::vector<int>* top, std::vector<int>* bottom) const;
+                         std::vector<int>* bucket_of_layer, std::vector<int>* top,
+                         std::vector<int>* bottom) const;
   absl::Status Configure(const std::vector<Range>& buckets,
-                         const OptimizerOptions& optimizer,
-                         int grad_slots) override;
+                         const OptimizerOptions& optimizer, int grad_slots) override;
 
-  absl::Status SetParams(const float* host) override {
-    return mlp_->UploadParams(host);
-  }
+  absl::Status SetParams(const float* host) override { return mlp_->UploadParams(host); }
   absl::Status SetParamsRange(Range r, const float* host) override {
     if (r.begin > num_params() || r.size > num_params() - r.begin) {
-      return absl::OutOfRangeError(absl::StrCat("SetParamsRange: [", r.begin,
-                                                ", +", r.size, ") exceeds ",
-                                                num_params(), " parameters"));
+      return absl::OutOfRangeError(absl::StrCat("SetParamsRange: [", r.begin, ", +",
+                                                r.size, ") exceeds ", num_params(),
+                                                " parameters"));
     }
     absl::Status st = MakeCurrent();
     if (!st.ok()) return st;
-    return CudaStatus(cudaMemcpyAsync(mlp_->params() + r.begin, host + r.begin,
-                                      r.size * sizeof(float),
-                                      cudaMemcpyHostToDevice, compute()),
-                      "uploading a parameter range (SetParamsRange)");
+    return CudaStatus(
+        cudaMemcpyAsync(mlp_->params() + r.begin, host + r.begin, r.size * sizeof(float),
+                        cudaMemcpyHostToDevice, compute()),
+        "uploading a parameter range (SetParamsRange)");
   }
-  absl::Status GetParams(float* host) override {
-    return mlp_->DownloadParams(host);
-  }
-  absl::Status StageBatch(const float* x, const uint8_t* y,
-                          int batch) override {
+  absl::Status GetParams(float* host) override { return mlp_->DownloadParams(host); }
+  absl::Status StageBatch(const float* x, const uint8_t* y, int batch) override {
     return mlp_->StageBatch(x, y, batch);
   }
 
-  absl::Status ForwardBackward(
-      int batch, const std::function<void(int)>& bucket_ready) override;
+  absl::Status ForwardBackward(int batch,
+                               const std::function<void(int)>& bucket_ready) override;
 
   absl::StatusOr<float> TakeLoss() override { return mlp_->TakeLoss(); }
 
@@ -137,9 +132,8 @@ class CudaModel final : public DeviceModel {
     absl::Status st = MakeCurrent();
     if (!st.ok()) return st;
     void* p = nullptr;
-    st = CudaStatus(
-        cudaMallocHost(&p, std::max<size_t>(floats, 1) * sizeof(float)),
-        absl::StrCat("allocating ", floats, " floats of pinned host memory"));
+    st = CudaStatus(cudaMallocHost(&p, std::max<size_t>(floats, 1) * sizeof(float)),
+                    absl::StrCat("allocating ", floats, " floats of pinned host memory"));
     if (!st.ok()) return st;
     const int device = device_;
     return std::shared_ptr<float>(static_cast<float*>(p), [device](float* q) {
@@ -156,9 +150,7 @@ class CudaModel final : public DeviceModel {
   CudaModel(std::unique_ptr<CudaMlp> mlp, int device)
       : mlp_(std::move(mlp)), device_(device) {}
 
-  cudaStream_t compute() {
-    return static_cast<cudaStream_t>(mlp_->compute_stream());
-  }
+  cudaStream_t compute() { return static_cast<cudaStream_t>(mlp_->compute_stream()); }
   // The device was checked at Create: only make it current on this thread.
   absl::Status MakeCurrent() {
     return CudaStatus(cudaSetDevice(device_),
@@ -207,9 +199,9 @@ absl::Status CudaModel::MapLayers(const std::vector<Range>& buckets,
   for (size_t b = 0; b < buckets.size(); ++b) {
     const Range& r = buckets[b];
     if (r.size == 0 || r.end() != end) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "Configure: bucket ", b, " [", r.begin, ", +", r.size,
-          ") does not end where the previous one begins (", end, ")"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("Configure: bucket ", b, " [", r.begin, ", +", r.size,
+                       ") does not end where the previous one begins (", end, ")"));
     }
     for (int l = 0; l < layers; ++l) {
       const Range lr = LayerRange(l);
@@ -227,15 +219,14 @@ absl::Status CudaModel::MapLayers(const std::vector<Range>& buckets,
     end = r.begin;
   }
   if (end != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "Configure: the buckets leave parameters [0, ", end, ") uncovered"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("Configure: the buckets leave parameters [0, ", end, ") uncovered"));
   }
   return absl::OkStatus();
 }
 
 absl::Status CudaModel::Configure(const std::vector<Range>& buckets,
-                                  const OptimizerOptions& optimizer,
-                                  int grad_slots) {
+                                  const OptimizerOptions& optimizer, int grad_slots) {
   if (grad_slots < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("Configure: grad_slots must be >= 1, got ", grad_slots));
@@ -286,11 +277,10 @@ absl::Status CudaModel::Configure(const std::vector<Range>& buckets,
   return absl::OkStatus();
 }
 
-absl::Status CudaModel::ForwardBackward(
-    int batch, const std::function<void(int)>& bucket_ready) {
+absl::Status CudaModel::ForwardBackward(int batch,
+                                        const std::function<void(int)>& bucket_ready) {
   if (buckets_.empty()) {
-    return absl::FailedPreconditionError(
-        "ForwardBackward before Configure (no buckets)");
+    return absl::FailedPreconditionError("ForwardBackward before Configure (no buckets)");
   }
   CudaMlp::BackwardHooks hooks;
   // Bucket b's gradient is about to be overwritten: the compute stream waits
@@ -317,9 +307,9 @@ absl::Status CudaModel::CheckBucketSlot(int bucket, int slot) const {
   }
   if (bucket < 0 || bucket >= static_cast<int>(buckets_.size()) || slot < 0 ||
       slot >= grad_slots_) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "no (bucket ", bucket, ", slot ", slot, "): ", buckets_.size(),
-        " buckets, ", grad_slots_, " slots"));
+    return absl::InvalidArgumentError(absl::StrCat("no (bucket ", bucket, ", slot ", slot,
+                                                   "): ", buckets_.size(), " buckets, ",
+                                                   grad_slots_, " slots"));
   }
   return absl::OkStatus();
 }
@@ -338,19 +328,16 @@ absl::Status CudaModel::StartGradCopy(int bucket, int slot, float* host) {
       absl::StrCat("copying gradient bucket ", bucket, " to host slot ", slot);
   st = CudaStatus(cudaEventRecord(computed_[bucket].get(), compute()), what);
   if (st.ok()) {
-    st = CudaStatus(
-        cudaStreamWaitEvent(grad_copy_.get(), computed_[bucket].get(), 0),
-        what);
+    st = CudaStatus(cudaStreamWaitEvent(grad_copy_.get(), computed_[bucket].get(), 0),
+                    what);
   }
   if (st.ok()) {
-    st = CudaStatus(
-        cudaMemcpyAsync(host, mlp_->grad() + r.begin, r.size * sizeof(float),
-                        cudaMemcpyDeviceToHost, grad_copy_.get()),
-        what);
+    st = CudaStatus(cudaMemcpyAsync(host, mlp_->grad() + r.begin, r.size * sizeof(float),
+                                    cudaMemcpyDeviceToHost, grad_copy_.get()),
+                    what);
   }
   if (st.ok()) {
-    st = CudaStatus(
-        cudaEventRecord(Copied(bucket, slot).get(), grad_copy_.get()), what);
+    st = CudaStatus(cudaEventRecord(Copied(bucket, slot).get(), grad_copy_.get()), what);
   }
   if (st.ok()) last_copy_slot_[bucket] = slot;
   return st;
@@ -364,8 +351,8 @@ absl::Status CudaModel::WaitGradCopy(int bucket, int slot) {
   if (st.ok()) st = MakeCurrent();
   if (!st.ok()) return st;
   return CudaStatus(cudaEventSynchronize(Copied(bucket, slot).get()),
-                    absl::StrCat("waiting for the copy of gradient bucket ",
-                                 bucket, " to host slot ", slot));
+                    absl::StrCat("waiting for the copy of gradient bucket ", bucket,
+                                 " to host slot ", slot));
 }
 
 // Uploads the averaged bucket and runs its optimizer on the compute stream,
@@ -376,13 +363,12 @@ absl::Status CudaModel::ApplyGradient(int bucket, const float* host) {
   if (st.ok()) st = MakeCurrent();
   if (!st.ok()) return st;
   const Range& r = buckets_[bucket];
-  st = CudaStatus(
-      cudaMemcpyAsync(avg_.get() + r.begin, host, r.size * sizeof(float),
-                      cudaMemcpyHostToDevice, compute()),
-      absl::StrCat("uploading the averaged gradient of bucket ", bucket));
+  st = CudaStatus(cudaMemcpyAsync(avg_.get() + r.begin, host, r.size * sizeof(float),
+                                  cudaMemcpyHostToDevice, compute()),
+                  absl::StrCat("uploading the averaged gradient of bucket ", bucket));
   if (!st.ok()) return st;
-  return optimizers_[bucket].Apply(mlp_->params() + r.begin,
-                                   avg_.get() + r.begin, compute());
+  return optimizers_[bucket].Apply(mlp_->params() + r.begin, avg_.get() + r.begin,
+                                   compute());
 }
 
 // The gradient stays in the model's gradient buffer: the optimizer reads it
@@ -393,15 +379,14 @@ absl::Status CudaModel::ApplyOwnGradient(int bucket) {
   if (st.ok()) st = MakeCurrent();
   if (!st.ok()) return st;
   const Range& r = buckets_[bucket];
-  return optimizers_[bucket].Apply(mlp_->params() + r.begin,
-                                   mlp_->grad() + r.begin, compute());
+  return optimizers_[bucket].Apply(mlp_->params() + r.begin, mlp_->grad() + r.begin,
+                                   compute());
 }
 
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<DeviceModel>> MakeCudaModel(const MlpSpec& spec,
-                                                           int device,
-                                                           bool allow_tf32,
+                                                           int device, bool allow_tf32,
                                                            int max_batch) {
   const int count = DeviceCount();
   if (device < 0 || device >= count) {

@@ -21,8 +21,7 @@ namespace cuda {
 // INVALID_ARGUMENT for a bad spec or max_batch; INTERNAL (naming the CUDA
 // error and what was being done) when allocation or set-up fails.
 absl::StatusOr<std::unique_ptr<DeviceModel>> MakeCudaModel(const MlpSpec& spec,
-                                                           int device,
-                                                           bool allow_tf32,
+                                                           int device, bool allow_tf32,
                                                            int max_batch);
 
 }  // namespace cuda

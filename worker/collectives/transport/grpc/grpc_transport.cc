@@ -10,8 +10,8 @@
 #include "absl/strings/str_cat.h"
 #include "common/exception_status.h"
 #include "common/grpc/grpc_util.h"
-#include "common/grpc/security.h"
 #include "common/grpc/job_secret.h"
+#include "common/grpc/security.h"
 
 namespace gradsync {
 
@@ -50,8 +50,8 @@ PeerCredentials CredentialsOf(grpc::CallbackServerContext* ctx) {
 class PeerReactor final
     : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
  public:
-  PeerReactor(PeerMailboxes* mailboxes, PeerCredentials creds,
-              std::string peer, std::shared_ptr<RefusalLog> refusals)
+  PeerReactor(PeerMailboxes* mailboxes, PeerCredentials creds, std::string peer,
+              std::shared_ptr<RefusalLog> refusals)
       : creds_(std::move(creds)),
         peer_(std::move(peer)),
         refusals_(std::move(refusals)),
@@ -61,11 +61,12 @@ class PeerReactor final
       gate_->reactor = this;
     }
     // 1. (The answer may come at once, on this thread.)
-    mailboxes->Admit(creds_, [gate = gate_](
-                                 absl::StatusOr<std::shared_ptr<JobMailbox>> b) {
-      absl::MutexLock lock(&gate->mu);
-      if (gate->reactor != nullptr) gate->reactor->Admitted(std::move(b));
-    });
+    mailboxes->Admit(creds_,
+                     [gate = gate_](absl::StatusOr<std::shared_ptr<JobMailbox>> b) {
+                       absl::MutexLock lock(&gate->mu);
+                       if (gate->reactor != nullptr)
+                         gate->reactor->Admitted(std::move(b));
+                     });
   }
 
   // No exception may leave a reactor callback (it would end the worker):
@@ -74,8 +75,8 @@ class PeerReactor final
     try {
       HandleRead(ok);
     } catch (...) {
-      FinishOnce(ToGrpcStatus(CurrentExceptionStatus(
-          absl::StrCat("Peer stream of rank ", creds_.rank))));
+      FinishOnce(ToGrpcStatus(
+          CurrentExceptionStatus(absl::StrCat("Peer stream of rank ", creds_.rank))));
     }
   }
 
@@ -93,8 +94,8 @@ class PeerReactor final
     // 2.
     if (frame->header().job_id() != creds_.job_id ||
         frame->header().rank() != creds_.rank) {
-      Refuse(absl::PermissionDeniedError(
-          "frame names another job or rank than its stream"));
+      Refuse(
+          absl::PermissionDeniedError("frame names another job or rank than its stream"));
       return;
     }
     // 3. (box_ is set before the first read starts.)
@@ -174,8 +175,8 @@ class PeerReactor final
   // or one that did not start in time, are not logged as refusals.)
   void Refuse(const absl::Status& st) {
     if (absl::IsPermissionDenied(st)) {
-      refusals_->Refused(absl::StrCat("Peer stream of rank ", creds_.rank),
-                         peer_, st.message());
+      refusals_->Refused(absl::StrCat("Peer stream of rank ", creds_.rank), peer_,
+                         st.message());
     }
     FinishOnce(ToGrpcStatus(st));
   }
@@ -205,8 +206,7 @@ grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* PeerService::Stream
     grpc::CallbackServerContext* ctx) {
   streams_.fetch_add(1);
   if (streams_metric_ != nullptr) streams_metric_->Increment();
-  return new PeerReactor(mailboxes_, CredentialsOf(ctx), ctx->peer(),
-                         refusals_);
+  return new PeerReactor(mailboxes_, CredentialsOf(ctx), ctx->peer(), refusals_);
 }
 
 // ---------------------------------------------------------------- client side
@@ -216,11 +216,8 @@ class PeerSender final
     : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
  public:
   // `creds` are presented when the stream opens (PeerReactor step 1).
-  PeerSender(const std::string& target, const PeerCredentials& creds,
-             bool bulk)
-      : target_(target),
-        channel_(MakePeerChannel(target, bulk)),
-        stub_(channel_) {
+  PeerSender(const std::string& target, const PeerCredentials& creds, bool bulk)
+      : target_(target), channel_(MakePeerChannel(target, bulk)), stub_(channel_) {
     ctx_.AddMetadata(kJobIdMetadata, creds.job_id);
     ctx_.AddMetadata(kJobRankMetadata, std::to_string(creds.rank));
     ctx_.AddMetadata(kJobSecretMetadata, creds.secret);
@@ -230,8 +227,8 @@ class PeerSender final
   absl::Status Start(absl::Time deadline) {
     absl::Status st = WaitForConnected(channel_.get(), target_, deadline);
     if (!st.ok()) return st;
-    stub_.PrepareBidiStreamingCall(&ctx_, "/gradsync.v1.Peer/Stream",
-                                   grpc::StubOptions(), this);
+    stub_.PrepareBidiStreamingCall(&ctx_, "/gradsync.v1.Peer/Stream", grpc::StubOptions(),
+                                   this);
     // Writes start from outside the reactions (Enqueue on the collective's
     // thread), so the call must be held open until Close, else it may be
     // torn down between a finished read and our next StartWrite.
@@ -396,8 +393,7 @@ void GrpcTransport::BeginCollective(size_t bytes) {
   bulk_ = options_.bulk_bytes > 0 && bytes >= options_.bulk_bytes;
 }
 
-absl::StatusOr<std::unique_ptr<PeerSender>> GrpcTransport::Connect(int peer,
-                                                                   int lane) {
+absl::StatusOr<std::unique_ptr<PeerSender>> GrpcTransport::Connect(int peer, int lane) {
   const PeerCredentials creds{job_id_, rank_, options_.job_secret};
   const bool bulk = lane >= std::max(1, options_.connections_per_peer);
   const std::string bulk_target =
@@ -407,22 +403,19 @@ absl::StatusOr<std::unique_ptr<PeerSender>> GrpcTransport::Connect(int peer,
   if (!bulk_target.empty()) {
     auto sender = std::make_unique<PeerSender>(bulk_target, creds, true);
     absl::Status st = sender->Start(
-        options_.env->Now() +
-        std::min(kBulkConnectTimeout, options_.connect_timeout));
+        options_.env->Now() + std::min(kBulkConnectTimeout, options_.connect_timeout));
     if (st.ok()) return sender;
     spdlog::warn(
         "rank {}: rank {}'s bulk address {} does not answer ({}); its bulk "
         "lane {} goes to its peer address {} instead (slower for large "
         "tensors)",
-        rank_, peer, bulk_target, std::string(st.message()), lane,
-        peers_[peer]);
+        rank_, peer, bulk_target, std::string(st.message()), lane, peers_[peer]);
   }
   auto sender = std::make_unique<PeerSender>(peers_[peer], creds, false);
-  absl::Status st =
-      sender->Start(options_.env->Now() + options_.connect_timeout);
+  absl::Status st = sender->Start(options_.env->Now() + options_.connect_timeout);
   if (!st.ok()) {
-    return absl::UnavailableError(absl::StrCat(
-        "rank ", rank_, " cannot reach rank ", peer, ": ", st.message()));
+    return absl::UnavailableError(
+        absl::StrCat("rank ", rank_, " cannot reach rank ", peer, ": ", st.message()));
   }
   return sender;
 }
@@ -450,8 +443,7 @@ absl::StatusOr<PeerSender*> GrpcTransport::SenderFor(int peer, int lane) {
   return raw;
 }
 
-TensorHeader GrpcTransport::Header(const ChunkTag& tag,
-                                   uint64_t checksum) const {
+TensorHeader GrpcTransport::Header(const ChunkTag& tag, uint64_t checksum) const {
   TensorHeader h;
   h.set_kind(TensorHeader::CHUNK);
   h.set_job_id(job_id_);
@@ -478,8 +470,8 @@ absl::Status GrpcTransport::Enqueue(int peer, const TensorHeader& h,
 // after they went out (seen here: the last frames of a collective stay
 // referenced until later traffic), so lending it the caller's buffer would
 // force either a wait that can deadlock the ring or a reuse hazard.
-absl::Status GrpcTransport::Send(int peer, const ChunkTag& tag, float* data,
-                                 size_t n, uint64_t checksum) {
+absl::Status GrpcTransport::Send(int peer, const ChunkTag& tag, float* data, size_t n,
+                                 uint64_t checksum) {
   if (peer < 0 || peer >= size()) {
     return absl::InvalidArgumentError(absl::StrCat("no rank ", peer));
   }
@@ -491,9 +483,8 @@ absl::Status GrpcTransport::Send(int peer, const ChunkTag& tag, float* data,
   }));
 }
 
-absl::Status GrpcTransport::SendSum(int peer, const ChunkTag& tag,
-                                    const float* a, const RecvChunk& chunk,
-                                    float* store) {
+absl::Status GrpcTransport::SendSum(int peer, const ChunkTag& tag, const float* a,
+                                    const RecvChunk& chunk, float* store) {
   if (peer < 0 || peer >= size()) {
     return absl::InvalidArgumentError(absl::StrCat("no rank ", peer));
   }
@@ -501,9 +492,8 @@ absl::Status GrpcTransport::SendSum(int peer, const ChunkTag& tag,
   const WireDtype d = options_.wire_dtype;
   const size_t n = chunk.count();
   if (!IsLossy(d)) {
-    return Enqueue(peer, h, pool_->Encode(h, n, [&](float* b) {
-      chunk.SumTo(a, b, store);
-    }));
+    return Enqueue(peer, h,
+                   pool_->Encode(h, n, [&](float* b) { chunk.SumTo(a, b, store); }));
   }
   // Sum in float32, then narrow; `store` gets the narrowed values back.
   scratch_.resize(n);
@@ -514,8 +504,8 @@ absl::Status GrpcTransport::SendSum(int peer, const ChunkTag& tag,
   }));
 }
 
-absl::Status GrpcTransport::Forward(int peer, const ChunkTag& tag,
-                                    const RecvChunk& chunk, uint64_t checksum) {
+absl::Status GrpcTransport::Forward(int peer, const ChunkTag& tag, const RecvChunk& chunk,
+                                    uint64_t checksum) {
   if (peer < 0 || peer >= size()) {
     return absl::InvalidArgumentError(absl::StrCat("no rank ", peer));
   }
@@ -525,14 +515,16 @@ absl::Status GrpcTransport::Forward(int peer, const ChunkTag& tag,
   return Enqueue(peer, h, received->frame().Reframe(h));
 }
 
-absl::StatusOr<std::unique_ptr<RecvChunk>> GrpcTransport::Recv(
-    int peer, const ChunkTag& expected, size_t n, absl::Time deadline) {
+absl::StatusOr<std::unique_ptr<RecvChunk>> GrpcTransport::Recv(int peer,
+                                                               const ChunkTag& expected,
+                                                               size_t n,
+                                                               absl::Time deadline) {
   absl::StatusOr<DecodedFrame> f = mailbox_->Pop(peer, Lane(expected), deadline);
   if (!f.ok()) {
     if (absl::IsDeadlineExceeded(f.status())) {
-      return absl::DeadlineExceededError(absl::StrCat(
-          "rank ", rank_, ": no data from rank ", peer, " (", peers_[peer],
-          ") for ", expected.ToString(), " before the step timeout"));
+      return absl::DeadlineExceededError(
+          absl::StrCat("rank ", rank_, ": no data from rank ", peer, " (", peers_[peer],
+                       ") for ", expected.ToString(), " before the step timeout"));
     }
     return f.status();
   }
@@ -544,10 +536,10 @@ absl::StatusOr<std::unique_ptr<RecvChunk>> GrpcTransport::Recv(
   got.index = h.index();
   got.segment = h.segment();
   if (!(got == expected) || f->count() != n) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "rank ", rank_, " expected ", expected.ToString(), " of ", n,
-        " floats from rank ", peer, " but got ", got.ToString(), " of ",
-        f->count(), "; not summed"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("rank ", rank_, " expected ", expected.ToString(), " of ", n,
+                     " floats from rank ", peer, " but got ", got.ToString(), " of ",
+                     f->count(), "; not summed"));
   }
   return std::unique_ptr<RecvChunk>(new FrameChunk(std::move(*f)));
 }

@@ -35,8 +35,8 @@
 #include "common/grpc/tensor_frame.h"
 #include "common/metrics/metrics.h"
 #include "gradsync/v1/gradsync.grpc.pb.h"
-#include "worker/collectives/transport/grpc/peer_mailboxes.h"
 #include "worker/collectives/transport.h"
+#include "worker/collectives/transport/grpc/peer_mailboxes.h"
 
 namespace gradsync {
 
@@ -65,7 +65,6 @@ class PeerService final
 };
 
 class PeerSender;
-
 
 struct GrpcTransportOptions {
   absl::Duration connect_timeout = absl::Seconds(10);
@@ -111,10 +110,8 @@ std::vector<std::string> SameHostBulkAddresses(
 // Abort from any thread.
 class GrpcTransport final : public Transport {
  public:
-  GrpcTransport(std::string job_id, int rank,
-                std::vector<std::string> peer_addresses,
-                std::shared_ptr<JobMailbox> mailbox,
-                GrpcTransportOptions options = {});
+  GrpcTransport(std::string job_id, int rank, std::vector<std::string> peer_addresses,
+                std::shared_ptr<JobMailbox> mailbox, GrpcTransportOptions options = {});
   ~GrpcTransport() override;
 
   int rank() const override { return rank_; }
@@ -126,10 +123,8 @@ class GrpcTransport final : public Transport {
                        const RecvChunk& chunk, float* store) override;
   absl::Status Forward(int peer, const ChunkTag& tag, const RecvChunk& chunk,
                        uint64_t checksum) override;
-  absl::StatusOr<std::unique_ptr<RecvChunk>> Recv(int peer,
-                                                  const ChunkTag& expected,
-                                                  size_t n,
-                                                  absl::Time deadline) override;
+  absl::StatusOr<std::unique_ptr<RecvChunk>> Recv(int peer, const ChunkTag& expected,
+                                                  size_t n, absl::Time deadline) override;
   absl::Status WaitSendsReleased(absl::Time deadline) override;
   void Abort(const absl::Status& status) override;
   void BeginCollective(size_t bytes) override;

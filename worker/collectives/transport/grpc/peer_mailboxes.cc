@@ -35,8 +35,7 @@ absl::StatusOr<Delivery> JobMailbox::Push(DecodedFrame frame, Resume resume) {
   return Delivery::kParked;
 }
 
-absl::StatusOr<DecodedFrame> JobMailbox::Pop(int src, int lane,
-                                             absl::Time deadline) {
+absl::StatusOr<DecodedFrame> JobMailbox::Pop(int src, int lane, absl::Time deadline) {
   Resume wake;
   absl::StatusOr<DecodedFrame> out;
   {
@@ -110,10 +109,10 @@ void PeerMailboxes::ReaperLoop() {
       }
     }
     for (Waiting& w : expired) {
-      w.admit(stop ? absl::UnavailableError("worker shutting down")
-                   : absl::NotFoundError(absl::StrCat(
-                         "job ", w.creds.job_id,
-                         " did not start on this worker in time")));
+      w.admit(
+          stop ? absl::UnavailableError("worker shutting down")
+               : absl::NotFoundError(absl::StrCat(
+                     "job ", w.creds.job_id, " did not start on this worker in time")));
     }
     if (stop) return;
   }
@@ -121,10 +120,10 @@ void PeerMailboxes::ReaperLoop() {
 
 absl::StatusOr<std::shared_ptr<JobMailbox>> PeerMailboxes::Check(
     const Job& job, const PeerCredentials& creds) {
-  if (job.secret.empty() || !SecretsEqual(job.secret, creds.secret) ||
-      creds.rank < 0 || creds.rank >= job.world) {
-    return absl::PermissionDeniedError(absl::StrCat(
-        "not a member of job ", creds.job_id, " (or not one of its ranks)"));
+  if (job.secret.empty() || !SecretsEqual(job.secret, creds.secret) || creds.rank < 0 ||
+      creds.rank >= job.world) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("not a member of job ", creds.job_id, " (or not one of its ranks)"));
   }
   return job.box;
 }
@@ -144,8 +143,7 @@ std::vector<PeerMailboxes::Waiting> PeerMailboxes::TakeWaiting(
 }
 
 std::shared_ptr<JobMailbox> PeerMailboxes::Open(const std::string& job_id,
-                                                const std::string& secret,
-                                                int world) {
+                                                const std::string& secret, int world) {
   std::shared_ptr<JobMailbox> box;
   std::vector<Waiting> ready;
   {
@@ -201,9 +199,9 @@ void PeerMailboxes::Admit(const PeerCredentials& creds, AdmitFn admit) {
     } else if (closed_.count(creds.job_id)) {
       answer = Ended(creds.job_id);
     } else if (waiting_.size() >= kMaxWaitingStreams) {
-      answer = absl::ResourceExhaustedError(absl::StrCat(
-          "too many streams wait for jobs not started on this worker (",
-          kMaxWaitingStreams, "); refusing job ", creds.job_id));
+      answer = absl::ResourceExhaustedError(
+          absl::StrCat("too many streams wait for jobs not started on this worker (",
+                       kMaxWaitingStreams, "); refusing job ", creds.job_id));
     } else {
       waiting_.push_back({creds, std::move(admit), env_->Now() + kAdmitWait});
       return;

@@ -109,8 +109,8 @@ class PeerMailboxes {
   // mailbox (the same one on later calls); streams waiting for the job are
   // admitted or refused now. A job that already ended here gets a failed
   // mailbox.
-  std::shared_ptr<JobMailbox> Open(const std::string& job_id,
-                                   const std::string& secret, int world);
+  std::shared_ptr<JobMailbox> Open(const std::string& job_id, const std::string& secret,
+                                   int world);
   // Fails the job's mailbox and refuses later streams for it.
   void Close(const std::string& job_id, const absl::Status& why);
   // Admits a stream that presents `creds`; runs `admit` exactly once, maybe
@@ -135,8 +135,8 @@ class PeerMailboxes {
     absl::Time until;
   };
   // The answer for `creds` against open job `job`.
-  static absl::StatusOr<std::shared_ptr<JobMailbox>> Check(
-      const Job& job, const PeerCredentials& creds);
+  static absl::StatusOr<std::shared_ptr<JobMailbox>> Check(const Job& job,
+                                                           const PeerCredentials& creds);
   // Removes and returns the streams waiting for `job_id`.
   std::vector<Waiting> TakeWaiting(const std::string& job_id)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

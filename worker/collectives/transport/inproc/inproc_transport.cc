@@ -24,8 +24,7 @@ class InProcTransport final : public Transport {
     return absl::OkStatus();
   }
 
-  absl::StatusOr<std::unique_ptr<RecvChunk>> Recv(int peer,
-                                                  const ChunkTag& expected,
+  absl::StatusOr<std::unique_ptr<RecvChunk>> Recv(int peer, const ChunkTag& expected,
                                                   size_t n,
                                                   absl::Time deadline) override {
     absl::MutexLock lock(&group_->mu_);
@@ -34,13 +33,12 @@ class InProcTransport final : public Transport {
       return !q.empty() || !group_->aborted_.ok();
     };
     while (!ready()) {
-      if (group_->env_->AwaitWithDeadline(&group_->mu_,
-                                          absl::Condition(&ready), deadline)) {
+      if (group_->env_->AwaitWithDeadline(&group_->mu_, absl::Condition(&ready),
+                                          deadline)) {
         break;
       }
       return absl::DeadlineExceededError(absl::StrCat(
-          "rank ", rank_, ": nothing from rank ", peer, " for ",
-          expected.ToString()));
+          "rank ", rank_, ": nothing from rank ", peer, " for ", expected.ToString()));
     }
     if (!group_->aborted_.ok()) return group_->aborted_;
     InProcGroup::Message m = std::move(q.front());
@@ -48,8 +46,7 @@ class InProcTransport final : public Transport {
     if (!(m.tag == expected) || m.data.size() != n) {
       return absl::FailedPreconditionError(absl::StrCat(
           "rank ", rank_, " expected ", expected.ToString(), " of ", n,
-          " floats from rank ", peer, ", got ", m.tag.ToString(), " of ",
-          m.data.size()));
+          " floats from rank ", peer, ", got ", m.tag.ToString(), " of ", m.data.size()));
     }
     return std::unique_ptr<RecvChunk>(new Chunk(std::move(m)));
   }
