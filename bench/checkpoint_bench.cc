@@ -6,10 +6,10 @@
 // 5824522 = mlp:784-2048-2048-10 (23.3 MB of parameters). The directory is
 // $GRADSYNC_BENCH_DIR or /tmp.
 //
-// BM_RingCheckpointSave: a ring job's checkpoint as rank 0's sender thread
-// pays it (worker/sync/ring_checkpoint.h): every piece sent over loopback
+// BM_AllreduceCheckpointSave: a allreduce job's checkpoint as rank 0's sender thread
+// pays it (worker/sync/allreduce_checkpoint.h): every piece sent over loopback
 // gRPC to a PS service in this process, which writes it as a checkpoint
-// file (server/ps/ring_checkpoints.h).
+// file (server/ps/allreduce_checkpoints.h).
 #include <stdlib.h>
 
 #include <filesystem>
@@ -23,7 +23,7 @@
 #include "common/grpc/grpc_util.h"
 #include "server/ps/ps_access.h"
 #include "server/ps/ps_service.h"
-#include "worker/sync/ring_checkpoint.h"
+#include "worker/sync/allreduce_checkpoint.h"
 
 namespace gradsync {
 namespace {
@@ -72,7 +72,7 @@ BENCHMARK(BM_ReadCheckpoint)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
-void BM_RingCheckpointSave(benchmark::State& state) {
+void BM_AllreduceCheckpointSave(benchmark::State& state) {
   const size_t n = static_cast<size_t>(state.range(0));
   const std::string dir = BenchDir();
   PsStore store(dir);
@@ -85,9 +85,9 @@ void BM_RingCheckpointSave(benchmark::State& state) {
     return;
   }
   const std::string secret = key->SecretOf("j-1", 1);
-  RingCheckpointClient client(LocalAddress("127.0.0.1:0", started->port),
-                              PsCredentials{secret, 1, secret, 1});
-  RingState s;
+  AllreduceCheckpointClient client(LocalAddress("127.0.0.1:0", started->port),
+                                   PsCredentials{secret, 1, secret, 1});
+  AllreduceState s;
   s.params.assign(n, 0.5f);
   s.optimizer = {1, std::vector<float>(n, 0.01f), std::vector<float>(n, 1e-4f)};
   int64_t step = 0;
@@ -100,7 +100,7 @@ void BM_RingCheckpointSave(benchmark::State& state) {
   started->server->Shutdown(ToChrono(absl::Now() + absl::Seconds(1)));
   std::filesystem::remove_all(dir);
 }
-BENCHMARK(BM_RingCheckpointSave)
+BENCHMARK(BM_AllreduceCheckpointSave)
     ->Arg(235146)
     ->Arg(5824522)
     ->Unit(benchmark::kMillisecond)

@@ -154,8 +154,10 @@ class WorkerDaemon {
   absl::StatusOr<std::shared_ptr<const TuningTable>> JobTuning(
       const v1::Assignment& a) const;
   // Data, device model, transport and GradientSync for assignment `a`.
-  absl::StatusOr<JobParts> PrepareJob(const v1::Assignment& a);
-  absl::StatusOr<std::unique_ptr<DeviceModel>> MakeDevice(const v1::Assignment& a);
+  // `job` (JobOptionsOf(a)) must outlive the parts.
+  absl::StatusOr<JobParts> PrepareJob(const v1::Assignment& a, const JobOptions* job);
+  absl::StatusOr<std::unique_ptr<DeviceModel>> MakeDevice(const v1::Assignment& a,
+                                                          const JobOptions& job);
   absl::StatusOr<std::shared_ptr<const Dataset>> LoadData(const std::string& dir,
                                                           bool train);
 

@@ -10,9 +10,11 @@
 #include "common/exception_status.h"
 #include "common/grpc/grpc_util.h"
 #include "common/logging.h"
+#include "common/spec/assignment_options.h"
 #include "common/spec/job_spec.h"
-#include "worker/bench/bench_runner.h"
+#include "worker/bench_job/bench_runner.h"
 #include "worker/collectives/hierarchical.h"
+#include "worker/job_reports.h"
 #include "worker/metrics/metered_sync.h"
 #include "worker/model/cpu_threads.h"
 #include "worker/model/device_factory.h"
@@ -67,15 +69,15 @@ int CpuThreadsFor(const v1::Assignment& a, int configured) {
 class WorkerDaemon::Reporter final : public TrainingReporter {
  public:
   explicit Reporter(WorkerDaemon* d) : d_(d) {}
-  void Progress(const v1::WorkerMessage::Progress& p) override {
-    d_->metrics_.OnProgress(p);
+  void Progress(const ProgressReport& p) override {
+    d_->metrics_.OnProgress(p.step, p.samples_per_second);
     v1::WorkerMessage m;
-    *m.mutable_progress() = p;
+    *m.mutable_progress() = ProgressProto(p);
     d_->Write(m);
   }
-  void EpochDone(const v1::WorkerMessage::EpochDone& e) override {
+  void EpochDone(const EpochReport& e) override {
     v1::WorkerMessage m;
-    *m.mutable_epoch_done() = e;
+    *m.mutable_epoch_done() = EpochDoneProto(e);
     d_->Write(m);
   }
 
@@ -167,8 +169,8 @@ absl::StatusOr<std::shared_ptr<const Dataset>> WorkerDaemon::LoadData(
 }
 
 absl::StatusOr<std::unique_ptr<DeviceModel>> WorkerDaemon::MakeDevice(
-    const v1::Assignment& a) {
-  absl::StatusOr<MlpSpec> model = ModelOf(a);
+    const v1::Assignment& a, const JobOptions& job) {
+  absl::StatusOr<MlpSpec> model = ModelOf(job);
   if (!model.ok()) return model.status();
   DeviceRequest req;
   req.model = *model;
@@ -202,7 +204,8 @@ absl::StatusOr<std::shared_ptr<const TuningTable>> WorkerDaemon::JobTuning(
       std::make_shared<TuningTable>(*std::move(table)));
 }
 
-absl::StatusOr<WorkerDaemon::JobParts> WorkerDaemon::PrepareJob(const v1::Assignment& a) {
+absl::StatusOr<WorkerDaemon::JobParts> WorkerDaemon::PrepareJob(const v1::Assignment& a,
+                                                                const JobOptions* job) {
   JobParts parts;
   // Before any file is opened: the job may name only allowed directories.
   absl::StatusOr<std::string> dir = data_dirs_.Resolve(a.spec().data_dir(), a.rank());
@@ -213,7 +216,7 @@ absl::StatusOr<WorkerDaemon::JobParts> WorkerDaemon::PrepareJob(const v1::Assign
   if (!test.ok()) return test.status();
   parts.train = *train;
   parts.test = *test;
-  absl::StatusOr<std::unique_ptr<DeviceModel>> model = MakeDevice(a);
+  absl::StatusOr<std::unique_ptr<DeviceModel>> model = MakeDevice(a, *job);
   if (!model.ok()) return model.status();
   parts.model = std::move(*model);
   parts.stall = MakeStallWatch(a);
@@ -233,9 +236,9 @@ absl::StatusOr<WorkerDaemon::JobParts> WorkerDaemon::PrepareJob(const v1::Assign
   if (!tuning.ok()) return tuning.status();
   parts.tuning = *std::move(tuning);
   absl::StatusOr<std::unique_ptr<GradientSync>> sync = MakeGradientSync(
-      &a, parts.watched.get(), parts.tuning.get(), parts.stall.get(), env_);
+      job, parts.watched.get(), parts.tuning.get(), parts.stall.get(), env_);
   if (!sync.ok()) return sync.status();
-  parts.sync = std::make_unique<MeteredSync>(std::move(*sync), &a, &metrics_, env_);
+  parts.sync = std::make_unique<MeteredSync>(std::move(*sync), job, &metrics_, env_);
   return parts;
 }
 
@@ -250,8 +253,14 @@ void WorkerDaemon::JobMain(v1::Assignment a) {
   const std::string tag = JobTag(a.job_id(), a.rank());
   spdlog::info("{}assigned: {} world {} model {}", tag, StrategyLabel(a.spec()),
                a.world_size(), a.spec().model());
-  TrainingOutcome outcome = NewOutcome(a, "");
-  absl::StatusOr<JobParts> parts = PrepareJob(a);
+  // The job's settings as plain options, once: nothing below this reads
+  // the Assignment. Outlives `parts`, whose sync reads it.
+  absl::StatusOr<JobOptions> job = JobOptionsOf(a);
+  TrainingOutcome outcome;
+  outcome.done.job_id = a.job_id();
+  outcome.done.rank = a.rank();
+  absl::StatusOr<JobParts> parts =
+      job.ok() ? PrepareJob(a, &*job) : absl::StatusOr<JobParts>(job.status());
   if (parts.ok()) {
     spdlog::info("{}training on {}", tag, parts->model->name());
     {
@@ -262,7 +271,7 @@ void WorkerDaemon::JobMain(v1::Assignment a) {
     Reporter reporter(this);
     TrainingOptions training;
     training.env = env_;
-    outcome = RunTraining(a, *parts->train, *parts->test, parts->model.get(),
+    outcome = RunTraining(*job, *parts->train, *parts->test, parts->model.get(),
                           parts->sync.get(), &reporter, &cancelled_, training);
     absl::MutexLock lock(&mu_);
     sync_ = nullptr;
@@ -283,7 +292,7 @@ void WorkerDaemon::JobMain(v1::Assignment a) {
     parts->stall.reset();
     parts->model.reset();
   }
-  ReportJobDone(outcome.done);
+  ReportJobDone(JobDoneProto(outcome.done));
 }
 
 void WorkerDaemon::ClassifyCancelledPeerFailure(TrainingOutcome* outcome) {
@@ -334,7 +343,8 @@ void WorkerDaemon::ReportStall(const std::string& job_id, int rank,
 void WorkerDaemon::ReportJobDone(const v1::WorkerMessage::JobDone& done) {
   // Idle before the coordinator hears of it: it may assign the next job at
   // once (StartJob then joins this thread, which is about to end).
-  metrics_.OnJobDone(done);
+  metrics_.OnJobDone(static_cast<absl::StatusCode>(done.code()), done.comm_seconds(),
+                     done.exposed_comm_seconds());
   {
     absl::MutexLock lock(&mu_);
     job_id_.clear();

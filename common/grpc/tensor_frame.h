@@ -22,6 +22,7 @@
 #include <grpcpp/support/slice.h>
 
 #include "absl/status/statusor.h"
+#include "common/spec/job_spec.h"
 #include "common/wire_dtype.h"
 #include "gradsync/v1/gradsync.pb.h"
 
@@ -29,9 +30,8 @@ namespace gradsync {
 
 using v1::TensorHeader;
 
-// The wire format of a header's dtype field; INVALID_ARGUMENT for a value
-// this build does not know.
-absl::StatusOr<WireDtype> WireDtypeOf(v1::WireDtype d);
+// WireDtypeOf (the wire's dtype field as a WireDtype) is in
+// common/spec/job_spec.h.
 // The dtype field for `d` (fp32 is written as unspecified, so fp32 frames are
 // byte-identical to those of builds without 16-bit formats).
 v1::WireDtype WireDtypeToProto(WireDtype d);

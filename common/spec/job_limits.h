@@ -19,10 +19,10 @@ inline constexpr int64_t kDefaultChunkBytes = 1 << 20;
 // 8 MiB up, break even around 2-4 MiB and lose below (docs/lab-notes/bdp-probing.md).
 inline constexpr int64_t kDefaultPeerBulkBytes = 4 << 20;
 inline constexpr int32_t kDefaultStepTimeoutMs = 30000;
-inline constexpr int32_t kDefaultRingAsyncStaleness = 1;
+inline constexpr int32_t kDefaultAllreduceAsyncStaleness = 1;
 // Ring async keeps staleness + 2 copies of the gradient; more than this many
 // steps in flight is a mistake, not an experiment.
-inline constexpr int32_t kMaxRingAsyncStaleness = 64;
+inline constexpr int32_t kMaxAllreduceAsyncStaleness = 64;
 inline constexpr float kDefaultSgdLr = 0.05f;
 inline constexpr float kDefaultAdamLr = 0.001f;
 

@@ -182,6 +182,22 @@ std::string StallText(const v1::WorkerMessage::Stall& s) {
   return text;
 }
 
+absl::StatusOr<WireDtype> WireDtypeOf(v1::WireDtype d) {
+  switch (d) {
+    case v1::WIRE_DTYPE_UNSPECIFIED:
+    case v1::WIRE_DTYPE_FP32:
+      return WireDtype::kFp32;
+    case v1::WIRE_DTYPE_BF16:
+      return WireDtype::kBf16;
+    case v1::WIRE_DTYPE_FP16:
+      return WireDtype::kFp16;
+    default:
+      break;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown wire dtype ", static_cast<int>(d)));
+}
+
 OptimizerOptions OptimizerFromSpec(const v1::JobSpec& spec) {
   OptimizerOptions o;
   o.kind =
@@ -220,14 +236,14 @@ absl::Status ValidateSwitches(v1::JobSpec* s) {
   const bool ring_async =
       s->strategy() == v1::STRATEGY_RING && s->mode() == v1::SYNC_MODE_ASYNC;
   if (ring_async && !s->has_staleness()) {
-    s->set_staleness(kDefaultRingAsyncStaleness);
+    s->set_staleness(kDefaultAllreduceAsyncStaleness);
   }
   if (ring_async && s->staleness() == 0) {
     return Bad("staleness", "ring async needs staleness >= 1 (0 is ring sync)");
   }
-  if (ring_async && s->staleness() > kMaxRingAsyncStaleness) {
+  if (ring_async && s->staleness() > kMaxAllreduceAsyncStaleness) {
     return Bad("staleness",
-               absl::StrCat("ring async allows at most ", kMaxRingAsyncStaleness,
+               absl::StrCat("ring async allows at most ", kMaxAllreduceAsyncStaleness,
                             " steps in flight, got ", s->staleness()));
   }
   absl::StatusOr<v1::Device> device =

@@ -15,6 +15,7 @@
 #include "common/spec/allreduce_algorithm.h"
 #include "common/spec/job_limits.h"
 #include "common/spec/model_spec.h"
+#include "common/wire_dtype.h"
 #include "gradsync/v1/gradsync.pb.h"
 
 namespace gradsync {
@@ -25,12 +26,12 @@ namespace gradsync {
 // kDefaultModel, dataset "fashion-mnist", optimizer sgd, algorithm auto, lr kDefaultSgdLr or
 // kDefaultAdamLr, epochs 1 when neither epochs nor steps is set, device cpu,
 // ps_shards 1, the k* defaults above; ring+async staleness
-// kDefaultRingAsyncStaleness).
+// kDefaultAllreduceAsyncStaleness).
 // INVALID_ARGUMENT naming the field for: workers <= 0, unknown strategy, mode,
 // model, dataset, optimizer or device, batch_size <= 0, a model whose input /
 // output widths do not match the dataset, staleness < 0, lr < 0 or not finite,
 // momentum outside [0, 1), epochs or steps < 0, ring-async staleness above
-// kMaxRingAsyncStaleness, or any value beyond the caps above, ps_shards < 0 or more than
+// kMaxAllreduceAsyncStaleness, or any value beyond the caps above, ps_shards < 0 or more than
 // `available_ps_shards`, negative sizes, bad groups (ParseGroups),
 // checkpoint_every < 0, checkpoint_every or resume_from on a bench job, a
 // ring async job or a ring job on cuda (each with its reason), a
@@ -66,6 +67,10 @@ absl::Duration StallThreshold(const v1::JobSpec& spec);
 // waited 15.2 s for ... (resolved)". Written by the worker's log, the
 // coordinator's Job.stalls and events alike.
 std::string StallText(const v1::WorkerMessage::Stall& s);
+
+// The wire format of a dtype field (TensorHeader, JobSpec); INVALID_ARGUMENT
+// for a value this build does not know.
+absl::StatusOr<WireDtype> WireDtypeOf(v1::WireDtype d);
 
 // The optimizer a validated spec asks for.
 OptimizerOptions OptimizerFromSpec(const v1::JobSpec& spec);

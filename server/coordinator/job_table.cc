@@ -233,7 +233,7 @@ v1::Assignment JobTable::MakeAssignment(
     }
   } else if ((spec.checkpoint_every() > 0 || !spec.resume_from().empty()) &&
              num_ps_shards() > 0) {
-    // Ring checkpoints live on shard 0 (worker/sync/ring_checkpoint.h).
+    // Ring checkpoints live on shard 0 (worker/sync/allreduce_checkpoint.h).
     a.add_ps_shards()->set_address(ps_addresses_[0]);
   }
   return a;

@@ -105,7 +105,7 @@ class PsService final : public PsServiceBase {
   grpc::ServerUnaryReactor* Checkpoints(grpc::CallbackServerContext* ctx,
                                         const v1::CheckpointsRequest* request,
                                         v1::CheckpointsResponse* response) override;
-  // Ring checkpoints (server/ps/ring_checkpoints.h); both read or write a
+  // Allreduce checkpoints (server/ps/allreduce_checkpoints.h); both read or write a
   // file, so they run on the pool. A CKPT frame's data is the piece's
   // parameters followed by header.moments optimizer moments of equal length.
   grpc::ServerUnaryReactor* SaveCheckpoint(grpc::CallbackServerContext* ctx,

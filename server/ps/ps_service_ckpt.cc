@@ -7,8 +7,8 @@
 #include "absl/strings/str_cat.h"
 #include "common/grpc/grpc_util.h"
 #include "common/grpc/tensor_frame.h"
+#include "server/ps/allreduce_checkpoints.h"
 #include "server/ps/ps_service.h"
-#include "server/ps/ring_checkpoints.h"
 
 namespace gradsync {
 namespace {
@@ -40,14 +40,14 @@ absl::Status SavePiece(const std::string& root, const DecodedFrame& f) {
   view.optimizer_steps = h.optimizer_steps();
   if (h.moments() >= 1) view.first_moment = all.subspan(n, n);
   if (h.moments() >= 2) view.second_moment = all.subspan(2 * n, n);
-  return SaveRingPiece(root, h.job_id(), h.step(), h.index(), view);
+  return SaveAllreduceCheckpointPiece(root, h.job_id(), h.step(), h.index(), view);
 }
 
 // The CKPT frame of piece (job, step, index) read from `root`.
 absl::StatusOr<grpc::ByteBuffer> LoadPiece(const std::string& root,
                                            const TensorHeader& request) {
-  absl::StatusOr<Checkpoint> c =
-      LoadRingPiece(root, request.job_id(), request.step(), request.index());
+  absl::StatusOr<Checkpoint> c = LoadAllreduceCheckpointPiece(
+      root, request.job_id(), request.step(), request.index());
   if (!c.ok()) return c.status();
   const size_t n = c->params.size();
   const bool m = !c->first_moment.empty(), v = !c->second_moment.empty();

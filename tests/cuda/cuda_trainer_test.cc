@@ -32,6 +32,7 @@
 #include "common/grpc/grpc_util.h"
 #include "common/grpc/job_secret.h"
 #include "common/partition.h"
+#include "common/spec/assignment_options.h"
 #include "common/spec/job_spec.h"
 #include "server/ps/ps_access.h"
 #include "server/ps/ps_service.h"
@@ -55,8 +56,8 @@ constexpr int kCpu = -1;  // JobCase::devices entry for a CPU model
 
 class Quiet : public TrainingReporter {
  public:
-  void Progress(const v1::WorkerMessage::Progress&) override {}
-  void EpochDone(const v1::WorkerMessage::EpochDone&) override {}
+  void Progress(const ProgressReport&) override {}
+  void EpochDone(const EpochReport&) override {}
 };
 
 // Forwards to `inner`, sleeping `delay` before every SyncBucket; with
@@ -201,6 +202,12 @@ class CudaTrainerTest : public ::testing::Test {
       }
     }
 
+    std::vector<JobOptions> jobs;
+    for (const v1::Assignment& a : as) {
+      absl::StatusOr<JobOptions> job = JobOptionsOf(a);
+      ASSERT_TRUE(job.ok()) << job.status();
+      jobs.push_back(*std::move(job));
+    }
     InProcGroup group(world);
     std::vector<std::unique_ptr<DeviceModel>> models;
     std::vector<std::unique_ptr<GradientSync>> syncs;
@@ -212,7 +219,7 @@ class CudaTrainerTest : public ::testing::Test {
       ASSERT_TRUE(m.ok()) << "rank " << r << ": " << m.status();
       models.push_back(std::move(*m));
       absl::StatusOr<std::unique_ptr<GradientSync>> s =
-          MakeGradientSync(&as[r], c.strategy == "ring" ? group.transport(r) : nullptr);
+          MakeGradientSync(&jobs[r], c.strategy == "ring" ? group.transport(r) : nullptr);
       ASSERT_TRUE(s.ok()) << "rank " << r << ": " << s.status();
       syncs.push_back(
           std::make_unique<SlowSync>(std::move(*s), c.sync_delay, c.hide_identity));
@@ -226,7 +233,7 @@ class CudaTrainerTest : public ::testing::Test {
         TrainingOptions o;
         o.evaluate = c.evaluate;
         const Dataset empty;
-        (*out)[r] = RunTraining(as[r], *train_, c.evaluate ? *test_ : empty,
+        (*out)[r] = RunTraining(jobs[r], *train_, c.evaluate ? *test_ : empty,
                                 models[r].get(), syncs[r].get(), &quiet, nullptr, o);
       });
     }
@@ -236,7 +243,7 @@ class CudaTrainerTest : public ::testing::Test {
       const TrainingOutcome& o = (*out)[r];
       ASSERT_TRUE(o.status.ok()) << "rank " << r << ": " << o.status;
       ASSERT_EQ(o.params.size(), NumParams(*model_spec)) << "rank " << r;
-      EXPECT_EQ(o.done.steps(), c.steps) << "rank " << r;
+      EXPECT_EQ(o.done.steps, c.steps) << "rank " << r;
     }
   }
 
@@ -303,10 +310,10 @@ TEST_F(CudaTrainerTest, OneRankKeepsItsGradientOnTheDevice) {
     c.sync_delay = absl::ZeroDuration();
     std::vector<TrainingOutcome> own, copied;
     ASSERT_NO_FATAL_FAILURE(RunJob(c, &own));
-    EXPECT_EQ(own[0].done.comm_seconds(), 0.0) << opt;
+    EXPECT_EQ(own[0].done.comm_seconds, 0.0) << opt;
     c.hide_identity = true;
     ASSERT_NO_FATAL_FAILURE(RunJob(c, &copied));
-    EXPECT_GT(copied[0].done.comm_seconds(), 0.0) << opt;
+    EXPECT_GT(copied[0].done.comm_seconds, 0.0) << opt;
     EXPECT_TRUE(BitIdentical(own[0].params, copied[0].params))
         << opt << ": relative difference " << RelErr(own[0].params, copied[0].params);
     c.hide_identity = false;
@@ -352,11 +359,11 @@ TEST_F(CudaTrainerTest, EvaluationMatchesTheCpu) {
   cpu.devices = {kCpu, kCpu};
   ASSERT_NO_FATAL_FAILURE(RunJob(cpu, &want));
   EXPECT_LE(RelErr(got[0].params, want[0].params), 1e-4);
-  const double acc = got[0].done.test_accuracy();
+  const double acc = got[0].done.test_accuracy;
   EXPECT_GT(acc, 0.3) << "the model did not learn";
   // Parameters within 1e-4: a few of 10000 predictions may flip.
-  EXPECT_NEAR(acc, want[0].done.test_accuracy(), 0.005);
-  std::cout << "test accuracy GPU " << acc << ", CPU " << want[0].done.test_accuracy()
+  EXPECT_NEAR(acc, want[0].done.test_accuracy, 0.005);
+  std::cout << "test accuracy GPU " << acc << ", CPU " << want[0].done.test_accuracy
             << "\n";
 }
 

@@ -99,20 +99,20 @@ class FakeSync final : public GradientSync {
   bool fail = false;
 };
 
-v1::Assignment PsAssignment(int rank, int shards, v1::SyncMode mode) {
-  v1::Assignment a;
-  a.set_rank(rank);
-  a.mutable_spec()->set_strategy(v1::STRATEGY_PS);
-  a.mutable_spec()->set_mode(mode);
+JobOptions PsJob(int rank, int shards, SyncMode mode) {
+  JobOptions job;
+  job.rank = rank;
+  job.strategy = SyncStrategy::kPs;
+  job.mode = mode;
   for (int s = 0; s < shards; ++s) {
-    a.add_ps_shards()->set_partition_bytes(400);  // 100 floats
+    job.ps_shards.push_back({"", 400});  // 100 floats
   }
-  return a;
+  return job;
 }
 
 TEST(MeteredSync, PsBytesPerShardFollowTheLayout) {
   Rank rank;
-  const v1::Assignment a = PsAssignment(0, 2, v1::SYNC_MODE_ASYNC);
+  const JobOptions a = PsJob(0, 2, SyncMode::kAsync);
   auto fake = std::make_unique<FakeSync>();
   MeteredSync sync(std::move(fake), &a, &rank.metrics);
   // Bucket 0: 250 floats = partitions of 84, 83, 83 on shards 0, 1, 0;
@@ -138,8 +138,8 @@ TEST(MeteredSync, PsBytesPerShardFollowTheLayout) {
 
 TEST(MeteredSync, RingCallsAreTimedAndFailuresAreNot) {
   Rank rank;
-  v1::Assignment a;
-  a.mutable_spec()->set_strategy(v1::STRATEGY_RING);
+  JobOptions a;
+  a.strategy = SyncStrategy::kAllreduce;
   auto fake = std::make_unique<FakeSync>();
   FakeSync* inner = fake.get();
   MeteredSync sync(std::move(fake), &a, &rank.metrics);
@@ -155,20 +155,10 @@ TEST(MeteredSync, RingCallsAreTimedAndFailuresAreNot) {
 
 TEST(WorkerMetrics, StepsAccumulateOverJobsFromCumulativeReports) {
   Rank rank;
-  v1::WorkerMessage::Progress p;
-  for (int64_t step : {0, 5, 12, 20}) {
-    p.set_step(step);
-    p.set_samples_per_second(100);
-    rank.metrics.OnProgress(p);
-  }
-  v1::WorkerMessage::JobDone done;
-  done.set_exposed_comm_seconds(0.5);
-  rank.metrics.OnJobDone(done);
+  for (int64_t step : {0, 5, 12, 20}) rank.metrics.OnProgress(step, 100);
+  rank.metrics.OnJobDone(absl::StatusCode::kOk, 0, 0.5);
   EXPECT_EQ(rank.metrics.samples_per_second->value(), 0);  // idle
-  for (int64_t step : {0, 3}) {
-    p.set_step(step);
-    rank.metrics.OnProgress(p);
-  }
+  for (int64_t step : {0, 3}) rank.metrics.OnProgress(step, 100);
   EXPECT_EQ(rank.metrics.steps->value(), 23);
   EXPECT_EQ(rank.metrics.samples_per_second->value(), 100);
   EXPECT_EQ(rank.metrics.exposed_comm_seconds->value(), 0.5);

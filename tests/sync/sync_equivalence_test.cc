@@ -14,6 +14,7 @@
 #include "common/kernels.h"
 #include "common/optimizer.h"
 #include "common/partition.h"
+#include "common/spec/assignment_options.h"
 #include "common/spec/job_spec.h"
 #include "common/spec/tuning_table.h"
 #include "server/ps/ps_service.h"
@@ -32,8 +33,8 @@ namespace {
 
 class NullReporter : public TrainingReporter {
  public:
-  void Progress(const v1::WorkerMessage::Progress&) override {}
-  void EpochDone(const v1::WorkerMessage::EpochDone&) override {}
+  void Progress(const ProgressReport&) override {}
+  void EpochDone(const EpochReport&) override {}
 };
 
 struct PeerServer {
@@ -124,9 +125,16 @@ class SyncEquivalence : public ::testing::Test {
       for (int w : model.widths) as[r].add_layer_widths(w);
       for (auto& p : peers) as[r].add_peer_addresses(p->address);
     }
+    // As the worker daemon does: the assignment as plain options, once.
+    std::vector<JobOptions> jobs;
+    for (const v1::Assignment& a : as) {
+      absl::StatusOr<JobOptions> job = JobOptionsOf(a);
+      EXPECT_TRUE(job.ok()) << job.status();
+      jobs.push_back(job.ok() ? *std::move(job) : JobOptions());
+    }
     std::vector<std::vector<float>> params(world);
     std::vector<absl::Status> status(world);
-    done_.assign(world, v1::WorkerMessage::JobDone());
+    done_.assign(world, JobDoneReport());
     std::vector<std::thread> threads;
     for (int r = 0; r < world; ++r) {
       threads.emplace_back([&, r] {
@@ -140,7 +148,7 @@ class SyncEquivalence : public ::testing::Test {
                                        as[r].peer_addresses().end()),
               peers[r]->mailboxes.Open(job_id, topts.job_secret, world), topts);
         }
-        auto sync = MakeGradientSync(&as[r], t.get());
+        auto sync = MakeGradientSync(&jobs[r], t.get());
         if (!sync.ok()) {
           status[r] = sync.status();
           return;
@@ -149,8 +157,8 @@ class SyncEquivalence : public ::testing::Test {
         TrainingOptions opts;
         opts.evaluate = false;
         auto cpu = MakeCpuModel(model);
-        TrainingOutcome out = RunTraining(as[r], *train_, *test_, cpu->get(), sync->get(),
-                                          &rep, nullptr, opts);
+        TrainingOutcome out = RunTraining(jobs[r], *train_, *test_, cpu->get(),
+                                          sync->get(), &rep, nullptr, opts);
         status[r] = out.status;
         done_[r] = out.done;
         params[r] = std::move(out.params);
@@ -179,12 +187,12 @@ class SyncEquivalence : public ::testing::Test {
     Optimizer opt = *Optimizer::Create(o, n);
     std::vector<StepPlan> plans;
     for (int r = 0; r < world; ++r) {
-      v1::Assignment a;
-      a.set_rank(r);
-      a.set_world_size(world);
-      a.mutable_spec()->set_batch_size(batch);
-      a.mutable_spec()->set_steps(steps);
-      a.mutable_spec()->set_seed(7);
+      JobOptions a;
+      a.rank = r;
+      a.world_size = world;
+      a.batch_size = batch;
+      a.steps = steps;
+      a.seed = 7;
       plans.push_back(*StepPlan::Make(a, *train_));
     }
     std::vector<std::vector<float>> avg(steps, std::vector<float>(n, 0.0f));
@@ -214,7 +222,7 @@ class SyncEquivalence : public ::testing::Test {
   static Dataset* train_;
   static Dataset* test_;
   // Each rank's JobDone report of the last Run.
-  std::vector<v1::WorkerMessage::JobDone> done_;
+  std::vector<JobDoneReport> done_;
   // PS partition bound for the next Runs (0: the default, 4 MiB).
   uint64_t ps_partition_bytes_ = 0;
 };
@@ -302,9 +310,9 @@ TEST_F(SyncEquivalence, HierarchicalRingSyncKeepsReplicasIdentical) {
   }
   EXPECT_LE(RelativeError(hier[0], ring[0]), 1e-4);
   for (int r = 0; r < 4; ++r) {
-    ASSERT_EQ(done_[r].bucket_algorithms_size(), 2) << "rank " << r;
-    EXPECT_EQ(done_[r].bucket_algorithms(0), "hier");
-    EXPECT_EQ(done_[r].bucket_algorithms(1), "hier");
+    ASSERT_EQ(done_[r].bucket_algorithms.size(), 2u) << "rank " << r;
+    EXPECT_EQ(done_[r].bucket_algorithms[0], "hier");
+    EXPECT_EQ(done_[r].bucket_algorithms[1], "hier");
   }
 }
 
@@ -317,14 +325,14 @@ TEST_F(SyncEquivalence, AutoReportsTheTablesChoicePerBucket) {
     EXPECT_EQ(Checksum(four[r].data(), four[r].size()),
               Checksum(four[0].data(), four[0].size()));
   }
-  const v1::WorkerMessage::JobDone& d = done_[0];
-  ASSERT_EQ(d.bucket_algorithms_size(), d.bucket_bytes_size());
-  ASSERT_GT(d.bucket_bytes_size(), 0);
-  for (int b = 0; b < d.bucket_bytes_size(); ++b) {
-    EXPECT_EQ(d.bucket_algorithms(b),
+  const JobDoneReport& d = done_[0];
+  ASSERT_EQ(d.bucket_algorithms.size(), d.bucket_bytes.size());
+  ASSERT_GT(d.bucket_bytes.size(), 0u);
+  for (size_t b = 0; b < d.bucket_bytes.size(); ++b) {
+    EXPECT_EQ(d.bucket_algorithms[b],
               AllreduceAlgorithmName(TuningTable::Default().Choose(
-                  4, static_cast<uint64_t>(d.bucket_bytes(b)))))
-        << "bucket " << b << " of " << d.bucket_bytes(b) << " bytes";
+                  4, static_cast<uint64_t>(d.bucket_bytes[b]))))
+        << "bucket " << b << " of " << d.bucket_bytes[b] << " bytes";
   }
 }
 

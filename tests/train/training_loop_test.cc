@@ -13,7 +13,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
-#include "common/spec/job_spec.h"
+#include "common/spec/job_limits.h"
 #include "common/testing/fake_env.h"
 #include "worker/model/device_model.h"
 #include "worker/train/trainer.h"
@@ -26,8 +26,8 @@ const std::vector<int> kWidths = {kFeatures, 6, 3};
 
 class Quiet : public TrainingReporter {
  public:
-  void Progress(const v1::WorkerMessage::Progress&) override {}
-  void EpochDone(const v1::WorkerMessage::EpochDone&) override {}
+  void Progress(const ProgressReport&) override {}
+  void EpochDone(const EpochReport&) override {}
 };
 
 Dataset TinyData(int64_t n) {
@@ -40,19 +40,17 @@ Dataset TinyData(int64_t n) {
   return d;
 }
 
-v1::Assignment OneRank(int steps) {
-  v1::Assignment a;
-  a.set_job_id("loop");
-  a.set_rank(0);
-  a.set_world_size(1);
-  for (int w : kWidths) a.add_layer_widths(w);
-  a.set_num_params(NumParams(MlpSpec{kWidths}));
-  v1::JobSpec* s = a.mutable_spec();
-  s->set_batch_size(4);
-  s->set_steps(steps);
-  s->set_optimizer(v1::OPTIMIZER_SGD);
-  s->set_lr(0.01f);
-  s->set_bucket_bytes(64);  // several buckets
+JobOptions OneRank(int steps) {
+  JobOptions a;
+  a.job_id = "loop";
+  a.rank = 0;
+  a.world_size = 1;
+  a.layer_widths = kWidths;
+  a.num_params = NumParams(MlpSpec{kWidths});
+  a.batch_size = 4;
+  a.steps = steps;
+  a.optimizer = {OptimizerKind::kSgd, /*lr=*/0.01f, /*momentum=*/0};
+  a.bucket_bytes = 64;  // several buckets
   return a;
 }
 
@@ -175,8 +173,8 @@ TEST(TrainingLoop, ComputeRunsUpToDepthStepsAheadOfSynchronisation) {
     EXPECT_LE(sync.max_ahead_, depth) << "depth " << depth;
     // ...and with slow communication the loop does use the slack.
     EXPECT_EQ(sync.max_ahead_, depth) << "depth " << depth;
-    EXPECT_GT(out.done.comm_seconds(), 0);
-    EXPECT_EQ(out.done.steps(), 12);
+    EXPECT_GT(out.done.comm_seconds, 0);
+    EXPECT_EQ(out.done.steps, 12);
   }
 }
 
@@ -223,9 +221,9 @@ TEST(TrainingLoop, TimersReadTheEnv) {
   ASSERT_TRUE(out.status.ok()) << out.status;
   EXPECT_LT(absl::Now() - real0, absl::Minutes(1));
   ASSERT_GT(sync.calls_.load(), 0);
-  EXPECT_EQ(out.done.wall_seconds(),
+  EXPECT_EQ(out.done.wall_seconds,
             absl::ToDoubleSeconds(sync.calls_.load() * absl::Hours(1)));
-  EXPECT_GE(out.done.comm_seconds(), 3600.0);
+  EXPECT_GE(out.done.comm_seconds, 3600.0);
 }
 
 // A model whose backward takes `compute` in `layers` equal parts, announcing
@@ -284,16 +282,15 @@ class SleepyModel final : public DeviceModel {
 
 // One rank, `steps` steps, one bucket per 16-float layer of the fake models
 // below (their layer widths only matter for the input width check).
-v1::Assignment TimingAssignment(int steps) {
-  v1::Assignment a;
-  a.set_job_id("timing");
-  a.set_world_size(1);
-  a.add_layer_widths(kFeatures);
-  a.add_layer_widths(1);
-  v1::JobSpec* s = a.mutable_spec();
-  s->set_batch_size(1);
-  s->set_steps(steps);
-  s->set_bucket_bytes(64);
+JobOptions TimingAssignment(int steps) {
+  JobOptions a;
+  a.job_id = "timing";
+  a.world_size = 1;
+  a.layer_widths = {kFeatures, 1};
+  a.batch_size = 1;
+  a.steps = steps;
+  a.optimizer = {OptimizerKind::kSgd, /*lr=*/0, /*momentum=*/0};
+  a.bucket_bytes = 64;
   return a;
 }
 
@@ -306,7 +303,7 @@ double TimedRun(DeviceModel* model, GradientSync* sync) {
   TrainingOutcome out = RunTraining(TimingAssignment(kSteps), TinyData(8), Dataset{},
                                     model, sync, &q, nullptr, o);
   EXPECT_TRUE(out.status.ok()) << out.status;
-  return out.done.wall_seconds() / kSteps;
+  return out.done.wall_seconds / kSteps;
 }
 
 // The least of three measurements: sleeps overshoot on a loaded machine
@@ -519,10 +516,10 @@ TEST(TrainingLoop, HostWorkOverlapsTheDeviceWithoutLockStep) {
 TEST(TrainingLoop, OneRankAppliesItsOwnGradientBitForBit) {
   constexpr int kSteps = 25;
   const Dataset data = TinyData(64);
-  for (v1::Optimizer opt : {v1::OPTIMIZER_SGD, v1::OPTIMIZER_ADAM}) {
-    SCOPED_TRACE(v1::Optimizer_Name(opt));
-    v1::Assignment a = OneRank(kSteps);
-    a.mutable_spec()->set_optimizer(opt);
+  for (OptimizerKind opt : {OptimizerKind::kSgd, OptimizerKind::kAdam}) {
+    SCOPED_TRACE(opt == OptimizerKind::kAdam ? "adam" : "sgd");
+    JobOptions a = OneRank(kSteps);
+    a.optimizer.kind = opt;
     // One run with a sync of pipeline depth `depth`; its SyncBucket calls.
     auto run = [&](int depth, bool identity, int64_t* calls) {
       auto model = Model();
@@ -537,15 +534,15 @@ TEST(TrainingLoop, OneRankAppliesItsOwnGradientBitForBit) {
     int64_t copied_calls = 0, own_calls = 0, stale_calls = 0;
     const TrainingOutcome copied = run(0, false, &copied_calls);
     ASSERT_TRUE(copied.status.ok()) << copied.status;
-    const int64_t buckets = copied.done.bucket_bytes_size();
+    const int64_t buckets = static_cast<int64_t>(copied.done.bucket_bytes.size());
     ASSERT_GT(buckets, 1);
     EXPECT_EQ(copied_calls, kSteps * buckets);
 
     const TrainingOutcome own = run(0, true, &own_calls);
     ASSERT_TRUE(own.status.ok()) << own.status;
-    EXPECT_EQ(own.done.steps(), kSteps);
+    EXPECT_EQ(own.done.steps, kSteps);
     EXPECT_EQ(own_calls, 0);
-    EXPECT_EQ(own.done.comm_seconds(), 0.0);
+    EXPECT_EQ(own.done.comm_seconds, 0.0);
     ASSERT_EQ(own.params.size(), copied.params.size());
     EXPECT_EQ(0, std::memcmp(own.params.data(), copied.params.data(),
                              own.params.size() * sizeof(float)));
@@ -566,7 +563,7 @@ TEST(TrainingLoop, ASyncFailureEndsTheRunWithItsStatus) {
   TrainingOutcome out =
       RunTraining(OneRank(1000), data, Dataset{}, model.get(), &sync, &q, nullptr);
   EXPECT_TRUE(absl::IsUnavailable(out.status)) << out.status;
-  EXPECT_EQ(out.done.code(), static_cast<int>(absl::StatusCode::kUnavailable));
+  EXPECT_EQ(out.done.code, absl::StatusCode::kUnavailable);
   EXPECT_LT(absl::Now() - t0, absl::Seconds(10));
 }
 
@@ -594,13 +591,12 @@ TEST(TrainingLoop, BadAssignmentsFailTheJobNotTheProcess) {
   auto model = Model();
   SlowSync sync(0, absl::ZeroDuration(), model.get());
   Quiet q;
-  v1::Assignment a = OneRank(3);
-  a.clear_layer_widths();
-  a.add_layer_widths(kFeatures);
+  JobOptions a = OneRank(3);
+  a.layer_widths = {kFeatures};
   TrainingOutcome out = RunTraining(a, data, Dataset{}, model.get(), &sync, &q, nullptr);
   EXPECT_TRUE(absl::IsInvalidArgument(out.status)) << out.status;
   a = OneRank(3);
-  a.set_num_params(a.num_params() + 1);
+  a.num_params += 1;
   out = RunTraining(a, data, Dataset{}, model.get(), &sync, &q, nullptr);
   EXPECT_TRUE(absl::IsInvalidArgument(out.status)) << out.status;
 }

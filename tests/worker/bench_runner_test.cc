@@ -1,6 +1,6 @@
-// worker/bench: which links a bench job measures (BenchRunner::MeasureLinks)
+// worker/bench_job: which links a bench job measures (BenchRunner::MeasureLinks)
 // over in-process transports, one thread per rank.
-#include "worker/bench/bench_runner.h"
+#include "worker/bench_job/bench_runner.h"
 
 #include <gtest/gtest.h>
 

@@ -7,16 +7,15 @@
 
 namespace gradsync {
 
-MeteredSync::MeteredSync(std::unique_ptr<GradientSync> inner,
-                         const v1::Assignment* assignment, const WorkerMetrics* metrics,
-                         const Env* env)
+MeteredSync::MeteredSync(std::unique_ptr<GradientSync> inner, const JobOptions* job,
+                         const WorkerMetrics* metrics, const Env* env)
     : inner_(std::move(inner)),
-      a_(*assignment),
-      ps_(assignment->spec().strategy() == v1::STRATEGY_PS),
+      job_(*job),
+      ps_(job->strategy == SyncStrategy::kPs),
       latency_(ps_ ? metrics->push_pull_seconds : metrics->collective_seconds),
       env_(env) {
   if (!ps_) return;
-  for (int s = 0; s < a_.ps_shards_size(); ++s) {
+  for (size_t s = 0; s < job_.ps_shards.size(); ++s) {
     shard_sent_.push_back(metrics->ps_sent_bytes->WithLabels({std::to_string(s)}));
     shard_received_.push_back(
         metrics->ps_received_bytes->WithLabels({std::to_string(s)}));
@@ -28,7 +27,7 @@ absl::Status MeteredSync::Initialize(const std::vector<Range>& buckets, float* p
     const int shards = static_cast<int>(shard_sent_.size());
     // As PsSync::Initialize step 1 (worker/sync/ps_sync.cc).
     const PsLayout layout =
-        MakePsLayout(buckets, shards, a_.ps_shards(0).partition_bytes());
+        MakePsLayout(buckets, shards, job_.ps_shards[0].partition_bytes);
     bucket_shard_bytes_.assign(buckets.size(), std::vector<double>(shards, 0));
     total_shard_bytes_.assign(shards, 0);
     for (const PsPartition& p : layout.partitions) {
@@ -39,7 +38,7 @@ absl::Status MeteredSync::Initialize(const std::vector<Range>& buckets, float* p
   }
   absl::Status st = inner_->Initialize(buckets, params);
   if (st.ok() && ps_) {
-    if (a_.rank() == 0) AddPerShard(shard_sent_, total_shard_bytes_);
+    if (job_.rank == 0) AddPerShard(shard_sent_, total_shard_bytes_);
     AddPerShard(shard_received_, total_shard_bytes_);
   }
   return st;
@@ -60,7 +59,7 @@ absl::Status MeteredSync::SyncBucket(int64_t step, int bucket, float* grad,
 
 absl::Status MeteredSync::Finish(float* params) {
   absl::Status st = inner_->Finish(params);
-  if (st.ok() && ps_ && a_.spec().mode() == v1::SYNC_MODE_ASYNC) {
+  if (st.ok() && ps_ && job_.mode == SyncMode::kAsync) {
     AddPerShard(shard_received_, total_shard_bytes_);
   }
   return st;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "common/env.h"
+#include "common/spec/job_options.h"
 #include "worker/metrics/worker_metrics.h"
 #include "worker/sync/gradient_sync.h"
 
@@ -27,9 +28,8 @@ namespace gradsync {
 //  - Finish (async mode only): every partition is received (final pull).
 class MeteredSync final : public GradientSync {
  public:
-  // `assignment`, `metrics` and `env` (the latencies' clock) must outlive
-  // this.
-  MeteredSync(std::unique_ptr<GradientSync> inner, const v1::Assignment* assignment,
+  // `job`, `metrics` and `env` (the latencies' clock) must outlive this.
+  MeteredSync(std::unique_ptr<GradientSync> inner, const JobOptions* job,
               const WorkerMetrics* metrics, const Env* env = Env::Default());
 
   absl::Status Initialize(const std::vector<Range>& buckets, float* params) override;
@@ -43,7 +43,7 @@ class MeteredSync final : public GradientSync {
     return inner_->bucket_algorithms();
   }
   int64_t start_step() const override { return inner_->start_step(); }
-  RingCheckpointer* checkpointer() override { return inner_->checkpointer(); }
+  AllreduceCheckpointer* checkpointer() override { return inner_->checkpointer(); }
 
  private:
   // Adds bytes[s] to counters[s].
@@ -51,7 +51,7 @@ class MeteredSync final : public GradientSync {
                           const std::vector<double>& bytes);
 
   const std::unique_ptr<GradientSync> inner_;
-  const v1::Assignment& a_;
+  const JobOptions& job_;
   const bool ps_;
   Histogram* const latency_;
   const Env* const env_;

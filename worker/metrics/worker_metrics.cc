@@ -55,18 +55,17 @@ WorkerMetrics::WorkerMetrics(MetricsRegistry* r)
                         "Waits for a peer rank or PS shard that exceeded the job's stall "
                         "threshold (reported once per wait).")) {}
 
-void WorkerMetrics::OnProgress(const v1::WorkerMessage::Progress& p) {
+void WorkerMetrics::OnProgress(int64_t step, double samples_per_second_now) {
   // The first report of a job has step 0 (Progress counts steps completed).
-  if (p.step() < last_step_) last_step_ = 0;
-  steps->Add(static_cast<double>(p.step() - last_step_));
-  last_step_ = p.step();
-  samples_per_second->Set(p.samples_per_second());
+  if (step < last_step_) last_step_ = 0;
+  steps->Add(static_cast<double>(step - last_step_));
+  last_step_ = step;
+  samples_per_second->Set(samples_per_second_now);
 }
 
-void WorkerMetrics::OnJobDone(const v1::WorkerMessage::JobDone& done) {
-  comm_seconds->Add(done.comm_seconds());
-  exposed_comm_seconds->Add(done.exposed_comm_seconds());
-  const auto code = static_cast<absl::StatusCode>(done.code());
+void WorkerMetrics::OnJobDone(absl::StatusCode code, double comm, double exposed_comm) {
+  comm_seconds->Add(comm);
+  exposed_comm_seconds->Add(exposed_comm);
   jobs->WithLabels({code == absl::StatusCode::kOk          ? "succeeded"
                     : code == absl::StatusCode::kCancelled ? "cancelled"
                                                            : "failed"})

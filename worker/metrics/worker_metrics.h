@@ -11,8 +11,8 @@
 
 #include <cstdint>
 
+#include "absl/status/status.h"
 #include "common/metrics/metrics.h"
-#include "gradsync/v1/gradsync.pb.h"
 
 namespace gradsync {
 
@@ -42,12 +42,12 @@ struct WorkerMetrics {
   // Waits reported as stalls (worker/sync/stall_watch.h), once per wait.
   Counter* stalls;
 
-  // Updates steps (by the advance since the previous report of the same
-  // job; a new job starts from 0) and samples_per_second. Call from one
-  // thread (the training thread).
-  void OnProgress(const v1::WorkerMessage::Progress& p);
-  // Adds a finished training job's times and outcome.
-  void OnJobDone(const v1::WorkerMessage::JobDone& done);
+  // Updates steps (by the advance to `step`, the steps completed, since the
+  // previous report of the same job; a new job starts from 0) and
+  // samples_per_second. Call from one thread (the training thread).
+  void OnProgress(int64_t step, double samples_per_second);
+  // Adds a finished job's outcome and (training jobs) its times.
+  void OnJobDone(absl::StatusCode code, double comm_seconds, double exposed_comm_seconds);
 
  private:
   int64_t last_step_ = 0;  // of the running job, as last reported

@@ -16,7 +16,7 @@
 
 namespace gradsync {
 
-class RingCheckpointer;
+class AllreduceCheckpointer;
 class StallWatch;
 class Transport;
 
@@ -88,7 +88,7 @@ class GradientSync {
   // strategy checkpoints on its own (ps). Owned by this object. After
   // Initialize of a resumed job, its restored() holds the optimizer state
   // to load into the model.
-  virtual RingCheckpointer* checkpointer() { return nullptr; }
+  virtual AllreduceCheckpointer* checkpointer() { return nullptr; }
 };
 
 }  // namespace gradsync

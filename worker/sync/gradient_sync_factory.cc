@@ -1,32 +1,29 @@
 #include "worker/sync/gradient_sync_factory.h"
 
-#include "absl/strings/str_cat.h"
-#include "common/spec/job_spec.h"
+#include "worker/sync/allreduce_sync.h"
 #include "worker/sync/ps_sync.h"
-#include "worker/sync/ring_sync.h"
 
 namespace gradsync {
 
-absl::StatusOr<std::unique_ptr<GradientSync>> MakeGradientSync(const v1::Assignment* a,
+absl::StatusOr<std::unique_ptr<GradientSync>> MakeGradientSync(const JobOptions* job,
                                                                Transport* transport,
                                                                const TuningTable* tuning,
                                                                const StallWatch* stall,
                                                                const Env* env) {
-  switch (a->spec().strategy()) {
-    case v1::STRATEGY_PS:
-      if (a->ps_shards_size() == 0) {
+  switch (job->strategy) {
+    case SyncStrategy::kPs:
+      if (job->ps_shards.empty()) {
         return absl::InvalidArgumentError("ps job without PS shards");
       }
-      return MakePsSync(a, stall, env);
-    case v1::STRATEGY_RING:
+      return MakePsSync(job, stall, env);
+    case SyncStrategy::kAllreduce:
       if (transport == nullptr) {
-        return absl::InvalidArgumentError("ring job without a transport");
+        return absl::InvalidArgumentError("allreduce job without a transport");
       }
-      return MakeRingSync(a, transport, tuning, env != nullptr ? env : Env::Default());
-    default:
-      return absl::InvalidArgumentError(
-          absl::StrCat("strategy: unknown ", StrategyName(a->spec().strategy())));
+      return MakeAllreduceSync(job, transport, tuning,
+                               env != nullptr ? env : Env::Default());
   }
+  return absl::InvalidArgumentError("strategy: unknown");
 }
 
 }  // namespace gradsync

@@ -16,6 +16,23 @@
 
 namespace gradsync {
 
+v1::ShardConfig ShardConfigOf(const JobOptions& job, int64_t resume_step) {
+  v1::ShardConfig c;
+  c.set_world_size(job.world_size);
+  c.set_mode(job.mode == SyncMode::kAsync ? v1::SYNC_MODE_ASYNC : v1::SYNC_MODE_SYNC);
+  c.set_staleness(job.staleness.value_or(-1));
+  c.set_optimizer(job.optimizer.kind == OptimizerKind::kAdam ? v1::OPTIMIZER_ADAM
+                                                             : v1::OPTIMIZER_SGD);
+  c.set_lr(job.optimizer.lr);
+  c.set_momentum(job.optimizer.momentum);
+  c.set_checkpoint_every(job.checkpoint_every);
+  if (!job.resume_from.empty()) {
+    c.set_resume_from(job.resume_from);
+    c.set_resume_step(resume_step);
+  }
+  return c;
+}
+
 PsClient::PsClient(int rank, PsCredentials creds, std::vector<PsPiece> pieces,
                    WireDtype wire, const StallWatch* stall, const Env* env)
     : rank_(rank),

@@ -36,6 +36,11 @@ namespace gradsync {
 
 class PsPieceCalls;  // ps_piece_calls.h
 
+// The configuration rank 0 installs on every PS slice of `job` (Init):
+// world size, mode, SSP bound (-1 = unbounded), optimizer, checkpoints, and
+// with job.resume_from set, the old job's step `resume_step` to load.
+v1::ShardConfig ShardConfigOf(const JobOptions& job, int64_t resume_step);
+
 // Calls may come from one thread at a time; Abort from any thread.
 class PsClient {
  public:

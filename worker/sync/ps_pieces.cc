@@ -6,14 +6,14 @@
 namespace gradsync {
 
 std::vector<PsPiece> MakePsPieces(const std::string& job_id,
-                                  const std::vector<v1::PsShardInfo>& shards,
+                                  const std::vector<std::string>& shard_addresses,
                                   const PsLayout& layout) {
   std::vector<PsPiece> pieces;
   pieces.reserve(layout.partitions.size());
   for (const PsPartition& part : layout.partitions) {
     PsPiece p;
     p.key = absl::StrCat(job_id, "/p", part.index);
-    p.address = shards[part.shard].address();
+    p.address = shard_addresses[part.shard];
     p.offset = part.range.begin;
     p.count = part.range.size;
     pieces.push_back(std::move(p));
@@ -21,12 +21,12 @@ std::vector<PsPiece> MakePsPieces(const std::string& job_id,
   return pieces;
 }
 
-PsCredentials PsCredentialsOf(const v1::Assignment& a) {
+PsCredentials PsCredentialsOf(const JobOptions& job) {
   PsCredentials c;
-  c.secret = a.job_secret();
-  c.world = a.world_size();
-  c.resume_secret = a.resume_secret();
-  c.resume_world = a.resume_world();
+  c.secret = job.job_secret;
+  c.world = job.world_size;
+  c.resume_secret = job.resume_secret;
+  c.resume_world = job.resume_world;
   return c;
 }
 

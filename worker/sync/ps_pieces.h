@@ -12,7 +12,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "common/ps_layout.h"
-#include "gradsync/v1/gradsync.pb.h"
+#include "common/spec/job_options.h"
 
 namespace gradsync {
 
@@ -26,20 +26,20 @@ struct PsPiece {
 
 // One piece per partition of `layout` (common/ps_layout.h): piece i is
 // partition i, keyed "JOB/p<i>", on shards[partition.shard]. Requires every
-// partition's shard to index `shards`.
+// partition's shard to index `shard_addresses`.
 std::vector<PsPiece> MakePsPieces(const std::string& job_id,
-                                  const std::vector<v1::PsShardInfo>& shards,
+                                  const std::vector<std::string>& shard_addresses,
                                   const PsLayout& layout);
 
 // What proves to the PS shards that the caller is a member of its job
 // (common/grpc/job_secret.h), sent as metadata on every call.
 struct PsCredentials {
-  std::string secret;         // Assignment.job_secret
-  int world = 0;              // Assignment.world_size
-  std::string resume_secret;  // Assignment.resume_secret (resuming jobs)
+  std::string secret;         // JobOptions.job_secret
+  int world = 0;              // JobOptions.world_size
+  std::string resume_secret;  // JobOptions.resume_secret (resuming jobs)
   int resume_world = 0;
 };
-PsCredentials PsCredentialsOf(const v1::Assignment& a);
+PsCredentials PsCredentialsOf(const JobOptions& job);
 // `creds` as call metadata (key, value).
 std::vector<std::pair<std::string, std::string>> PsCredentialMetadata(
     const PsCredentials& creds);

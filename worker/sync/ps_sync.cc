@@ -7,8 +7,6 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
-#include "common/grpc/tensor_frame.h"
-#include "common/spec/job_spec.h"
 #include "worker/sync/ps_client.h"
 #include "worker/sync/ps_resume.h"
 
@@ -23,43 +21,41 @@ constexpr absl::Duration kInitialPullSlack = absl::Seconds(30);
 // Abort may race with that, so the pointer is read under mu_.
 class PsSync final : public GradientSync {
  public:
-  PsSync(const v1::Assignment* a, const StallWatch* stall, const Env* env)
-      : a_(*a), timeout_(StepTimeout(a->spec())), stall_(stall), env_(env) {}
+  PsSync(const JobOptions* job, const StallWatch* stall, const Env* env)
+      : job_(*job), stall_(stall), env_(env) {}
 
   // 1. cut every bucket into partitions of <= partition_bytes, round-robin
   //    over the shards (common/ps_layout.h; one PS slice each);
   // 2. rank 0 installs its parameters and the shard config on every slice;
   // 3. every rank pulls the initial parameters.
   absl::Status Initialize(const std::vector<Range>& buckets, float* params) override {
-    std::vector<v1::PsShardInfo> shards(a_.ps_shards().begin(), a_.ps_shards().end());
+    const std::vector<PsShardOptions>& shards = job_.ps_shards;
     if (shards.empty()) return absl::InvalidArgumentError("no PS shards");
-    const PsLayout layout = MakePsLayout(buckets, static_cast<int>(shards.size()),
-                                         shards[0].partition_bytes());
+    const PsLayout layout =
+        MakePsLayout(buckets, static_cast<int>(shards.size()), shards[0].partition_bytes);
     pieces_of_bucket_ = layout.partitions_of_bucket;
-    std::vector<PsPiece> pieces = MakePsPieces(a_.job_id(), shards, layout);
+    std::vector<std::string> addresses;
+    for (const PsShardOptions& s : shards) addresses.push_back(s.address);
+    std::vector<PsPiece> pieces = MakePsPieces(job_.job_id, addresses, layout);
     PsClient* client;
     {
       absl::MutexLock lock(&mu_);
-      client_ = std::make_unique<PsClient>(
-          a_.rank(), PsCredentialsOf(a_), std::move(pieces),
-          WireDtypeOf(a_.spec().wire_dtype()).value_or(WireDtype::kFp32), stall_, env_);
+      client_ =
+          std::make_unique<PsClient>(job_.rank, PsCredentialsOf(job_), std::move(pieces),
+                                     job_.wire_dtype, stall_, env_);
       if (!aborted_.ok()) client_->Abort(aborted_);
       client = client_.get();
     }
-    const absl::Time deadline = env_->Now() + timeout_ + kInitialPullSlack;
-    v1::ShardConfig config = ShardConfigOf(a_);
-    if (!a_.spec().resume_from().empty()) {
-      std::set<std::string> addresses;
-      for (const v1::PsShardInfo& s : shards) addresses.insert(s.address());
-      absl::StatusOr<int64_t> step = FindResumeStep(a_.spec().resume_from(), addresses,
-                                                    PsCredentialsOf(a_), deadline);
+    const absl::Time deadline = env_->Now() + job_.step_timeout + kInitialPullSlack;
+    if (!job_.resume_from.empty()) {
+      absl::StatusOr<int64_t> step = FindResumeStep(
+          job_.resume_from, std::set<std::string>(addresses.begin(), addresses.end()),
+          PsCredentialsOf(job_), deadline);
       if (!step.ok()) return step.status();
       start_step_ = *step;
-      config.set_resume_from(a_.spec().resume_from());
-      config.set_resume_step(*step);
     }
-    if (a_.rank() == 0) {
-      absl::Status st = client->Init(params, config, deadline);
+    if (job_.rank == 0) {
+      absl::Status st = client->Init(params, ShardConfigOf(job_, start_step_), deadline);
       if (!st.ok()) return st;
     }
     return client->Pull(params, /*initial=*/true, deadline);
@@ -74,17 +70,17 @@ class PsSync final : public GradientSync {
     PsClient* c = client();
     if (c == nullptr) return absl::FailedPreconditionError("not initialised");
     return c->PushPull(step, grad, params, pieces_of_bucket_[bucket],
-                       env_->Now() + timeout_, bucket);
+                       env_->Now() + job_.step_timeout, bucket);
   }
 
   // Async: every rank ends with the same parameters (the coordinator
   // compares their checksums), pulled once all ranks have pushed their last
   // step; the slowest rank may still be training, hence the slack.
   absl::Status Finish(float* params) override {
-    if (a_.spec().mode() != v1::SYNC_MODE_ASYNC) return absl::OkStatus();
+    if (job_.mode != SyncMode::kAsync) return absl::OkStatus();
     PsClient* c = client();
     if (c == nullptr) return absl::FailedPreconditionError("not initialised");
-    return c->FinalPull(params, env_->Now() + timeout_ + kInitialPullSlack);
+    return c->FinalPull(params, env_->Now() + job_.step_timeout + kInitialPullSlack);
   }
 
   void Abort(const absl::Status& status) override {
@@ -97,27 +93,13 @@ class PsSync final : public GradientSync {
   int pipeline_depth() const override { return 0; }
 
  private:
-  static v1::ShardConfig ShardConfigOf(const v1::Assignment& a) {
-    const v1::JobSpec& spec = a.spec();
-    v1::ShardConfig c;
-    c.set_world_size(a.world_size());
-    c.set_mode(spec.mode());
-    c.set_staleness(spec.has_staleness() ? spec.staleness() : -1);
-    c.set_optimizer(spec.optimizer());
-    c.set_lr(spec.lr());
-    c.set_momentum(spec.momentum());
-    c.set_checkpoint_every(spec.checkpoint_every());
-    return c;
-  }
-
   PsClient* client() {
     absl::MutexLock lock(&mu_);
     return client_.get();
   }
 
   // Constant after construction.
-  const v1::Assignment& a_;
-  const absl::Duration timeout_;
+  const JobOptions& job_;
   const StallWatch* const stall_;  // may be null
   const Env* const env_;
   // Set in Initialize, then constant (read by the communication thread only
@@ -132,10 +114,10 @@ class PsSync final : public GradientSync {
 
 }  // namespace
 
-std::unique_ptr<GradientSync> MakePsSync(const v1::Assignment* assignment,
-                                         const StallWatch* stall, const Env* env) {
+std::unique_ptr<GradientSync> MakePsSync(const JobOptions* job, const StallWatch* stall,
+                                         const Env* env) {
   if (env == nullptr) env = stall != nullptr ? stall->env() : Env::Default();
-  return std::make_unique<PsSync>(assignment, stall, env);
+  return std::make_unique<PsSync>(job, stall, env);
 }
 
 }  // namespace gradsync

@@ -8,18 +8,19 @@
 #include <memory>
 
 #include "common/env.h"
-#include "gradsync/v1/gradsync.pb.h"
+#include "common/spec/job_options.h"
 #include "worker/sync/gradient_sync.h"
 #include "worker/sync/stall_watch.h"
 
 namespace gradsync {
 
 // ps x sync (BSP) and ps x async (ASGD / SSP): the shards apply the optimizer;
-// the worker only pushes gradients and receives parameters.
+// the worker only pushes gradients and receives parameters. `job` must
+// outlive the result.
 // `stall` (may be null) must outlive the result: it hears of PS calls that
 // wait past its threshold. `env` (not owned, outlives the result) times the
 // calls; null: the stall watch's, else Env::Default().
-std::unique_ptr<GradientSync> MakePsSync(const v1::Assignment* assignment,
+std::unique_ptr<GradientSync> MakePsSync(const JobOptions* job,
                                          const StallWatch* stall = nullptr,
                                          const Env* env = nullptr);
 

@@ -10,10 +10,10 @@
 #include "absl/strings/str_cat.h"
 #include "common/kernels.h"
 #include "common/logging.h"
-#include "common/spec/job_spec.h"
+#include "common/spec/job_limits.h"
 #include "common/trace/trace.h"
 #include "worker/model/mlp.h"
-#include "worker/sync/ring_checkpoint.h"
+#include "worker/sync/allreduce_checkpoint.h"
 #include "worker/train/comm_pipeline.h"
 #include "worker/train/training_steps.h"
 
@@ -26,10 +26,10 @@ using Output = GradientSync::Output;
 // Lives on the training thread.
 class TrainingRun {
  public:
-  TrainingRun(const v1::Assignment& a, const Dataset& train, const Dataset& test,
+  TrainingRun(const JobOptions& job, const Dataset& train, const Dataset& test,
               DeviceModel* model, GradientSync* sync, TrainingReporter* reporter,
               const std::atomic<bool>* cancelled, const TrainingOptions& options)
-      : a_(a),
+      : job_(job),
         train_(train),
         test_(test),
         model_(model),
@@ -37,8 +37,8 @@ class TrainingRun {
         reporter_(reporter),
         cancelled_(cancelled),
         options_(options),
-        tag_(JobTag(a.job_id(), a.rank())),
-        out_(NewOutcome(a, model->name())) {}
+        tag_(JobTag(job.job_id, job.rank)),
+        out_(NewOutcome(job, model->name())) {}
 
   TrainingOutcome Run() {
     absl::Status st = Setup();     // 1, 2
@@ -85,7 +85,7 @@ class TrainingRun {
     RecordFailure(st, &out_);
   }
 
-  const v1::Assignment& a_;
+  const JobOptions& job_;
   const Dataset& train_;
   const Dataset& test_;
   DeviceModel* const model_;
@@ -103,7 +103,7 @@ class TrainingRun {
   std::unique_ptr<StepReports> reports_;
   std::unique_ptr<TraceRecorder> trace_;  // spec.trace; outlives comm_
   std::unique_ptr<CommPipeline> comm_;
-  RingCheckpointer* ckpt_ = nullptr;  // the sync's; null: no checkpoints
+  AllreduceCheckpointer* ckpt_ = nullptr;  // the sync's; null: no checkpoints
   // The synchronisation is the identity (one rank, depth 0): each step's
   // gradient is applied where backward left it, without copies or
   // SyncBucket.
@@ -114,7 +114,7 @@ class TrainingRun {
 };
 
 absl::Status TrainingRun::Setup() {
-  absl::StatusOr<MlpSpec> spec = ModelOf(a_);
+  absl::StatusOr<MlpSpec> spec = ModelOf(job_);
   if (!spec.ok()) return spec.status();
   if (spec->widths.front() != train_.features) {
     return absl::InvalidArgumentError(
@@ -122,14 +122,14 @@ absl::Status TrainingRun::Setup() {
                      train_.features, " features"));
   }
   const size_t n = model_->num_params();
-  buckets_ = MakeBuckets(*model_, a_.spec().bucket_bytes());
+  buckets_ = MakeBuckets(*model_, job_.bucket_bytes);
   // Gradient slots: step t's slot is in use from its copies until it is
   // applied, up to `depth` steps later, while steps up to t + depth + 1 are
   // copied: depth + 2 slots.
   const int depth = sync_->pipeline_depth();
-  if (depth < 0 || depth > kMaxRingAsyncStaleness) {
+  if (depth < 0 || depth > kMaxAllreduceAsyncStaleness) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "pipeline depth ", depth, " outside [0, ", kMaxRingAsyncStaleness, "]"));
+        "pipeline depth ", depth, " outside [0, ", kMaxAllreduceAsyncStaleness, "]"));
   }
   if (depth > 0 && sync_->output() == Output::kParameters) {
     // One host parameter buffer: parameters of later steps would overwrite
@@ -138,7 +138,7 @@ absl::Status TrainingRun::Setup() {
   }
   own_gradient_ =
       sync_->identity() && depth == 0 && sync_->output() == Output::kAveragedGradient;
-  absl::Status st = model_->Configure(buckets_, OptimizerFromSpec(a_.spec()), depth + 2);
+  absl::Status st = model_->Configure(buckets_, job_.optimizer, depth + 2);
   if (!st.ok()) return st;
   std::vector<std::shared_ptr<float>> slots;
   for (int i = 0; i < depth + 2; ++i) {
@@ -151,7 +151,7 @@ absl::Status TrainingRun::Setup() {
   params_buf_ = *params;
   params_ = params_buf_.get();
 
-  Mlp(*spec).InitParams(a_.spec().seed(), params_);
+  Mlp(*spec).InitParams(job_.seed, params_);
   st = sync_->Initialize(buckets_, params_);
   ckpt_ = sync_->checkpointer();
   if (st.ok() && ckpt_ != nullptr && ckpt_->restored() != nullptr) {
@@ -164,11 +164,11 @@ absl::Status TrainingRun::Setup() {
                model_->name(), init_sum, n, buckets_.size(), depth,
                own_gradient_ ? "; one rank: gradients stay in the model" : "");
 
-  absl::StatusOr<StepPlan> plan = StepPlan::Make(a_, train_);
+  absl::StatusOr<StepPlan> plan = StepPlan::Make(job_, train_);
   if (!plan.ok()) return plan.status();
   plan_.emplace(std::move(*plan));
-  reports_ = std::make_unique<StepReports>(a_, *plan_, init_sum, reporter_, options_);
-  if (a_.spec().trace()) {
+  reports_ = std::make_unique<StepReports>(job_, *plan_, init_sum, reporter_, options_);
+  if (job_.trace) {
     trace_ = std::make_unique<TraceRecorder>();
     model_->SetTrace(trace_.get());
   }
@@ -284,7 +284,7 @@ absl::Status TrainingRun::ApplyThrough(int64_t upto) {
 
 absl::Status TrainingRun::StartCheckpoint(int64_t steps) {
   TraceSpan span(trace_.get(), "checkpoint copy", "checkpoint", kTraceTrain, steps - 1);
-  absl::StatusOr<RingState*> buf = ckpt_->Buffer();
+  absl::StatusOr<AllreduceState*> buf = ckpt_->Buffer();
   if (!buf.ok()) return buf.status();
   (*buf)->params.resize(model_->num_params());
   absl::Status st = model_->GetParams((*buf)->params.data());
@@ -304,24 +304,24 @@ absl::Status TrainingRun::Complete() {
   if (!st.ok()) return st;
   out_.params.assign(params_, params_ + n);
   const double wall = absl::ToDoubleSeconds(options_.env->Now() - t0_);
-  out_.done.set_comm_seconds(comm_busy);
-  out_.done.set_exposed_comm_seconds(exposed_);
+  out_.done.comm_seconds = comm_busy;
+  out_.done.exposed_comm_seconds = exposed_;
   for (const Range& b : buckets_) {
-    out_.done.add_bucket_bytes(static_cast<int64_t>(b.size * sizeof(float)));
+    out_.done.bucket_bytes.push_back(static_cast<int64_t>(b.size * sizeof(float)));
   }
   for (AllreduceAlgorithm algorithm : sync_->bucket_algorithms()) {
-    out_.done.add_bucket_algorithms(std::string(AllreduceAlgorithmName(algorithm)));
+    out_.done.bucket_algorithms.emplace_back(AllreduceAlgorithmName(algorithm));
   }
-  out_.done.set_compute_seconds(ComputeSeconds());
+  out_.done.compute_seconds = ComputeSeconds();
   st = RecordSuccess(
-      a_, *plan_, *reports_, params_, n, wall, options_,
+      job_, *plan_, *reports_, params_, n, wall, options_,
       [this] { return TestAccuracy(); }, &out_);
   if (!st.ok()) return st;
   spdlog::info(
       "{}done on {}: {} steps in {:.2f} s (comm busy {:.2f} s, "
       "exposed {:.2f} s), params {}",
       tag_, model_->name(), plan_->total(), wall, comm_busy, exposed_,
-      out_.done.param_checksum());
+      out_.done.param_checksum);
   return absl::OkStatus();
 }
 
@@ -330,20 +330,10 @@ void TrainingRun::ExportTrace(bool keep) {
   model_->SetTrace(nullptr);
   if (comm_) comm_->Stop();  // its threads record too
   if (!keep) return;
-  v1::WorkerTrace* t = out_.done.mutable_trace();
-  t->set_rank(a_.rank());
-  t->set_dropped(trace_->dropped());
-  for (const TraceEvent& e : trace_->Take()) {
-    v1::TraceEvent* p = t->add_events();
-    p->set_name(e.name);
-    p->set_category(e.category);
-    p->set_thread(e.thread);
-    p->set_start_us(e.start_us);
-    p->set_dur_us(e.dur_us);
-    p->set_step(e.step);
-    p->set_bucket(e.bucket);
-    p->set_layer(e.layer);
-  }
+  RankTrace& t = out_.done.trace.emplace();
+  t.rank = job_.rank;
+  t.dropped = trace_->dropped();
+  t.events = trace_->Take();
 }
 
 absl::StatusOr<double> TrainingRun::TestAccuracy() {
@@ -356,12 +346,12 @@ absl::StatusOr<double> TrainingRun::TestAccuracy() {
 
 }  // namespace
 
-TrainingOutcome RunTraining(const v1::Assignment& a, const Dataset& train,
+TrainingOutcome RunTraining(const JobOptions& job, const Dataset& train,
                             const Dataset& test, DeviceModel* model, GradientSync* sync,
                             TrainingReporter* reporter,
                             const std::atomic<bool>* cancelled,
                             const TrainingOptions& options) {
-  return TrainingRun(a, train, test, model, sync, reporter, cancelled, options).Run();
+  return TrainingRun(job, train, test, model, sync, reporter, cancelled, options).Run();
 }
 
 }  // namespace gradsync

@@ -9,7 +9,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "common/env.h"
-#include "gradsync/v1/gradsync.pb.h"
+#include "common/spec/job_options.h"
 #include "worker/model/dataset.h"
 #include "worker/model/device_model.h"
 #include "worker/sync/gradient_sync.h"
@@ -17,7 +17,7 @@
 
 namespace gradsync {
 
-// Runs the job of `assignment` on this rank, on `model` (any device):
+// Runs `job` on this rank, on `model` (any device):
 //  1. buckets = MakeBuckets(model, spec.bucket_bytes), last layers first;
 //     the model gets them, the job's optimizer and depth + 2 gradient slots;
 //  2. params = the model's deterministic init from the job seed;
@@ -53,7 +53,7 @@ namespace gradsync {
 //    communication (the part that did not overlap);
 //  - compute_seconds: the loop's wall time less exposed_comm_seconds and
 //    test-set evaluation.
-TrainingOutcome RunTraining(const v1::Assignment& assignment, const Dataset& train,
+TrainingOutcome RunTraining(const JobOptions& job, const Dataset& train,
                             const Dataset& test, DeviceModel* model, GradientSync* sync,
                             TrainingReporter* reporter,
                             const std::atomic<bool>* cancelled,

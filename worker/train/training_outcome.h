@@ -1,29 +1,87 @@
 // What the training loop reports and returns, and its options: below both
 // trainer.h (the loop) and training_steps.h (its pieces), which use them.
+// Plain structs; the worker daemon turns them into its wire messages
+// (worker/job_reports.h).
 #ifndef GRADSYNC_WORKER_TRAIN_TRAINING_OUTCOME_H_
 #define GRADSYNC_WORKER_TRAIN_TRAINING_OUTCOME_H_
 
+#include <cstdint>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "common/env.h"
-#include "gradsync/v1/gradsync.pb.h"
+#include "common/trace/trace.h"
 
 namespace gradsync {
+
+// Progress of one rank (cumulative since the job started).
+struct ProgressReport {
+  std::string job_id;
+  int rank = 0;
+  int64_t step = 0;  // steps completed
+  int64_t total_steps = 0;
+  int epoch = 1;                  // current epoch, 1-based
+  double loss = 0;                // mean over the steps since the last report
+  double samples_per_second = 0;  // this rank, since the last report
+  double comm_seconds = 0;
+  double compute_seconds = 0;
+  std::string init_checksum;  // set once: the first report's
+};
+
+// The end of an epoch on one rank.
+struct EpochReport {
+  std::string job_id;
+  int rank = 0;
+  int epoch = 1;
+  double train_loss = 0;      // mean over the epoch's steps
+  double test_accuracy = -1;  // rank 0 evaluating; -1 otherwise
+  double seconds = 0;
+};
+
+// One rank's timeline (spec.trace): the recorder's events and how many it
+// dropped.
+struct RankTrace {
+  int rank = 0;
+  int64_t dropped = 0;
+  std::vector<TraceEvent> events;
+};
+
+// How one rank's run ended.
+struct JobDoneReport {
+  std::string job_id;
+  int rank = 0;
+  std::string device;
+  absl::StatusCode code = absl::StatusCode::kOk;
+  std::string error;
+  std::string param_checksum;
+  double last_step_loss = 0;
+  int64_t samples = 0;
+  int64_t steps = 0;
+  double test_accuracy = -1;  // rank 0 evaluating: on the final parameters
+  double wall_seconds = 0;
+  double comm_seconds = 0;
+  double exposed_comm_seconds = 0;
+  double compute_seconds = 0;
+  std::vector<int64_t> bucket_bytes;           // gradient buckets, sync order
+  std::vector<std::string> bucket_algorithms;  // allreduce jobs, per bucket
+  std::optional<RankTrace> trace;              // spec.trace, a successful run
+};
 
 // Receives reports during training; called on the training thread.
 class TrainingReporter {
  public:
   virtual ~TrainingReporter() = default;
-  virtual void Progress(const v1::WorkerMessage::Progress& p) = 0;
-  virtual void EpochDone(const v1::WorkerMessage::EpochDone& e) = 0;
+  virtual void Progress(const ProgressReport& p) = 0;
+  virtual void EpochDone(const EpochReport& e) = 0;
 };
 
 struct TrainingOutcome {
   absl::Status status;
-  v1::WorkerMessage::JobDone done;  // filled also on error (code, error)
-  std::vector<float> params;        // final parameters of this rank
+  JobDoneReport done;         // filled also on error (code, error)
+  std::vector<float> params;  // final parameters of this rank
 };
 
 struct TrainingOptions {

@@ -10,20 +10,18 @@
 
 namespace gradsync {
 
-absl::StatusOr<StepPlan> StepPlan::Make(const v1::Assignment& a, const Dataset& train) {
-  const v1::JobSpec& spec = a.spec();
+absl::StatusOr<StepPlan> StepPlan::Make(const JobOptions& job, const Dataset& train) {
   const int64_t train_n =
-      spec.train_limit() > 0 ? std::min<int64_t>(spec.train_limit(), train.n) : train.n;
-  const int batch = spec.batch_size();
-  ShardedSampler sampler(train_n, a.world_size(), a.rank(), batch, spec.seed());
+      job.train_limit > 0 ? std::min<int64_t>(job.train_limit, train.n) : train.n;
+  const int batch = job.batch_size;
+  ShardedSampler sampler(train_n, job.world_size, job.rank, batch, job.seed);
   const int64_t spe = sampler.StepsPerEpoch();
   if (spe <= 0) {
     return absl::InvalidArgumentError(
-        absl::StrCat("batch_size: a global batch of ", int64_t{a.world_size()} * batch,
+        absl::StrCat("batch_size: a global batch of ", int64_t{job.world_size} * batch,
                      " exceeds the ", train_n, " training samples"));
   }
-  const int64_t total =
-      spec.steps() > 0 ? spec.steps() : spe * std::max(1, spec.epochs());
+  const int64_t total = job.steps > 0 ? job.steps : spe * std::max(1, job.epochs);
   return StepPlan(train, std::move(sampler), batch, total);
 }
 
@@ -45,10 +43,10 @@ void StepPlan::Gather(int64_t step) {
   }
 }
 
-StepReports::StepReports(const v1::Assignment& a, const StepPlan& plan,
+StepReports::StepReports(const JobOptions& job, const StepPlan& plan,
                          std::string init_checksum, TrainingReporter* reporter,
                          const TrainingOptions& options)
-    : a_(a),
+    : job_(job),
       plan_(plan),
       init_checksum_(std::move(init_checksum)),
       reporter_(reporter),
@@ -59,20 +57,20 @@ StepReports::StepReports(const v1::Assignment& a, const StepPlan& plan,
 void StepReports::Start() { Progress(0, 1, 0, 0); }
 
 void StepReports::Progress(int64_t steps_done, int epoch, double comm, double compute) {
-  v1::WorkerMessage::Progress p;
-  p.set_job_id(a_.job_id());
-  p.set_rank(a_.rank());
-  p.set_step(steps_done);
-  p.set_total_steps(plan_.total());
-  p.set_epoch(epoch);
-  p.set_loss(report_steps_ ? report_loss_ / report_steps_ : 0);
+  ProgressReport p;
+  p.job_id = job_.job_id;
+  p.rank = job_.rank;
+  p.step = steps_done;
+  p.total_steps = plan_.total();
+  p.epoch = epoch;
+  p.loss = report_steps_ ? report_loss_ / report_steps_ : 0;
   const absl::Time now = options_.env->Now();
   const double secs = absl::ToDoubleSeconds(now - last_report_);
-  p.set_samples_per_second(secs > 0 ? report_steps_ * plan_.batch() / secs : 0);
-  p.set_comm_seconds(comm);
-  p.set_compute_seconds(compute);
+  p.samples_per_second = secs > 0 ? report_steps_ * plan_.batch() / secs : 0;
+  p.comm_seconds = comm;
+  p.compute_seconds = compute;
   if (!sent_checksum_) {
-    p.set_init_checksum(init_checksum_);
+    p.init_checksum = init_checksum_;
     sent_checksum_ = true;
   }
   reporter_->Progress(p);
@@ -91,26 +89,25 @@ absl::Status StepReports::StepDone(
   ++report_steps_;
   const int epoch = static_cast<int>(plan_.epoch(step) + 1);
   if (plan_.EpochEnds(step)) {
-    v1::WorkerMessage::EpochDone e;
-    e.set_job_id(a_.job_id());
-    e.set_rank(a_.rank());
-    e.set_epoch(epoch);
-    e.set_train_loss(epoch_loss_ / epoch_steps_);
-    e.set_test_accuracy(-1);
-    if (a_.rank() == 0 && options_.evaluate) {
+    EpochReport e;
+    e.job_id = job_.job_id;
+    e.rank = job_.rank;
+    e.epoch = epoch;
+    e.train_loss = epoch_loss_ / epoch_steps_;
+    e.test_accuracy = -1;
+    if (job_.rank == 0 && options_.evaluate) {
       const absl::Time t = options_.env->Now();
       absl::StatusOr<double> acc = test_accuracy();
       eval_seconds_ += absl::ToDoubleSeconds(options_.env->Now() - t);
       if (!acc.ok()) return acc.status();
-      e.set_test_accuracy(*acc);
+      e.test_accuracy = *acc;
     }
     const absl::Time now = options_.env->Now();
-    e.set_seconds(absl::ToDoubleSeconds(now - epoch_start_));
+    e.seconds = absl::ToDoubleSeconds(now - epoch_start_);
     epoch_start_ = now;
-    spdlog::info(
-        "{}epoch {} done: mean loss {:.4f}{}", JobTag(a_.job_id(), a_.rank()), e.epoch(),
-        e.train_loss(),
-        a_.rank() == 0 ? absl::StrCat(", test accuracy ", e.test_accuracy()) : "");
+    spdlog::info("{}epoch {} done: mean loss {:.4f}{}", JobTag(job_.job_id, job_.rank),
+                 e.epoch, e.train_loss,
+                 job_.rank == 0 ? absl::StrCat(", test accuracy ", e.test_accuracy) : "");
     reporter_->EpochDone(e);
     epoch_loss_ = 0;
     epoch_steps_ = 0;
@@ -122,58 +119,58 @@ absl::Status StepReports::StepDone(
   return absl::OkStatus();
 }
 
-absl::StatusOr<MlpSpec> ModelOf(const v1::Assignment& a) {
-  if (a.layer_widths_size() < 2) {
-    return absl::InvalidArgumentError(absl::StrCat("model: assignment of ", a.job_id(),
-                                                   " carries ", a.layer_widths_size(),
+absl::StatusOr<MlpSpec> ModelOf(const JobOptions& job) {
+  if (job.layer_widths.size() < 2) {
+    return absl::InvalidArgumentError(absl::StrCat("model: assignment of ", job.job_id,
+                                                   " carries ", job.layer_widths.size(),
                                                    " layer widths (need at least 2)"));
   }
-  MlpSpec spec{std::vector<int>(a.layer_widths().begin(), a.layer_widths().end())};
+  MlpSpec spec{job.layer_widths};
   for (int w : spec.widths) {
     if (w < 1 || w > kMaxModelWidth) {
       return absl::InvalidArgumentError(
           absl::StrCat("model: layer width ", w, " outside [1, ", kMaxModelWidth, "]"));
     }
   }
-  if (a.num_params() != 0 && a.num_params() != NumParams(spec)) {
+  if (job.num_params != 0 && job.num_params != NumParams(spec)) {
     return absl::InvalidArgumentError(
-        absl::StrCat("model: assignment says ", a.num_params(),
+        absl::StrCat("model: assignment says ", job.num_params,
                      " parameters, its layers have ", NumParams(spec)));
   }
   return spec;
 }
 
-TrainingOutcome NewOutcome(const v1::Assignment& a, const std::string& device) {
+TrainingOutcome NewOutcome(const JobOptions& job, const std::string& device) {
   TrainingOutcome out;
-  out.done.set_job_id(a.job_id());
-  out.done.set_rank(a.rank());
-  out.done.set_device(device);
+  out.done.job_id = job.job_id;
+  out.done.rank = job.rank;
+  out.done.device = device;
   return out;
 }
 
 void RecordFailure(const absl::Status& status, TrainingOutcome* out) {
   out->status = status;
-  out->done.set_code(static_cast<int>(status.code()));
-  out->done.set_error(std::string(status.message()));
+  out->done.code = status.code();
+  out->done.error = std::string(status.message());
 }
 
-absl::Status RecordSuccess(const v1::Assignment& a, const StepPlan& plan,
+absl::Status RecordSuccess(const JobOptions& job, const StepPlan& plan,
                            const StepReports& reports, const float* params, size_t n,
                            double wall_seconds, const TrainingOptions& options,
                            const std::function<absl::StatusOr<double>()>& test_accuracy,
                            TrainingOutcome* out) {
-  v1::WorkerMessage::JobDone& d = out->done;
-  d.set_code(0);
-  d.set_param_checksum(ChecksumHex(params, n));
-  d.set_last_step_loss(reports.last_loss());
-  d.set_samples(plan.total() * plan.batch());
-  d.set_steps(plan.total());
-  d.set_wall_seconds(wall_seconds);
-  d.set_test_accuracy(-1);
-  if (a.rank() == 0 && options.evaluate) {
+  JobDoneReport& d = out->done;
+  d.code = absl::StatusCode::kOk;
+  d.param_checksum = ChecksumHex(params, n);
+  d.last_step_loss = reports.last_loss();
+  d.samples = plan.total() * plan.batch();
+  d.steps = plan.total();
+  d.wall_seconds = wall_seconds;
+  d.test_accuracy = -1;
+  if (job.rank == 0 && options.evaluate) {
     absl::StatusOr<double> acc = test_accuracy();
     if (!acc.ok()) return acc.status();
-    d.set_test_accuracy(*acc);
+    d.test_accuracy = *acc;
   }
   return absl::OkStatus();
 }

@@ -10,8 +10,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/spec/job_options.h"
 #include "common/spec/model_spec.h"
-#include "gradsync/v1/gradsync.pb.h"
 #include "worker/model/dataset.h"
 #include "worker/train/training_outcome.h"
 
@@ -22,7 +22,7 @@ namespace gradsync {
 class StepPlan {
  public:
   // INVALID_ARGUMENT when one global batch exceeds the training samples.
-  static absl::StatusOr<StepPlan> Make(const v1::Assignment& a, const Dataset& train);
+  static absl::StatusOr<StepPlan> Make(const JobOptions& job, const Dataset& train);
 
   int64_t total() const { return total_; }
   int64_t steps_per_epoch() const { return spe_; }
@@ -55,7 +55,7 @@ class StepPlan {
 // the first Progress carries the initial-parameter checksum.
 class StepReports {
  public:
-  StepReports(const v1::Assignment& a, const StepPlan& plan, std::string init_checksum,
+  StepReports(const JobOptions& job, const StepPlan& plan, std::string init_checksum,
               TrainingReporter* reporter, const TrainingOptions& options);
 
   // Sends the step-0 report.
@@ -74,7 +74,7 @@ class StepReports {
  private:
   void Progress(int64_t steps_done, int epoch, double comm, double compute);
 
-  const v1::Assignment& a_;
+  const JobOptions& job_;
   const StepPlan& plan_;
   const std::string init_checksum_;
   TrainingReporter* const reporter_;
@@ -86,13 +86,13 @@ class StepReports {
   absl::Time epoch_start_, last_report_;
 };
 
-// The model of an assignment, from the layer widths the coordinator parsed.
+// The model of a job, from the layer widths the coordinator parsed.
 // INVALID_ARGUMENT when they are fewer than two, a width is outside
 // [1, kMaxModelWidth], or num_params does not match them.
-absl::StatusOr<MlpSpec> ModelOf(const v1::Assignment& a);
+absl::StatusOr<MlpSpec> ModelOf(const JobOptions& job);
 
 // The outcome a run starts from: job, rank and device filled in.
-TrainingOutcome NewOutcome(const v1::Assignment& a, const std::string& device);
+TrainingOutcome NewOutcome(const JobOptions& job, const std::string& device);
 
 // Marks `out` failed with `status`.
 void RecordFailure(const absl::Status& status, TrainingOutcome* out);
@@ -100,7 +100,7 @@ void RecordFailure(const absl::Status& status, TrainingOutcome* out);
 // Marks `out` succeeded: checksum of params[0..n), last loss, step and sample
 // counts, wall time, and (rank 0, evaluating) the final test accuracy. The
 // caller sets the comm / compute seconds it measured.
-absl::Status RecordSuccess(const v1::Assignment& a, const StepPlan& plan,
+absl::Status RecordSuccess(const JobOptions& job, const StepPlan& plan,
                            const StepReports& reports, const float* params, size_t n,
                            double wall_seconds, const TrainingOptions& options,
                            const std::function<absl::StatusOr<double>()>& test_accuracy,

@@ -1,4 +1,4 @@
-#include "worker/bench/bench_runner.h"
+#include "worker/bench_job/bench_runner.h"
 
 #include <algorithm>
 #include <array>
@@ -10,10 +10,11 @@
 #include "absl/strings/str_cat.h"
 #include "common/partition.h"
 #include "common/ps_layout.h"
+#include "common/spec/assignment_options.h"
 #include "common/spec/job_spec.h"
 #include "worker/collectives/ring.h"
+#include "worker/sync/allreduce_sync.h"
 #include "worker/sync/ps_client.h"
-#include "worker/sync/ring_sync.h"
 
 namespace gradsync {
 namespace {
@@ -256,9 +257,10 @@ absl::Status BenchRunner::CheckAborted() {
 
 absl::StatusOr<v1::BenchRankResult> BenchRunner::Run(const BenchProgressFn& progress) {
   if (absl::Status st = CheckAborted(); !st.ok()) return st;
-  absl::StatusOr<AllreduceOptions> options = AllreduceOptionsFor(a_, tuning_);
-  if (!options.ok()) return options.status();
-  allreduce_options_ = *std::move(options);
+  absl::StatusOr<JobOptions> job = JobOptionsOf(a_);
+  if (!job.ok()) return job.status();
+  job_ = *std::move(job);
+  allreduce_options_ = AllreduceOptionsFor(job_, tuning_);
   allreduce_options_.env = env_;
   // Recursive doubling: every rank leaves after the same log2(N) exchanges,
   // where a ring barrier lets ranks go 2(N-1) hops apart.
@@ -470,16 +472,17 @@ absl::StatusOr<std::unique_ptr<BenchRunner::Case>> BenchRunner::MakePushPullCase
     return absl::FailedPreconditionError(
         "pushpull bench without parameter-server shards in the assignment");
   }
-  const std::vector<v1::PsShardInfo> infos(a_.ps_shards().begin(), a_.ps_shards().end());
+  std::vector<std::string> addresses;
+  for (const PsShardOptions& s : job_.ps_shards) addresses.push_back(s.address);
   const PsLayout layout =
-      MakePsLayout({Range{0, count}}, shards, infos[0].partition_bytes());
-  std::vector<PsPiece> pieces = MakePsPieces(a_.job_id(), infos, layout);
+      MakePsLayout({Range{0, count}}, shards, job_.ps_shards[0].partition_bytes);
+  std::vector<PsPiece> pieces = MakePsPieces(job_.job_id, addresses, layout);
   for (size_t i = 0; i < pieces.size(); ++i) {
     pieces[i].key =
         absl::StrCat(a_.job_id(), "/b", index, "p", layout.partitions[i].index);
   }
   const int n = static_cast<int>(pieces.size());
-  auto client = std::make_unique<PsClient>(transport_->rank(), PsCredentialsOf(a_),
+  auto client = std::make_unique<PsClient>(transport_->rank(), PsCredentialsOf(job_),
                                            std::move(pieces), WireDtype::kFp32,
                                            /*stall=*/nullptr, env_);
   return std::unique_ptr<Case>(

@@ -1,9 +1,9 @@
-// Ring checkpoints end to end in one process: RingCheckpointClient (worker)
+// Allreduce checkpoints end to end in one process: AllreduceCheckpointClient (worker)
 // against a PsService over a store with a checkpoint root (PS shard 0):
 // pieces saved and loaded back bit for bit, the newest complete checkpoint
 // found while a newer one is cut off half-way, the last two kept, a
 // damaged piece refused naming its file.
-#include "worker/sync/ring_checkpoint.h"
+#include "worker/sync/allreduce_checkpoint.h"
 
 #include <cstdlib>
 #include <filesystem>
@@ -15,18 +15,18 @@
 
 #include "absl/time/clock.h"
 #include "common/grpc/grpc_util.h"
+#include "server/ps/allreduce_checkpoints.h"
 #include "server/ps/ps_access.h"
 #include "server/ps/ps_service.h"
-#include "server/ps/ring_checkpoints.h"
 
 namespace gradsync {
 namespace {
 
 // Two and a bit pieces, so the last one is short.
-constexpr size_t kN = 2 * kRingCheckpointPieceFloats + 3;
+constexpr size_t kN = 2 * kAllreduceCheckpointPieceFloats + 3;
 
-RingState AdamState(float base) {
-  RingState s;
+AllreduceState AdamState(float base) {
+  AllreduceState s;
   s.params.resize(kN);
   std::iota(s.params.begin(), s.params.end(), base);
   s.optimizer.steps = 17;
@@ -35,7 +35,7 @@ RingState AdamState(float base) {
   return s;
 }
 
-class RingCheckpointTest : public ::testing::Test {
+class AllreduceCheckpointTest : public ::testing::Test {
  protected:
   void SetUp() override {
     char tmpl[] = "/tmp/gradsync-ring-ckpt-XXXXXX";
@@ -49,12 +49,12 @@ class RingCheckpointTest : public ::testing::Test {
   }
   // A client with `job`'s credentials (world 1), as saving and as resuming
   // from it; `secret` overrides the secret (an outsider's).
-  RingCheckpointClient* C(const std::string& job, std::string secret = "") {
+  AllreduceCheckpointClient* C(const std::string& job, std::string secret = "") {
     if (secret.empty()) secret = key_->SecretOf(job, 1);
     auto& c = clients_[job + "/" + secret];
     if (c == nullptr) {
-      c = std::make_unique<RingCheckpointClient>(address_,
-                                                 PsCredentials{secret, 1, secret, 1});
+      c = std::make_unique<AllreduceCheckpointClient>(
+          address_, PsCredentials{secret, 1, secret, 1});
     }
     return c.get();
   }
@@ -72,24 +72,24 @@ class RingCheckpointTest : public ::testing::Test {
       std::make_shared<const JobKey>(*JobKey::Generate());
   PsAccess access_{key_};
   std::string address_;
-  std::map<std::string, std::unique_ptr<RingCheckpointClient>> clients_;
+  std::map<std::string, std::unique_ptr<AllreduceCheckpointClient>> clients_;
 };
 
-TEST(RingCheckpointPieces, CoverTheVectorInOrder) {
-  const std::vector<Range> p = RingCheckpointPieces(kN);
+TEST(AllreduceCheckpointPieces, CoverTheVectorInOrder) {
+  const std::vector<Range> p = AllreduceCheckpointPieces(kN);
   ASSERT_EQ(p.size(), 3u);
-  EXPECT_EQ(p[2].begin, 2 * kRingCheckpointPieceFloats);
+  EXPECT_EQ(p[2].begin, 2 * kAllreduceCheckpointPieceFloats);
   EXPECT_EQ(p[2].size, 3u);
-  EXPECT_EQ(RingCheckpointPieces(0).size(), 1u);
+  EXPECT_EQ(AllreduceCheckpointPieces(0).size(), 1u);
 }
 
-TEST_F(RingCheckpointTest, SavedStateLoadsBackBitForBit) {
-  const RingState saved = AdamState(1.0f);
+TEST_F(AllreduceCheckpointTest, SavedStateLoadsBackBitForBit) {
+  const AllreduceState saved = AdamState(1.0f);
   ASSERT_TRUE(C("j-1")->Save("j-1", 4, saved, Deadline()).ok());
   absl::StatusOr<int64_t> step = C("j-1")->NewestStep("j-1", Deadline());
   ASSERT_TRUE(step.ok()) << step.status();
   EXPECT_EQ(*step, 4);
-  RingState loaded;
+  AllreduceState loaded;
   loaded.params.resize(kN);
   absl::Status st = C("j-1")->Load("j-1", 4, &loaded, Deadline());
   ASSERT_TRUE(st.ok()) << st;
@@ -99,7 +99,7 @@ TEST_F(RingCheckpointTest, SavedStateLoadsBackBitForBit) {
   EXPECT_EQ(loaded.optimizer.second, saved.optimizer.second);
 
   // Plain SGD: no moments at all.
-  RingState sgd;
+  AllreduceState sgd;
   sgd.params = saved.params;
   ASSERT_TRUE(C("j-2")->Save("j-2", 1, sgd, Deadline()).ok());
   loaded.params.assign(kN, 0.0f);
@@ -109,14 +109,14 @@ TEST_F(RingCheckpointTest, SavedStateLoadsBackBitForBit) {
   EXPECT_TRUE(loaded.optimizer.second.empty());
 }
 
-TEST_F(RingCheckpointTest, NewestCompleteCheckpointWinsAndTwoAreKept) {
+TEST_F(AllreduceCheckpointTest, NewestCompleteCheckpointWinsAndTwoAreKept) {
   ASSERT_TRUE(C("j-1")->Save("j-1", 4, AdamState(1.0f), Deadline()).ok());
   ASSERT_TRUE(C("j-1")->Save("j-1", 8, AdamState(2.0f), Deadline()).ok());
   // Step 12 cut off after its first piece (rank 0 died).
-  const RingState s12 = AdamState(3.0f);
+  const AllreduceState s12 = AdamState(3.0f);
   CheckpointView piece;
   piece.params = absl::MakeConstSpan(s12.params).subspan(0, 10);
-  ASSERT_TRUE(SaveRingPiece(root_, "j-1", 12, 0, piece).ok());
+  ASSERT_TRUE(SaveAllreduceCheckpointPiece(root_, "j-1", 12, 0, piece).ok());
   absl::StatusOr<int64_t> step = C("j-1")->NewestStep("j-1", Deadline());
   ASSERT_TRUE(step.ok()) << step.status();
   EXPECT_EQ(*step, 8);
@@ -126,9 +126,9 @@ TEST_F(RingCheckpointTest, NewestCompleteCheckpointWinsAndTwoAreKept) {
   EXPECT_EQ(listing.at("r2"), std::set<int64_t>({4, 8}));
 }
 
-TEST_F(RingCheckpointTest, DamagedMissingOrMismatchedCheckpointsAreRefused) {
+TEST_F(AllreduceCheckpointTest, DamagedMissingOrMismatchedCheckpointsAreRefused) {
   ASSERT_TRUE(C("j-1")->Save("j-1", 4, AdamState(1.0f), Deadline()).ok());
-  RingState loaded;
+  AllreduceState loaded;
   loaded.params.resize(kN - 1);  // another model
   EXPECT_TRUE(absl::IsFailedPrecondition(C("j-1")->Load("j-1", 4, &loaded, Deadline())));
   loaded.params.resize(kN);
@@ -149,14 +149,14 @@ TEST_F(RingCheckpointTest, DamagedMissingOrMismatchedCheckpointsAreRefused) {
 }
 
 // Without the job's secret nobody saves into, lists or reads its checkpoint.
-TEST_F(RingCheckpointTest, OutsidersCannotSaveListOrLoad) {
+TEST_F(AllreduceCheckpointTest, OutsidersCannotSaveListOrLoad) {
   ASSERT_TRUE(C("j-1")->Save("j-1", 4, AdamState(1.0f), Deadline()).ok());
-  RingCheckpointClient* outsider = C("j-1", std::string(64, 'f'));
+  AllreduceCheckpointClient* outsider = C("j-1", std::string(64, 'f'));
   EXPECT_EQ(outsider->Save("j-1", 8, AdamState(2.0f), Deadline()).code(),
             absl::StatusCode::kPermissionDenied);
   EXPECT_EQ(outsider->NewestStep("j-1", Deadline()).status().code(),
             absl::StatusCode::kPermissionDenied);
-  RingState loaded;
+  AllreduceState loaded;
   loaded.params.resize(kN);
   EXPECT_EQ(outsider->Load("j-1", 4, &loaded, Deadline()).code(),
             absl::StatusCode::kPermissionDenied);
@@ -168,11 +168,14 @@ TEST_F(RingCheckpointTest, OutsidersCannotSaveListOrLoad) {
   EXPECT_EQ(*step, 4);  // the refused save left nothing
 }
 
-TEST(RingCheckpointStore, NoStateDirectoryOrBadJobIsRefused) {
+TEST(AllreduceCheckpointStore, NoStateDirectoryOrBadJobIsRefused) {
   CheckpointView v;
-  EXPECT_TRUE(absl::IsFailedPrecondition(SaveRingPiece("", "j-1", 1, 0, v)));
-  EXPECT_TRUE(absl::IsInvalidArgument(SaveRingPiece("/tmp", "../x", 1, 0, v)));
-  EXPECT_TRUE(absl::IsInvalidArgument(SaveRingPiece("/tmp", "j-1", 1, -1, v)));
+  EXPECT_TRUE(
+      absl::IsFailedPrecondition(SaveAllreduceCheckpointPiece("", "j-1", 1, 0, v)));
+  EXPECT_TRUE(
+      absl::IsInvalidArgument(SaveAllreduceCheckpointPiece("/tmp", "../x", 1, 0, v)));
+  EXPECT_TRUE(
+      absl::IsInvalidArgument(SaveAllreduceCheckpointPiece("/tmp", "j-1", 1, -1, v)));
 }
 
 }  // namespace

@@ -1,12 +1,12 @@
 // Integration: checkpoints of ring-sync and ps-async jobs with real
 // daemons. As checkpoint_integration_test.cc: the server (coordinator and
-// PS shard 0, which keeps ring checkpoints too) is killed mid-job and
+// PS shard 0, which keeps allreduce checkpoints too) is killed mid-job and
 // restarted, and `--resume` of the failed job finishes it.
 //  - ring sync: bit-identical to an uninterrupted run (rank 0's parameters
 //    and Adam state come back on every rank, the data order is the step's);
 //  - ps async: no bit-identity (arrival order decides), but the resumed job
 //    succeeds from its checkpoint and reaches a similar accuracy;
-//  - a damaged ring checkpoint fails the resumed job with DATA_LOSS naming
+//  - a damaged allreduce checkpoint fails the resumed job with DATA_LOSS naming
 //    the file.
 #include <cmath>
 #include <string>
@@ -23,14 +23,14 @@ namespace {
 constexpr int64_t kSteps = 300;
 constexpr int64_t kEvery = 7;
 
-TEST(RingCheckpoints, ResumedRingJobMatchesAnUninterruptedRun) {
+TEST(ResumeFromCheckpoint, ResumedRingJobMatchesAnUninterruptedRun) {
   Cluster c(2);
   ASSERT_TRUE(c.ok());
   CheckpointCleanup cleanup{c};
   ExpectResumeIsBitIdentical(c, CheckpointedSpec("ring", "sync", kSteps, kEvery));
 }
 
-TEST(RingCheckpoints, ResumedPsAsyncJobSucceedsFromItsCheckpoint) {
+TEST(ResumeFromCheckpoint, ResumedPsAsyncJobSucceedsFromItsCheckpoint) {
   Cluster c(2);
   ASSERT_TRUE(c.ok());
   CheckpointCleanup cleanup{c};
@@ -45,7 +45,7 @@ TEST(RingCheckpoints, ResumedPsAsyncJobSucceedsFromItsCheckpoint) {
   EXPECT_NEAR(b, a, 0.06) << "uninterrupted " << a << ", resumed " << b;
 }
 
-TEST(RingCheckpoints, CorruptRingCheckpointFailsTheJobNamingTheFile) {
+TEST(ResumeFromCheckpoint, CorruptRingCheckpointFailsTheJobNamingTheFile) {
   Cluster c(2);
   ASSERT_TRUE(c.ok());
   CheckpointCleanup cleanup{c};

@@ -1,9 +1,9 @@
-// worker/bench: the worker side of a bench job (JobSpec.kind = bench, run by
+// worker/bench_job: the worker side of a bench job (JobSpec.kind = bench, run by
 // `gradsync bench`): times a collective over the job's ranks, nccl-tests
 // style, with the same transport and algorithms as training. No model and
 // no dataset are loaded.
-#ifndef GRADSYNC_WORKER_BENCH_BENCH_RUNNER_H_
-#define GRADSYNC_WORKER_BENCH_BENCH_RUNNER_H_
+#ifndef GRADSYNC_WORKER_BENCH_JOB_BENCH_RUNNER_H_
+#define GRADSYNC_WORKER_BENCH_JOB_BENCH_RUNNER_H_
 
 #include <array>
 #include <cstdint>
@@ -17,6 +17,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/env.h"
+#include "common/spec/job_options.h"
 #include "gradsync/v1/gradsync.pb.h"
 #include "worker/collectives/allreduce_factory.h"
 #include "worker/collectives/transport.h"
@@ -51,7 +52,7 @@ class BenchRunner {
   // every rank of the job and must outlive the runner (pushpull also talks
   // to a.ps_shards()). `tuning` (nullptr: the built-in table) is what
   // algorithm auto runs, as for training (AllreduceOptionsFor,
-  // worker/sync/ring_sync.h); it must outlive the runner, and so must
+  // worker/sync/allreduce_sync.h); it must outlive the runner, and so must
   // `env` (deadlines; iterations are timed on its monotonic clock).
   BenchRunner(v1::Assignment a, Transport* transport, const TuningTable* tuning = nullptr,
               const Env* env = Env::Default());
@@ -117,6 +118,7 @@ class BenchRunner {
 
   // Constant after construction.
   const v1::Assignment a_;
+  JobOptions job_;  // JobOptionsOf(a_), set at the start of Run
   Transport* const transport_;
   const absl::Duration timeout_;
   const TuningTable* const tuning_;
@@ -133,4 +135,4 @@ class BenchRunner {
 
 }  // namespace gradsync
 
-#endif  // GRADSYNC_WORKER_BENCH_BENCH_RUNNER_H_
+#endif  // GRADSYNC_WORKER_BENCH_JOB_BENCH_RUNNER_H_

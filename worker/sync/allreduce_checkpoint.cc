@@ -1,4 +1,4 @@
-#include "worker/sync/ring_checkpoint.h"
+#include "worker/sync/allreduce_checkpoint.h"
 
 #include <algorithm>
 #include <cstring>
@@ -32,7 +32,7 @@ TensorHeader CkptHeader(const std::string& job, int64_t step, int index) {
 }
 
 // Piece r of `s` as one contiguous frame: params, then each moment.
-grpc::ByteBuffer PieceFrame(TensorHeader h, const RingState& s, Range r) {
+grpc::ByteBuffer PieceFrame(TensorHeader h, const AllreduceState& s, Range r) {
   auto data = std::make_shared<std::vector<float>>();
   data->reserve(3 * r.size);
   for (const std::vector<float>* v :
@@ -49,22 +49,22 @@ grpc::ByteBuffer PieceFrame(TensorHeader h, const RingState& s, Range r) {
 
 }  // namespace
 
-std::vector<Range> RingCheckpointPieces(size_t n) {
+std::vector<Range> AllreduceCheckpointPieces(size_t n) {
   std::vector<Range> out;
-  for (size_t b = 0; b < n || out.empty(); b += kRingCheckpointPieceFloats) {
-    out.push_back({b, std::min(kRingCheckpointPieceFloats, n - b)});
+  for (size_t b = 0; b < n || out.empty(); b += kAllreduceCheckpointPieceFloats) {
+    out.push_back({b, std::min(kAllreduceCheckpointPieceFloats, n - b)});
   }
   return out;
 }
 
-RingCheckpointClient::RingCheckpointClient(const std::string& address,
-                                           PsCredentials creds)
+AllreduceCheckpointClient::AllreduceCheckpointClient(const std::string& address,
+                                                     PsCredentials creds)
     : address_(address),
       creds_(std::move(creds)),
       channel_(MakeChannel(address)),
       stub_(channel_) {}
 
-absl::StatusOr<grpc::ByteBuffer> RingCheckpointClient::Call(
+absl::StatusOr<grpc::ByteBuffer> AllreduceCheckpointClient::Call(
     const std::string& method, const grpc::ByteBuffer& request, absl::Time deadline) {
   grpc::ClientContext ctx;
   ctx.set_deadline(ToChrono(deadline));
@@ -97,15 +97,16 @@ absl::StatusOr<grpc::ByteBuffer> RingCheckpointClient::Call(
   return resp;
 }
 
-void RingCheckpointClient::Cancel() {
+void AllreduceCheckpointClient::Cancel() {
   absl::MutexLock lock(&mu_);
   cancelled_ = true;
   if (active_ != nullptr) active_->TryCancel();
 }
 
-absl::Status RingCheckpointClient::Save(const std::string& job, int64_t step,
-                                        const RingState& state, absl::Time deadline) {
-  const std::vector<Range> pieces = RingCheckpointPieces(state.params.size());
+absl::Status AllreduceCheckpointClient::Save(const std::string& job, int64_t step,
+                                             const AllreduceState& state,
+                                             absl::Time deadline) {
+  const std::vector<Range> pieces = AllreduceCheckpointPieces(state.params.size());
   for (size_t i = 0; i < pieces.size(); ++i) {
     const TensorHeader h = CkptHeader(job, step, static_cast<int>(i));
     absl::StatusOr<grpc::ByteBuffer> ack =
@@ -115,8 +116,8 @@ absl::Status RingCheckpointClient::Save(const std::string& job, int64_t step,
   return absl::OkStatus();
 }
 
-absl::StatusOr<int64_t> RingCheckpointClient::NewestStep(const std::string& job,
-                                                         absl::Time deadline) {
+absl::StatusOr<int64_t> AllreduceCheckpointClient::NewestStep(const std::string& job,
+                                                              absl::Time deadline) {
   absl::StatusOr<v1::CheckpointsResponse> listed =
       ListCheckpoints(channel_, address_, job, creds_, deadline);
   if (!listed.ok()) return listed.status();
@@ -129,9 +130,9 @@ absl::StatusOr<int64_t> RingCheckpointClient::NewestStep(const std::string& job,
   return *std::max_element(resp.steps().begin(), resp.steps().end());
 }
 
-absl::Status RingCheckpointClient::Load(const std::string& job, int64_t step,
-                                        RingState* state, absl::Time deadline) {
-  const std::vector<Range> pieces = RingCheckpointPieces(state->params.size());
+absl::Status AllreduceCheckpointClient::Load(const std::string& job, int64_t step,
+                                             AllreduceState* state, absl::Time deadline) {
+  const std::vector<Range> pieces = AllreduceCheckpointPieces(state->params.size());
   for (size_t i = 0; i < pieces.size(); ++i) {
     absl::Status st =
         LoadPiece(job, step, static_cast<int>(i), pieces[i], state, deadline);
@@ -140,9 +141,10 @@ absl::Status RingCheckpointClient::Load(const std::string& job, int64_t step,
   return absl::OkStatus();
 }
 
-absl::Status RingCheckpointClient::LoadPiece(const std::string& job, int64_t step,
-                                             int index, Range r, RingState* state,
-                                             absl::Time deadline) {
+absl::Status AllreduceCheckpointClient::LoadPiece(const std::string& job, int64_t step,
+                                                  int index, Range r,
+                                                  AllreduceState* state,
+                                                  absl::Time deadline) {
   absl::StatusOr<grpc::ByteBuffer> resp =
       Call(kLoad, EncodeHeaderOnly(CkptHeader(job, step, index)), deadline);
   if (!resp.ok()) return resp.status();
@@ -172,9 +174,9 @@ absl::Status RingCheckpointClient::LoadPiece(const std::string& job, int64_t ste
   return absl::OkStatus();
 }
 
-RingCheckpointer::RingCheckpointer(std::unique_ptr<RingCheckpointClient> client,
-                                   std::string job, int64_t every, bool save,
-                                   absl::Duration timeout, const Env* env)
+AllreduceCheckpointer::AllreduceCheckpointer(
+    std::unique_ptr<AllreduceCheckpointClient> client, std::string job, int64_t every,
+    bool save, absl::Duration timeout, const Env* env)
     : client_(std::move(client)),
       job_(std::move(job)),
       every_(every),
@@ -182,15 +184,16 @@ RingCheckpointer::RingCheckpointer(std::unique_ptr<RingCheckpointClient> client,
       timeout_(timeout),
       env_(env) {}
 
-RingCheckpointer::~RingCheckpointer() {
+AllreduceCheckpointer::~AllreduceCheckpointer() {
   if (sender_.joinable()) sender_.join();
 }
 
-absl::StatusOr<int64_t> RingCheckpointer::Restore(const std::string& old_job, size_t n) {
+absl::StatusOr<int64_t> AllreduceCheckpointer::Restore(const std::string& old_job,
+                                                       size_t n) {
   const absl::Time deadline = env_->Now() + timeout_;
   absl::StatusOr<int64_t> step = client_->NewestStep(old_job, deadline);
   if (!step.ok()) return step.status();
-  auto state = std::make_unique<RingState>();
+  auto state = std::make_unique<AllreduceState>();
   state->params.resize(n);
   absl::Status st = client_->Load(old_job, *step, state.get(), deadline);
   if (!st.ok()) return st;
@@ -198,17 +201,17 @@ absl::StatusOr<int64_t> RingCheckpointer::Restore(const std::string& old_job, si
   return *step;
 }
 
-absl::StatusOr<RingState*> RingCheckpointer::Buffer() {
+absl::StatusOr<AllreduceState*> AllreduceCheckpointer::Buffer() {
   absl::Status st = Wait();
   if (!st.ok()) return st;
   return &buffer_;
 }
 
-void RingCheckpointer::Start(int64_t step) {
+void AllreduceCheckpointer::Start(int64_t step) {
   sender_ = std::thread([this, step] { Send(step); });
 }
 
-void RingCheckpointer::Send(int64_t step) {
+void AllreduceCheckpointer::Send(int64_t step) {
   const absl::Time t0 = env_->Now();
   absl::Status st = client_->Save(job_, step, buffer_, t0 + timeout_);
   if (st.ok()) {
@@ -219,13 +222,13 @@ void RingCheckpointer::Send(int64_t step) {
   if (status_.ok()) status_ = st;
 }
 
-absl::Status RingCheckpointer::Wait() {
+absl::Status AllreduceCheckpointer::Wait() {
   if (sender_.joinable()) sender_.join();
   absl::MutexLock lock(&mu_);
   return status_;
 }
 
-void RingCheckpointer::Abort(const absl::Status& why) {
+void AllreduceCheckpointer::Abort(const absl::Status& why) {
   {
     absl::MutexLock lock(&mu_);
     if (status_.ok()) status_ = why;

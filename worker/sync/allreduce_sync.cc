@@ -1,4 +1,4 @@
-#include "worker/sync/ring_sync.h"
+#include "worker/sync/allreduce_sync.h"
 
 #include <algorithm>
 #include <memory>
@@ -10,12 +10,12 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "common/kernels.h"
-#include "common/spec/job_spec.h"
+#include "common/spec/job_limits.h"
 #include "worker/collectives/allreduce_factory.h"
 #include "worker/collectives/hierarchical.h"
 #include "worker/collectives/ring.h"
 #include "worker/collectives/transport.h"
-#include "worker/sync/ring_checkpoint.h"
+#include "worker/sync/allreduce_checkpoint.h"
 
 namespace gradsync {
 namespace {
@@ -26,51 +26,49 @@ constexpr absl::Duration kBroadcastSlack = absl::Seconds(10);
 
 // Threading: as GradientSync. The per-bucket allreduce objects are built in
 // Initialize and used by the communication thread afterwards.
-class RingSync final : public GradientSync {
+class AllreduceSync final : public GradientSync {
  public:
-  RingSync(const v1::Assignment* a, Transport* t, const TuningTable* tuning,
-           const Env* env)
-      : a_(*a),
+  AllreduceSync(const JobOptions* job, Transport* t, const TuningTable* tuning,
+                const Env* env)
+      : job_(*job),
         transport_(t),
         tuning_(tuning),
         env_(env),
-        depth_(a->spec().mode() == v1::SYNC_MODE_ASYNC
-                   ? (a->spec().has_staleness() ? a->spec().staleness()
-                                                : kDefaultRingAsyncStaleness)
+        depth_(job->mode == SyncMode::kAsync
+                   ? job->staleness.value_or(kDefaultAllreduceAsyncStaleness)
                    : 0) {}
 
-  // 1. one Allreduce per bucket (MakeAllreduce(spec.algorithm): auto
+  // 1. one Allreduce per bucket (MakeAllreduce(job.algorithm): auto
   //    chooses by the bucket's size), built once with its buffer's size;
   // 2. the checkpointer, when the job checkpoints or resumes;
   // 3. rank 0's parameters are broadcast around the ring;
   // 4. resuming: every rank loads the newest complete checkpoint of
-  //    spec.resume_from from PS shard 0 (parameters into `params`, the
+  //    job.resume_from from PS shard 0 (parameters into `params`, the
   //    optimizer state kept for the training loop) and starts at its step.
   absl::Status Initialize(const std::vector<Range>& buckets, float* params) override {
     buckets_ = buckets;
     allreduces_.clear();
     size_t n = 0;
-    absl::StatusOr<AllreduceOptions> options = AllreduceOptionsFor(a_, tuning_);
-    if (!options.ok()) return options.status();
-    options->env = env_;
+    AllreduceOptions options = AllreduceOptionsFor(job_, tuning_);
+    options.env = env_;
     for (const Range& r : buckets) {
-      absl::StatusOr<std::unique_ptr<Allreduce>> algo = MakeAllreduce(
-          AllreduceAlgorithmOf(a_.spec().algorithm()), transport_, r.size, *options);
+      absl::StatusOr<std::unique_ptr<Allreduce>> algo =
+          MakeAllreduce(job_.algorithm, transport_, r.size, options);
       if (!algo.ok()) return algo.status();
       allreduces_.push_back(std::move(*algo));
       n = std::max<size_t>(n, r.begin + r.size);
     }
     absl::Status st = MakeCheckpointer();
     if (st.ok()) {
-      st = RingBroadcast(transport_, params, n, /*root=*/0, a_.spec().chunk_bytes(),
-                         env_->Now() + StepTimeout(a_.spec()) + kBroadcastSlack);
+      st = RingBroadcast(transport_, params, n, /*root=*/0, job_.chunk_bytes,
+                         env_->Now() + job_.step_timeout + kBroadcastSlack);
     }
-    if (st.ok() && !a_.spec().resume_from().empty()) st = Restore(params, n);
+    if (st.ok() && !job_.resume_from.empty()) st = Restore(params, n);
     return st;
   }
 
   int64_t start_step() const override { return start_step_; }
-  RingCheckpointer* checkpointer() override {
+  AllreduceCheckpointer* checkpointer() override {
     absl::MutexLock lock(&mu_);
     return checkpointer_.get();
   }
@@ -104,7 +102,7 @@ class RingSync final : public GradientSync {
 
  private:
   // Constant after construction.
-  const v1::Assignment& a_;
+  const JobOptions& job_;
   Transport* const transport_;
   const TuningTable* const tuning_;  // may be null: the built-in table
   const Env* const env_;
@@ -115,34 +113,33 @@ class RingSync final : public GradientSync {
   int64_t start_step_ = 0;                              // set in Initialize
   // Set in Initialize (Abort may race with that), then constant.
   absl::Mutex mu_;
-  std::unique_ptr<RingCheckpointer> checkpointer_ ABSL_GUARDED_BY(mu_);
+  std::unique_ptr<AllreduceCheckpointer> checkpointer_ ABSL_GUARDED_BY(mu_);
 
-  // Checkpoints (spec.checkpoint_every or resume_from) go to the first PS
-  // shard of the assignment; rank 0 saves.
+  // Checkpoints (job.checkpoint_every or resume_from) go to the first PS
+  // shard of the job; rank 0 saves.
   absl::Status MakeCheckpointer() {
-    const v1::JobSpec& spec = a_.spec();
-    if (spec.checkpoint_every() <= 0 && spec.resume_from().empty()) {
+    if (job_.checkpoint_every <= 0 && job_.resume_from.empty()) {
       return absl::OkStatus();
     }
-    if (a_.ps_shards_size() == 0) {
+    if (job_.ps_shards.empty()) {
       return absl::FailedPreconditionError(
-          "ring checkpoints: the assignment names no PS shard to keep them");
+          "allreduce checkpoints: the assignment names no PS shard to keep them");
     }
-    auto c = std::make_unique<RingCheckpointer>(
-        std::make_unique<RingCheckpointClient>(a_.ps_shards(0).address(),
-                                               PsCredentialsOf(a_)),
-        a_.job_id(), spec.checkpoint_every(), a_.rank() == 0,
-        StepTimeout(spec) + kBroadcastSlack, env_);
+    auto c = std::make_unique<AllreduceCheckpointer>(
+        std::make_unique<AllreduceCheckpointClient>(job_.ps_shards[0].address,
+                                                    PsCredentialsOf(job_)),
+        job_.job_id, job_.checkpoint_every, job_.rank == 0,
+        job_.step_timeout + kBroadcastSlack, env_);
     absl::MutexLock lock(&mu_);
     checkpointer_ = std::move(c);
     return absl::OkStatus();
   }
 
-  // Every rank loads the newest complete checkpoint of spec.resume_from
+  // Every rank loads the newest complete checkpoint of job.resume_from
   // into `params` (the optimizer state stays in checkpointer_->restored()).
   absl::Status Restore(float* params, size_t n) {
-    RingCheckpointer* c = checkpointer();
-    absl::StatusOr<int64_t> step = c->Restore(a_.spec().resume_from(), n);
+    AllreduceCheckpointer* c = checkpointer();
+    absl::StatusOr<int64_t> step = c->Restore(job_.resume_from, n);
     if (!step.ok()) return step.status();
     std::copy(c->restored()->params.begin(), c->restored()->params.end(), params);
     start_step_ = *step;
@@ -152,25 +149,20 @@ class RingSync final : public GradientSync {
 
 }  // namespace
 
-absl::StatusOr<AllreduceOptions> AllreduceOptionsFor(const v1::Assignment& a,
-                                                     const TuningTable* tuning) {
+AllreduceOptions AllreduceOptionsFor(const JobOptions& job, const TuningTable* tuning) {
   AllreduceOptions o;
-  o.segment_bytes = static_cast<size_t>(a.spec().chunk_bytes());
-  o.timeout = StepTimeout(a.spec());
+  o.segment_bytes = job.chunk_bytes;
+  o.timeout = job.step_timeout;
   o.tuning = tuning;
-  absl::StatusOr<std::vector<int>> groups =
-      ParseGroups(a.spec().groups(), a.world_size());
-  if (!groups.ok()) return groups.status();
-  o.groups = groups->empty() ? GroupsByHost(std::vector<std::string>(
-                                   a.peer_addresses().begin(), a.peer_addresses().end()))
-                             : *std::move(groups);
+  o.groups = job.groups.empty() ? GroupsByHost(job.peer_addresses) : job.groups;
   return o;
 }
 
-std::unique_ptr<GradientSync> MakeRingSync(const v1::Assignment* assignment,
-                                           Transport* transport,
-                                           const TuningTable* tuning, const Env* env) {
-  return std::make_unique<RingSync>(assignment, transport, tuning, env);
+std::unique_ptr<GradientSync> MakeAllreduceSync(const JobOptions* job,
+                                                Transport* transport,
+                                                const TuningTable* tuning,
+                                                const Env* env) {
+  return std::make_unique<AllreduceSync>(job, transport, tuning, env);
 }
 
 }  // namespace gradsync

@@ -1,4 +1,4 @@
-#include "server/ps/ring_checkpoints.h"
+#include "server/ps/allreduce_checkpoints.h"
 
 #include <utility>
 
@@ -30,13 +30,13 @@ absl::Status CheckArgs(const std::string& root, const std::string& job, int inde
 
 }  // namespace
 
-std::string RingPieceName(int index) { return absl::StrCat("r", index); }
+std::string AllreduceCheckpointPieceName(int index) { return absl::StrCat("r", index); }
 
-absl::Status SaveRingPiece(const std::string& root, const std::string& job, int64_t step,
-                           int index, CheckpointView c) {
+absl::Status SaveAllreduceCheckpointPiece(const std::string& root, const std::string& job,
+                                          int64_t step, int index, CheckpointView c) {
   if (absl::Status st = CheckArgs(root, job, index); !st.ok()) return st;
   const std::string dir = absl::StrCat(root, "/", job);
-  const std::string piece = RingPieceName(index);
+  const std::string piece = AllreduceCheckpointPieceName(index);
   c.key = absl::StrCat(job, "/", piece);
   c.step = step;
   absl::Status st = WriteCheckpoint(CheckpointFile(dir, piece, step), c);
@@ -45,10 +45,11 @@ absl::Status SaveRingPiece(const std::string& root, const std::string& job, int6
   return absl::OkStatus();
 }
 
-absl::StatusOr<Checkpoint> LoadRingPiece(const std::string& root, const std::string& job,
-                                         int64_t step, int index) {
+absl::StatusOr<Checkpoint> LoadAllreduceCheckpointPiece(const std::string& root,
+                                                        const std::string& job,
+                                                        int64_t step, int index) {
   if (absl::Status st = CheckArgs(root, job, index); !st.ok()) return st;
-  const std::string piece = RingPieceName(index);
+  const std::string piece = AllreduceCheckpointPieceName(index);
   const std::string path = CheckpointFile(absl::StrCat(root, "/", job), piece, step);
   absl::StatusOr<Checkpoint> c = ReadCheckpoint(path);
   if (!c.ok()) return c.status();

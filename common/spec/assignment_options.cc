@@ -1,0 +1,85 @@
+#include "common/spec/assignment_options.h"
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "common/spec/job_spec.h"
+
+namespace gradsync {
+namespace {
+
+absl::Status Bad(const std::string& field, const std::string& what) {
+  return absl::InvalidArgumentError(absl::StrCat("assignment: ", field, ": ", what));
+}
+
+}  // namespace
+
+absl::StatusOr<JobOptions> JobOptionsOf(const v1::Assignment& a) {
+  const v1::JobSpec& spec = a.spec();
+  JobOptions o;
+  o.job_id = a.job_id();
+  o.rank = a.rank();
+  o.world_size = a.world_size();
+  if (o.world_size < 1 || o.rank < 0 || o.rank >= o.world_size) {
+    return Bad("rank", absl::StrCat("rank ", o.rank, " of world ", o.world_size));
+  }
+  o.peer_addresses.assign(a.peer_addresses().begin(), a.peer_addresses().end());
+  for (const v1::PsShardInfo& s : a.ps_shards()) {
+    o.ps_shards.push_back({s.address(), static_cast<int64_t>(s.partition_bytes())});
+  }
+  o.layer_widths.assign(a.layer_widths().begin(), a.layer_widths().end());
+  o.num_params = a.num_params();
+  o.job_secret = a.job_secret();
+  o.resume_secret = a.resume_secret();
+  o.resume_world = a.resume_world();
+
+  switch (spec.strategy()) {
+    case v1::STRATEGY_PS:
+      o.strategy = SyncStrategy::kPs;
+      break;
+    case v1::STRATEGY_UNSPECIFIED:  // bench jobs: ValidateJobSpec's default
+    case v1::STRATEGY_RING:
+      o.strategy = SyncStrategy::kAllreduce;
+      break;
+    default:
+      return Bad("strategy", absl::StrCat("unknown ", StrategyName(spec.strategy())));
+  }
+  switch (spec.mode()) {
+    case v1::SYNC_MODE_UNSPECIFIED:  // bench jobs: ValidateJobSpec's default
+    case v1::SYNC_MODE_SYNC:
+      o.mode = SyncMode::kSync;
+      break;
+    case v1::SYNC_MODE_ASYNC:
+      o.mode = SyncMode::kAsync;
+      break;
+    default:
+      return Bad("mode", absl::StrCat("unknown ", SyncModeName(spec.mode())));
+  }
+  if (spec.has_staleness()) o.staleness = spec.staleness();
+  o.algorithm = AllreduceAlgorithmOf(spec.algorithm());
+  absl::StatusOr<std::vector<int>> groups = ParseGroups(spec.groups(), a.world_size());
+  if (!groups.ok()) return groups.status();
+  o.groups = *std::move(groups);
+  o.chunk_bytes = static_cast<size_t>(std::max<int64_t>(0, spec.chunk_bytes()));
+  o.bucket_bytes = spec.bucket_bytes();
+  absl::StatusOr<WireDtype> dtype = WireDtypeOf(spec.wire_dtype());
+  if (!dtype.ok()) return Bad("wire_dtype", std::string(dtype.status().message()));
+  o.wire_dtype = *dtype;
+  o.step_timeout = StepTimeout(spec);
+
+  o.optimizer = OptimizerFromSpec(spec);
+  o.seed = spec.seed();
+  o.batch_size = spec.batch_size();
+  o.epochs = spec.epochs();
+  o.steps = spec.steps();
+  o.train_limit = spec.train_limit();
+  o.checkpoint_every = spec.checkpoint_every();
+  o.resume_from = spec.resume_from();
+  o.trace = spec.trace();
+  return o;
+}
+
+}  // namespace gradsync

@@ -1,0 +1,74 @@
+// One rank's job as plain options: what the worker's synchronisation,
+// training and metrics layers read. The worker daemon converts the wire's
+// Assignment into these once, where it accepts the job
+// (common/spec/assignment_options.h); no layer below it sees a proto.
+// No gRPC, no protobuf.
+#ifndef GRADSYNC_COMMON_SPEC_JOB_OPTIONS_H_
+#define GRADSYNC_COMMON_SPEC_JOB_OPTIONS_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "common/optimizer.h"
+#include "common/spec/allreduce_algorithm.h"
+#include "common/wire_dtype.h"
+
+namespace gradsync {
+
+// The strategy that is not the PS is "allreduce" in the code; users may
+// spell it --strategy=ring (docs/user-guide.md).
+enum class SyncStrategy { kPs, kAllreduce };
+enum class SyncMode { kSync, kAsync };
+
+// One PS shard of the job.
+struct PsShardOptions {
+  std::string address;
+  int64_t partition_bytes = 0;  // 0 = the default (common/ps_layout.h)
+};
+
+struct JobOptions {
+  // Who this rank is.
+  std::string job_id;
+  int rank = 0;
+  int world_size = 1;
+  std::vector<std::string> peer_addresses;  // by rank
+  std::vector<PsShardOptions> ps_shards;    // ps jobs; allreduce checkpoints: [0]
+  // The model's layer widths (input, hidden..., output) and parameter count.
+  std::vector<int> layer_widths;
+  uint64_t num_params = 0;
+  // Data-plane credentials (common/grpc/job_secret.h).
+  std::string job_secret;
+  std::string resume_secret;  // resume_from set: the old job's secret
+  int resume_world = 0;       //   and world size
+
+  // How the job synchronises.
+  SyncStrategy strategy = SyncStrategy::kAllreduce;
+  SyncMode mode = SyncMode::kSync;
+  // Async: ps SSP bound / allreduce pipeline depth; unset = ps unbounded,
+  // allreduce kDefaultAllreduceAsyncStaleness.
+  std::optional<int> staleness;
+  AllreduceAlgorithm algorithm = AllreduceAlgorithm::kAuto;
+  std::vector<int> groups;  // hierarchical host group by rank; empty: by host
+  size_t chunk_bytes = 0;   // allreduce pipelining segment
+  int64_t bucket_bytes = 0;
+  WireDtype wire_dtype = WireDtype::kFp32;
+  absl::Duration step_timeout = absl::Seconds(60);
+
+  // How the job trains.
+  OptimizerOptions optimizer;
+  uint64_t seed = 0;
+  int batch_size = 1;
+  int epochs = 1;
+  int64_t steps = 0;        // > 0: instead of epochs
+  int64_t train_limit = 0;  // > 0: the first this many training samples
+  int64_t checkpoint_every = 0;
+  std::string resume_from;  // a job id
+  bool trace = false;
+};
+
+}  // namespace gradsync
+
+#endif  // GRADSYNC_COMMON_SPEC_JOB_OPTIONS_H_
