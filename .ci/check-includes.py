@@ -130,10 +130,8 @@ def check_cycles(files, problems):
 
 # Below the worker's job entry only these include generated headers: the
 # transports that move frames, the PS client, and the job entry itself.
-# worker/bench_job/ still reads the Assignment and returns wire results
-# (BenchRankResult), so it is not checked yet.
 PROTO_CHECKED = ("worker/collectives/", "worker/sync/", "worker/metrics/", "worker/train/",
-                 "worker/model/", "common/spec/job_options.h")
+                 "worker/model/", "worker/bench_job/", "common/spec/job_options.h")
 PROTO_ALLOWED = {
     # The gRPC transport moves TensorFrames.
     "worker/collectives/transport/grpc/grpc_transport.h",

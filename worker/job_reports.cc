@@ -65,4 +65,33 @@ v1::WorkerMessage::JobDone JobDoneProto(const JobDoneReport& d) {
   return m;
 }
 
+namespace {
+
+void SetLink(const BenchLink& l, v1::BenchLink* m) {
+  m->set_rank_a(l.rank_a);
+  m->set_rank_b(l.rank_b);
+  m->set_alpha_seconds(l.alpha_seconds);
+  m->set_beta_bytes_per_second(l.beta_bytes_per_second);
+}
+
+}  // namespace
+
+v1::BenchRankResult BenchRankResultProto(const BenchRankResult& r) {
+  v1::BenchRankResult m;
+  m.set_alpha_seconds(r.alpha_seconds);
+  m.set_beta_bytes_per_second(r.beta_bytes_per_second);
+  for (const BenchRankRow& row : r.rows) {
+    v1::BenchRankRow* p = m.add_rows();
+    p->set_bytes(row.bytes);
+    p->set_algorithm(row.algorithm);
+    for (double s : row.iteration_seconds) p->add_iteration_seconds(s);
+    p->set_ok(row.ok);
+    p->set_error(row.error);
+  }
+  if (r.between_hosts) SetLink(*r.between_hosts, m.mutable_between_hosts());
+  if (r.inside_host) SetLink(*r.inside_host, m.mutable_inside_host());
+  for (int g : r.host_groups) m.add_host_groups(g);
+  return m;
+}
+
 }  // namespace gradsync

@@ -364,10 +364,11 @@ v1::WorkerMessage::JobDone WorkerDaemon::RunBenchJob(const v1::Assignment& a) {
   done.set_job_id(a.job_id());
   done.set_rank(a.rank());
   absl::StatusOr<std::shared_ptr<const TuningTable>> tuning = JobTuning(a);
-  absl::StatusOr<v1::BenchRankResult> result;
-  if (!tuning.ok()) {
-    result = tuning.status();
-    mailboxes_.Close(a.job_id(), tuning.status());
+  absl::StatusOr<JobOptions> job = JobOptionsOf(a);
+  absl::StatusOr<BenchRankResult> result;
+  if (!tuning.ok() || !job.ok()) {
+    result = !tuning.ok() ? tuning.status() : job.status();
+    mailboxes_.Close(a.job_id(), result.status());
   } else {
     GrpcTransport transport(
         a.job_id(), a.rank(),
@@ -376,7 +377,7 @@ v1::WorkerMessage::JobDone WorkerDaemon::RunBenchJob(const v1::Assignment& a) {
         TransportOptions(a, env_));
     MeteredTransport metered(&transport, metrics_.peer_sent_bytes,
                              metrics_.peer_received_bytes);
-    BenchRunner runner(a, &metered, tuning->get(), env_);
+    BenchRunner runner(*std::move(job), &metered, tuning->get(), env_);
     {
       absl::MutexLock lock(&mu_);
       bench_ = &runner;
@@ -404,7 +405,7 @@ v1::WorkerMessage::JobDone WorkerDaemon::RunBenchJob(const v1::Assignment& a) {
     done.set_error(std::string(result.status().message()));
     return done;
   }
-  *done.mutable_bench() = *std::move(result);
+  *done.mutable_bench() = BenchRankResultProto(*result);
   return done;
 }
 

@@ -79,6 +79,26 @@ absl::StatusOr<JobOptions> JobOptionsOf(const v1::Assignment& a) {
   o.checkpoint_every = spec.checkpoint_every();
   o.resume_from = spec.resume_from();
   o.trace = spec.trace();
+  o.is_bench = IsBench(spec);
+  if (o.is_bench) {
+    switch (spec.bench().op()) {
+      case v1::BENCH_OP_ALLREDUCE:
+        o.bench.op = BenchOp::kAllreduce;
+        break;
+      case v1::BENCH_OP_BROADCAST:
+        o.bench.op = BenchOp::kBroadcast;
+        break;
+      case v1::BENCH_OP_PUSHPULL:
+        o.bench.op = BenchOp::kPushPull;
+        break;
+      default:
+        return Bad("bench.op",
+                   absl::StrCat("unknown op ", static_cast<int>(spec.bench().op())));
+    }
+    o.bench.sizes.assign(spec.bench().sizes().begin(), spec.bench().sizes().end());
+    o.bench.iters = spec.bench().iters();
+    o.bench.warmup = spec.bench().warmup();
+  }
   return o;
 }
 

@@ -23,6 +23,15 @@ namespace gradsync {
 enum class SyncStrategy { kPs, kAllreduce };
 enum class SyncMode { kSync, kAsync };
 
+// A bench job's operation and sizes (JobSpec.bench; docs/user-guide.md).
+enum class BenchOp { kAllreduce, kBroadcast, kPushPull };
+struct BenchOptions {
+  BenchOp op = BenchOp::kAllreduce;
+  std::vector<int64_t> sizes;  // bytes, each a positive multiple of 4
+  int iters = 0;
+  int warmup = 0;
+};
+
 // One PS shard of the job.
 struct PsShardOptions {
   std::string address;
@@ -67,6 +76,10 @@ struct JobOptions {
   int64_t checkpoint_every = 0;
   std::string resume_from;  // a job id
   bool trace = false;
+
+  // Bench jobs (kind bench) instead of training.
+  bool is_bench = false;
+  BenchOptions bench;
 };
 
 }  // namespace gradsync

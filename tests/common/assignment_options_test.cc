@@ -77,6 +77,7 @@ TEST(JobOptionsOf, CarriesEveryFieldTheWorkerReads) {
   EXPECT_EQ(o->steps, 17);
   EXPECT_EQ(o->train_limit, 900);
   EXPECT_TRUE(o->trace);
+  EXPECT_FALSE(o->is_bench);
 }
 
 TEST(JobOptionsOf, AllreduceAsyncGetsTheValidatorsStaleness) {
@@ -92,12 +93,26 @@ TEST(JobOptionsOf, ABenchJobsUnsetSwitchesReadAsTheDefaults) {
   v1::Assignment a;
   a.set_job_id("b-1");
   a.set_world_size(2);
-  a.mutable_spec()->set_kind(v1::JOB_KIND_BENCH);
+  v1::JobSpec* spec = a.mutable_spec();
+  spec->set_kind(v1::JOB_KIND_BENCH);
+  spec->mutable_bench()->set_op(v1::BENCH_OP_PUSHPULL);
+  spec->mutable_bench()->add_sizes(4096);
+  spec->mutable_bench()->add_sizes(8);
+  spec->mutable_bench()->set_iters(5);
+  spec->mutable_bench()->set_warmup(2);
   absl::StatusOr<JobOptions> o = JobOptionsOf(a);
   ASSERT_TRUE(o.ok()) << o.status();
   EXPECT_EQ(o->strategy, SyncStrategy::kAllreduce);
   EXPECT_EQ(o->mode, SyncMode::kSync);
   EXPECT_TRUE(o->groups.empty());
+  EXPECT_TRUE(o->is_bench);
+  EXPECT_EQ(o->bench.op, BenchOp::kPushPull);
+  EXPECT_EQ(o->bench.sizes, (std::vector<int64_t>{4096, 8}));
+  EXPECT_EQ(o->bench.iters, 5);
+  EXPECT_EQ(o->bench.warmup, 2);
+  // A bench job without a known op is refused.
+  spec->mutable_bench()->set_op(static_cast<v1::BenchOp>(99));
+  EXPECT_TRUE(absl::IsInvalidArgument(JobOptionsOf(a).status()));
 }
 
 TEST(JobOptionsOf, WhatValidationRefusesIsRefused) {

@@ -7,6 +7,7 @@
 #include <array>
 #include <cmath>
 #include <memory>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <thread>
@@ -15,6 +16,7 @@
 
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "common/spec/job_spec.h"
 #include "worker/collectives/testing/transport_group.h"
 
 namespace gradsync {
@@ -48,11 +50,11 @@ TEST(PickLinkPairs, RanksZeroAndOneAndAPairOfTheOtherKind) {
 // `world` in-process ranks with `groups`, messages as `dtype` (the other
 // ranks never start); each rank's Run result, by rank (UNKNOWN for ranks
 // not run).
-std::vector<absl::StatusOr<v1::BenchRankResult>> RunRanks(
+std::vector<absl::StatusOr<BenchRankResult>> RunRanks(
     int world, const std::string& groups, const std::vector<int>& ranks,
     int step_timeout_ms, WireDtype dtype = WireDtype::kFp32) {
-  std::vector<absl::StatusOr<v1::BenchRankResult>> results(world,
-                                                           absl::UnknownError("not run"));
+  std::vector<absl::StatusOr<BenchRankResult>> results(world,
+                                                       absl::UnknownError("not run"));
   absl::StatusOr<std::unique_ptr<TransportGroup>> group =
       TransportGroup::Create(TransportKind::kInProc, world,
                              /*connections_per_peer=*/1, dtype);
@@ -61,21 +63,18 @@ std::vector<absl::StatusOr<v1::BenchRankResult>> RunRanks(
   std::vector<std::thread> threads;
   for (int r : ranks) {
     threads.emplace_back([&, r] {
-      v1::Assignment a;
-      a.set_rank(r);
-      a.set_world_size(world);
-      v1::JobSpec* spec = a.mutable_spec();
-      spec->set_kind(v1::JOB_KIND_BENCH);
-      spec->set_workers(world);
-      spec->set_algorithm(v1::ALGORITHM_RING);
-      spec->set_chunk_bytes(1 << 20);
-      spec->set_step_timeout_ms(step_timeout_ms);
-      spec->set_groups(groups);
-      spec->mutable_bench()->set_op(v1::BENCH_OP_ALLREDUCE);
-      spec->mutable_bench()->add_sizes(4096);
-      spec->mutable_bench()->set_iters(1);
-      spec->mutable_bench()->set_warmup(0);
-      BenchRunner runner(a, (*group)->transport(r));
+      JobOptions job;
+      job.rank = r;
+      job.world_size = world;
+      job.is_bench = true;
+      job.algorithm = AllreduceAlgorithm::kRing;
+      job.chunk_bytes = 1 << 20;
+      job.step_timeout = absl::Milliseconds(step_timeout_ms);
+      absl::StatusOr<std::vector<int>> parsed = ParseGroups(groups, world);
+      ASSERT_TRUE(parsed.ok()) << parsed.status();
+      job.groups = *parsed;
+      job.bench = {BenchOp::kAllreduce, {4096}, /*iters=*/1, /*warmup=*/0};
+      BenchRunner runner(std::move(job), (*group)->transport(r));
       results[r] = runner.Run(nullptr);
     });
   }
@@ -84,13 +83,13 @@ std::vector<absl::StatusOr<v1::BenchRankResult>> RunRanks(
 }
 
 // Every rank's result of the whole job (each Run must succeed).
-std::vector<v1::BenchRankResult> RunBench(int world, const std::string& groups,
-                                          WireDtype dtype = WireDtype::kFp32) {
+std::vector<BenchRankResult> RunBench(int world, const std::string& groups,
+                                      WireDtype dtype = WireDtype::kFp32) {
   std::vector<int> all(world);
   for (int r = 0; r < world; ++r) all[r] = r;
-  std::vector<absl::StatusOr<v1::BenchRankResult>> results =
+  std::vector<absl::StatusOr<BenchRankResult>> results =
       RunRanks(world, groups, all, 20000, dtype);
-  std::vector<v1::BenchRankResult> out;
+  std::vector<BenchRankResult> out;
   for (int r = 0; r < world; ++r) {
     EXPECT_TRUE(results[r].ok()) << "rank " << r << ": " << results[r].status();
     if (!results[r].ok()) return {};
@@ -104,7 +103,7 @@ std::vector<v1::BenchRankResult> RunBench(int world, const std::string& groups,
 TEST(BenchRunner, ASilentRankOfTheSecondPairFailsTheOthersInTime) {
   constexpr int kTimeoutMs = 300;
   const absl::Time start = absl::Now();
-  std::vector<absl::StatusOr<v1::BenchRankResult>> results =
+  std::vector<absl::StatusOr<BenchRankResult>> results =
       RunRanks(3, "0,0,1", {0, 1}, kTimeoutMs);
   const absl::Duration took = absl::Now() - start;
   for (int r : {0, 1}) {
@@ -131,41 +130,38 @@ class BenchLinks : public ::testing::TestWithParam<LinksCase> {};
 // alpha_seconds and beta; every rank reports the groups.
 TEST_P(BenchLinks, EachPairsFirstRankReportsItsLink) {
   const LinksCase& c = GetParam();
-  const std::vector<v1::BenchRankResult> results = RunBench(c.world, c.groups);
+  const std::vector<BenchRankResult> results = RunBench(c.world, c.groups);
   ASSERT_EQ(results.size(), static_cast<size_t>(c.world));
-  const v1::BenchRankResult& r0 = results[0];
+  const BenchRankResult& r0 = results[0];
   const auto check = [&](const Pair& want, const char* what,
-                         bool (v1::BenchRankResult::*has)() const,
-                         const v1::BenchLink& (v1::BenchRankResult::*get)() const) {
+                         std::optional<BenchLink> BenchRankResult::*link) {
     SCOPED_TRACE(what);
     for (int r = 0; r < c.world; ++r) {
-      const v1::BenchRankResult& x = results[r];
-      ASSERT_EQ((x.*has)(), r == want[0]) << "rank " << r;
+      const BenchRankResult& x = results[r];
+      ASSERT_EQ((x.*link).has_value(), r == want[0]) << "rank " << r;
       if (r != want[0]) continue;
-      const v1::BenchLink& l = (x.*get)();
-      EXPECT_EQ((Pair{l.rank_a(), l.rank_b()}), want);
-      EXPECT_GT(l.alpha_seconds(), 0);
-      EXPECT_GT(l.beta_bytes_per_second(), 0);
+      const BenchLink& l = *(x.*link);
+      EXPECT_EQ((Pair{l.rank_a, l.rank_b}), want);
+      EXPECT_GT(l.alpha_seconds, 0);
+      EXPECT_GT(l.beta_bytes_per_second, 0);
       if (want == Pair{0, 1}) {
-        EXPECT_EQ(l.alpha_seconds(), r0.alpha_seconds());
-        EXPECT_EQ(l.beta_bytes_per_second(), r0.beta_bytes_per_second());
+        EXPECT_EQ(l.alpha_seconds, r0.alpha_seconds);
+        EXPECT_EQ(l.beta_bytes_per_second, r0.beta_bytes_per_second);
       }
     }
   };
-  check(c.between, "between", &v1::BenchRankResult::has_between_hosts,
-        &v1::BenchRankResult::between_hosts);
-  check(c.inside, "inside", &v1::BenchRankResult::has_inside_host,
-        &v1::BenchRankResult::inside_host);
-  EXPECT_EQ(r0.alpha_seconds() > 0, c.world > 1);
+  check(c.between, "between", &BenchRankResult::between_hosts);
+  check(c.inside, "inside", &BenchRankResult::inside_host);
+  EXPECT_EQ(r0.alpha_seconds > 0, c.world > 1);
   for (int r = 0; r < c.world; ++r) {
     SCOPED_TRACE(r);
-    const v1::BenchRankResult& x = results[r];
+    const BenchRankResult& x = results[r];
     if (r > 0) {
-      EXPECT_EQ(x.alpha_seconds(), 0);
+      EXPECT_EQ(x.alpha_seconds, 0);
     }
-    EXPECT_EQ(x.host_groups_size(), c.world);
-    ASSERT_EQ(x.rows_size(), 1);
-    EXPECT_TRUE(x.rows(0).ok()) << x.rows(0).error();
+    EXPECT_EQ(x.host_groups.size(), static_cast<size_t>(c.world));
+    ASSERT_EQ(x.rows.size(), 1u);
+    EXPECT_TRUE(x.rows[0].ok) << x.rows[0].error;
   }
 }
 
@@ -173,13 +169,14 @@ TEST_P(BenchLinks, EachPairsFirstRankReportsItsLink) {
 // values (fp16 would round any beta above 65504 bytes/s to infinity).
 TEST(BenchRunner, LinksKeepTheirValuesOnAHalfPrecisionWire) {
   for (const WireDtype dtype : {WireDtype::kFp16, WireDtype::kBf16}) {
-    const std::vector<v1::BenchRankResult> results = RunBench(4, "0,1,1,1", dtype);
+    const std::vector<BenchRankResult> results = RunBench(4, "0,1,1,1", dtype);
     ASSERT_EQ(results.size(), 4u);
-    for (const v1::BenchLink& l :
-         {results[0].between_hosts(), results[1].inside_host()}) {
-      EXPECT_TRUE(std::isfinite(l.beta_bytes_per_second()));
-      EXPECT_GT(l.beta_bytes_per_second(), 65504);  // in-process: GB/s
-      EXPECT_GT(l.alpha_seconds(), 0);
+    ASSERT_TRUE(results[0].between_hosts.has_value());
+    ASSERT_TRUE(results[1].inside_host.has_value());
+    for (const BenchLink& l : {*results[0].between_hosts, *results[1].inside_host}) {
+      EXPECT_TRUE(std::isfinite(l.beta_bytes_per_second));
+      EXPECT_GT(l.beta_bytes_per_second, 65504);  // in-process: GB/s
+      EXPECT_GT(l.alpha_seconds, 0);
     }
   }
 }

@@ -10,8 +10,6 @@
 #include "absl/strings/str_cat.h"
 #include "common/partition.h"
 #include "common/ps_layout.h"
-#include "common/spec/assignment_options.h"
-#include "common/spec/job_spec.h"
 #include "worker/collectives/ring.h"
 #include "worker/sync/allreduce_sync.h"
 #include "worker/sync/ps_client.h"
@@ -199,14 +197,11 @@ class PushPullCase final : public BenchRunner::Case {
   // 1. rank 0 installs zeros and the SGD config; 2. the others wait for it.
   absl::Status Prepare(absl::Time deadline) override {
     if (rank_ != 0) return client_->Pull(params_.data(), true, deadline);
-    v1::ShardConfig config;
-    config.set_world_size(world_);
-    config.set_mode(v1::SYNC_MODE_SYNC);
-    config.set_staleness(-1);
-    config.set_optimizer(v1::OPTIMIZER_SGD);
-    config.set_lr(1.0f);
-    config.set_momentum(0.0f);
-    return client_->Init(params_.data(), config, deadline);
+    JobOptions config;  // what the shards need of a sync SGD job
+    config.world_size = world_;
+    config.mode = SyncMode::kSync;
+    config.optimizer = {OptimizerKind::kSgd, /*lr=*/1.0f, /*momentum=*/0.0f};
+    return client_->Init(params_.data(), ShardConfigOf(config, 0), deadline);
   }
   void Fill() override {
     std::fill(params_.begin(), params_.end(), 0.0f);
@@ -233,13 +228,25 @@ class PushPullCase final : public BenchRunner::Case {
 
 }  // namespace
 
-BenchRunner::BenchRunner(v1::Assignment a, Transport* transport,
-                         const TuningTable* tuning, const Env* env)
-    : a_(std::move(a)),
+namespace {
+
+AllreduceOptions BenchAllreduceOptions(const JobOptions& job, const TuningTable* tuning,
+                                       const Env* env) {
+  AllreduceOptions o = AllreduceOptionsFor(job, tuning);
+  o.env = env;
+  return o;
+}
+
+}  // namespace
+
+BenchRunner::BenchRunner(JobOptions job, Transport* transport, const TuningTable* tuning,
+                         const Env* env)
+    : job_(std::move(job)),
       transport_(transport),
-      timeout_(StepTimeout(a_.spec())),
+      timeout_(job_.step_timeout),
       tuning_(tuning),
-      env_(env) {}
+      env_(env),
+      allreduce_options_(BenchAllreduceOptions(job_, tuning, env)) {}
 
 BenchRunner::~BenchRunner() = default;
 
@@ -255,31 +262,27 @@ absl::Status BenchRunner::CheckAborted() {
   return aborted_;
 }
 
-absl::StatusOr<v1::BenchRankResult> BenchRunner::Run(const BenchProgressFn& progress) {
+absl::StatusOr<BenchRankResult> BenchRunner::Run(const BenchProgressFn& progress) {
   if (absl::Status st = CheckAborted(); !st.ok()) return st;
-  absl::StatusOr<JobOptions> job = JobOptionsOf(a_);
-  if (!job.ok()) return job.status();
-  job_ = *std::move(job);
-  allreduce_options_ = AllreduceOptionsFor(job_, tuning_);
-  allreduce_options_.env = env_;
   // Recursive doubling: every rank leaves after the same log2(N) exchanges,
   // where a ring barrier lets ranks go 2(N-1) hops apart.
   absl::StatusOr<std::unique_ptr<Allreduce>> barrier = MakeAllreduce(
       AllreduceAlgorithm::kRecursiveDoubling, transport_, 1, allreduce_options_);
   if (!barrier.ok()) return barrier.status();
   barrier_ = std::move(*barrier);
-  v1::BenchRankResult result;
+  BenchRankResult result;
   if (absl::Status st = MeasureLinks(&result); !st.ok()) return st;
-  const v1::BenchSpec& bench = a_.spec().bench();
-  for (int i = 0; i < bench.sizes_size(); ++i) {
-    absl::StatusOr<v1::BenchRankRow> row = RunSize(i, bench.sizes(i));
+  const BenchOptions& bench = job_.bench;
+  const int sizes = static_cast<int>(bench.sizes.size());
+  for (int i = 0; i < sizes; ++i) {
+    absl::StatusOr<BenchRankRow> row = RunSize(i, bench.sizes[i]);
     if (!row.ok()) {
       return absl::Status(row.status().code(),
-                          absl::StrCat(BenchOpName(bench.op()), " of ", bench.sizes(i),
+                          absl::StrCat(BenchOpName(bench.op), " of ", bench.sizes[i],
                                        " bytes: ", row.status().message()));
     }
-    *result.add_rows() = *std::move(row);
-    if (transport_->rank() == 0 && progress) progress(i + 1, bench.sizes_size());
+    result.rows.push_back(*std::move(row));
+    if (transport_->rank() == 0 && progress) progress(i + 1, sizes);
   }
   return result;
 }
@@ -327,13 +330,13 @@ constexpr int kFirstPair = 0, kSecondPair = 1;
 // bench_merge.h): the values never travel as tensor data, which a 16-bit
 // wire format would round (fp16 tops out at 65504 bytes/s).
 // A rank waits for 1 and 2 at most 3 step timeouts.
-absl::Status BenchRunner::MeasureLinks(v1::BenchRankResult* result) {
+absl::Status BenchRunner::MeasureLinks(BenchRankResult* result) {
   const int world = transport_->size(), me = transport_->rank();
   std::vector<int> groups = allreduce_options_.groups;
   if (groups.empty()) {  // no peer addresses: a host per rank
     for (int r = 0; r < world; ++r) groups.push_back(r);
   }
-  for (int g : groups) result->add_host_groups(g);
+  result->host_groups = groups;
   if (world < 2) return absl::OkStatus();
   const absl::Duration wait = 3 * timeout_;
   const absl::Time deadline = env_->Now() + wait;
@@ -343,20 +346,19 @@ absl::Status BenchRunner::MeasureLinks(v1::BenchRankResult* result) {
   const std::array<int, 2> second = first_between ? pairs.inside : pairs.between;
   const auto link = [&](const std::array<int, 2>& ranks, bool between, float alpha,
                         float beta) {
-    v1::BenchLink* l =
-        between ? result->mutable_between_hosts() : result->mutable_inside_host();
-    l->set_rank_a(ranks[0]);
-    l->set_rank_b(ranks[1]);
-    l->set_alpha_seconds(alpha);
-    l->set_beta_bytes_per_second(beta);
+    BenchLink& l = (between ? result->between_hosts : result->inside_host).emplace();
+    l.rank_a = ranks[0];
+    l.rank_b = ranks[1];
+    l.alpha_seconds = alpha;
+    l.beta_bytes_per_second = beta;
   };
   if (me <= 1) {
     float alpha = 0, beta = 0;
     absl::Status st = MeasurePair(0, 1, deadline, &alpha, &beta);
     if (!st.ok()) return st;
     if (me == 0) {
-      result->set_alpha_seconds(alpha);
-      result->set_beta_bytes_per_second(beta);
+      result->alpha_seconds = alpha;
+      result->beta_bytes_per_second = beta;
       link(first, first_between, alpha, beta);
     }
   }
@@ -438,25 +440,21 @@ absl::StatusOr<std::unique_ptr<BenchRunner::Case>> BenchRunner::MakeCase(int ind
                                                                          int64_t bytes) {
   const size_t count = static_cast<size_t>(bytes) / sizeof(float);
   const int rank = transport_->rank(), world = transport_->size();
-  switch (a_.spec().bench().op()) {
-    case v1::BENCH_OP_ALLREDUCE: {
+  switch (job_.bench.op) {
+    case BenchOp::kAllreduce: {
       absl::StatusOr<std::unique_ptr<Allreduce>> algo =
-          MakeAllreduce(AllreduceAlgorithmOf(a_.spec().algorithm()), transport_, count,
-                        allreduce_options_);
+          MakeAllreduce(job_.algorithm, transport_, count, allreduce_options_);
       if (!algo.ok()) return algo.status();
       return std::unique_ptr<Case>(
           std::make_unique<AllreduceCase>(*std::move(algo), count, rank, world, index));
     }
-    case v1::BENCH_OP_BROADCAST:
+    case BenchOp::kBroadcast:
       return std::unique_ptr<Case>(std::make_unique<BroadcastCase>(
           transport_, count, allreduce_options_.segment_bytes, timeout_, env_));
-    case v1::BENCH_OP_PUSHPULL:
+    case BenchOp::kPushPull:
       return MakePushPullCase(index, count);
-    default:
-      break;
   }
-  return absl::InvalidArgumentError(
-      absl::StrCat("bench.op: unknown op ", static_cast<int>(a_.spec().bench().op())));
+  return absl::InvalidArgumentError("bench.op: unknown op");
 }
 
 // The vector of `count` floats laid out over the job's shards as a training
@@ -467,7 +465,7 @@ absl::StatusOr<std::unique_ptr<BenchRunner::Case>> BenchRunner::MakeCase(int ind
 // drop it with the job).
 absl::StatusOr<std::unique_ptr<BenchRunner::Case>> BenchRunner::MakePushPullCase(
     int index, size_t count) {
-  const int shards = a_.ps_shards_size();
+  const int shards = static_cast<int>(job_.ps_shards.size());
   if (shards < 1) {
     return absl::FailedPreconditionError(
         "pushpull bench without parameter-server shards in the assignment");
@@ -479,7 +477,7 @@ absl::StatusOr<std::unique_ptr<BenchRunner::Case>> BenchRunner::MakePushPullCase
   std::vector<PsPiece> pieces = MakePsPieces(job_.job_id, addresses, layout);
   for (size_t i = 0; i < pieces.size(); ++i) {
     pieces[i].key =
-        absl::StrCat(a_.job_id(), "/b", index, "p", layout.partitions[i].index);
+        absl::StrCat(job_.job_id, "/b", index, "p", layout.partitions[i].index);
   }
   const int n = static_cast<int>(pieces.size());
   auto client = std::make_unique<PsClient>(transport_->rank(), PsCredentialsOf(job_),
@@ -491,22 +489,22 @@ absl::StatusOr<std::unique_ptr<BenchRunner::Case>> BenchRunner::MakePushPullCase
 }
 
 // Steps 2a-2c of Run for one size.
-absl::StatusOr<v1::BenchRankRow> BenchRunner::RunSize(int index, int64_t bytes) {
+absl::StatusOr<BenchRankRow> BenchRunner::RunSize(int index, int64_t bytes) {
   absl::StatusOr<std::unique_ptr<Case>> made = MakeCase(index, bytes);
   if (!made.ok()) return made.status();
   const std::unique_ptr<Case> c = *std::move(made);
   absl::Status st = WatchPs(c.get());
   if (st.ok()) st = c->Prepare(Deadline());
-  v1::BenchRankRow row;
-  row.set_bytes(bytes);
-  row.set_algorithm(c->algorithm());
-  row.set_ok(true);
-  const v1::BenchSpec& bench = a_.spec().bench();
-  for (int w = 0; st.ok() && w < bench.warmup(); ++w) {
+  BenchRankRow row;
+  row.bytes = bytes;
+  row.algorithm = c->algorithm();
+  row.ok = true;
+  const BenchOptions& bench = job_.bench;
+  for (int w = 0; st.ok() && w < bench.warmup; ++w) {
     c->Fill();
     st = c->Run(NextStep());
   }
-  for (int t = 0; st.ok() && t < bench.iters(); ++t) {
+  for (int t = 0; st.ok() && t < bench.iters; ++t) {
     c->Fill();
     st = Barrier();
     if (!st.ok()) break;
@@ -514,11 +512,11 @@ absl::StatusOr<v1::BenchRankRow> BenchRunner::RunSize(int index, int64_t bytes) 
     st = c->Run(NextStep());
     const double seconds = SecondsSince(env_, t0);
     if (!st.ok()) break;
-    row.add_iteration_seconds(seconds);
+    row.iteration_seconds.push_back(seconds);
     const std::string bad = c->Verify();
-    if (!bad.empty() && row.ok()) {
-      row.set_ok(false);
-      row.set_error(absl::StrCat("iteration ", t, ": ", bad));
+    if (!bad.empty() && row.ok) {
+      row.ok = false;
+      row.error = absl::StrCat("iteration ", t, ": ", bad);
     }
   }
   ForgetPs();

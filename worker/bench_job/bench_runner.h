@@ -18,7 +18,7 @@
 #include "absl/time/time.h"
 #include "common/env.h"
 #include "common/spec/job_options.h"
-#include "gradsync/v1/gradsync.pb.h"
+#include "worker/bench_job/bench_result.h"
 #include "worker/collectives/allreduce_factory.h"
 #include "worker/collectives/transport.h"
 
@@ -48,13 +48,13 @@ using BenchProgressFn = std::function<void(int done, int total)>;
 // Runs one rank of a bench job. Run from one thread; Abort from any thread.
 class BenchRunner {
  public:
-  // `a` is a validated bench assignment; `transport` connects this rank to
-  // every rank of the job and must outlive the runner (pushpull also talks
-  // to a.ps_shards()). `tuning` (nullptr: the built-in table) is what
+  // `job` is a validated bench job (job.is_bench); `transport` connects this
+  // rank to every rank of the job and must outlive the runner (pushpull
+  // also talks to job.ps_shards). `tuning` (nullptr: the built-in table) is what
   // algorithm auto runs, as for training (AllreduceOptionsFor,
   // worker/sync/allreduce_sync.h); it must outlive the runner, and so must
   // `env` (deadlines; iterations are timed on its monotonic clock).
-  BenchRunner(v1::Assignment a, Transport* transport, const TuningTable* tuning = nullptr,
+  BenchRunner(JobOptions job, Transport* transport, const TuningTable* tuning = nullptr,
               const Env* env = Env::Default());
   ~BenchRunner();
 
@@ -66,9 +66,9 @@ class BenchRunner {
   //     PickLinkPairs(groups) when there is one; then a barrier (a rank
   //     waits for the two at most 3 step timeouts). Each pair's first rank
   //     reports its link in its result.
-  //  2. For each size of spec.bench.sizes, in order:
-  //     a. build the operation once (MakeAllreduce with spec.algorithm and
-  //        AllreduceOptionsFor(a, tuning): segment_bytes = spec.chunk_bytes,
+  //  2. For each size of job.bench.sizes, in order:
+  //     a. build the operation once (MakeAllreduce with job.algorithm and
+  //        AllreduceOptionsFor(job, tuning): segment_bytes = job.chunk_bytes,
   //        the step timeout, host groups; RingBroadcast from rank 0; or a
   //        PsClient over the PS shards, the vector laid out as a training
   //        bucket: MakePsLayout's partitions, round-robin);
@@ -79,10 +79,10 @@ class BenchRunner {
   //     d. rank 0 calls `progress`.
   // Returns this rank's rows; a row whose result differed is ok = false
   // with the first difference in `error`. Errors (the job fails): a
-  // collective's error (DEADLINE_EXCEEDED after spec.step_timeout_ms when a
+  // collective's error (DEADLINE_EXCEEDED after job.step_timeout when a
   // rank died, the abort status after Abort), UNIMPLEMENTED for an
-  // algorithm this build lacks, INVALID_ARGUMENT for a bad assignment.
-  absl::StatusOr<v1::BenchRankResult> Run(const BenchProgressFn& progress);
+  // algorithm this build lacks.
+  absl::StatusOr<BenchRankResult> Run(const BenchProgressFn& progress);
 
   // Fails a running and any later Run with `status` (non-OK). Idempotent.
   void Abort(const absl::Status& status);
@@ -94,7 +94,7 @@ class BenchRunner {
   // host per rank); on rank 0 alpha_seconds, beta_bytes_per_second and
   // ranks 0 and 1's link (between_hosts or inside_host, by their groups);
   // on the second pair's first rank that pair's link.
-  absl::Status MeasureLinks(v1::BenchRankResult* result);
+  absl::Status MeasureLinks(BenchRankResult* result);
   // α and β between ranks a and b (run by those two ranks only; each one's
   // first receive waits until `first_deadline`, later ones one step
   // timeout): kSmallTries round trips of 1 float, α = median / 2; kBigTries
@@ -112,18 +112,17 @@ class BenchRunner {
   absl::Status WatchPs(Case* c);
   void ForgetPs();
   absl::Status CheckAborted();
-  absl::StatusOr<v1::BenchRankRow> RunSize(int index, int64_t bytes);
+  absl::StatusOr<BenchRankRow> RunSize(int index, int64_t bytes);
   absl::Time Deadline() const { return env_->Now() + timeout_; }
   int64_t NextStep() { return next_step_++; }
 
   // Constant after construction.
-  const v1::Assignment a_;
-  JobOptions job_;  // JobOptionsOf(a_), set at the start of Run
+  const JobOptions job_;
   Transport* const transport_;
   const absl::Duration timeout_;
   const TuningTable* const tuning_;
   const Env* const env_;
-  AllreduceOptions allreduce_options_;  // set at the start of Run
+  const AllreduceOptions allreduce_options_;  // AllreduceOptionsFor(job_, tuning)
   std::unique_ptr<Allreduce> barrier_;
 
   int64_t next_step_ = 0;  // Run's thread only: tags every collective
