@@ -6,7 +6,7 @@
 // 5824522 = mlp:784-2048-2048-10 (23.3 MB of parameters). The directory is
 // $GRADSYNC_BENCH_DIR or /tmp.
 //
-// BM_AllreduceCheckpointSave: a allreduce job's checkpoint as rank 0's sender thread
+// BM_AllreduceCheckpointSave: an allreduce job's checkpoint as rank 0's sender thread
 // pays it (worker/sync/allreduce_checkpoint.h): every piece sent over loopback
 // gRPC to a PS service in this process, which writes it as a checkpoint
 // file (server/ps/allreduce_checkpoints.h).

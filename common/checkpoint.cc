@@ -1,15 +1,10 @@
 #include "common/checkpoint.h"
 
-#include <fcntl.h>
-#include <unistd.h>
 #include <zlib.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <system_error>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -27,55 +22,38 @@ struct Fixed {
   uint64_t params, first, second;
 };
 
-absl::Status IoError(const std::string& what, const std::string& path) {
-  return absl::InternalError(
-      absl::StrCat("checkpoint ", path, ": ", what, ": ", std::strerror(errno)));
-}
-
-// Writes all of `bytes` to fd, folding them into *crc.
-bool WriteAll(int fd, const void* bytes, size_t n, uLong* crc) {
+// Appends n bytes to *out, folding them into *crc.
+void Append(const void* bytes, size_t n, uLong* crc, std::string* out) {
   const auto* p = static_cast<const unsigned char*>(bytes);
-  if (crc != nullptr) {
-    for (size_t done = 0; done < n;) {  // zlib takes 32-bit lengths
-      const uInt len = static_cast<uInt>(std::min<size_t>(n - done, 1u << 30));
-      *crc = crc32(*crc, p + done, len);
-      done += len;
-    }
+  for (size_t done = 0; done < n;) {  // zlib takes 32-bit lengths
+    const uInt len = static_cast<uInt>(std::min<size_t>(n - done, 1u << 30));
+    *crc = crc32(*crc, p + done, len);
+    done += len;
   }
-  while (n > 0) {
-    const ssize_t w = ::write(fd, p, n);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return false;
-    p += w;
-    n -= static_cast<size_t>(w);
-  }
-  return true;
+  out->append(reinterpret_cast<const char*>(p), n);
 }
 
-bool WriteBody(int fd, const CheckpointView& c) {
+// The file's bytes: magic, version, key, the fixed part, the floats, CRC-32.
+std::string Serialize(const CheckpointView& c) {
+  std::string out;
+  out.reserve(sizeof(kMagic) + 8 + c.key.size() + sizeof(Fixed) +
+              4 * (c.params.size() + c.first_moment.size() + c.second_moment.size()) + 4);
   uLong crc = crc32(0L, Z_NULL, 0);
   const uint32_t version = kCheckpointVersion;
   const uint32_t key_len = static_cast<uint32_t>(c.key.size());
   const Fixed f{c.step, c.optimizer_steps, c.params.size(), c.first_moment.size(),
                 c.second_moment.size()};
-  bool ok = WriteAll(fd, kMagic, sizeof(kMagic), &crc) &&
-            WriteAll(fd, &version, 4, &crc) && WriteAll(fd, &key_len, 4, &crc) &&
-            WriteAll(fd, c.key.data(), c.key.size(), &crc) &&
-            WriteAll(fd, &f, sizeof(f), &crc) &&
-            WriteAll(fd, c.params.data(), c.params.size() * 4, &crc) &&
-            WriteAll(fd, c.first_moment.data(), c.first_moment.size() * 4, &crc) &&
-            WriteAll(fd, c.second_moment.data(), c.second_moment.size() * 4, &crc);
+  Append(kMagic, sizeof(kMagic), &crc, &out);
+  Append(&version, 4, &crc, &out);
+  Append(&key_len, 4, &crc, &out);
+  Append(c.key.data(), c.key.size(), &crc, &out);
+  Append(&f, sizeof(f), &crc, &out);
+  Append(c.params.data(), c.params.size() * 4, &crc, &out);
+  Append(c.first_moment.data(), c.first_moment.size() * 4, &crc, &out);
+  Append(c.second_moment.data(), c.second_moment.size() * 4, &crc, &out);
   const uint32_t sum = static_cast<uint32_t>(crc);
-  return ok && WriteAll(fd, &sum, 4, nullptr);
-}
-
-absl::Status SyncDirectory(const std::string& path) {
-  const std::string dir = std::filesystem::path(path).parent_path().string();
-  const int fd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY);
-  if (fd < 0) return IoError("open directory", path);
-  const bool ok = ::fsync(fd) == 0;
-  ::close(fd);
-  return ok ? absl::OkStatus() : IoError("fsync directory", path);
+  out.append(reinterpret_cast<const char*>(&sum), 4);
+  return out;
 }
 
 absl::Status Corrupt(const std::string& path, const std::string& why) {
@@ -93,41 +71,25 @@ void TakeFloats(const std::string& bytes, size_t* at, uint64_t n,
 
 }  // namespace
 
-absl::Status WriteCheckpoint(const std::string& path, const CheckpointView& c) {
-  std::error_code ec;
-  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
-  if (!parent.empty()) std::filesystem::create_directories(parent, ec);
-  if (ec) {
-    return absl::InternalError(
-        absl::StrCat("checkpoint ", path, ": create directory: ", ec.message()));
-  }
-  const std::string tmp = path + ".tmp";
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  if (fd < 0) return IoError("create", tmp);
-  absl::Status st;
-  if (!WriteBody(fd, c)) st = IoError("write", tmp);
-  if (st.ok() && ::fsync(fd) != 0) st = IoError("fsync", tmp);
-  ::close(fd);
-  if (st.ok() && ::rename(tmp.c_str(), path.c_str()) != 0) {
-    st = IoError("rename to its final name", tmp);
-  }
-  if (!st.ok()) {
-    ::unlink(tmp.c_str());
-    return st;
-  }
-  return SyncDirectory(path);
+absl::Status WriteCheckpoint(const std::string& path, const CheckpointView& c,
+                             const Env* env) {
+  const std::string parent = std::filesystem::path(path).parent_path().string();
+  absl::Status st = parent.empty() ? absl::OkStatus() : env->CreateDirectories(parent);
+  if (st.ok()) st = env->WriteFileAtomically(path, Serialize(c));
+  if (!st.ok()) return absl::Status(st.code(), absl::StrCat("checkpoint ", st.message()));
+  return absl::OkStatus();
 }
 
-absl::StatusOr<Checkpoint> ReadCheckpoint(const std::string& path) {
-  std::ifstream in(path, std::ios::binary | std::ios::ate);
-  if (!in) {
+absl::StatusOr<Checkpoint> ReadCheckpoint(const std::string& path, const Env* env) {
+  absl::StatusOr<std::string> read = env->ReadFileToString(path);
+  if (absl::IsNotFound(read.status())) {
     return absl::NotFoundError(absl::StrCat("checkpoint ", path, " not found"));
   }
-  std::string bytes(static_cast<size_t>(in.tellg()), '\0');
-  in.seekg(0);
-  if (!in.read(bytes.data(), static_cast<std::streamsize>(bytes.size()))) {
-    return absl::DataLossError(absl::StrCat("checkpoint ", path, ": read failed"));
+  if (!read.ok()) {
+    return absl::DataLossError(absl::StrCat("checkpoint ", path, ": read failed (",
+                                            read.status().message(), ")"));
   }
+  const std::string& bytes = *read;
   const size_t head = sizeof(kMagic) + 8;
   if (bytes.size() < head + sizeof(Fixed) + 4) return Corrupt(path, "truncated");
   if (std::memcmp(bytes.data(), kMagic, sizeof(kMagic)) != 0) {

@@ -23,6 +23,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "common/env.h"
 
 namespace gradsync {
 
@@ -50,13 +51,17 @@ struct CheckpointView {
 // Writes `c` to `path` atomically (see above), creating missing parent
 // directories. INTERNAL naming the file on an I/O error (the temporary file
 // is removed).
-absl::Status WriteCheckpoint(const std::string& path, const CheckpointView& c);
+// The file goes through `env` (Env::WriteFileAtomically).
+absl::Status WriteCheckpoint(const std::string& path, const CheckpointView& c,
+                             const Env* env = Env::Default());
 
 // Reads and verifies `path`. NOT_FOUND when it does not exist; DATA_LOSS
 // naming the file when it is truncated, its magic or CRC-32 is wrong, or its
 // sizes do not match its length; FAILED_PRECONDITION for another version.
 // A file that fails any check is never returned.
-absl::StatusOr<Checkpoint> ReadCheckpoint(const std::string& path);
+// The file comes through `env` (Env::ReadFileToString).
+absl::StatusOr<Checkpoint> ReadCheckpoint(const std::string& path,
+                                          const Env* env = Env::Default());
 
 // "<dir>/<piece>-<step>.ckpt": the checkpoint file of one piece of a job.
 std::string CheckpointFile(const std::string& dir, const std::string& piece,

@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 
 #include "absl/strings/str_cat.h"
@@ -106,6 +107,15 @@ absl::Status Env::WriteFileAtomically(const std::string& path,
 bool Env::FileExists(const std::string& path) const {
   struct stat st;
   return ::stat(path.c_str(), &st) == 0;
+}
+
+absl::Status Env::CreateDirectories(const std::string& dir) const {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) {
+    return absl::InternalError(absl::StrCat(dir, ": create directory: ", ec.message()));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace gradsync

@@ -67,8 +67,7 @@ class Env {
     return AwaitWithDeadline(mu, cond, Now() + timeout);
   }
 
-  // Files. Not yet used for the checkpoint files (common/checkpoint.h
-  // streams them with a CRC and its own error codes).
+  // Files (the checkpoint files of common/checkpoint.h go through these).
   //
   // The whole of file `path`. NOT_FOUND when it does not exist, INTERNAL
   // naming the file on another error.
@@ -81,6 +80,10 @@ class Env {
                                            absl::string_view contents) const;
 
   virtual bool FileExists(const std::string& path) const;
+
+  // Creates directory `dir` and its missing parents (OK when it exists).
+  // INTERNAL naming the directory on an error.
+  virtual absl::Status CreateDirectories(const std::string& dir) const;
 };
 
 }  // namespace gradsync

@@ -196,8 +196,8 @@ absl::Status PsSlice::WriteCheckpointLocked(int64_t step) {
   view.optimizer_steps = optimizer_.steps();
   view.first_moment = optimizer_.first_moment();
   view.second_moment = optimizer_.second_moment();
-  absl::Status st =
-      WriteCheckpoint(CheckpointFile(config_.checkpoint_dir, config_.piece, step), view);
+  absl::Status st = WriteCheckpoint(
+      CheckpointFile(config_.checkpoint_dir, config_.piece, step), view, config_.env);
   if (!st.ok()) return st;
   if (step - 2 * k > 0) {  // keep the last two (resume needs a common step)
     std::remove(

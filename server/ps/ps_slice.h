@@ -46,6 +46,7 @@ struct ShardJobConfig {
   std::string checkpoint_dir;
   std::string piece;  // "p3" of key "j-1/p3"
   std::string key;
+  const Env* env = Env::Default();  // the checkpoint files' (PsStore's Env)
   // Resuming: the checkpoint of job `resume_from` at `resume_step` replaces
   // the INIT values (PsStore::Init loads it).
   std::string resume_from;

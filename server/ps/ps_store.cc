@@ -69,6 +69,7 @@ absl::StatusOr<std::unique_ptr<PsSlice>> PsStore::MakeSlice(
   config.checkpoint_dir = absl::StrCat(checkpoint_root_, "/", JobOf(key));
   config.piece = PieceOf(key);
   config.key = key;
+  config.env = env_;
   if (!resume) return PsSlice::Create(config, std::move(initial));
   if (config.resume_from.find('/') != std::string::npos || config.resume_from[0] == '.') {
     return absl::InvalidArgumentError(
@@ -77,7 +78,7 @@ absl::StatusOr<std::unique_ptr<PsSlice>> PsStore::MakeSlice(
   const std::string path =
       CheckpointFile(absl::StrCat(checkpoint_root_, "/", config.resume_from),
                      config.piece, config.resume_step);
-  absl::StatusOr<Checkpoint> c = ReadCheckpoint(path);
+  absl::StatusOr<Checkpoint> c = ReadCheckpoint(path, env_);
   if (!c.ok()) return c.status();
   absl::Status st = CheckResumed(*c, path, config, initial.size());
   if (!st.ok()) return st;

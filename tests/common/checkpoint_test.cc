@@ -7,11 +7,15 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 
 namespace gradsync {
 namespace {
@@ -134,6 +138,78 @@ TEST(CheckpointListingTest, CommonStepsOfAllPieces) {
   EXPECT_EQ(CommonSteps(listing), std::set<int64_t>({4}));
   EXPECT_TRUE(ListCheckpoints(dir + "/none").empty());
   std::filesystem::remove_all(dir);
+}
+
+// An Env whose files live in a map: the checkpoint files go through the Env
+// given, not around it (the PS store hands its slices its own).
+class MapFileEnv final : public Env {
+ public:
+  absl::Time Now() const override { return Env::Default()->Now(); }
+  absl::Time NowMonotonic() const override { return Env::Default()->NowMonotonic(); }
+  void SleepFor(absl::Duration d) const override { Env::Default()->SleepFor(d); }
+  bool AwaitWithDeadline(absl::Mutex* mu, const absl::Condition& cond,
+                         absl::Time deadline) const override
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    return Env::Default()->AwaitWithDeadline(mu, cond, deadline);
+  }
+  absl::StatusOr<std::string> ReadFileToString(const std::string& path) const override {
+    absl::MutexLock lock(&mu_);
+    auto it = files_.find(path);
+    if (it == files_.end()) return absl::NotFoundError(path);
+    return it->second;
+  }
+  absl::Status WriteFileAtomically(const std::string& path,
+                                   absl::string_view contents) const override {
+    absl::MutexLock lock(&mu_);
+    if (fail_writes_) return absl::InternalError(absl::StrCat(path, ": disk full"));
+    files_[path] = std::string(contents);
+    return absl::OkStatus();
+  }
+  absl::Status CreateDirectories(const std::string&) const override {
+    return absl::OkStatus();
+  }
+  bool FileExists(const std::string& path) const override {
+    absl::MutexLock lock(&mu_);
+    return files_.count(path) > 0;
+  }
+  void set_fail_writes(bool fail) {
+    absl::MutexLock lock(&mu_);
+    fail_writes_ = fail;
+  }
+
+ private:
+  mutable absl::Mutex mu_;
+  mutable std::map<std::string, std::string> files_ ABSL_GUARDED_BY(mu_);
+  bool fail_writes_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+TEST(CheckpointEnv, FilesGoThroughTheEnvGiven) {
+  MapFileEnv env;
+  const std::vector<float> p = {1.0f, 2.0f}, m = {3.0f, 4.0f}, v = {5.0f, 6.0f};
+  const std::string path = "/nonexistent-dir/j-1/p0-2.ckpt";
+  ASSERT_TRUE(WriteCheckpoint(path, {"j-1/p0", 2, p, 7, m, v}, &env).ok());
+  EXPECT_TRUE(env.FileExists(path));
+  EXPECT_FALSE(std::filesystem::exists(path));  // not on the real disk
+  absl::StatusOr<Checkpoint> c = ReadCheckpoint(path, &env);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->key, "j-1/p0");
+  EXPECT_EQ(c->step, 2);
+  EXPECT_EQ(c->optimizer_steps, 7);
+  EXPECT_EQ(c->params, p);
+  EXPECT_EQ(c->first_moment, m);
+  EXPECT_EQ(c->second_moment, v);
+  // The real Env has no such file.
+  EXPECT_TRUE(absl::IsNotFound(ReadCheckpoint(path).status()));
+
+  // A failed write is the Env's error, named as a checkpoint's.
+  env.set_fail_writes(true);
+  absl::Status st = WriteCheckpoint(path, {"j-1/p0", 3, p, 8, m, v}, &env);
+  EXPECT_EQ(st.code(), absl::StatusCode::kInternal);
+  EXPECT_NE(st.message().find("checkpoint"), std::string::npos) << st;
+  EXPECT_NE(st.message().find("disk full"), std::string::npos) << st;
+  // The file written before is untouched.
+  ASSERT_TRUE(ReadCheckpoint(path, &env).ok());
+  EXPECT_EQ(ReadCheckpoint(path, &env)->step, 2);
 }
 
 }  // namespace

@@ -39,7 +39,7 @@ inline constexpr size_t kAllreduceCheckpointPieceFloats = size_t{1} << 20;
 // size 0) when n == 0.
 std::vector<Range> AllreduceCheckpointPieces(size_t n);
 
-// What a allreduce checkpoint holds: the parameters, and the optimizer state laid
+// What an allreduce checkpoint holds: the parameters, and the optimizer state laid
 // out as them (OptimizerState).
 struct AllreduceState {
   std::vector<float> params;
