@@ -65,7 +65,12 @@ class Interruption {
   // From the signal thread: marks the command interrupted and cancels the
   // watched call, if any.
   void Interrupt();
+  // As Interrupt, from the command itself, with the reason to report (e.g.
+  // `local`'s watchdog: one of its daemons died). The first reason stays.
+  void Stop(const std::string& reason);
   bool interrupted() const { return interrupted_; }
+  // Stop's reason; "" after a Ctrl-C (or nothing).
+  std::string reason() const;
   // For LocalClusterOptions and CommandHooks; lives as long as this object.
   const std::atomic<bool>* flag() const { return &interrupted_; }
   // The call a Ctrl-C cancels (nullptr: none). A call set after the
@@ -74,8 +79,9 @@ class Interruption {
 
  private:
   std::atomic<bool> interrupted_{false};
-  absl::Mutex mu_;
+  mutable absl::Mutex mu_;
   grpc::ClientContext* watched_ ABSL_GUARDED_BY(mu_) = nullptr;
+  std::string reason_ ABSL_GUARDED_BY(mu_);
 };
 
 // The commands; each returns the process's exit code.

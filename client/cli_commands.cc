@@ -97,7 +97,9 @@ v1::Job Watch(v1::Coordinator::Stub* stub, const std::string& id,
     creq.set_id(id);
     v1::Job j;
     stub->CancelJob(&cctx, creq, &j);
-    std::cerr << "gradsync: interrupted; cancelled " << id << std::endl;
+    const std::string why = interruption->reason();
+    std::cerr << "gradsync: " << (why.empty() ? "interrupted" : why) << "; cancelled "
+              << id << std::endl;
     return j;
   }
   if (!st.ok()) Die(absl::StrCat("watch ", id, ": ", RpcError(st)));
@@ -132,6 +134,18 @@ void Interruption::Interrupt() {
   interrupted_ = true;
   absl::MutexLock lock(&mu_);
   if (watched_ != nullptr) watched_->TryCancel();
+}
+
+void Interruption::Stop(const std::string& reason) {
+  absl::MutexLock lock(&mu_);
+  if (reason_.empty()) reason_ = reason;
+  interrupted_ = true;
+  if (watched_ != nullptr) watched_->TryCancel();
+}
+
+std::string Interruption::reason() const {
+  absl::MutexLock lock(&mu_);
+  return reason_;
 }
 
 void Interruption::SetWatched(grpc::ClientContext* ctx) {
@@ -199,6 +213,8 @@ void PrintJob(const v1::Job& job) {
   } else if (job.state() == v1::RUNNING) {
     std::printf("  step %ld/%ld\n", static_cast<long>(job.step()),
                 static_cast<long>(job.total_steps()));
+  } else if (job.state() == v1::QUEUED && !job.waiting_for().empty()) {
+    std::printf("  waiting: %s\n", job.waiting_for().c_str());
   }
   for (const std::string& stall : job.stalls()) {
     std::printf("  stall: %s\n", stall.c_str());

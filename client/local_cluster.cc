@@ -55,7 +55,8 @@ std::string LastLines(const std::string& path, int n) {
   for (int i = 0; i <= n && pos != std::string::npos && pos > 0; ++i) {
     pos = s.rfind('\n', pos - 1);
   }
-  return pos == std::string::npos ? s : s.substr(pos + 1);
+  // An empty file (a worker logs nothing at --log_level=warn) has no line.
+  return pos == std::string::npos || pos >= s.size() ? s : s.substr(pos + 1);
 }
 
 }  // namespace

@@ -8,13 +8,18 @@
 #include <cstdio>
 #include <filesystem>
 #include <map>
+#include <memory>
+#include <string>
 #include <system_error>
+#include <thread>
 #include <utility>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "client/cli.h"
 #include "client/local_cluster.h"
@@ -226,6 +231,69 @@ std::string Autotune(v1::Coordinator::Stub* stub, const CliOptions& cli,
       AlgorithmName(best), "\n");
 }
 
+// Watches the cluster's daemons while `local` runs jobs on them: one that
+// exits (killed, crashed) stops the command naming it, so that no job waits
+// for a worker that is gone (a job queued for 4 workers on a cluster of 3
+// would wait forever). Polls every kPeriod until destroyed.
+class ClusterWatchdog {
+ public:
+  static constexpr absl::Duration kPeriod = absl::Milliseconds(200);
+
+  ClusterWatchdog(LocalCluster* cluster, Interruption* interruption)
+      : cluster_(cluster), interruption_(interruption), thread_([this] { Run(); }) {}
+  ~ClusterWatchdog() {
+    {
+      absl::MutexLock lock(&mu_);
+      stop_ = true;
+    }
+    thread_.join();
+  }
+  ClusterWatchdog(const ClusterWatchdog&) = delete;
+  ClusterWatchdog& operator=(const ClusterWatchdog&) = delete;
+
+  // Checks now, and again until `grace` has passed while all live: a job
+  // that failed because a worker was killed can end before the kernel has
+  // made the process a zombie that waitpid sees. The dead daemon's status
+  // with its log's last lines; OK while none died.
+  absl::Status CheckNow(absl::Duration grace) {
+    const absl::Time until = absl::Now() + grace;
+    while (true) {
+      {
+        absl::MutexLock lock(&mu_);
+        absl::Status st = CheckLocked();
+        if (!st.ok() || absl::Now() >= until) return st;
+      }
+      absl::SleepFor(absl::Milliseconds(50));
+    }
+  }
+
+ private:
+  void Run() {
+    absl::MutexLock lock(&mu_);
+    while (!mu_.AwaitWithTimeout(absl::Condition(&stop_), kPeriod)) {
+      if (!CheckLocked().ok()) return;
+    }
+  }
+
+  absl::Status CheckLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (!lost_.ok()) return lost_;
+    absl::Status alive = cluster_->CheckAlive();
+    if (alive.ok()) return alive;
+    lost_ = alive;
+    const std::string first(alive.message().substr(0, alive.message().find('\n')));
+    interruption_->Stop(
+        absl::StrCat("a daemon of the local cluster is gone (", first, ")"));
+    return lost_;
+  }
+
+  LocalCluster* const cluster_;
+  Interruption* const interruption_;
+  absl::Mutex mu_;
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status lost_ ABSL_GUARDED_BY(mu_);
+  std::thread thread_;  // last: starts once the members above exist
+};
+
 }  // namespace
 
 int LocalCommand(const CliOptions& cli, Interruption* interruption) {
@@ -240,6 +308,7 @@ int LocalCommand(const CliOptions& cli, Interruption* interruption) {
   }
   SetClusterSecurity((*cluster)->client_security());  // its random token
   auto stub = Connect((*cluster)->coordinator());
+  auto watchdog = std::make_unique<ClusterWatchdog>(cluster->get(), interruption);
   std::vector<v1::Job> jobs;
   std::vector<JobTimeline> timelines;
   int rc = 0;
@@ -268,7 +337,18 @@ int LocalCommand(const CliOptions& cli, Interruption* interruption) {
     timelines.push_back(std::move(timeline));
     if (!cli.compare) PrintJob(job);
   }
+  // A failed job may have lost a worker that the next poll would see.
+  const absl::Status lost =
+      watchdog->CheckNow(rc != 0 ? absl::Seconds(1) : absl::ZeroDuration());
+  watchdog.reset();
   (*cluster)->Shutdown();
+  if (!lost.ok()) {
+    std::fprintf(stderr,
+                 "gradsync: local: %s\nThe jobs need every worker of the local cluster; "
+                 "stopped.\n",
+                 std::string(lost.message()).c_str());
+    return 1;
+  }
   if (interruption->interrupted()) return 130;
   if (cli.compare) std::printf("\n%s", CompareTable(jobs).c_str());
   WriteResults(cli, jobs, cli.compare, &timelines);

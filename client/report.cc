@@ -50,6 +50,7 @@ nlohmann::json JobToJson(const v1::Job& job) {
   j["state"] = v1::JobState_Name(job.state());
   j["error"] = job.error();
   j["error_code"] = JobErrorCodeName(job);
+  if (!job.waiting_for().empty()) j["waiting_for"] = job.waiting_for();  // QUEUED
   j["strategy"] = StrategyName(s.strategy());
   j["mode"] = SyncModeName(s.mode());
   j["staleness"] = s.has_staleness() ? nlohmann::json(s.staleness()) : nlohmann::json();

@@ -156,9 +156,28 @@ void JobTable::Reschedule(Decisions* out) {
     }
     if (head == nullptr && e->job.spec().workers() <= registered) {
       head = e;
-      if (Reserves(*e)) return;
+      if (Reserves(*e)) break;
     }
     ++it;
+  }
+  SayWhatQueuedJobsWaitFor(out);
+}
+
+void JobTable::SayWhatQueuedJobsWaitFor(Decisions* out) {
+  const std::vector<const RegisteredWorker*> live = workers_->Live();
+  const int idle = static_cast<int>(
+      std::count_if(live.begin(), live.end(),
+                    [](const RegisteredWorker* w) { return w->job_id.empty(); }));
+  for (const std::string& id : queue_) {
+    JobEntry* e = Entry(id);
+    if (e == nullptr || e->job.state() != v1::QUEUED) continue;
+    const int wanted = e->job.spec().workers();
+    const std::string text =
+        absl::StrCat("needs ", wanted, wanted == 1 ? " worker, " : " workers, ",
+                     live.size(), " registered, ", idle, " idle");
+    if (text == e->job.waiting_for()) continue;
+    e->job.set_waiting_for(text);
+    if (RoomForEvent(e)) AppendStateEvent(e, text, out);
   }
 }
 
@@ -180,6 +199,7 @@ void JobTable::Place(JobEntry* e, const std::vector<const RegisteredWorker*>& pi
   v1::Assignment a = MakeAssignment(*e, picked);
   e->job.mutable_result()->set_num_params(a.num_params());
   e->job.set_state(v1::RUNNING);
+  e->job.clear_waiting_for();
   e->job.set_start_time_ms(NowMs());
   e->job.clear_workers();
   e->started = clock_->Now();
@@ -265,6 +285,7 @@ void JobTable::EndJob(JobEntry* e, v1::JobState state, const absl::Status& statu
   const std::string& id = e->job.id();
   for (v1::WorkerMessage::JobDone& d : e->results) d.clear_trace();
   e->job.set_state(state);
+  e->job.clear_waiting_for();
   e->job.set_error(std::string(status.message()));
   e->job.set_error_code(static_cast<int>(status.code()));
   e->job.set_end_time_ms(NowMs());

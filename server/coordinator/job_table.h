@@ -258,6 +258,10 @@ class JobTable {
   // next save of the job retries its events).
   void AddStateEvent(JobEntry* e, const std::string& message, Decisions* out);
   void AppendStateEvent(JobEntry* e, const std::string& message, Decisions* out);
+  // Sets Job.waiting_for of every queued job ("needs N workers, R
+  // registered, I idle") and, when it changed, records it as a STATE event
+  // (watch shows it).
+  void SayWhatQueuedJobsWaitFor(Decisions* out);
   // Saves the job and its unsaved events in one transaction (OK without a
   // store).
   absl::Status Save(JobEntry* e);

@@ -87,6 +87,27 @@ TEST(Integration, LocalCompareRunsAnUnreportedWarmUpJobFirst) {
   }
 }
 
+// `local` owns its daemons: one that dies mid-job stops the command at once,
+// naming it (the job fails or is cancelled, whichever comes first), instead of leaving the next job queued
+// for a worker that is gone (it used to wait QUEUED forever).
+TEST(Integration, LocalStopsWhenOneOfItsWorkersDies) {
+  const std::string dir = TempDir();
+  const int shell_rc =
+      Shell(absl::StrCat("bash ", GRADSYNC_SOURCE_DIR,
+                         "/tests/integration/scripts/kill_a_local_worker.sh ", dir, " ",
+                         GRADSYNC_BIN_DIR),
+            150);
+  const std::string out = Slurp(dir + "/out.txt");
+  ASSERT_EQ(shell_rc, 0) << Slurp(dir + "/rc") << "\n" << out;
+  // 1: stopped with a reason; 124 would be the script's 90 s timeout (a hang).
+  EXPECT_EQ(Slurp(dir + "/rc"), "1\n") << out;
+  EXPECT_NE(out.find("exited unexpectedly"), std::string::npos) << out;
+  EXPECT_NE(out.find("The jobs need every worker"), std::string::npos) << out;
+  const double took =
+      std::stod(Slurp(dir + "/ended_at")) - std::stod(Slurp(dir + "/killed_at"));
+  EXPECT_LT(took, 30.0) << out;
+}
+
 TEST(Integration, LocalClusterReusesALogDirectoryWithoutStaleAddresses) {
   // The last run's daemons announced ports that nobody listens on now; the
   // launcher must read the new announcements, not these.
@@ -373,6 +394,45 @@ TEST(Integration, CliSubmitWaitListStatusAgainstARunningServer) {
                   30),
             2);
   EXPECT_NE(Slurp(dir + "/bad.txt").find("batch_size"), std::string::npos);
+}
+
+// A job that wants more workers than the cluster has says so in status,
+// list and list --json, instead of only "QUEUED"; cancelling it works.
+TEST(Integration, AJobQueuedForMoreWorkersSaysWhatItWaitsFor) {
+  Cluster c(2);
+  ASSERT_TRUE(c.ok());
+  const std::string dir = TempDir();
+  const std::string bin = GRADSYNC_BIN_DIR;
+  const std::string server = c.CliFlags();
+  ASSERT_EQ(Shell(absl::StrCat(bin, "/gradsync submit ", server,
+                               " --workers=3 --steps=5 > ", dir, "/id.txt"),
+                  30),
+            0);
+  std::string id = Slurp(dir + "/id.txt");
+  id = id.substr(0, id.find('\n'));
+  const std::string want = "needs 3 workers, 2 registered, 2 idle";
+  ASSERT_EQ(Shell(absl::StrCat(bin, "/gradsync status ", id, " ", server, " > ", dir,
+                               "/st.txt"),
+                  30),
+            0);
+  EXPECT_NE(Slurp(dir + "/st.txt").find("waiting: " + want), std::string::npos)
+      << Slurp(dir + "/st.txt");
+  ASSERT_EQ(
+      Shell(absl::StrCat(bin, "/gradsync list ", server, " > ", dir, "/list.txt"), 30),
+      0);
+  EXPECT_NE(Slurp(dir + "/list.txt").find("waiting: " + want), std::string::npos)
+      << Slurp(dir + "/list.txt");
+  ASSERT_EQ(
+      Shell(absl::StrCat(bin, "/gradsync list --json ", server, " > ", dir, "/list.json"),
+            30),
+      0);
+  nlohmann::json l = nlohmann::json::parse(Slurp(dir + "/list.json"));
+  ASSERT_EQ(l["jobs"].size(), 1u);
+  EXPECT_EQ(l["jobs"][0]["state"], "QUEUED");
+  EXPECT_EQ(l["jobs"][0]["waiting_for"], want);
+  EXPECT_EQ(
+      Shell(absl::StrCat(bin, "/gradsync cancel ", id, " ", server, " > /dev/null"), 30),
+      0);
 }
 
 TEST(Integration, CliPointedAtAClosedPortSaysSoInOneLine) {

@@ -280,9 +280,13 @@ TEST_F(JobHistoryTest, EventsOfAFailedSaveAreSavedWithTheNextOne) {
   Decisions d;
   ASSERT_TRUE(table_->Cancel(id, &d).ok());
   ASSERT_EQ(store.saves.size(), 2u);
-  ASSERT_EQ(store.saves[1].events.size(), 2u);
-  EXPECT_EQ(store.saves[1].events[0].state(), v1::RUNNING);
-  EXPECT_EQ(store.saves[1].events[1].state(), v1::CANCELLED);
+  // What the queued job waited for (recorded after the submission's save),
+  // then the RUNNING event of the failed save, then CANCELLED.
+  ASSERT_EQ(store.saves[1].events.size(), 3u);
+  EXPECT_EQ(store.saves[1].events[0].state(), v1::QUEUED);
+  EXPECT_EQ(store.saves[1].events[0].message(), "needs 1 worker, 0 registered, 0 idle");
+  EXPECT_EQ(store.saves[1].events[1].state(), v1::RUNNING);
+  EXPECT_EQ(store.saves[1].events[2].state(), v1::CANCELLED);
 }
 
 TEST_F(JobHistoryTest, AStoreThatCannotBeReadFailsRecovery) {

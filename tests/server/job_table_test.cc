@@ -34,6 +34,39 @@ TEST_F(JobTableTest, JobWaitsUntilEnoughWorkersAreIdle) {
   EXPECT_EQ(BusyWith("w1"), id);
 }
 
+// A queued job says what it waits for (watch, status and list show it), as
+// a STATE event each time that changes, and forgets it once placed.
+TEST_F(JobTableTest, AQueuedJobSaysWhatItWaitsFor) {
+  Join("w0");
+  Join("w1");
+  const std::string two = Submit(Spec(v1::STRATEGY_RING, 2));
+  ASSERT_EQ(Job(two).state(), v1::RUNNING);
+  EXPECT_EQ(Job(two).waiting_for(), "");
+  const std::string three = Submit(Spec(v1::STRATEGY_RING, 3));
+  EXPECT_EQ(Job(three).state(), v1::QUEUED);
+  EXPECT_EQ(Job(three).waiting_for(), "needs 3 workers, 2 registered, 0 idle");
+  Join("w2");
+  EXPECT_EQ(Job(three).waiting_for(), "needs 3 workers, 3 registered, 1 idle");
+  JobDone("w0", Done(two, 0));
+  EXPECT_EQ(Job(three).waiting_for(), "needs 3 workers, 3 registered, 2 idle");
+  JobDone("w1", Done(two, 1));
+  EXPECT_EQ(Job(three).state(), v1::RUNNING);
+  EXPECT_EQ(Job(three).waiting_for(), "");
+  WatchCursor cursor;
+  std::vector<v1::JobEvent> events;
+  Read(three, &cursor, &events);
+  std::vector<std::string> queued;
+  for (const v1::JobEvent& e : events) {
+    if (e.kind() == v1::JobEvent::STATE && e.state() == v1::QUEUED) {
+      queued.push_back(e.message());
+    }
+  }
+  EXPECT_EQ(queued,
+            (std::vector<std::string>{"queued", "needs 3 workers, 2 registered, 0 idle",
+                                      "needs 3 workers, 3 registered, 1 idle",
+                                      "needs 3 workers, 3 registered, 2 idle"}));
+}
+
 TEST_F(JobTableTest, AJobThatCannotRunYetDoesNotBlockSmallerOnes) {
   Join("w0");
   Join("w1");
