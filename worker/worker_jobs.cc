@@ -12,6 +12,7 @@
 #include "common/logging.h"
 #include "common/spec/assignment_options.h"
 #include "common/spec/job_spec.h"
+#include "common/spec/wire_dtype_proto.h"
 #include "worker/bench_job/bench_runner.h"
 #include "worker/collectives/hierarchical.h"
 #include "worker/job_reports.h"

@@ -107,18 +107,6 @@ class Cursor {
 
 }  // namespace
 
-v1::WireDtype WireDtypeToProto(WireDtype d) {
-  switch (d) {
-    case WireDtype::kFp32:
-      return v1::WIRE_DTYPE_UNSPECIFIED;
-    case WireDtype::kBf16:
-      return v1::WIRE_DTYPE_BF16;
-    case WireDtype::kFp16:
-      return v1::WIRE_DTYPE_FP16;
-  }
-  return v1::WIRE_DTYPE_UNSPECIFIED;
-}
-
 grpc::ByteBuffer EncodeFrameBytes(TensorHeader header, WireDtype dtype, const void* bytes,
                                   size_t n, std::function<void()> on_release) {
   header.set_count(n);

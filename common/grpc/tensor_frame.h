@@ -22,7 +22,7 @@
 #include <grpcpp/support/slice.h>
 
 #include "absl/status/statusor.h"
-#include "common/spec/job_spec.h"
+#include "common/spec/wire_dtype_proto.h"
 #include "common/wire_dtype.h"
 #include "gradsync/v1/gradsync.pb.h"
 
@@ -30,11 +30,8 @@ namespace gradsync {
 
 using v1::TensorHeader;
 
-// WireDtypeOf (the wire's dtype field as a WireDtype) is in
-// common/spec/job_spec.h.
-// The dtype field for `d` (fp32 is written as unspecified, so fp32 frames are
-// byte-identical to those of builds without 16-bit formats).
-v1::WireDtype WireDtypeToProto(WireDtype d);
+// WireDtypeOf and WireDtypeToProto (the wire's dtype field, both ways) are
+// in common/spec/wire_dtype_proto.h.
 
 // Encodes header (its `count` is set to n, its dtype to fp32) and
 // data[0..n). gRPC reads `data` without copying: the memory must stay valid

@@ -7,6 +7,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "common/spec/job_spec.h"
+#include "common/spec/wire_dtype_proto.h"
 
 namespace gradsync {
 namespace {
@@ -15,34 +16,35 @@ absl::Status Bad(const std::string& field, const std::string& what) {
   return absl::InvalidArgumentError(absl::StrCat("assignment: ", field, ": ", what));
 }
 
-}  // namespace
-
-absl::StatusOr<JobOptions> JobOptionsOf(const v1::Assignment& a) {
-  const v1::JobSpec& spec = a.spec();
-  JobOptions o;
-  o.job_id = a.job_id();
-  o.rank = a.rank();
-  o.world_size = a.world_size();
-  if (o.world_size < 1 || o.rank < 0 || o.rank >= o.world_size) {
-    return Bad("rank", absl::StrCat("rank ", o.rank, " of world ", o.world_size));
+// Who this rank is, who its peers and shards are, its model and credentials.
+absl::Status SetRank(const v1::Assignment& a, JobOptions* o) {
+  o->job_id = a.job_id();
+  o->rank = a.rank();
+  o->world_size = a.world_size();
+  if (o->world_size < 1 || o->rank < 0 || o->rank >= o->world_size) {
+    return Bad("rank", absl::StrCat("rank ", o->rank, " of world ", o->world_size));
   }
-  o.peer_addresses.assign(a.peer_addresses().begin(), a.peer_addresses().end());
+  o->peer_addresses.assign(a.peer_addresses().begin(), a.peer_addresses().end());
   for (const v1::PsShardInfo& s : a.ps_shards()) {
-    o.ps_shards.push_back({s.address(), static_cast<int64_t>(s.partition_bytes())});
+    o->ps_shards.push_back({s.address(), static_cast<int64_t>(s.partition_bytes())});
   }
-  o.layer_widths.assign(a.layer_widths().begin(), a.layer_widths().end());
-  o.num_params = a.num_params();
-  o.job_secret = a.job_secret();
-  o.resume_secret = a.resume_secret();
-  o.resume_world = a.resume_world();
+  o->layer_widths.assign(a.layer_widths().begin(), a.layer_widths().end());
+  o->num_params = a.num_params();
+  o->job_secret = a.job_secret();
+  o->resume_secret = a.resume_secret();
+  o->resume_world = a.resume_world();
+  return absl::OkStatus();
+}
 
+// Strategy, mode and the data path's settings.
+absl::Status SetSync(const v1::JobSpec& spec, int world, JobOptions* o) {
   switch (spec.strategy()) {
     case v1::STRATEGY_PS:
-      o.strategy = SyncStrategy::kPs;
+      o->strategy = SyncStrategy::kPs;
       break;
     case v1::STRATEGY_UNSPECIFIED:  // bench jobs: ValidateJobSpec's default
     case v1::STRATEGY_RING:
-      o.strategy = SyncStrategy::kAllreduce;
+      o->strategy = SyncStrategy::kAllreduce;
       break;
     default:
       return Bad("strategy", absl::StrCat("unknown ", StrategyName(spec.strategy())));
@@ -50,26 +52,56 @@ absl::StatusOr<JobOptions> JobOptionsOf(const v1::Assignment& a) {
   switch (spec.mode()) {
     case v1::SYNC_MODE_UNSPECIFIED:  // bench jobs: ValidateJobSpec's default
     case v1::SYNC_MODE_SYNC:
-      o.mode = SyncMode::kSync;
+      o->mode = SyncMode::kSync;
       break;
     case v1::SYNC_MODE_ASYNC:
-      o.mode = SyncMode::kAsync;
+      o->mode = SyncMode::kAsync;
       break;
     default:
       return Bad("mode", absl::StrCat("unknown ", SyncModeName(spec.mode())));
   }
-  if (spec.has_staleness()) o.staleness = spec.staleness();
-  o.algorithm = AllreduceAlgorithmOf(spec.algorithm());
-  absl::StatusOr<std::vector<int>> groups = ParseGroups(spec.groups(), a.world_size());
+  if (spec.has_staleness()) o->staleness = spec.staleness();
+  o->algorithm = AllreduceAlgorithmOf(spec.algorithm());
+  absl::StatusOr<std::vector<int>> groups = ParseGroups(spec.groups(), world);
   if (!groups.ok()) return groups.status();
-  o.groups = *std::move(groups);
-  o.chunk_bytes = static_cast<size_t>(std::max<int64_t>(0, spec.chunk_bytes()));
-  o.bucket_bytes = spec.bucket_bytes();
+  o->groups = *std::move(groups);
+  o->chunk_bytes = static_cast<size_t>(std::max<int64_t>(0, spec.chunk_bytes()));
+  o->bucket_bytes = spec.bucket_bytes();
   absl::StatusOr<WireDtype> dtype = WireDtypeOf(spec.wire_dtype());
   if (!dtype.ok()) return Bad("wire_dtype", std::string(dtype.status().message()));
-  o.wire_dtype = *dtype;
-  o.step_timeout = StepTimeout(spec);
+  o->wire_dtype = *dtype;
+  o->step_timeout = StepTimeout(spec);
+  return absl::OkStatus();
+}
 
+// A bench job's operation and sizes.
+absl::Status SetBench(const v1::BenchSpec& bench, JobOptions* o) {
+  switch (bench.op()) {
+    case v1::BENCH_OP_ALLREDUCE:
+      o->bench.op = BenchOp::kAllreduce;
+      break;
+    case v1::BENCH_OP_BROADCAST:
+      o->bench.op = BenchOp::kBroadcast;
+      break;
+    case v1::BENCH_OP_PUSHPULL:
+      o->bench.op = BenchOp::kPushPull;
+      break;
+    default:
+      return Bad("bench.op", absl::StrCat("unknown op ", static_cast<int>(bench.op())));
+  }
+  o->bench.sizes.assign(bench.sizes().begin(), bench.sizes().end());
+  o->bench.iters = bench.iters();
+  o->bench.warmup = bench.warmup();
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<JobOptions> JobOptionsOf(const v1::Assignment& a) {
+  const v1::JobSpec& spec = a.spec();
+  JobOptions o;
+  if (absl::Status st = SetRank(a, &o); !st.ok()) return st;
+  if (absl::Status st = SetSync(spec, a.world_size(), &o); !st.ok()) return st;
   o.optimizer = OptimizerFromSpec(spec);
   o.seed = spec.seed();
   o.batch_size = spec.batch_size();
@@ -81,23 +113,7 @@ absl::StatusOr<JobOptions> JobOptionsOf(const v1::Assignment& a) {
   o.trace = spec.trace();
   o.is_bench = IsBench(spec);
   if (o.is_bench) {
-    switch (spec.bench().op()) {
-      case v1::BENCH_OP_ALLREDUCE:
-        o.bench.op = BenchOp::kAllreduce;
-        break;
-      case v1::BENCH_OP_BROADCAST:
-        o.bench.op = BenchOp::kBroadcast;
-        break;
-      case v1::BENCH_OP_PUSHPULL:
-        o.bench.op = BenchOp::kPushPull;
-        break;
-      default:
-        return Bad("bench.op",
-                   absl::StrCat("unknown op ", static_cast<int>(spec.bench().op())));
-    }
-    o.bench.sizes.assign(spec.bench().sizes().begin(), spec.bench().sizes().end());
-    o.bench.iters = spec.bench().iters();
-    o.bench.warmup = spec.bench().warmup();
+    if (absl::Status st = SetBench(spec.bench(), &o); !st.ok()) return st;
   }
   return o;
 }

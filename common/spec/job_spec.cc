@@ -182,22 +182,6 @@ std::string StallText(const v1::WorkerMessage::Stall& s) {
   return text;
 }
 
-absl::StatusOr<WireDtype> WireDtypeOf(v1::WireDtype d) {
-  switch (d) {
-    case v1::WIRE_DTYPE_UNSPECIFIED:
-    case v1::WIRE_DTYPE_FP32:
-      return WireDtype::kFp32;
-    case v1::WIRE_DTYPE_BF16:
-      return WireDtype::kBf16;
-    case v1::WIRE_DTYPE_FP16:
-      return WireDtype::kFp16;
-    default:
-      break;
-  }
-  return absl::InvalidArgumentError(
-      absl::StrCat("unknown wire dtype ", static_cast<int>(d)));
-}
-
 OptimizerOptions OptimizerFromSpec(const v1::JobSpec& spec) {
   OptimizerOptions o;
   o.kind =

@@ -68,10 +68,6 @@ absl::Duration StallThreshold(const v1::JobSpec& spec);
 // coordinator's Job.stalls and events alike.
 std::string StallText(const v1::WorkerMessage::Stall& s);
 
-// The wire format of a dtype field (TensorHeader, JobSpec); INVALID_ARGUMENT
-// for a value this build does not know.
-absl::StatusOr<WireDtype> WireDtypeOf(v1::WireDtype d);
-
 // The optimizer a validated spec asks for.
 OptimizerOptions OptimizerFromSpec(const v1::JobSpec& spec);
 
