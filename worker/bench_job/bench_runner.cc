@@ -470,11 +470,9 @@ absl::StatusOr<std::unique_ptr<BenchRunner::Case>> BenchRunner::MakePushPullCase
     return absl::FailedPreconditionError(
         "pushpull bench without parameter-server shards in the assignment");
   }
-  std::vector<std::string> addresses;
-  for (const PsShardOptions& s : job_.ps_shards) addresses.push_back(s.address);
   const PsLayout layout =
       MakePsLayout({Range{0, count}}, shards, job_.ps_shards[0].partition_bytes);
-  std::vector<PsPiece> pieces = MakePsPieces(job_.job_id, addresses, layout);
+  std::vector<PsPiece> pieces = MakePsPieces(job_.job_id, job_.ps_shards, layout);
   for (size_t i = 0; i < pieces.size(); ++i) {
     pieces[i].key =
         absl::StrCat(job_.job_id, "/b", index, "p", layout.partitions[i].index);

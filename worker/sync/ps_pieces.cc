@@ -6,14 +6,14 @@
 namespace gradsync {
 
 std::vector<PsPiece> MakePsPieces(const std::string& job_id,
-                                  const std::vector<std::string>& shard_addresses,
+                                  const std::vector<PsShardOptions>& shards,
                                   const PsLayout& layout) {
   std::vector<PsPiece> pieces;
   pieces.reserve(layout.partitions.size());
   for (const PsPartition& part : layout.partitions) {
     PsPiece p;
     p.key = absl::StrCat(job_id, "/p", part.index);
-    p.address = shard_addresses[part.shard];
+    p.address = shards[part.shard].address;
     p.offset = part.range.begin;
     p.count = part.range.size;
     pieces.push_back(std::move(p));

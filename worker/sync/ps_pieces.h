@@ -26,9 +26,9 @@ struct PsPiece {
 
 // One piece per partition of `layout` (common/ps_layout.h): piece i is
 // partition i, keyed "JOB/p<i>", on shards[partition.shard]. Requires every
-// partition's shard to index `shard_addresses`.
+// partition's shard to index `shards`.
 std::vector<PsPiece> MakePsPieces(const std::string& job_id,
-                                  const std::vector<std::string>& shard_addresses,
+                                  const std::vector<PsShardOptions>& shards,
                                   const PsLayout& layout);
 
 // What proves to the PS shards that the caller is a member of its job

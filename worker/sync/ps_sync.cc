@@ -34,9 +34,7 @@ class PsSync final : public GradientSync {
     const PsLayout layout =
         MakePsLayout(buckets, static_cast<int>(shards.size()), shards[0].partition_bytes);
     pieces_of_bucket_ = layout.partitions_of_bucket;
-    std::vector<std::string> addresses;
-    for (const PsShardOptions& s : shards) addresses.push_back(s.address);
-    std::vector<PsPiece> pieces = MakePsPieces(job_.job_id, addresses, layout);
+    std::vector<PsPiece> pieces = MakePsPieces(job_.job_id, shards, layout);
     PsClient* client;
     {
       absl::MutexLock lock(&mu_);
@@ -48,9 +46,10 @@ class PsSync final : public GradientSync {
     }
     const absl::Time deadline = env_->Now() + job_.step_timeout + kInitialPullSlack;
     if (!job_.resume_from.empty()) {
-      absl::StatusOr<int64_t> step = FindResumeStep(
-          job_.resume_from, std::set<std::string>(addresses.begin(), addresses.end()),
-          PsCredentialsOf(job_), deadline);
+      std::set<std::string> addresses;
+      for (const PsShardOptions& s : shards) addresses.insert(s.address);
+      absl::StatusOr<int64_t> step =
+          FindResumeStep(job_.resume_from, addresses, PsCredentialsOf(job_), deadline);
       if (!step.ok()) return step.status();
       start_step_ = *step;
     }
