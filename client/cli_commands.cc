@@ -9,6 +9,7 @@
 #include <iostream>
 
 #include "absl/strings/str_cat.h"
+#include "client/blob_upload.h"
 #include "client/cli.h"
 #include "client/report.h"
 #include "client/trace_json.h"
@@ -224,10 +225,13 @@ void PrintJob(const v1::Job& job) {
 int SubmitAndWatch(v1::Coordinator::Stub* stub, const v1::JobSpec& spec, bool watch,
                    const CliOptions& o, Interruption* interruption, v1::Job* final_job,
                    JobTimeline* timeline) {
-  grpc::ClientContext ctx;
-  ctx.set_deadline(ToChrono(absl::Now() + absl::Seconds(10)));
   v1::SubmitJobRequest req;
   *req.mutable_spec() = spec;
+  if (absl::Status up = UploadJobFiles(stub, req.mutable_spec()); !up.ok()) {
+    Die(absl::StrCat("submit: ", up.message()), 2);
+  }
+  grpc::ClientContext ctx;
+  ctx.set_deadline(ToChrono(absl::Now() + absl::Seconds(10)));
   v1::Job job;
   grpc::Status st = stub->SubmitJob(&ctx, req, &job);
   if (!st.ok()) Die(absl::StrCat("submit: ", RpcError(st)), 2);

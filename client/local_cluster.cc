@@ -204,6 +204,9 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(
     if (!options.data_dir.empty()) {
       args.push_back(absl::StrCat("--data_dir=", options.data_dir));
     }
+    if (!options.cache_dir.empty()) {
+      args.push_back(absl::StrCat("--cache_dir=", options.cache_dir));
+    }
     if (!options.tuning_file.empty()) {
       args.push_back(absl::StrCat("--tuning_file=", options.tuning_file));
     }

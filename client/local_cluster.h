@@ -28,6 +28,7 @@ struct LocalClusterOptions {
   std::string state_dir;
   std::string data_dir;     // passed to workers when set
   std::string tuning_file;  // workers' --tuning_file, when set
+  std::string cache_dir;    // workers' --cache_dir (fetched models), when set
   std::string log_level = "info";
   double heartbeat_timeout = 6.0;
   // The server's and every shard's --ps_inline_bytes; < 0: their default.

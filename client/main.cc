@@ -64,7 +64,10 @@ ABSL_FLAG(std::string, optimizer, "adam",
           "adam, or sgd (with --momentum). Adam is the default because it stays "
           "stable under the stale gradients of the async modes.");
 ABSL_FLAG(std::string, model, "mlp:784-256-128-10",
-          "Model: mlp:IN-H1-...-OUT (input 784 and output 10 for Fashion-MNIST).");
+          "Model: mlp:IN-H1-...-OUT (input 784 and output 10 for Fashion-MNIST), or "
+          "torchscript:PATH, a module saved by torch.jit.save that the client uploads "
+          "with the job (examples/models/; contract in docs/user-guide.md \"Your own "
+          "model\").");
 ABSL_FLAG(uint64_t, seed, 1, "Seed for initial parameters and data order.");
 ABSL_FLAG(std::string, data_dir, "",
           "Fashion-MNIST directory with the *-idx*-ubyte.gz files (default: "

@@ -5,6 +5,8 @@
 #                   README's first command); tests and benchmarks are not
 #                   configured, so their packages need not be installed
 # GRADSYNC_CUDA=ON|OFF|AUTO (default AUTO: CUDA backend when nvcc is found).
+# GRADSYNC_TORCH=ON|OFF|AUTO (default AUTO: TorchScript models when Debian's
+# libtorch-dev is installed; `install-deps.sh` installs it, `run` does not).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 case "${1:-all}" in
@@ -14,5 +16,6 @@ case "${1:-all}" in
   *) echo "usage: build.sh [all|run]" >&2; exit 2 ;;
 esac
 cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DGRADSYNC_CUDA="${GRADSYNC_CUDA:-AUTO}" "${EXTRA[@]}" >/dev/null
+  -DGRADSYNC_CUDA="${GRADSYNC_CUDA:-AUTO}" -DGRADSYNC_TORCH="${GRADSYNC_TORCH:-AUTO}" \
+  "${EXTRA[@]}" >/dev/null
 cmake --build build -j"$(nproc)" "${TARGETS[@]}"

@@ -2,7 +2,9 @@
 # Installs exactly the Debian 12 packages gradsync builds and runs with
 # (clang and libclang-rt-14-dev: CI's thread-safety pass and libFuzzer targets;
 # openssl: deploy/make-dev-certs.sh, which the TLS tests run; the linters
-# clang-format, shellcheck and python3-flake8: .ci/lint.sh).
+# clang-format, shellcheck and python3-flake8: .ci/lint.sh; libtorch-dev and
+# python3-torch: TorchScript models, worker/model/torch, and the scripts in
+# examples/models that write them).
 # Needs root (or sudo). CUDA is not installed here: the CUDA backend builds
 # when nvcc exists (e.g. /usr/local/cuda), see docs/gpu.md.
 #   install-deps.sh          everything (build, tests, benchmarks, CI, dataset)
@@ -27,7 +29,8 @@ BUILD="build-essential cmake pkg-config libgrpc++-dev protobuf-compiler-grpc
 case "${1:-all}" in
   all) PKGS="$BUILD clang libclang-rt-14-dev libgtest-dev libgmock-dev
          libbenchmark-dev libgloo-dev python3-matplotlib dataset-fashion-mnist
-         openssl clang-format shellcheck python3-flake8" ;;
+         openssl clang-format shellcheck python3-flake8 libtorch-dev
+         python3-torch" ;;
   run) PKGS="$BUILD dataset-fashion-mnist" ;;
   build) PKGS="$BUILD" ;;
   docker) PKGS="docker.io docker-compose debootstrap" ;;

@@ -66,6 +66,9 @@ ABSL_FLAG(uint64_t, max_stored_jobs, 10000,
 ABSL_FLAG(double, dead_worker_grace, 600,
           "Coordinator: seconds a lost worker stays listed before it is "
           "forgotten.");
+ABSL_FLAG(uint64_t, max_blob_bytes, 512ull << 20,
+          "Coordinator: the largest file (a TorchScript model) a client may upload "
+          "with a job; kept by content hash under --state_dir/blobs.");
 ABSL_FLAG(int, max_streams, 1024,
           "Coordinator: Join and WatchJob streams open at once (each holds "
           "threads); beyond it new ones get RESOURCE_EXHAUSTED.");
@@ -104,15 +107,21 @@ namespace {
 
 // Opens the job history under --state_dir, builds the coordinator on it and
 // recovers the stored jobs; the coordinator's gauges go into `registry`.
-// `history` must outlive `coordinator` (the caller declares it first).
+// `history` and `blob_store` (uploaded models, --state_dir/blobs) must
+// outlive `coordinator` (the caller declares them first).
 absl::Status StartCoordinator(gradsync::CoordinatorOptions copts,
                               gradsync::MetricsRegistry* registry,
                               std::unique_ptr<gradsync::SqliteJobStore>* history,
+                              std::unique_ptr<gradsync::ContentStore>* blob_store,
                               std::unique_ptr<gradsync::Coordinator>* coordinator) {
   auto opened = gradsync::SqliteJobStore::Open(absl::GetFlag(FLAGS_state_dir));
   if (!opened.ok()) return opened.status();
   *history = *std::move(opened);
   copts.store = history->get();
+  auto blobs = gradsync::ContentStore::Open(absl::GetFlag(FLAGS_state_dir) + "/blobs");
+  if (!blobs.ok()) return blobs.status();
+  *blob_store = *std::move(blobs);
+  copts.blobs = blob_store->get();
   *coordinator = std::make_unique<gradsync::Coordinator>(copts);
   if (absl::Status st = (*coordinator)->RecoverJobs(); !st.ok()) return st;
   gradsync::RegisterCoordinatorMetrics([c = coordinator->get()] { return c->Stats(); },
@@ -151,6 +160,7 @@ gradsync::CoordinatorOptions CoordinatorOptionsFromFlags(
   copts.retention.max_stored_jobs = absl::GetFlag(FLAGS_max_stored_jobs);
   copts.dead_worker_grace = absl::Seconds(absl::GetFlag(FLAGS_dead_worker_grace));
   copts.max_streams = absl::GetFlag(FLAGS_max_streams);
+  copts.max_blob_bytes = absl::GetFlag(FLAGS_max_blob_bytes);
   copts.job_key = std::move(job_key);
   if (role == "all") copts.ps_addresses.push_back("");
   for (absl::string_view s :
@@ -296,12 +306,13 @@ int main(int argc, char** argv) {
       absl::GetFlag(FLAGS_ps_inline_bytes));
   // Declared before the coordinator, which writes to it until destroyed.
   std::unique_ptr<gradsync::SqliteJobStore> history;
+  std::unique_ptr<gradsync::ContentStore> blob_store;
   std::unique_ptr<gradsync::Coordinator> coordinator;
   if (role != "coordinator") services.push_back(&ps_service);
   const gradsync::CoordinatorOptions copts = CoordinatorOptionsFromFlags(role, job_key);
   if (role != "ps") {
-    if (absl::Status st =
-            StartCoordinator(copts, &metrics_registry, &history, &coordinator);
+    if (absl::Status st = StartCoordinator(copts, &metrics_registry, &history,
+                                           &blob_store, &coordinator);
         !st.ok()) {
       std::cerr << "gradsync-server: " << st.message() << "\n";
       return 1;

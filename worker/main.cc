@@ -56,6 +56,11 @@ ABSL_FLAG(std::vector<std::string>, allowed_data_dirs, {},
           "job's data_dir may name. A job naming any other path fails with "
           "PERMISSION_DENIED before a file is opened (paths are compared "
           "after resolving symlinks and '..').");
+ABSL_FLAG(std::string, cache_dir, "/tmp/gradsync-worker-cache",
+          "Where this worker keeps the TorchScript models it fetched from the "
+          "coordinator, each under its SHA-256 (a job naming a cached model does "
+          "not fetch it again; a file that no longer matches its hash is fetched "
+          "anew). Workers on one machine may share it.");
 ABSL_FLAG(int, cpu_threads, 0,
           "BLAS threads of cpu jobs (0 = auto: this host's cores, less one "
           "per rank of the job on this host for its communication, shared "
@@ -92,6 +97,7 @@ absl::StatusOr<gradsync::WorkerOptions> WorkerOptionsFromFlags() {
   }
   o.id = absl::GetFlag(FLAGS_id);
   o.data_dir = absl::GetFlag(FLAGS_data_dir);
+  o.cache_dir = absl::GetFlag(FLAGS_cache_dir);
   o.allowed_data_dirs = absl::GetFlag(FLAGS_allowed_data_dirs);
   o.gpu = absl::GetFlag(FLAGS_gpu);
   o.cpu_threads = absl::GetFlag(FLAGS_cpu_threads);

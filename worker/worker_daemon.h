@@ -27,6 +27,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/content_store.h"
 #include "common/env.h"
 #include "common/spec/tuning_table.h"
 #include "gradsync/v1/gradsync.grpc.pb.h"
@@ -61,6 +62,11 @@ struct WorkerOptions {
   // name `data_dir`, one of `allowed_data_dirs`, or a directory below them.
   std::string data_dir;
   std::vector<std::string> allowed_data_dirs;
+  // Where fetched TorchScript models are kept by hash (worker/blob_fetch.h);
+  // created at the first job that needs it.
+  std::string cache_dir = "/tmp/gradsync-worker-cache";
+  // The longest a model fetch may take.
+  absl::Duration fetch_timeout = absl::Minutes(5);
   int num_gpus = 0;  // GPUs this worker offers (0 without CUDA)
   int gpu = -1;      // GPU to use; -1: rank % num_gpus
   // BLAS threads of cpu jobs; 0: CpuComputeThreads(cores, ranks of the job
@@ -157,7 +163,12 @@ class WorkerDaemon {
   // `job` (JobOptionsOf(a)) must outlive the parts.
   absl::StatusOr<JobParts> PrepareJob(const v1::Assignment& a, const JobOptions* job);
   absl::StatusOr<std::unique_ptr<DeviceModel>> MakeDevice(const v1::Assignment& a,
-                                                          const JobOptions& job);
+                                                          const JobOptions& job,
+                                                          const Dataset& train);
+  // The local path of the job's TorchScript model, fetched into the cache
+  // (options_.cache_dir) unless it is there.
+  absl::StatusOr<std::string> FetchModel(const JobOptions& job)
+      ABSL_LOCKS_EXCLUDED(cache_mu_);
   absl::StatusOr<std::shared_ptr<const Dataset>> LoadData(const std::string& dir,
                                                           bool train);
 
@@ -190,6 +201,8 @@ class WorkerDaemon {
   bool cancel_requested_ ABSL_GUARDED_BY(mu_) = false;
   std::thread job_thread_;
   std::map<std::string, std::shared_ptr<const Dataset>> data_cache_ ABSL_GUARDED_BY(mu_);
+  absl::Mutex cache_mu_;
+  std::unique_ptr<ContentStore> blob_cache_ ABSL_GUARDED_BY(cache_mu_);
 };
 
 }  // namespace gradsync

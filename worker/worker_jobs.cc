@@ -14,6 +14,7 @@
 #include "common/spec/job_spec.h"
 #include "common/spec/wire_dtype_proto.h"
 #include "worker/bench_job/bench_runner.h"
+#include "worker/blob_fetch.h"
 #include "worker/collectives/hierarchical.h"
 #include "worker/job_reports.h"
 #include "worker/metrics/metered_sync.h"
@@ -169,12 +170,49 @@ absl::StatusOr<std::shared_ptr<const Dataset>> WorkerDaemon::LoadData(
   return shared;
 }
 
+absl::StatusOr<std::string> WorkerDaemon::FetchModel(const JobOptions& job) {
+  absl::MutexLock lock(&cache_mu_);  // one fetch at a time; jobs run one at a time
+  if (blob_cache_ == nullptr) {
+    absl::StatusOr<std::unique_ptr<ContentStore>> opened =
+        ContentStore::Open(options_.cache_dir);
+    if (!opened.ok()) {
+      return absl::Status(opened.status().code(),
+                          absl::StrCat("--cache_dir: ", opened.status().message()));
+    }
+    blob_cache_ = *std::move(opened);
+  }
+  BlobFetchOptions fetch;
+  fetch.coordinator = options_.coordinator;
+  fetch.timeout = options_.fetch_timeout;
+  fetch.cancelled = &cancelled_;
+  fetch.env = env_;
+  return FetchBlob(job.torchscript_sha256, blob_cache_.get(), fetch);
+}
+
 absl::StatusOr<std::unique_ptr<DeviceModel>> WorkerDaemon::MakeDevice(
-    const v1::Assignment& a, const JobOptions& job) {
-  absl::StatusOr<MlpSpec> model = ModelOf(job);
-  if (!model.ok()) return model.status();
+    const v1::Assignment& a, const JobOptions& job, const Dataset& train) {
   DeviceRequest req;
-  req.model = *model;
+  if (job.torchscript_sha256.empty()) {
+    absl::StatusOr<MlpSpec> model = ModelOf(job);
+    if (!model.ok()) return model.status();
+    req.model = *model;
+  } else {
+    if (!HaveTorchScript()) {
+      // Before fetching: this worker could not train it anyway.
+      DeviceRequest none;
+      none.torchscript_path = "-";
+      return MakeDeviceModel(none);
+    }
+    absl::StatusOr<std::string> path = FetchModel(job);
+    if (!path.ok()) {
+      return absl::Status(
+          path.status().code(),
+          absl::StrCat("worker ", id_, ": model: ", path.status().message()));
+    }
+    req.torchscript_path = *path;
+    req.features = train.features;
+    req.classes = train.classes;
+  }
   if (a.spec().device() == v1::DEVICE_CUDA) {
     if (options_.num_gpus <= 0) {
       return absl::FailedPreconditionError(
@@ -217,7 +255,7 @@ absl::StatusOr<WorkerDaemon::JobParts> WorkerDaemon::PrepareJob(const v1::Assign
   if (!test.ok()) return test.status();
   parts.train = *train;
   parts.test = *test;
-  absl::StatusOr<std::unique_ptr<DeviceModel>> model = MakeDevice(a, *job);
+  absl::StatusOr<std::unique_ptr<DeviceModel>> model = MakeDevice(a, *job, **train);
   if (!model.ok()) return model.status();
   parts.model = std::move(*model);
   parts.stall = MakeStallWatch(a);

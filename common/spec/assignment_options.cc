@@ -7,6 +7,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "common/spec/job_spec.h"
+#include "common/spec/model_spec.h"
 #include "common/spec/wire_dtype_proto.h"
 
 namespace gradsync {
@@ -30,6 +31,11 @@ absl::Status SetRank(const v1::Assignment& a, JobOptions* o) {
   }
   o->layer_widths.assign(a.layer_widths().begin(), a.layer_widths().end());
   o->num_params = a.num_params();
+  if (IsTorchScriptModel(a.spec().model())) {
+    absl::StatusOr<std::string> hash = TorchScriptHashOf(a.spec().model());
+    if (!hash.ok()) return Bad("model", std::string(hash.status().message()));
+    o->torchscript_sha256 = *hash;
+  }
   o->job_secret = a.job_secret();
   o->resume_secret = a.resume_secret();
   o->resume_world = a.resume_world();

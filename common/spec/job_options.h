@@ -48,6 +48,9 @@ struct JobOptions {
   // The model's layer widths (input, hidden..., output) and parameter count.
   std::vector<int> layer_widths;
   uint64_t num_params = 0;
+  // Set instead: the job trains the uploaded TorchScript model with this
+  // SHA-256 (layer_widths empty, num_params 0: the module fixes both).
+  std::string torchscript_sha256;
   // Data-plane credentials (common/grpc/job_secret.h).
   std::string job_secret;
   std::string resume_secret;  // resume_from set: the old job's secret

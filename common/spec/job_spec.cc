@@ -253,6 +253,17 @@ absl::Status ValidateModel(v1::JobSpec* s) {
                absl::StrCat("unknown dataset '", s->dataset(), "' (want fashion-mnist)"));
   }
   if (s->model().empty()) s->set_model(kDefaultModel);
+  if (IsTorchScriptModel(s->model())) {
+    // Its fit to the data is checked by each worker when it loads it.
+    absl::StatusOr<std::string> hash = TorchScriptHashOf(s->model());
+    if (!hash.ok()) return hash.status();
+    if (s->device() == v1::DEVICE_CUDA) {
+      return Bad("model",
+                 "TorchScript models train on the CPU (Debian's libtorch has "
+                 "no CUDA); use device=cpu");
+    }
+    return absl::OkStatus();
+  }
   absl::StatusOr<MlpSpec> model = ParseModelSpec(s->model());
   if (!model.ok()) return Bad("model", std::string(model.status().message()));
   if (model->widths.front() != kFashionMnistFeatures) {

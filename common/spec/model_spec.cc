@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -59,6 +60,33 @@ size_t NumParams(const MlpSpec& spec) {
     total += out * in + out;
   }
   return total;
+}
+
+bool IsTorchScriptModel(const std::string& text) {
+  return absl::StartsWith(text, kTorchScriptPrefix);
+}
+
+bool IsSha256Hex(const std::string& text) {
+  return text.size() == 64 && std::all_of(text.begin(), text.end(), [](char c) {
+           return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+         });
+}
+
+absl::StatusOr<std::string> TorchScriptHashOf(const std::string& text) {
+  if (!absl::StartsWith(text, kTorchScriptHashPrefix) ||
+      !IsSha256Hex(text.substr(sizeof(kTorchScriptHashPrefix) - 1))) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "model: \"", text.substr(0, 200),
+        "\" is not an uploaded TorchScript model; the server takes ",
+        kTorchScriptHashPrefix,
+        "<64 hex digits>, which gradsync submit and local send after uploading "
+        "torchscript:PATH"));
+  }
+  return text.substr(sizeof(kTorchScriptHashPrefix) - 1);
+}
+
+std::string TorchScriptModelOf(const std::string& sha256_hex) {
+  return absl::StrCat(kTorchScriptHashPrefix, sha256_hex);
 }
 
 }  // namespace gradsync

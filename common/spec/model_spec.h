@@ -31,6 +31,23 @@ absl::StatusOr<MlpSpec> ParseModelSpec(const std::string& text);
 // Number of parameters of the spec (weights + biases).
 size_t NumParams(const MlpSpec& spec);
 
+// TorchScript models (docs/user-guide.md "Your own model"). A user names a
+// file, "torchscript:PATH"; the client uploads it (Coordinator.PutBlob) and
+// the job carries its content hash, "torchscript:sha256:<64 lowercase hex>",
+// by which each worker fetches it.
+inline constexpr char kTorchScriptPrefix[] = "torchscript:";
+inline constexpr char kTorchScriptHashPrefix[] = "torchscript:sha256:";
+
+// True for any "torchscript:..." text (a path or a hash).
+bool IsTorchScriptModel(const std::string& text);
+// The hash in "torchscript:sha256:<hex>". INVALID_ARGUMENT naming "model"
+// when `text` is not that form (e.g. a path the client did not upload).
+absl::StatusOr<std::string> TorchScriptHashOf(const std::string& text);
+// "torchscript:sha256:<sha256_hex>".
+std::string TorchScriptModelOf(const std::string& sha256_hex);
+// True for 64 lowercase hex digits.
+bool IsSha256Hex(const std::string& text);
+
 }  // namespace gradsync
 
 #endif  // GRADSYNC_COMMON_SPEC_MODEL_SPEC_H_

@@ -299,6 +299,7 @@ void Coordinator::HandleMessage(const std::string& id, const v1::WorkerMessage& 
 grpc::Status Coordinator::SubmitJobUnguarded(grpc::ServerContext*,
                                              const v1::SubmitJobRequest* req,
                                              v1::Job* resp) {
+  if (grpc::Status st = CheckUploaded(req->spec()); !st.ok()) return st;
   absl::MutexLock lock(&mu_);
   if (shutdown_) return ShuttingDown();
   Decisions d;

@@ -26,6 +26,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/content_store.h"
 #include "gradsync/v1/gradsync.grpc.pb.h"
 #include "server/coordinator/clock.h"
 #include "server/coordinator/coordinator_metrics.h"
@@ -54,6 +55,11 @@ struct CoordinatorOptions {
   // Job secrets are derived from it (common/grpc/job_secret.h); the PS shards
   // hold the same key. Null: a key of this coordinator's own.
   std::shared_ptr<const JobKey> job_key;
+  // Uploaded blobs (TorchScript models), by hash; null: PutBlob and GetBlob
+  // answer FAILED_PRECONDITION and no job may name one. Not owned.
+  ContentStore* blobs = nullptr;
+  // The largest blob PutBlob accepts (--max_blob_bytes).
+  uint64_t max_blob_bytes = 512ull << 20;
 };
 
 class Coordinator final : public v1::Coordinator::Service {
@@ -83,6 +89,13 @@ class Coordinator final : public v1::Coordinator::Service {
   grpc::Status Join(grpc::ServerContext* ctx,
                     grpc::ServerReaderWriter<v1::CoordinatorMessage, v1::WorkerMessage>*
                         stream) override;
+  // Blobs (coordinator_blobs.cc): each holds one of the --max_streams slots
+  // while it streams.
+  grpc::Status PutBlob(grpc::ServerContext* ctx,
+                       grpc::ServerReader<v1::BlobChunk>* reader,
+                       v1::BlobInfo* resp) override;
+  grpc::Status GetBlob(grpc::ServerContext* ctx, const v1::GetBlobRequest* req,
+                       grpc::ServerWriter<v1::BlobChunk>* writer) override;
 
   // Loads the job history from options.store (JobTable::Recover: RUNNING
   // jobs fail with "coordinator restarted", QUEUED ones wait for workers).
@@ -148,6 +161,14 @@ class Coordinator final : public v1::Coordinator::Service {
   grpc::Status WatchJobUnguarded(grpc::ServerContext* ctx, const v1::WatchJobRequest* req,
                                  grpc::ServerWriter<v1::JobEvent>* writer);
   grpc::Status JoinUnguarded(grpc::ServerContext* ctx, Stream* stream);
+  grpc::Status PutBlobUnguarded(grpc::ServerContext* ctx,
+                                grpc::ServerReader<v1::BlobChunk>* reader,
+                                v1::BlobInfo* resp);
+  grpc::Status GetBlobUnguarded(grpc::ServerContext* ctx, const v1::GetBlobRequest* req,
+                                grpc::ServerWriter<v1::BlobChunk>* writer);
+  // OK unless `spec` names a TorchScript model this coordinator was not
+  // given (FAILED_PRECONDITION).
+  grpc::Status CheckUploaded(const v1::JobSpec& spec) const;
   // Takes one of options_.max_streams stream slots; RESOURCE_EXHAUSTED
   // naming `rpc` when none is free. A taken slot is given back with
   // ReleaseStream.

@@ -44,13 +44,32 @@ grpc::Status Coordinator::Join(grpc::ServerContext* ctx, Stream* stream) {
   return st;
 }
 
+grpc::Status Coordinator::PutBlob(grpc::ServerContext* ctx,
+                                  grpc::ServerReader<v1::BlobChunk>* reader,
+                                  v1::BlobInfo* resp) {
+  if (grpc::Status st = AcquireStream("PutBlob"); !st.ok()) return st;
+  grpc::Status st =
+      GuardRpc("PutBlob", [&] { return PutBlobUnguarded(ctx, reader, resp); });
+  ReleaseStream();
+  return st;
+}
+
+grpc::Status Coordinator::GetBlob(grpc::ServerContext* ctx, const v1::GetBlobRequest* req,
+                                  grpc::ServerWriter<v1::BlobChunk>* writer) {
+  if (grpc::Status st = AcquireStream("GetBlob"); !st.ok()) return st;
+  grpc::Status st =
+      GuardRpc("GetBlob", [&] { return GetBlobUnguarded(ctx, req, writer); });
+  ReleaseStream();
+  return st;
+}
+
 grpc::Status Coordinator::AcquireStream(const char* rpc) {
   absl::MutexLock lock(&mu_);
   if (open_streams_ >= options_.max_streams) {
     return grpc::Status(
         grpc::RESOURCE_EXHAUSTED,
         absl::StrCat(rpc, ": ", open_streams_,
-                     " Join/WatchJob streams are open, the server's limit "
+                     " Join/WatchJob/blob streams are open, the server's limit "
                      "(--max_streams)"));
   }
   ++open_streams_;

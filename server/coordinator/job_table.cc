@@ -69,14 +69,19 @@ absl::Status JobTable::CheckResumable(const std::string& old) const {
   return absl::OkStatus();
 }
 
+absl::StatusOr<MlpSpec> JobTable::MlpOf(const v1::JobSpec& spec) {
+  // Bench jobs have no model; a TorchScript model's shape is known only to
+  // the workers that load it.
+  if (IsBench(spec) || IsTorchScriptModel(spec.model())) return MlpSpec{};
+  return ParseModelSpec(spec.model());
+}
+
 absl::StatusOr<v1::Job> JobTable::Submit(const v1::JobSpec& request, Decisions* out) {
   absl::StatusOr<v1::JobSpec> spec = ValidateJobSpec(request, num_ps_shards());
   if (!spec.ok()) return spec.status();
   // ValidateJobSpec accepted the model; the parse kept here is the only one
   // placement uses, so a model that does not parse is refused, never placed.
-  // Bench jobs have no model.
-  absl::StatusOr<MlpSpec> model =
-      IsBench(*spec) ? MlpSpec{} : ParseModelSpec(spec->model());
+  absl::StatusOr<MlpSpec> model = MlpOf(*spec);
   if (!model.ok()) return model.status();
   if (absl::Status st = CheckResumable(spec->resume_from()); !st.ok()) return st;
   std::string id = absl::StrCat("j-", id_prefix_, next_job_++);

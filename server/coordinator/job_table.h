@@ -305,6 +305,9 @@ class JobTable {
   // Floats per rank of the job's assignment: the model's parameters, or for
   // a bench job the largest size / 4.
   static size_t NumParamsOf(const JobEntry& e);
+  // The MLP a job trains, parsed from its (validated) spec; empty for bench
+  // jobs and TorchScript models, whose workers learn the shape themselves.
+  static absl::StatusOr<MlpSpec> MlpOf(const v1::JobSpec& spec);
   // spec.trace (job_traces.cc): moves each rank's timeline from its JobDone
   // into the result (at most kMaxTraceEventsPerRank events per rank and
   // kMaxTraceBytesPerJob / ranks bytes, the rest counted as dropped), and

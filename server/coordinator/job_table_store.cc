@@ -102,9 +102,8 @@ void JobTable::RequeueRestored(JobEntry* e, Decisions* out) {
   // The server may have restarted with fewer PS shards (or a stricter
   // validator): the spec is checked again, not trusted.
   absl::StatusOr<v1::JobSpec> spec = ValidateJobSpec(e->job.spec(), num_ps_shards());
-  absl::StatusOr<MlpSpec> model = !spec.ok() ? absl::StatusOr<MlpSpec>(spec.status())
-                                  : IsBench(*spec) ? MlpSpec{}
-                                                   : ParseModelSpec(spec->model());
+  absl::StatusOr<MlpSpec> model =
+      !spec.ok() ? absl::StatusOr<MlpSpec>(spec.status()) : MlpOf(*spec);
   if (!model.ok()) {
     EndJob(
         e, v1::FAILED,

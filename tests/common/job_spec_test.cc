@@ -73,6 +73,27 @@ TEST(JobSpec, BadFieldsAreNamed) {
   s = Good();
   s.set_model("mlp:784-7");
   ExpectBad(s, "model");  // output width != 10
+  // TorchScript models reach the server as hashes of uploaded files.
+  s = Good();
+  s.set_model("torchscript:/home/me/model.pt");
+  ExpectBad(s, "model");  // a path the client did not upload
+  s = Good();
+  s.set_model("torchscript:sha256:" + std::string(63, 'a'));
+  ExpectBad(s, "model");
+  s = Good();
+  s.set_model("torchscript:sha256:" + std::string(64, 'A'));
+  ExpectBad(s, "model");  // lowercase hex only
+  s = Good();
+  s.set_model("torchscript:sha256:" + std::string(64, 'a'));
+  s.set_device(v1::DEVICE_CUDA);
+  ExpectBad(s, "model");  // Debian's libtorch has no CUDA
+  s = Good();
+  s.set_model("torchscript:sha256:" + std::string(64, 'a'));
+  {
+    auto ok = ValidateJobSpec(s, 1);
+    ASSERT_TRUE(ok.ok()) << ok.status();
+    EXPECT_EQ(ok->model(), s.model());
+  }
   s = Good();
   s.set_batch_size(0);
   ExpectBad(s, "batch_size");

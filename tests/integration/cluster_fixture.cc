@@ -54,6 +54,7 @@ Cluster::Cluster(int workers, int shards, bool metrics, double heartbeat_timeout
   o.metrics = metrics;
   o.bin_dir = GRADSYNC_BIN_DIR;
   o.log_dir = TempDir();
+  o.cache_dir = o.log_dir + "/cache";  // fetched models: this cluster's own
   o.log_level = "info";
   auto c = LocalCluster::Start(o);
   EXPECT_TRUE(c.ok()) << c.status();

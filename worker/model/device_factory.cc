@@ -7,8 +7,44 @@
 #include "worker/model/cuda/cuda_backend.h"
 #include "worker/model/cuda/cuda_model.h"
 #endif
+#ifdef GRADSYNC_HAVE_TORCH
+#include "worker/model/torch/torch_model.h"
+#endif
 
 namespace gradsync {
+
+bool HaveTorchScript() {
+#ifdef GRADSYNC_HAVE_TORCH
+  return true;
+#else
+  return false;
+#endif
+}
+
+namespace {
+
+absl::StatusOr<std::unique_ptr<DeviceModel>> MakeTorchScript(
+    const DeviceRequest& request) {
+  if (request.cuda) {
+    return absl::FailedPreconditionError(
+        "TorchScript models train on the CPU in this build (Debian's libtorch has no "
+        "CUDA); use device=cpu");
+  }
+#ifdef GRADSYNC_HAVE_TORCH
+  TorchModelOptions o;
+  o.path = request.torchscript_path;
+  o.features = request.features;
+  o.classes = request.classes;
+  o.threads = request.cpu_threads;
+  return MakeTorchScriptModel(o);
+#else
+  return absl::FailedPreconditionError(
+      "this worker was built without libtorch, so it cannot train TorchScript models "
+      "(install libtorch-dev and build with -DGRADSYNC_TORCH=ON)");
+#endif
+}
+
+}  // namespace
 
 int VisibleGpuCount() {
 #ifdef GRADSYNC_HAVE_CUDA
@@ -20,6 +56,7 @@ int VisibleGpuCount() {
 
 absl::StatusOr<std::unique_ptr<DeviceModel>> MakeDeviceModel(
     const DeviceRequest& request) {
+  if (!request.torchscript_path.empty()) return MakeTorchScript(request);
   if (!request.cuda) {
     SetBlasThreads(request.cpu_threads);
     return MakeCpuModel(request.model);

@@ -19,14 +19,24 @@ struct DeviceRequest {
   bool allow_tf32 = false;
   int max_batch = 0;    // cuda: largest batch staged on the device
   int cpu_threads = 0;  // cpu: BLAS threads (cpu_threads.h); 0 = leave as is
+  // Set: a TorchScript model from this file instead of the MLP
+  // (worker/model/torch/torch_model.h), for data of `features` floats per
+  // sample and labels in [0, classes).
+  std::string torchscript_path;
+  int features = 0;
+  int classes = 0;
 };
+
+// Whether this build trains TorchScript models (-DGRADSYNC_TORCH).
+bool HaveTorchScript();
 
 // GPUs this process can use: 0 when the build has no CUDA backend or no
 // device is visible. Never fails.
 int VisibleGpuCount();
 
 // A replica on the requested device. FAILED_PRECONDITION when this build has
-// no CUDA backend or the GPU does not exist.
+// no CUDA backend or the GPU does not exist, or for a TorchScript model when
+// it has no libtorch or the device is a GPU.
 absl::StatusOr<std::unique_ptr<DeviceModel>> MakeDeviceModel(
     const DeviceRequest& request);
 

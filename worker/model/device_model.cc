@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "absl/strings/str_cat.h"
+#include "worker/model/bucket_optimizers.h"
 
 namespace gradsync {
 
@@ -30,6 +31,15 @@ std::vector<Range> MakeBuckets(const DeviceModel& model, int64_t bucket_bytes) {
     }
   }
   return buckets;
+}
+
+absl::StatusOr<std::shared_ptr<float>> AllocHostFloats(size_t floats) {
+  float* p = new (std::nothrow) float[std::max<size_t>(floats, 1)]();
+  if (p == nullptr) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("cannot allocate ", floats, " floats of host memory"));
+  }
+  return std::shared_ptr<float>(p, std::default_delete<float[]>());
 }
 
 absl::Status DeviceModel::GetOptimizerState(OptimizerState*) {
@@ -64,13 +74,7 @@ class CpuModel final : public DeviceModel {
       return absl::InvalidArgumentError("grad_slots must be >= 1");
     }
     buckets_ = buckets;
-    optimizers_.clear();
-    for (const Range& r : buckets) {
-      absl::StatusOr<Optimizer> o = Optimizer::Create(optimizer, r.size);
-      if (!o.ok()) return o.status();
-      optimizers_.push_back(std::move(*o));
-    }
-    return absl::OkStatus();
+    return optimizers_.Configure(buckets, optimizer);
   }
 
   absl::Status SetParams(const float* host) override {
@@ -133,9 +137,7 @@ class CpuModel final : public DeviceModel {
   // The CPU copies at once, on the training thread: the gradient is final
   // when backward returns, and the next backward runs on this thread too.
   absl::Status StartGradCopy(int bucket, int, float* host) override {
-    if (bucket < 0 || bucket >= static_cast<int>(buckets_.size())) {
-      return absl::InvalidArgumentError(absl::StrCat("no bucket ", bucket));
-    }
+    if (absl::Status st = optimizers_.CheckBucket(bucket); !st.ok()) return st;
     const Range& r = buckets_[bucket];
     std::memcpy(host, grad_.data() + r.begin, r.size * sizeof(float));
     return absl::OkStatus();
@@ -143,15 +145,12 @@ class CpuModel final : public DeviceModel {
   absl::Status WaitGradCopy(int, int) override { return absl::OkStatus(); }
 
   absl::Status ApplyGradient(int bucket, const float* host) override {
-    optimizers_[bucket].Apply(params_.data() + buckets_[bucket].begin, host);
+    optimizers_.Apply(bucket, params_.data(), host);
     return absl::OkStatus();
   }
   absl::Status ApplyOwnGradient(int bucket) override {
-    if (bucket < 0 || bucket >= static_cast<int>(buckets_.size())) {
-      return absl::InvalidArgumentError(absl::StrCat("no bucket ", bucket));
-    }
-    const Range& r = buckets_[bucket];
-    optimizers_[bucket].Apply(params_.data() + r.begin, grad_.data() + r.begin);
+    if (absl::Status st = optimizers_.CheckBucket(bucket); !st.ok()) return st;
+    optimizers_.Apply(bucket, params_.data(), grad_.data() + buckets_[bucket].begin);
     return absl::OkStatus();
   }
 
@@ -161,48 +160,14 @@ class CpuModel final : public DeviceModel {
   }
 
   absl::Status GetOptimizerState(OptimizerState* out) override {
-    if (optimizers_.empty()) return NotConfigured();
-    const size_t n = params_.size();
-    out->steps = optimizers_[0].steps();  // every bucket steps together
-    out->first.resize(optimizers_[0].first_moment().empty() ? 0 : n);
-    out->second.resize(optimizers_[0].second_moment().empty() ? 0 : n);
-    for (size_t b = 0; b < buckets_.size(); ++b) {
-      const Optimizer& o = optimizers_[b];
-      std::copy(o.first_moment().begin(), o.first_moment().end(),
-                out->first.begin() + (out->first.empty() ? 0 : buckets_[b].begin));
-      std::copy(o.second_moment().begin(), o.second_moment().end(),
-                out->second.begin() + (out->second.empty() ? 0 : buckets_[b].begin));
-    }
-    return absl::OkStatus();
+    return optimizers_.Get(params_.size(), out);
   }
-
   absl::Status SetOptimizerState(const OptimizerState& state) override {
-    if (optimizers_.empty()) return NotConfigured();
-    const size_t n = params_.size();
-    if ((!state.first.empty() && state.first.size() != n) ||
-        (!state.second.empty() && state.second.size() != n)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("optimizer state of ", state.first.size(), " + ",
-                       state.second.size(), " floats for a model of ", n));
-    }
-    std::vector<Optimizer> restored = optimizers_;
-    for (size_t b = 0; b < buckets_.size(); ++b) {
-      absl::Status st =
-          restored[b].Restore(state.steps, SliceOf(state.first, buckets_[b]),
-                              SliceOf(state.second, buckets_[b]));
-      if (!st.ok()) return st;
-    }
-    optimizers_ = std::move(restored);
-    return absl::OkStatus();
+    return optimizers_.Set(params_.size(), state);
   }
 
   absl::StatusOr<std::shared_ptr<float>> AllocHost(size_t floats) override {
-    float* p = new (std::nothrow) float[std::max<size_t>(floats, 1)]();
-    if (p == nullptr) {
-      return absl::ResourceExhaustedError(
-          absl::StrCat("cannot allocate ", floats, " floats of host memory"));
-    }
-    return std::shared_ptr<float>(p, std::default_delete<float[]>());
+    return AllocHostFloats(floats);
   }
 
  private:
@@ -210,18 +175,9 @@ class CpuModel final : public DeviceModel {
   std::vector<float> params_, grad_, x_;
   std::vector<uint8_t> y_;
   std::vector<Range> buckets_;
-  std::vector<Optimizer> optimizers_;
+  BucketOptimizers optimizers_;
   std::deque<float> losses_;  // of ForwardBackward calls, oldest first
   TraceRecorder* trace_ = nullptr;
-
-  static absl::Status NotConfigured() {
-    return absl::FailedPreconditionError("model not configured");
-  }
-  // v[r] (empty when v is).
-  static std::vector<float> SliceOf(const std::vector<float>& v, Range r) {
-    if (v.empty()) return {};
-    return std::vector<float>(v.begin() + r.begin, v.begin() + r.begin + r.size);
-  }
 
   // Records [since, now) as `name` (layer l, or -1) when tracing; returns
   // now (the start of the next span).

@@ -131,6 +131,10 @@ std::vector<Range> MakeBuckets(const DeviceModel& model, int64_t bucket_bytes);
 
 absl::StatusOr<std::unique_ptr<DeviceModel>> MakeCpuModel(const MlpSpec& spec);
 
+// `floats` zeroed floats of plain host memory (at least one);
+// RESOURCE_EXHAUSTED when the allocation fails. AllocHost of host models.
+absl::StatusOr<std::shared_ptr<float>> AllocHostFloats(size_t floats);
+
 }  // namespace gradsync
 
 #endif  // GRADSYNC_WORKER_MODEL_DEVICE_MODEL_H_

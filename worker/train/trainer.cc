@@ -114,12 +114,18 @@ class TrainingRun {
 };
 
 absl::Status TrainingRun::Setup() {
-  absl::StatusOr<MlpSpec> spec = ModelOf(job_);
-  if (!spec.ok()) return spec.status();
-  if (spec->widths.front() != train_.features) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("model: input width ", spec->widths.front(), " but the data has ",
-                     train_.features, " features"));
+  // The MLP's spec; a TorchScript model brings its own shape and initial
+  // parameters (its file's, the same on every rank).
+  std::optional<MlpSpec> spec;
+  if (job_.torchscript_sha256.empty()) {
+    absl::StatusOr<MlpSpec> parsed = ModelOf(job_);
+    if (!parsed.ok()) return parsed.status();
+    if (parsed->widths.front() != train_.features) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("model: input width ", parsed->widths.front(),
+                       " but the data has ", train_.features, " features"));
+    }
+    spec = *std::move(parsed);
   }
   const size_t n = model_->num_params();
   buckets_ = MakeBuckets(*model_, job_.bucket_bytes);
@@ -151,7 +157,12 @@ absl::Status TrainingRun::Setup() {
   params_buf_ = *params;
   params_ = params_buf_.get();
 
-  Mlp(*spec).InitParams(job_.seed, params_);
+  if (spec.has_value()) {
+    Mlp(*spec).InitParams(job_.seed, params_);
+  } else {
+    st = model_->GetParams(params_);
+    if (!st.ok()) return st;
+  }
   st = sync_->Initialize(buckets_, params_);
   ckpt_ = sync_->checkpointer();
   if (st.ok() && ckpt_ != nullptr && ckpt_->restored() != nullptr) {

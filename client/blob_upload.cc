@@ -1,0 +1,104 @@
+#include "client/blob_upload.h"
+
+#include <fstream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "common/content_store.h"
+#include "common/spec/model_spec.h"
+
+namespace gradsync {
+namespace {
+
+// Files uploaded by this process: path -> hash.
+absl::Mutex uploaded_mu;
+std::map<std::string, std::string>& Uploaded()
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(uploaded_mu) {
+  static auto* m = new std::map<std::string, std::string>();
+  return *m;
+}
+
+absl::StatusOr<std::string> Upload(v1::Coordinator::Stub* stub, const std::string& path) {
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  if (!in) {
+    return absl::NotFoundError(absl::StrCat("model: cannot read ", path,
+                                            " (--model=torchscript:PATH names a file "
+                                            "written by torch.jit.save)"));
+  }
+  const uint64_t size = static_cast<uint64_t>(in.tellg());
+  in.seekg(0);
+  absl::StatusOr<std::string> sha = Sha256OfFile(path);
+  if (!sha.ok()) return sha.status();
+  grpc::ClientContext ctx;
+  // A minute, and a second more per 10 MB.
+  ctx.set_deadline(absl::ToChronoTime(
+      absl::Now() + absl::Seconds(60 + static_cast<double>(size) / 10e6)));
+  v1::BlobInfo info;
+  std::unique_ptr<grpc::ClientWriter<v1::BlobChunk>> writer = stub->PutBlob(&ctx, &info);
+  std::vector<char> buf(kBlobChunkBytes);
+  uint64_t sent = 0;
+  bool first = true;
+  while (first || sent < size) {
+    const uint64_t n = std::min<uint64_t>(buf.size(), size - sent);
+    in.read(buf.data(), static_cast<std::streamsize>(n));
+    if (static_cast<uint64_t>(in.gcount()) != n) {
+      ctx.TryCancel();
+      writer->Finish();
+      return absl::DataLossError(
+          absl::StrCat("model: ", path, " changed while uploading"));
+    }
+    v1::BlobChunk chunk;
+    chunk.set_data(buf.data(), n);
+    if (first) {
+      chunk.set_sha256(*sha);
+      chunk.set_size(size);
+      first = false;
+    }
+    if (!writer->Write(chunk)) break;  // the server ended the call: Finish says why
+    sent += n;
+  }
+  writer->WritesDone();
+  const grpc::Status st = writer->Finish();
+  if (!st.ok()) {
+    return absl::Status(
+        static_cast<absl::StatusCode>(st.error_code()),
+        absl::StrCat("model: uploading ", path, ": ", st.error_message()));
+  }
+  if (info.sha256() != *sha) {
+    return absl::DataLossError(absl::StrCat("model: the server stored ", path, " as ",
+                                            info.sha256(), ", not ", *sha));
+  }
+  return *sha;
+}
+
+}  // namespace
+
+absl::Status UploadJobFiles(v1::Coordinator::Stub* stub, v1::JobSpec* spec) {
+  const std::string& model = spec->model();
+  if (!IsTorchScriptModel(model) || TorchScriptHashOf(model).ok()) {
+    return absl::OkStatus();
+  }
+  const std::string path = model.substr(sizeof(kTorchScriptPrefix) - 1);
+  {
+    absl::MutexLock lock(&uploaded_mu);
+    auto it = Uploaded().find(path);
+    if (it != Uploaded().end()) {
+      spec->set_model(TorchScriptModelOf(it->second));
+      return absl::OkStatus();
+    }
+  }
+  absl::StatusOr<std::string> sha = Upload(stub, path);
+  if (!sha.ok()) return sha.status();
+  {
+    absl::MutexLock lock(&uploaded_mu);
+    Uploaded()[path] = *sha;
+  }
+  spec->set_model(TorchScriptModelOf(*sha));
+  return absl::OkStatus();
+}
+
+}  // namespace gradsync

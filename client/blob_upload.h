@@ -1,0 +1,21 @@
+// Files that travel with a job: `--model=torchscript:PATH` is uploaded to
+// the coordinator (Coordinator.PutBlob) before the job is submitted, and
+// the job names it by hash.
+#ifndef GRADSYNC_CLIENT_BLOB_UPLOAD_H_
+#define GRADSYNC_CLIENT_BLOB_UPLOAD_H_
+
+#include "absl/status/status.h"
+#include "gradsync/v1/gradsync.grpc.pb.h"
+
+namespace gradsync {
+
+// When spec->model() is "torchscript:PATH": uploads PATH and rewrites the
+// model to "torchscript:sha256:<hex>" (a file this process uploaded before
+// is not sent again). Any other model is left as it is. NOT_FOUND naming
+// the path when the file cannot be read; the server's status (naming
+// PutBlob) when it refuses it (e.g. over its --max_blob_bytes).
+absl::Status UploadJobFiles(v1::Coordinator::Stub* stub, v1::JobSpec* spec);
+
+}  // namespace gradsync
+
+#endif  // GRADSYNC_CLIENT_BLOB_UPLOAD_H_

@@ -1,0 +1,117 @@
+// Coordinator.PutBlob and GetBlob: files that travel with jobs (TorchScript
+// models), kept by content hash in options.blobs (common/content_store.h).
+#include <fstream>
+#include <optional>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/grpc/grpc_util.h"
+#include "common/spec/model_spec.h"
+#include "server/coordinator/coordinator.h"
+#include "spdlog/spdlog.h"
+
+namespace gradsync {
+namespace {
+
+grpc::Status NoBlobs() {
+  return grpc::Status(grpc::FAILED_PRECONDITION, "this coordinator keeps no blobs");
+}
+
+}  // namespace
+
+grpc::Status Coordinator::PutBlobUnguarded(grpc::ServerContext* ctx,
+                                           grpc::ServerReader<v1::BlobChunk>* reader,
+                                           v1::BlobInfo* resp) {
+  if (options_.blobs == nullptr) return NoBlobs();
+  absl::StatusOr<std::unique_ptr<ContentStore::Writer>> w =
+      options_.blobs->NewWriter(options_.max_blob_bytes);
+  if (!w.ok()) return ToGrpcStatus(w.status());
+  v1::BlobChunk chunk;
+  std::string want;
+  std::optional<uint64_t> size;
+  bool first = true;
+  while (reader->Read(&chunk)) {
+    if (first) {
+      first = false;
+      if (!chunk.sha256().empty()) {
+        if (!IsSha256Hex(chunk.sha256())) {
+          return grpc::Status(grpc::INVALID_ARGUMENT,
+                              "PutBlob: sha256 is not 64 lowercase hex digits");
+        }
+        want = chunk.sha256();
+        size = chunk.size();
+      }
+      if (size.has_value() && *size > options_.max_blob_bytes) {
+        return grpc::Status(
+            grpc::RESOURCE_EXHAUSTED,
+            absl::StrCat("PutBlob: a file of ", *size,
+                         " bytes is over this server's limit of ",
+                         options_.max_blob_bytes, " bytes (--max_blob_bytes)"));
+      }
+    }
+    if (absl::Status st = (*w)->Append(chunk.data()); !st.ok()) {
+      return ToGrpcStatus(absl::Status(
+          st.code(), absl::StrCat("PutBlob: ", st.message(), " (--max_blob_bytes)")));
+    }
+  }
+  if (ctx->IsCancelled()) return grpc::Status(grpc::CANCELLED, "PutBlob: cancelled");
+  absl::StatusOr<ContentInfo> info = (*w)->Commit(want, size);
+  if (!info.ok()) {
+    return ToGrpcStatus(absl::Status(info.status().code(),
+                                     absl::StrCat("PutBlob: ", info.status().message())));
+  }
+  spdlog::info("blob {} stored ({} bytes)", info->sha256, info->size);
+  resp->set_sha256(info->sha256);
+  resp->set_size(info->size);
+  return grpc::Status::OK;
+}
+
+grpc::Status Coordinator::GetBlobUnguarded(grpc::ServerContext* ctx,
+                                           const v1::GetBlobRequest* req,
+                                           grpc::ServerWriter<v1::BlobChunk>* writer) {
+  if (options_.blobs == nullptr) return NoBlobs();
+  absl::StatusOr<std::string> path = options_.blobs->Find(req->sha256());
+  if (!path.ok()) return ToGrpcStatus(path.status());
+  std::ifstream in(*path, std::ios::binary | std::ios::ate);
+  if (!in) return grpc::Status(grpc::INTERNAL, absl::StrCat("cannot open ", *path));
+  const uint64_t size = static_cast<uint64_t>(in.tellg());
+  in.seekg(0);
+  std::vector<char> buf(kBlobChunkBytes);
+  uint64_t sent = 0;
+  bool first = true;
+  while (first || sent < size) {
+    const uint64_t n = std::min<uint64_t>(buf.size(), size - sent);
+    in.read(buf.data(), static_cast<std::streamsize>(n));
+    if (static_cast<uint64_t>(in.gcount()) != n) {
+      return grpc::Status(grpc::DATA_LOSS, absl::StrCat("short read of ", *path));
+    }
+    v1::BlobChunk chunk;
+    chunk.set_data(buf.data(), n);
+    if (first) {
+      chunk.set_sha256(req->sha256());
+      chunk.set_size(size);
+      first = false;
+    }
+    if (ctx->IsCancelled() || !writer->Write(chunk)) {
+      return grpc::Status(grpc::CANCELLED, "GetBlob: the reader went away");
+    }
+    sent += n;
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status Coordinator::CheckUploaded(const v1::JobSpec& spec) const {
+  if (!IsTorchScriptModel(spec.model())) return grpc::Status::OK;
+  absl::StatusOr<std::string> hash = TorchScriptHashOf(spec.model());
+  if (!hash.ok()) return grpc::Status::OK;  // ValidateJobSpec says why
+  if (options_.blobs != nullptr && options_.blobs->Find(*hash).ok()) {
+    return grpc::Status::OK;
+  }
+  return grpc::Status(
+      grpc::FAILED_PRECONDITION,
+      absl::StrCat("model: ", spec.model(),
+                   " was never uploaded to this coordinator (gradsync submit "
+                   "--model=torchscript:PATH uploads the file)"));
+}
+
+}  // namespace gradsync

@@ -1,0 +1,164 @@
+// Integration: TorchScript models with real daemons on loopback. The model
+// file is uploaded with the job (Coordinator.PutBlob), fetched by each
+// worker by hash into its cache (a second job does not fetch it again),
+// trained through the same loop as the MLP in both strategies, checkpointed
+// and resumed; a bad model fails its job naming the cause while the daemons
+// stay up for the next one. In a build without libtorch the worker refuses
+// such a job naming the build option.
+#include <filesystem>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "absl/strings/str_cat.h"
+#include "client/blob_upload.h"
+#include "tests/integration/checkpoint_util.h"
+#include "tests/integration/cluster_fixture.h"
+
+namespace gradsync {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Writes examples/models/mlp.py's module of these widths into `dir`.
+std::string ScriptedMlp(const std::string& dir, const std::string& widths) {
+  const std::string out = absl::StrCat(dir, "/mlp-", widths, ".pt");
+  const int rc = Shell(absl::StrCat("/usr/bin/python3 ", GRADSYNC_SOURCE_DIR,
+                                    "/examples/models/mlp.py --widths ", widths,
+                                    " --out ", out, " >/dev/null"),
+                       120);
+  EXPECT_EQ(rc, 0) << "examples/models/mlp.py failed (python3-torch installed?)";
+  return out;
+}
+
+// `spec` with its model uploaded, as `gradsync submit` sends it.
+v1::JobSpec Uploaded(Cluster& c, v1::JobSpec spec, const std::string& path) {
+  spec.set_model(absl::StrCat("torchscript:", path));
+  auto stub = v1::Coordinator::NewStub(c.Channel(c->coordinator()));
+  const absl::Status st = UploadJobFiles(stub.get(), &spec);
+  EXPECT_TRUE(st.ok()) << st;
+  return spec;
+}
+
+int Count(const std::string& text, const std::string& what) {
+  int n = 0;
+  for (size_t at = text.find(what); at != std::string::npos;
+       at = text.find(what, at + 1)) {
+    ++n;
+  }
+  return n;
+}
+
+#ifdef GRADSYNC_TEST_HAVE_TORCH
+
+TEST(TorchScript, AnUploadedModelTrainsInBothStrategiesAndIsFetchedOnce) {
+  Cluster c(2);
+  ASSERT_TRUE(c.ok());
+  const std::string dir = TempDir();
+  v1::JobSpec spec = Spec("ring", "sync", 2);
+  spec.set_train_limit(4000);
+  spec = Uploaded(c, spec, ScriptedMlp(dir, "784-32-10"));
+  const std::string hash = spec.model().substr(sizeof("torchscript:sha256:") - 1);
+  for (const char* strategy : {"ring", "ps"}) {
+    v1::JobSpec s = spec;
+    s.set_strategy(std::string(strategy) == "ps" ? v1::STRATEGY_PS : v1::STRATEGY_RING);
+    const v1::Job job = RunToEnd(c, s);
+    ASSERT_EQ(job.state(), v1::SUCCEEDED) << strategy << ": " << job.error();
+    EXPECT_GT(job.result().test_accuracy(), 0.6) << strategy;
+    EXPECT_EQ(job.spec().model(), spec.model());  // the history names the hash
+  }
+  for (const LocalCluster::Process& w : c->workers()) {
+    const std::string log = Slurp(w.log);
+    EXPECT_EQ(Count(log, absl::StrCat("blob ", hash, ": fetched")), 1) << w.log;
+    EXPECT_EQ(Count(log, absl::StrCat("blob ", hash, ": cached")), 1) << w.log;
+  }
+  // The cache holds the file under its hash and no temporaries.
+  const std::string cache = fs::path(c->server().log).parent_path().string() + "/cache";
+  int files = 0;
+  for (const auto& e : fs::directory_iterator(cache)) {
+    EXPECT_EQ(e.path().filename().string(), hash);
+    ++files;
+  }
+  EXPECT_EQ(files, 1);
+}
+
+TEST(TorchScript, ABadModelFailsItsJobNamingTheCauseAndTheNextJobRuns) {
+  Cluster c(2);
+  ASSERT_TRUE(c.ok());
+  const std::string dir = TempDir();
+  const std::string junk = dir + "/junk.pt";
+  ASSERT_EQ(Shell(absl::StrCat("head -c 5000 /dev/urandom > ", junk), 10), 0);
+  v1::JobSpec spec = Spec("ring", "sync", 2);
+  spec.set_train_limit(2000);
+  v1::Job bad = RunToEnd(c, Uploaded(c, spec, junk));
+  ASSERT_EQ(bad.state(), v1::FAILED);
+  EXPECT_NE(bad.error().find("not a TorchScript module"), std::string::npos)
+      << bad.error();
+  EXPECT_NE(bad.error().find("rank"), std::string::npos) << bad.error();
+  // 20 input features: its forward cannot take Fashion-MNIST's 784.
+  bad = RunToEnd(c, Uploaded(c, spec, ScriptedMlp(dir, "20-10")));
+  ASSERT_EQ(bad.state(), v1::FAILED);
+  EXPECT_NE(bad.error().find("784 features failed"), std::string::npos) << bad.error();
+  const v1::Job good = RunToEnd(c, Uploaded(c, spec, ScriptedMlp(dir, "784-16-10")));
+  EXPECT_EQ(good.state(), v1::SUCCEEDED) << good.error();
+  EXPECT_TRUE(c->CheckAlive().ok());
+}
+
+// Checkpoints every 7 steps; the server (PS shard 0 and the blob store) is
+// restarted mid-job; the resumed job ends with the same parameters as an
+// uninterrupted one. ring: the model's optimizer state goes to and comes back
+// from the checkpoint; ps: the shards keep it.
+TEST(TorchScript, ResumedJobsMatchUninterruptedRuns) {
+  Cluster c(2);
+  ASSERT_TRUE(c.ok());
+  CheckpointCleanup cleanup{c};
+  const std::string model = ScriptedMlp(TempDir(), "784-512-512-10");
+  for (const char* strategy : {"ring", "ps"}) {
+    SCOPED_TRACE(strategy);
+    v1::JobSpec spec = CheckpointedSpec(strategy, "sync", 300, 7);
+    ExpectResumeIsBitIdentical(c, Uploaded(c, spec, model));
+  }
+}
+
+#else
+
+TEST(TorchScript, AWorkerWithoutLibtorchRefusesTheJobNamingTheBuildOption) {
+  Cluster c(1);
+  ASSERT_TRUE(c.ok());
+  const std::string file = TempDir() + "/model.pt";
+  ASSERT_EQ(Shell(absl::StrCat("echo not-a-model > ", file), 10), 0);
+  const v1::Job job = RunToEnd(c, Uploaded(c, Spec("ring", "sync", 1), file));
+  ASSERT_EQ(job.state(), v1::FAILED);
+  EXPECT_NE(job.error().find("GRADSYNC_TORCH"), std::string::npos) << job.error();
+}
+
+#endif  // GRADSYNC_TEST_HAVE_TORCH
+
+TEST(TorchScript, AHashNeverUploadedIsRefusedAtSubmit) {
+  Cluster c(1);
+  ASSERT_TRUE(c.ok());
+  v1::JobSpec spec = Spec("ring", "sync", 1);
+  spec.set_model(absl::StrCat("torchscript:sha256:", std::string(64, 'a')));
+  v1::Job job;
+  const grpc::Status st = c.Submit(spec, &job);
+  EXPECT_EQ(st.error_code(), grpc::FAILED_PRECONDITION);
+  EXPECT_NE(st.error_message().find("never uploaded"), std::string::npos)
+      << st.error_message();
+  // A path the client did not upload is refused by validation.
+  spec.set_model("torchscript:/tmp/model.pt");
+  EXPECT_EQ(c.Submit(spec, &job).error_code(), grpc::INVALID_ARGUMENT);
+}
+
+TEST(TorchScript, AMissingFileIsNamedBeforeAnythingIsSent) {
+  Cluster c(1);
+  ASSERT_TRUE(c.ok());
+  v1::JobSpec spec = Spec("ring", "sync", 1);
+  spec.set_model("torchscript:/nonexistent/model.pt");
+  auto stub = v1::Coordinator::NewStub(c.Channel(c->coordinator()));
+  const absl::Status st = UploadJobFiles(stub.get(), &spec);
+  EXPECT_EQ(st.code(), absl::StatusCode::kNotFound);
+  EXPECT_NE(st.message().find("/nonexistent/model.pt"), std::string::npos) << st;
+}
+
+}  // namespace
+}  // namespace gradsync

@@ -1,0 +1,100 @@
+#!/usr/bin/env python3
+"""Writes the TorchScript files torch_model_test.cc loads into OUTDIR.
+
+    make_torch_models.py OUTDIR
+
+Good models come from examples/models/ (so the examples are what is tested);
+the bad ones each break one rule of the contract (worker/model/torch/torch_model.h).
+"""
+import os
+import sys
+
+import torch
+import torch.nn as nn
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "examples", "models"))
+import lenet  # noqa: E402
+import mlp  # noqa: E402
+
+
+class NoParams(nn.Module):
+    def forward(self, x):
+        return x[:, :10]
+
+
+class WrongOutput(nn.Module):  # 3 logits for 10 classes
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(20, 3)
+
+    def forward(self, x):
+        return self.fc(x)
+
+
+class BadView(nn.Module):  # fails at run time: 20 features are not 30x30
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(900, 10)
+
+    def forward(self, x):
+        return self.fc(x.view(-1, 900))
+
+
+class CustomLoss(nn.Module):  # loss(x, y): squared error on the logits
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(20, 10)
+
+    def forward(self, x):
+        return self.fc(x)
+
+    @torch.jit.export
+    def loss(self, x, y):
+        target = torch.nn.functional.one_hot(y, 10).float()
+        return ((self.forward(x) - target) ** 2).mean()
+
+
+class Unused(nn.Module):  # `spare` never reaches the loss
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(20, 8)
+        self.spare = nn.Linear(8, 8)
+        self.fc2 = nn.Linear(8, 10)
+
+    def forward(self, x):
+        return self.fc2(torch.relu(self.fc1(x)))
+
+
+def main():
+    out = sys.argv[1]
+    os.makedirs(out, exist_ok=True)
+    torch.manual_seed(1)
+    save = lambda m, name: torch.jit.script(m).save(os.path.join(out, name))  # noqa: E731
+    save(mlp.Mlp([20, 16, 8, 10]), "mlp.pt")
+    save(lenet.LeNet(), "lenet.pt")
+    save(NoParams(), "noparams.pt")
+    save(WrongOutput(), "wrong_output.pt")
+    save(BadView(), "bad_view.pt")
+    save(CustomLoss(), "custom_loss.pt")
+    save(Unused(), "unused.pt")
+    save(mlp.Mlp([20, 10]).double(), "double.pt")
+    # PyTorch's own training loop on lenet.pt: the losses the C++ replica
+    # must reproduce (same inputs, SGD lr 0.05 momentum 0.9, 20 steps).
+    m = torch.jit.load(os.path.join(out, "lenet.pt"))
+    x = torch.tensor([[((i * 31 + j * 7) % 17) / 17.0 for j in range(784)]
+                      for i in range(16)])
+    y = torch.arange(16) % 10
+    opt = torch.optim.SGD(m.parameters(), lr=0.05, momentum=0.9)
+    with open(os.path.join(out, "lenet_losses.txt"), "w") as f:
+        for _ in range(20):
+            opt.zero_grad()
+            loss = torch.nn.functional.cross_entropy(m(x), y)
+            loss.backward()
+            opt.step()
+            f.write(f"{loss.item():.8f}\n")
+    with open(os.path.join(out, "not_torchscript.pt"), "wb") as f:
+        f.write(b"PK\x03\x04 this is not a TorchScript archive")
+
+
+if __name__ == "__main__":
+    main()

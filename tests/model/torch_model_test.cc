@@ -1,0 +1,314 @@
+// The TorchScript model (worker/model/torch) against the built-in MLP, its
+// bucket announcements during backward, its optimizer state, and its refusals
+// of modules that break the contract. The modules are written by
+// make_torch_models.py (Debian's python3-torch) when the suite starts.
+#include "worker/model/torch/torch_model.h"
+
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "worker/model/device_model.h"
+#include "worker/model/mlp.h"
+
+namespace gradsync {
+namespace {
+
+std::string ModelDir() { return std::string(GRADSYNC_TEST_TMP) + "/torch_models"; }
+
+class TorchModelTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    const std::string cmd = std::string(GRADSYNC_TORCH_PYTHON) + " " +
+                            GRADSYNC_SOURCE_DIR + "/tests/model/make_torch_models.py " +
+                            ModelDir();
+    made_ = std::system(cmd.c_str()) == 0;
+  }
+  void SetUp() override {
+    ASSERT_TRUE(made_) << "make_torch_models.py failed (is python3-torch installed?)";
+  }
+
+  static absl::StatusOr<std::unique_ptr<DeviceModel>> Load(const std::string& name,
+                                                           int features = 20,
+                                                           int classes = 10) {
+    TorchModelOptions o;
+    o.path = ModelDir() + "/" + name;
+    o.features = features;
+    o.classes = classes;
+    return MakeTorchScriptModel(o);
+  }
+
+  static std::vector<float> RandomX(int batch, int features, uint64_t seed) {
+    std::mt19937 gen(seed);
+    std::uniform_real_distribution<float> u(0, 1);
+    std::vector<float> x(static_cast<size_t>(batch) * features);
+    for (float& v : x) v = u(gen);
+    return x;
+  }
+
+  static bool made_;
+};
+bool TorchModelTest::made_ = false;
+
+// nn.Linear stores [out, in] row-major then the bias: the built-in MLP's
+// layout. Same parameters and batch: the same loss and gradient.
+TEST_F(TorchModelTest, GradientMatchesTheBuiltInMlp) {
+  auto model = Load("mlp.pt");
+  ASSERT_TRUE(model.ok()) << model.status();
+  DeviceModel& m = **model;
+  Mlp ref(MlpSpec{{20, 16, 8, 10}});
+  ASSERT_EQ(m.num_params(), ref.num_params());
+  ASSERT_EQ(m.num_layers(), 6);  // 3 weights and 3 biases
+  const std::vector<Range> buckets = MakeBuckets(m, 1 << 20);
+  ASSERT_TRUE(m.Configure(buckets, OptimizerOptions{}, 2).ok());
+  std::vector<float> params(m.num_params());
+  ref.InitParams(7, params.data());
+  ASSERT_TRUE(m.SetParams(params.data()).ok());
+  for (int batch : {1, 5, 32}) {
+    const std::vector<float> x = RandomX(batch, 20, batch);
+    std::vector<uint8_t> y(batch);
+    for (int i = 0; i < batch; ++i) y[i] = static_cast<uint8_t>((i * 7) % 10);
+    std::vector<float> want(ref.num_params());
+    const float want_loss =
+        ref.ForwardBackward(params.data(), x.data(), y.data(), batch, want.data());
+    ASSERT_TRUE(m.StageBatch(x.data(), y.data(), batch).ok());
+    std::vector<float> got(m.num_params());
+    ASSERT_TRUE(m.ForwardBackward(batch, [&](int b) {
+                   ASSERT_TRUE(m.StartGradCopy(b, 0, got.data() + buckets[b].begin).ok());
+                 }).ok());
+    auto loss = m.TakeLoss();
+    ASSERT_TRUE(loss.ok());
+    EXPECT_NEAR(*loss, want_loss, 1e-5) << "batch " << batch;
+    for (size_t i = 0; i < got.size(); ++i) {
+      ASSERT_NEAR(got[i], want[i], 1e-5 + 1e-4 * std::fabs(want[i]))
+          << "batch " << batch << " parameter " << i;
+    }
+    auto eval = m.Evaluate(x.data(), y.data(), batch);
+    ASSERT_TRUE(eval.ok());
+    const Mlp::Eval ref_eval = ref.Evaluate(params.data(), x.data(), y.data(), batch);
+    EXPECT_NEAR(eval->mean_loss, ref_eval.mean_loss, 1e-5);
+    EXPECT_EQ(eval->correct, ref_eval.correct);
+    EXPECT_EQ(eval->n, batch);
+  }
+}
+
+// Overlap: bucket 0 (the last layers) is announced while backward still
+// runs, so at that moment the first layer's gradient has not been written
+// (it is still the zeros the model starts with); after backward it has.
+TEST_F(TorchModelTest, AnnouncesBucketsInOrderDuringBackward) {
+  auto model = Load("lenet.pt", 784, 10);
+  ASSERT_TRUE(model.ok()) << model.status();
+  DeviceModel& m = **model;
+  const std::vector<Range> buckets = MakeBuckets(m, 4);  // one per parameter
+  ASSERT_EQ(static_cast<int>(buckets.size()), m.num_layers());
+  ASSERT_TRUE(m.Configure(buckets, OptimizerOptions{}, 2).ok());
+  const int batch = 8;
+  const std::vector<float> x = RandomX(batch, 784, 3);
+  const std::vector<uint8_t> y(batch, 4);
+  ASSERT_TRUE(m.StageBatch(x.data(), y.data(), batch).ok());
+  const Range first = buckets.back();  // conv1.weight
+  std::vector<float> first_at_0(first.size, 1.0f), got(m.num_params());
+  std::vector<int> order;
+  ASSERT_TRUE(m.ForwardBackward(batch, [&](int b) {
+                 order.push_back(b);
+                 ASSERT_TRUE(m.StartGradCopy(b, 0, got.data() + buckets[b].begin).ok());
+                 if (b == 0) {
+                   ASSERT_TRUE(m.StartGradCopy(static_cast<int>(buckets.size()) - 1, 1,
+                                               first_at_0.data())
+                                   .ok());
+                 }
+               }).ok());
+  ASSERT_EQ(order.size(), buckets.size());
+  for (size_t i = 0; i < order.size(); ++i) EXPECT_EQ(order[i], static_cast<int>(i));
+  double at0 = 0, after = 0;
+  for (size_t i = 0; i < first.size; ++i) {
+    at0 += std::fabs(first_at_0[i]);
+    after += std::fabs(got[first.begin + i]);
+  }
+  EXPECT_EQ(at0, 0.0) << "bucket 0 was announced after the first layer's gradient was in";
+  EXPECT_GT(after, 0.0);
+  ASSERT_TRUE(m.TakeLoss().ok());
+}
+
+// The replica trains as PyTorch's own loop does: the losses of 20 SGD
+// steps on lenet.pt match those make_torch_models.py recorded.
+TEST_F(TorchModelTest, LeNetFollowsPyTorchsTrainingLoop) {
+  std::vector<float> want;
+  {
+    std::ifstream in(ModelDir() + "/lenet_losses.txt");
+    for (float v; in >> v;) want.push_back(v);
+  }
+  ASSERT_EQ(want.size(), 20u);
+  auto model = Load("lenet.pt", 784, 10);
+  ASSERT_TRUE(model.ok()) << model.status();
+  DeviceModel& m = **model;
+  const std::vector<Range> buckets = MakeBuckets(m, 64 << 10);
+  OptimizerOptions sgd;
+  sgd.lr = 0.05f;
+  sgd.momentum = 0.9f;
+  ASSERT_TRUE(m.Configure(buckets, sgd, 2).ok());
+  const int batch = 16;
+  std::vector<float> x(batch * 784);
+  for (int i = 0; i < batch; ++i) {
+    for (int j = 0; j < 784; ++j)
+      x[i * 784 + j] = static_cast<float>((i * 31 + j * 7) % 17) / 17.0f;
+  }
+  std::vector<uint8_t> y(batch);
+  for (int i = 0; i < batch; ++i) y[i] = static_cast<uint8_t>(i % 10);
+  ASSERT_TRUE(m.StageBatch(x.data(), y.data(), batch).ok());
+  std::vector<float> g(m.num_params());
+  for (int step = 0; step < 20; ++step) {
+    ASSERT_TRUE(m.ForwardBackward(batch, [&](int b) {
+                   ASSERT_TRUE(m.StartGradCopy(b, 0, g.data() + buckets[b].begin).ok());
+                 }).ok());
+    for (size_t b = 0; b < buckets.size(); ++b) {
+      ASSERT_TRUE(m.ApplyGradient(static_cast<int>(b), g.data() + buckets[b].begin).ok());
+    }
+    auto loss = m.TakeLoss();
+    ASSERT_TRUE(loss.ok());
+    ASSERT_NEAR(*loss, want[step], 1e-4 + 1e-4 * want[step]) << "step " << step;
+  }
+  auto eval = m.Evaluate(x.data(), y.data(), batch);
+  ASSERT_TRUE(eval.ok()) << eval.status();
+  EXPECT_EQ(eval->n, batch);
+  // The parameters the optimizer moved are the module's: a second replica
+  // given them computes the same loss.
+  std::vector<float> p(m.num_params());
+  ASSERT_TRUE(m.GetParams(p.data()).ok());
+  auto other = Load("lenet.pt", 784, 10);
+  ASSERT_TRUE(other.ok());
+  ASSERT_TRUE((*other)->SetParams(p.data()).ok());
+  auto eval2 = (*other)->Evaluate(x.data(), y.data(), batch);
+  ASSERT_TRUE(eval2.ok());
+  EXPECT_NEAR(eval2->mean_loss, eval->mean_loss, 1e-6);
+}
+
+TEST_F(TorchModelTest, OwnGradientEqualsCopyAndApply) {
+  auto a = Load("mlp.pt");
+  auto b = Load("mlp.pt");
+  ASSERT_TRUE(a.ok() && b.ok());
+  const std::vector<Range> buckets = MakeBuckets(**a, 256);
+  OptimizerOptions adam;
+  adam.kind = OptimizerKind::kAdam;
+  adam.lr = 0.01f;
+  ASSERT_TRUE((*a)->Configure(buckets, adam, 2).ok());
+  ASSERT_TRUE((*b)->Configure(buckets, adam, 2).ok());
+  const std::vector<float> x = RandomX(4, 20, 9);
+  const std::vector<uint8_t> y = {1, 2, 3, 4};
+  std::vector<float> g((*a)->num_params());
+  for (int step = 0; step < 3; ++step) {
+    ASSERT_TRUE((*a)->StageBatch(x.data(), y.data(), 4).ok());
+    ASSERT_TRUE((*b)->StageBatch(x.data(), y.data(), 4).ok());
+    ASSERT_TRUE((*a)->ForwardBackward(4, [](int) {}).ok());
+    ASSERT_TRUE(
+        (*b)->ForwardBackward(
+                4,
+                [&](int k) {
+                  ASSERT_TRUE(
+                      (*b)->StartGradCopy(k, 0, g.data() + buckets[k].begin).ok());
+                })
+            .ok());
+    for (size_t k = 0; k < buckets.size(); ++k) {
+      ASSERT_TRUE((*a)->ApplyOwnGradient(static_cast<int>(k)).ok());
+      ASSERT_TRUE(
+          (*b)->ApplyGradient(static_cast<int>(k), g.data() + buckets[k].begin).ok());
+    }
+    ASSERT_TRUE((*a)->TakeLoss().ok());
+    ASSERT_TRUE((*b)->TakeLoss().ok());
+  }
+  std::vector<float> pa(g.size()), pb(g.size());
+  ASSERT_TRUE((*a)->GetParams(pa.data()).ok());
+  ASSERT_TRUE((*b)->GetParams(pb.data()).ok());
+  EXPECT_EQ(pa, pb);
+  // Adam's moments come out laid out as the parameters and go back in.
+  OptimizerState st;
+  ASSERT_TRUE((*a)->GetOptimizerState(&st).ok());
+  EXPECT_EQ(st.steps, 3);
+  EXPECT_EQ(st.first.size(), g.size());
+  EXPECT_EQ(st.second.size(), g.size());
+  ASSERT_TRUE((*b)->SetOptimizerState(st).ok());
+  OptimizerState short_state = st;
+  short_state.first.pop_back();
+  EXPECT_EQ((*b)->SetOptimizerState(short_state).code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(TorchModelTest, ACustomLossMethodIsTheTrainingLoss) {
+  auto model = Load("custom_loss.pt");
+  ASSERT_TRUE(model.ok()) << model.status();
+  DeviceModel& m = **model;
+  ASSERT_TRUE(m.Configure(MakeBuckets(m, 1 << 20), OptimizerOptions{}, 2).ok());
+  const std::vector<float> x = RandomX(3, 20, 11);
+  const std::vector<uint8_t> y = {0, 5, 9};
+  ASSERT_TRUE(m.StageBatch(x.data(), y.data(), 3).ok());
+  ASSERT_TRUE(m.ForwardBackward(3, [](int) {}).ok());
+  auto loss = m.TakeLoss();
+  ASSERT_TRUE(loss.ok());
+  // Squared error over one-hot targets: small for a fresh linear layer,
+  // unlike cross-entropy over 10 classes (about ln 10 = 2.3).
+  EXPECT_LT(*loss, 1.0f);
+  auto eval = m.Evaluate(x.data(), y.data(), 3);
+  ASSERT_TRUE(eval.ok());
+  EXPECT_NEAR(eval->mean_loss, *loss, 1e-5);
+}
+
+TEST_F(TorchModelTest, AParameterOutsideTheLossGetsAZeroGradient) {
+  auto model = Load("unused.pt");
+  ASSERT_TRUE(model.ok()) << model.status();
+  DeviceModel& m = **model;
+  const std::vector<Range> buckets = MakeBuckets(m, 4);
+  ASSERT_TRUE(m.Configure(buckets, OptimizerOptions{}, 2).ok());
+  const std::vector<float> x = RandomX(2, 20, 13);
+  const std::vector<uint8_t> y = {3, 4};
+  ASSERT_TRUE(m.StageBatch(x.data(), y.data(), 2).ok());
+  std::vector<float> g(m.num_params(), 7.0f);
+  int announced = 0;
+  ASSERT_TRUE(m.ForwardBackward(2, [&](int b) {
+                 ++announced;
+                 ASSERT_TRUE(m.StartGradCopy(b, 0, g.data() + buckets[b].begin).ok());
+               }).ok());
+  EXPECT_EQ(announced, static_cast<int>(buckets.size()));
+  const Range spare_w = m.LayerRange(2);  // spare.weight
+  for (size_t i = spare_w.begin; i < spare_w.end(); ++i) ASSERT_EQ(g[i], 0.0f);
+}
+
+TEST_F(TorchModelTest, RefusesModulesThatBreakTheContract) {
+  struct Case {
+    const char* file;
+    absl::StatusCode code;
+    const char* says;
+  };
+  const Case cases[] = {
+      {"missing.pt", absl::StatusCode::kNotFound, "not found"},
+      {"not_torchscript.pt", absl::StatusCode::kInvalidArgument, "not a TorchScript"},
+      {"noparams.pt", absl::StatusCode::kInvalidArgument, "no parameters"},
+      {"wrong_output.pt", absl::StatusCode::kInvalidArgument, "logits [2, 10]"},
+      {"bad_view.pt", absl::StatusCode::kInvalidArgument, "failed"},
+      {"double.pt", absl::StatusCode::kInvalidArgument, "float32"},
+  };
+  for (const Case& c : cases) {
+    auto model = Load(c.file);
+    ASSERT_FALSE(model.ok()) << c.file;
+    EXPECT_EQ(model.status().code(), c.code) << c.file << ": " << model.status();
+    EXPECT_NE(model.status().message().find(c.says), std::string::npos)
+        << c.file << ": " << model.status();
+    EXPECT_NE(model.status().message().find(c.file), std::string::npos)
+        << "the error names the file: " << model.status();
+  }
+  // A model that loads but whose forward fails on a staged batch of another
+  // width reports it from ForwardBackward, and the replica stays usable.
+  auto model = Load("mlp.pt");
+  ASSERT_TRUE(model.ok());
+  ASSERT_TRUE(
+      (*model)->Configure(MakeBuckets(**model, 1 << 20), OptimizerOptions{}, 2).ok());
+  EXPECT_EQ((*model)->ForwardBackward(4, [](int) {}).code(),
+            absl::StatusCode::kFailedPrecondition);  // nothing staged
+}
+
+}  // namespace
+}  // namespace gradsync

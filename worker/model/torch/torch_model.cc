@@ -1,0 +1,378 @@
+#include "worker/model/torch/torch_model.h"
+
+#include <ATen/Parallel.h>
+#include <torch/script.h>
+
+#include <algorithm>
+#include <cstring>
+#include <deque>
+#include <exception>
+#include <filesystem>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "worker/model/bucket_optimizers.h"
+
+namespace gradsync {
+namespace {
+
+constexpr size_t kMaxPendingLosses = 2;
+constexpr int64_t kEvalChunk = 1024;
+
+// The first line of a libtorch error (the rest is a C++ backtrace).
+std::string FirstLine(const std::exception& e) {
+  std::string s = e.what();
+  const size_t nl = s.find('\n');
+  return nl == std::string::npos ? s : s.substr(0, nl);
+}
+
+std::string ShapeOf(const at::Tensor& t) {
+  return absl::StrCat("[", absl::StrJoin(t.sizes(), ", "), "]");
+}
+
+class TorchModel final : public DeviceModel {
+ public:
+  TorchModel(torch::jit::Module module, TorchModelOptions options)
+      : module_(std::move(module)), options_(std::move(options)) {}
+
+  // Lays the parameters out flat, checks the contract, registers the hooks.
+  absl::Status Init() {
+    for (const at::Tensor& p : module_.parameters()) {
+      if (p.scalar_type() != at::kFloat) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "parameter ", layers_.size(), " ", ShapeOf(p), " is ",
+            c10::toString(p.scalar_type()), "; gradsync trains float32 parameters"));
+      }
+      layers_.push_back(Range{num_params_, static_cast<size_t>(p.numel())});
+      num_params_ += p.numel();
+      tensors_.push_back(p);
+    }
+    if (tensors_.empty()) {
+      return absl::InvalidArgumentError("the module has no parameters to train");
+    }
+    if (!module_.find_method("forward").has_value()) {
+      return absl::InvalidArgumentError("the module has no forward method");
+    }
+    has_loss_ = module_.find_method("loss").has_value();
+    params_.assign(num_params_, 0.0f);
+    grad_.assign(num_params_, 0.0f);
+    {
+      torch::NoGradGuard no_grad;
+      for (size_t l = 0; l < tensors_.size(); ++l) {
+        at::Tensor& p = tensors_[l];
+        at::Tensor view = torch::from_blob(params_.data() + layers_[l].begin, p.sizes(),
+                                           at::TensorOptions().dtype(at::kFloat));
+        view.copy_(p);
+        p.set_data(view);
+      }
+    }
+    if (absl::Status st = DryRun(); !st.ok()) return st;
+    fired_.assign(tensors_.size(), 0);
+    for (size_t l = 0; l < tensors_.size(); ++l) {
+      tensors_[l].register_hook([this, l](const at::Tensor& g) { GradReady(l, g); });
+    }
+    module_.train();
+    return absl::OkStatus();
+  }
+
+  std::string name() const override { return "cpu (torchscript)"; }
+  size_t num_params() const override { return num_params_; }
+  int num_layers() const override { return static_cast<int>(layers_.size()); }
+  Range LayerRange(int l) const override { return layers_[l]; }
+
+  absl::Status Configure(const std::vector<Range>& buckets,
+                         const OptimizerOptions& optimizer, int grad_slots) override {
+    if (grad_slots < 1) return absl::InvalidArgumentError("grad_slots must be >= 1");
+    // Buckets are layer-aligned (MakeBuckets): each layer lies in one.
+    std::vector<int> bucket_of(layers_.size(), -1);
+    std::vector<int> layers_in(buckets.size(), 0);
+    for (size_t l = 0; l < layers_.size(); ++l) {
+      for (size_t b = 0; b < buckets.size(); ++b) {
+        const Range& r = buckets[b];
+        if (layers_[l].begin >= r.begin && layers_[l].end() <= r.end()) {
+          bucket_of[l] = static_cast<int>(b);
+          ++layers_in[b];
+          break;
+        }
+      }
+      if (bucket_of[l] < 0) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("parameter ", l,
+                         " lies in no bucket (buckets must be "
+                         "layer-aligned)"));
+      }
+    }
+    if (absl::Status st = optimizers_.Configure(buckets, optimizer); !st.ok()) return st;
+    bucket_of_ = std::move(bucket_of);
+    layers_in_ = std::move(layers_in);
+    return absl::OkStatus();
+  }
+
+  absl::Status SetParams(const float* host) override {
+    std::memcpy(params_.data(), host, num_params_ * sizeof(float));
+    return absl::OkStatus();
+  }
+  absl::Status SetParamsRange(Range r, const float* host) override {
+    std::memcpy(params_.data() + r.begin, host + r.begin, r.size * sizeof(float));
+    return absl::OkStatus();
+  }
+  absl::Status GetParams(float* host) override {
+    std::memcpy(host, params_.data(), num_params_ * sizeof(float));
+    return absl::OkStatus();
+  }
+
+  absl::Status StageBatch(const float* x, const uint8_t* y, int batch) override {
+    if (batch < 1) return absl::InvalidArgumentError("empty batch");
+    x_ = torch::from_blob(const_cast<float*>(x), {batch, options_.features},
+                          at::TensorOptions().dtype(at::kFloat))
+             .clone();
+    y_ = torch::from_blob(const_cast<uint8_t*>(y), {batch},
+                          at::TensorOptions().dtype(at::kByte))
+             .to(at::kLong);
+    return absl::OkStatus();
+  }
+
+  // Backward hands each parameter's gradient to GradReady as autograd
+  // produces it; a bucket is announced once all its parameters are in and
+  // every bucket before it has been (buckets go out in order 0, 1, ...).
+  absl::Status ForwardBackward(int batch,
+                               const std::function<void(int)>& bucket_ready) override {
+    if (!y_.defined() || y_.size(0) != batch) {
+      return absl::FailedPreconditionError("no staged batch of that size");
+    }
+    if (losses_.size() >= kMaxPendingLosses) {
+      return absl::FailedPreconditionError("too many losses not taken");
+    }
+    if (!optimizers_.configured()) {
+      return absl::FailedPreconditionError("model not configured");
+    }
+    remaining_ = layers_in_;
+    std::fill(fired_.begin(), fired_.end(), 0);
+    next_ = 0;
+    ready_ = &bucket_ready;
+    int64_t mark = trace_ ? TraceRecorder::NowUs() : 0;
+    try {
+      for (at::Tensor& p : tensors_) p.mutable_grad() = at::Tensor();
+      at::Tensor loss = Loss(x_, y_);
+      mark = TraceSince(mark, "forward", -1);
+      losses_.push_back(loss.item<float>());
+      loss.backward();
+    } catch (const std::exception& e) {
+      ready_ = nullptr;
+      return absl::InvalidArgumentError(
+          absl::StrCat("the model's forward or backward failed: ", FirstLine(e)));
+    }
+    // Parameters the loss does not depend on get a zero gradient.
+    for (size_t l = 0; l < layers_.size(); ++l) {
+      if (!fired_[l]) {
+        std::fill_n(grad_.data() + layers_[l].begin, layers_[l].size, 0.0f);
+        fired_[l] = 1;
+        --remaining_[bucket_of_[l]];
+      }
+    }
+    AnnounceReady();
+    ready_ = nullptr;
+    TraceSince(mark, "backward", -1);
+    return absl::OkStatus();
+  }
+
+  void SetTrace(TraceRecorder* trace) override { trace_ = trace; }
+
+  absl::StatusOr<float> TakeLoss() override {
+    if (losses_.empty()) return absl::FailedPreconditionError("no pending loss");
+    const float loss = losses_.front();
+    losses_.pop_front();
+    return loss;
+  }
+
+  // Copies at once on the training thread, like the CPU MLP.
+  absl::Status StartGradCopy(int bucket, int, float* host) override {
+    if (absl::Status st = optimizers_.CheckBucket(bucket); !st.ok()) return st;
+    const Range& r = optimizers_.buckets()[bucket];
+    std::memcpy(host, grad_.data() + r.begin, r.size * sizeof(float));
+    return absl::OkStatus();
+  }
+  absl::Status WaitGradCopy(int, int) override { return absl::OkStatus(); }
+
+  absl::Status ApplyGradient(int bucket, const float* host) override {
+    optimizers_.Apply(bucket, params_.data(), host);
+    return absl::OkStatus();
+  }
+  absl::Status ApplyOwnGradient(int bucket) override {
+    if (absl::Status st = optimizers_.CheckBucket(bucket); !st.ok()) return st;
+    optimizers_.Apply(bucket, params_.data(),
+                      grad_.data() + optimizers_.buckets()[bucket].begin);
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<Mlp::Eval> Evaluate(const float* x, const uint8_t* y,
+                                     int64_t n) override {
+    Mlp::Eval eval;
+    double loss_sum = 0;
+    try {
+      torch::NoGradGuard no_grad;
+      module_.eval();
+      for (int64_t begin = 0; begin < n; begin += kEvalChunk) {
+        const int64_t rows = std::min(kEvalChunk, n - begin);
+        at::Tensor xs = torch::from_blob(
+            const_cast<float*>(x) + begin * options_.features, {rows, options_.features},
+            at::TensorOptions().dtype(at::kFloat));
+        at::Tensor ys = torch::from_blob(const_cast<uint8_t*>(y) + begin, {rows},
+                                         at::TensorOptions().dtype(at::kByte))
+                            .to(at::kLong);
+        at::Tensor logits = module_.forward({xs}).toTensor();
+        at::Tensor loss = has_loss_ ? module_.get_method("loss")({xs, ys}).toTensor()
+                                    : at::cross_entropy_loss(logits, ys);
+        loss_sum += loss.item<double>() * static_cast<double>(rows);
+        if (logits.dim() == 2 && logits.size(0) == rows) {
+          eval.correct += logits.argmax(1).eq(ys).sum().item<int64_t>();
+        }
+        eval.n += rows;
+      }
+      module_.train();
+    } catch (const std::exception& e) {
+      module_.train();
+      return absl::InvalidArgumentError(
+          absl::StrCat("evaluating the model failed: ", FirstLine(e)));
+    }
+    eval.mean_loss = eval.n > 0 ? loss_sum / static_cast<double>(eval.n) : 0;
+    return eval;
+  }
+
+  absl::Status GetOptimizerState(OptimizerState* out) override {
+    return optimizers_.Get(num_params_, out);
+  }
+  absl::Status SetOptimizerState(const OptimizerState& state) override {
+    return optimizers_.Set(num_params_, state);
+  }
+
+  absl::StatusOr<std::shared_ptr<float>> AllocHost(size_t floats) override {
+    return AllocHostFloats(floats);
+  }
+
+ private:
+  // The training loss of x, y: the module's loss method or cross-entropy.
+  at::Tensor Loss(const at::Tensor& x, const at::Tensor& y) {
+    if (has_loss_) return module_.get_method("loss")({x, y}).toTensor();
+    return at::cross_entropy_loss(module_.forward({x}).toTensor(), y);
+  }
+
+  // One forward on two samples of zeros: the output must be class logits
+  // [2, >= classes] (or the loss method a scalar).
+  absl::Status DryRun() {
+    try {
+      torch::NoGradGuard no_grad;
+      module_.eval();
+      at::Tensor x = torch::zeros({2, options_.features});
+      at::Tensor y = torch::zeros({2}, at::TensorOptions().dtype(at::kLong));
+      c10::IValue out = module_.forward({x});
+      module_.train();
+      if (!out.isTensor()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("forward returned ", out.tagKind(), ", not a tensor of logits"));
+      }
+      const at::Tensor logits = out.toTensor();
+      if (has_loss_) {
+        at::Tensor loss = module_.get_method("loss")({x, y}).toTensor();
+        if (loss.numel() != 1) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("loss(x, y) returned ", ShapeOf(loss), ", not a scalar"));
+        }
+      } else if (logits.dim() != 2 || logits.size(0) != 2 ||
+                 logits.size(1) < options_.classes) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("forward of a batch of 2 samples of ", options_.features,
+                         " features returned ", ShapeOf(logits),
+                         "; the data's labels need logits [2, ", options_.classes,
+                         "] (or define loss(x, y))"));
+      }
+    } catch (const std::exception& e) {
+      module_.train();
+      return absl::InvalidArgumentError(
+          absl::StrCat("forward of a batch of 2 samples of ", options_.features,
+                       " features failed: ", FirstLine(e)));
+    }
+    return absl::OkStatus();
+  }
+
+  // Autograd's hook for parameter l (training thread, inside backward).
+  void GradReady(size_t l, const at::Tensor& g) {
+    if (ready_ == nullptr || fired_[l]) return;  // not our backward
+    at::Tensor dst = torch::from_blob(grad_.data() + layers_[l].begin, g.sizes(),
+                                      at::TensorOptions().dtype(at::kFloat));
+    dst.copy_(g);
+    fired_[l] = 1;
+    --remaining_[bucket_of_[l]];
+    AnnounceReady();
+  }
+
+  void AnnounceReady() {
+    const int buckets = static_cast<int>(remaining_.size());
+    while (next_ < buckets && remaining_[next_] == 0) (*ready_)(next_++);
+  }
+
+  int64_t TraceSince(int64_t since, const char* name, int layer) {
+    if (trace_ == nullptr) return 0;
+    TraceEvent e;
+    e.name = name;
+    e.category = "compute";
+    e.start_us = since;
+    const int64_t now = TraceRecorder::NowUs();
+    e.dur_us = now - since;
+    e.layer = layer;
+    trace_->Record(e);
+    return now;
+  }
+
+  torch::jit::Module module_;
+  TorchModelOptions options_;
+  bool has_loss_ = false;
+  std::vector<at::Tensor> tensors_;  // the module's parameters, in order
+  std::vector<Range> layers_;        // parameter l's slice of the flat vector
+  size_t num_params_ = 0;
+  std::vector<float> params_, grad_;  // flat; the parameters are views of params_
+  BucketOptimizers optimizers_;
+  std::vector<int> bucket_of_;  // by parameter
+  std::vector<int> layers_in_;  // parameters per bucket
+  // Per ForwardBackward: parameters whose gradient is in, per bucket those
+  // still missing, the next bucket to announce and whom to tell.
+  std::vector<char> fired_;
+  std::vector<int> remaining_;
+  int next_ = 0;
+  const std::function<void(int)>* ready_ = nullptr;
+  at::Tensor x_, y_;
+  std::deque<float> losses_;
+  TraceRecorder* trace_ = nullptr;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<DeviceModel>> MakeTorchScriptModel(
+    const TorchModelOptions& options) {
+  if (options.features < 1 || options.classes < 1) {
+    return absl::InvalidArgumentError("the data set has no features or no classes");
+  }
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(options.path, ec)) {
+    return absl::NotFoundError(absl::StrCat("model file ", options.path, " not found"));
+  }
+  if (options.threads > 0) at::set_num_threads(options.threads);
+  std::unique_ptr<TorchModel> model;
+  try {
+    torch::jit::Module m = torch::jit::load(options.path, torch::kCPU);
+    model = std::make_unique<TorchModel>(std::move(m), options);
+  } catch (const std::exception& e) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("model file ", options.path,
+                     " is not a TorchScript module (torch.jit.save): ", FirstLine(e)));
+  }
+  if (absl::Status st = model->Init(); !st.ok()) {
+    return absl::Status(st.code(),
+                        absl::StrCat("model ", options.path, ": ", st.message()));
+  }
+  return std::unique_ptr<DeviceModel>(std::move(model));
+}
+
+}  // namespace gradsync
