@@ -21,6 +21,7 @@
 #include "server/ps/ps_store.h"
 #include "tests/sync/ps_test_util.h"
 #include "worker/collectives/transport/grpc/grpc_transport.h"
+#include "worker/model/device_factory.h"
 #include "worker/model/device_model.h"
 #include "worker/model/mlp.h"
 #include "worker/sync/gradient_sync_factory.h"
@@ -97,7 +98,9 @@ class SyncEquivalence : public ::testing::Test {
     spec.set_groups(groups);
     auto valid = ValidateJobSpec(spec, shards);
     EXPECT_TRUE(valid.ok()) << valid.status();
-    const MlpSpec model = *ParseModelSpec(valid->model());
+    // With torchscript_: that module instead of the default MLP (the
+    // assignment then carries no widths, as the coordinator sends it).
+    const MlpSpec model = torchscript_.empty() ? *ParseModelSpec(valid->model()) : MlpSpec{};
     const size_t n = NumParams(model);
 
     std::vector<std::unique_ptr<PsServer>> ps;
@@ -131,6 +134,7 @@ class SyncEquivalence : public ::testing::Test {
       absl::StatusOr<JobOptions> job = JobOptionsOf(a);
       EXPECT_TRUE(job.ok()) << job.status();
       jobs.push_back(job.ok() ? *std::move(job) : JobOptions());
+      if (!torchscript_.empty()) jobs.back().torchscript_sha256 = "test";
     }
     std::vector<std::vector<float>> params(world);
     std::vector<absl::Status> status(world);
@@ -156,7 +160,16 @@ class SyncEquivalence : public ::testing::Test {
         NullReporter rep;
         TrainingOptions opts;
         opts.evaluate = false;
-        auto cpu = MakeCpuModel(model);
+        DeviceRequest req;
+        req.model = model;
+        req.torchscript_path = torchscript_;
+        req.features = train_->features;
+        req.classes = train_->classes;
+        auto cpu = MakeDeviceModel(req);
+        if (!cpu.ok()) {
+          status[r] = cpu.status();
+          return;
+        }
         TrainingOutcome out = RunTraining(jobs[r], *train_, *test_, cpu->get(),
                                           sync->get(), &rep, nullptr, opts);
         status[r] = out.status;
@@ -225,6 +238,8 @@ class SyncEquivalence : public ::testing::Test {
   std::vector<JobDoneReport> done_;
   // PS partition bound for the next Runs (0: the default, 4 MiB).
   uint64_t ps_partition_bytes_ = 0;
+  // A TorchScript file the next Runs train instead of the default MLP.
+  std::string torchscript_;
 };
 
 Dataset* SyncEquivalence::train_ = nullptr;
@@ -533,6 +548,80 @@ TEST_F(SyncEquivalence, BucketedPsAsyncRunsToCompletion) {
   ASSERT_EQ(p.size(), 3u);
   for (const auto& v : p) ASSERT_FALSE(v.empty());
 }
+
+#ifdef GRADSYNC_TEST_HAVE_TORCH
+// The same equivalences on TorchScript modules (LeNet-5 and a small MLP from
+// examples/models), trained through the same loop: sync jobs follow the
+// one-worker trajectory, ring replicas stay bit-identical, async and SSP
+// jobs run and stay finite.
+class TorchSyncEquivalence : public SyncEquivalence {
+ protected:
+  static void SetUpTestSuite() {
+    SyncEquivalence::SetUpTestSuite();
+    const std::string cmd = std::string(GRADSYNC_TORCH_PYTHON) + " " + GRADSYNC_SOURCE_DIR +
+                            "/tests/model/make_torch_models.py " + Dir();
+    made_ = std::system(cmd.c_str()) == 0;
+  }
+  static std::string Dir() { return std::string(GRADSYNC_TEST_TMP) + "/torch_sync"; }
+  void Use(const std::string& file) {
+    ASSERT_TRUE(made_) << "make_torch_models.py failed";
+    torchscript_ = Dir() + "/" + file;
+  }
+  static bool made_;
+};
+bool TorchSyncEquivalence::made_ = false;
+
+TEST_F(TorchSyncEquivalence, LeNetRingSyncFourWorkersMatchesOneWorker) {
+  Use("lenet.pt");
+  auto one = Run("ring", "sync", 1, 64, 12);
+  // Small buckets: LeNet's ten parameters in several buckets.
+  auto four = Run("ring", "sync", 4, 16, 12, 1, "sgd", 16 << 10);
+  ASSERT_EQ(four.size(), 4u);
+  ASSERT_FALSE(one[0].empty());
+  for (int r = 1; r < 4; ++r) {
+    EXPECT_EQ(Checksum(four[r].data(), four[r].size()),
+              Checksum(four[0].data(), four[0].size()))
+        << "ring replicas differ at rank " << r;
+  }
+  const double err = RelativeError(four[0], one[0]);
+  EXPECT_LE(err, 1e-4) << "relative error " << err;
+  auto two_by_16 = Run("ring", "sync", 2, 16, 12);
+  EXPECT_GT(RelativeError(two_by_16[0], one[0]), 1e-3);  // the check can fail
+}
+
+TEST_F(TorchSyncEquivalence, LeNetPsSyncFourWorkersTwoShardsMatchesOneWorker) {
+  Use("lenet.pt");
+  auto one = Run("ps", "sync", 1, 64, 12);
+  auto four = Run("ps", "sync", 4, 16, 12, 2, "sgd", 16 << 10);
+  ASSERT_EQ(four.size(), 4u);
+  ASSERT_FALSE(one[0].empty());
+  for (int r = 0; r < 4; ++r) {
+    const double err = RelativeError(four[r], one[0]);
+    EXPECT_LE(err, 1e-4) << "rank " << r << " relative error " << err;
+  }
+}
+
+TEST_F(TorchSyncEquivalence, MlpAsyncModesRunAndStayFinite) {
+  Use("mlp784.pt");
+  auto ring = Run("ring", "async", 3, 16, 20, 1, "adam", 64 << 10);
+  ASSERT_EQ(ring.size(), 3u);
+  ASSERT_FALSE(ring[0].empty());
+  for (size_t r = 1; r < ring.size(); ++r) {
+    EXPECT_EQ(Checksum(ring[r].data(), ring[r].size()),
+              Checksum(ring[0].data(), ring[0].size()));
+  }
+  for (int staleness : {-1, 2}) {  // ASGD and SSP
+    auto ps = Run("ps", "async", 3, 16, 20, 2, "adam", 64 << 10, staleness);
+    ASSERT_EQ(ps.size(), 3u);
+    for (const auto& v : ps) {
+      ASSERT_FALSE(v.empty());
+      for (float x : v) ASSERT_TRUE(std::isfinite(x));
+    }
+    ASSERT_EQ(done_.size(), 3u);
+    EXPECT_LT(done_[0].last_step_loss, 2.0) << "staleness " << staleness;
+  }
+}
+#endif  // GRADSYNC_TEST_HAVE_TORCH
 
 }  // namespace
 }  // namespace gradsync
