@@ -72,6 +72,9 @@ def main():
     save = lambda m, name: torch.jit.script(m).save(os.path.join(out, name))  # noqa: E731
     save(mlp.Mlp([20, 16, 8, 10]), "mlp.pt")
     save(mlp.Mlp([784, 64, 10]), "mlp784.pt")
+    same = mlp.Mlp([20, 16, 8, 10])
+    mlp.gradsync_init(same, 7)
+    save(same, "mlp_gradsync_init.pt")
     save(lenet.LeNet(), "lenet.pt")
     save(NoParams(), "noparams.pt")
     save(WrongOutput(), "wrong_output.pt")

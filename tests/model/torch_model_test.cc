@@ -97,6 +97,20 @@ TEST_F(TorchModelTest, GradientMatchesTheBuiltInMlp) {
   }
 }
 
+// examples/models/mlp.py --init=gradsync draws exactly what the built-in
+// MLP's InitParams draws for the seed (std::mt19937_64 reimplemented in
+// Python), so the two start from the same bits.
+TEST_F(TorchModelTest, GradsyncInitIsTheBuiltInMlpsBitForBit) {
+  auto model = Load("mlp_gradsync_init.pt");
+  ASSERT_TRUE(model.ok()) << model.status();
+  Mlp ref(MlpSpec{{20, 16, 8, 10}});
+  std::vector<float> want(ref.num_params()), got((*model)->num_params());
+  ASSERT_EQ(got.size(), want.size());
+  ref.InitParams(7, want.data());
+  ASSERT_TRUE((*model)->GetParams(got.data()).ok());
+  EXPECT_EQ(got, want);
+}
+
 // Overlap: bucket 0 (the last layers) is announced while backward still
 // runs, so at that moment the first layer's gradient has not been written
 // (it is still the zeros the model starts with); after backward it has.
