@@ -90,8 +90,8 @@ TEST(TorchScript, TheScriptedDefaultMlpMatchesTheBuiltInOneAfterAnEpoch) {
   ASSERT_TRUE(c.ok());
   const std::string file = TempDir() + "/mlp.pt";
   ASSERT_EQ(Shell(absl::StrCat("/usr/bin/python3 ", GRADSYNC_SOURCE_DIR,
-                               "/examples/models/mlp.py --init=gradsync --seed=1 --out ", file,
-                               " >/dev/null"),
+                               "/examples/models/mlp.py --init=gradsync --seed=1 --out ",
+                               file, " >/dev/null"),
                   120),
             0);
   v1::JobSpec spec = Spec("ring", "sync", 2);

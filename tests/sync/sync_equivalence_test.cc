@@ -100,7 +100,8 @@ class SyncEquivalence : public ::testing::Test {
     EXPECT_TRUE(valid.ok()) << valid.status();
     // With torchscript_: that module instead of the default MLP (the
     // assignment then carries no widths, as the coordinator sends it).
-    const MlpSpec model = torchscript_.empty() ? *ParseModelSpec(valid->model()) : MlpSpec{};
+    const MlpSpec model =
+        torchscript_.empty() ? *ParseModelSpec(valid->model()) : MlpSpec{};
     const size_t n = NumParams(model);
 
     std::vector<std::unique_ptr<PsServer>> ps;
@@ -558,8 +559,9 @@ class TorchSyncEquivalence : public SyncEquivalence {
  protected:
   static void SetUpTestSuite() {
     SyncEquivalence::SetUpTestSuite();
-    const std::string cmd = std::string(GRADSYNC_TORCH_PYTHON) + " " + GRADSYNC_SOURCE_DIR +
-                            "/tests/model/make_torch_models.py " + Dir();
+    const std::string cmd = std::string(GRADSYNC_TORCH_PYTHON) + " " +
+                            GRADSYNC_SOURCE_DIR + "/tests/model/make_torch_models.py " +
+                            Dir();
     made_ = std::system(cmd.c_str()) == 0;
   }
   static std::string Dir() { return std::string(GRADSYNC_TEST_TMP) + "/torch_sync"; }
