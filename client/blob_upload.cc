@@ -22,12 +22,18 @@ std::map<std::string, std::string>& Uploaded()
   return *m;
 }
 
-absl::StatusOr<std::string> Upload(v1::Coordinator::Stub* stub, const std::string& path) {
+// `kind`: "model" or "data" (BlobChunk.kind; it also names the flag).
+absl::StatusOr<std::string> Upload(v1::Coordinator::Stub* stub, const std::string& path,
+                                   const std::string& kind) {
+  const std::string field = kind == "data" ? "data" : "model";
   std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in) {
-    return absl::NotFoundError(absl::StrCat("model: cannot read ", path,
-                                            " (--model=torchscript:PATH names a file "
-                                            "written by torch.jit.save)"));
+    return absl::NotFoundError(
+        absl::StrCat(field, ": cannot read ", path,
+                     kind == "data" ? " (--data=tensors:PATH names a file written by "
+                                      "torch.save({\"x\": ..., \"y\": ...}, PATH))"
+                                    : " (--model=torchscript:PATH names a file written "
+                                      "by torch.jit.save)"));
   }
   const uint64_t size = static_cast<uint64_t>(in.tellg());
   in.seekg(0);
@@ -49,13 +55,14 @@ absl::StatusOr<std::string> Upload(v1::Coordinator::Stub* stub, const std::strin
       ctx.TryCancel();
       writer->Finish();
       return absl::DataLossError(
-          absl::StrCat("model: ", path, " changed while uploading"));
+          absl::StrCat(field, ": ", path, " changed while uploading"));
     }
     v1::BlobChunk chunk;
     chunk.set_data(buf.data(), n);
     if (first) {
       chunk.set_sha256(*sha);
       chunk.set_size(size);
+      chunk.set_kind(kind);
       first = false;
     }
     if (!writer->Write(chunk)) break;  // the server ended the call: Finish says why
@@ -66,10 +73,10 @@ absl::StatusOr<std::string> Upload(v1::Coordinator::Stub* stub, const std::strin
   if (!st.ok()) {
     return absl::Status(
         static_cast<absl::StatusCode>(st.error_code()),
-        absl::StrCat("model: uploading ", path, ": ", st.error_message()));
+        absl::StrCat(field, ": uploading ", path, ": ", st.error_message()));
   }
   if (info.sha256() != *sha) {
-    return absl::DataLossError(absl::StrCat("model: the server stored ", path, " as ",
+    return absl::DataLossError(absl::StrCat(field, ": the server stored ", path, " as ",
                                             info.sha256(), ", not ", *sha));
   }
   return *sha;
@@ -77,27 +84,42 @@ absl::StatusOr<std::string> Upload(v1::Coordinator::Stub* stub, const std::strin
 
 }  // namespace
 
-absl::Status UploadJobFiles(v1::Coordinator::Stub* stub, v1::JobSpec* spec) {
-  const std::string& model = spec->model();
-  if (!IsTorchScriptModel(model) || TorchScriptHashOf(model).ok()) {
-    return absl::OkStatus();
-  }
-  const std::string path = model.substr(sizeof(kTorchScriptPrefix) - 1);
+namespace {
+
+// Uploads the file `text` names after `prefix` (unless done before) and
+// returns its hash.
+absl::StatusOr<std::string> UploadOnce(v1::Coordinator::Stub* stub,
+                                       const std::string& text, const char* prefix,
+                                       const char* kind) {
+  const std::string path = text.substr(std::string(prefix).size());
+  const std::string key = absl::StrCat(kind, ":", path);
   {
     absl::MutexLock lock(&uploaded_mu);
-    auto it = Uploaded().find(path);
-    if (it != Uploaded().end()) {
-      spec->set_model(TorchScriptModelOf(it->second));
-      return absl::OkStatus();
-    }
+    auto it = Uploaded().find(key);
+    if (it != Uploaded().end()) return it->second;
   }
-  absl::StatusOr<std::string> sha = Upload(stub, path);
+  absl::StatusOr<std::string> sha = Upload(stub, path, kind);
   if (!sha.ok()) return sha.status();
-  {
-    absl::MutexLock lock(&uploaded_mu);
-    Uploaded()[path] = *sha;
+  absl::MutexLock lock(&uploaded_mu);
+  Uploaded()[key] = *sha;
+  return *sha;
+}
+
+}  // namespace
+
+absl::Status UploadJobFiles(v1::Coordinator::Stub* stub, v1::JobSpec* spec) {
+  if (IsTorchScriptModel(spec->model()) && !TorchScriptHashOf(spec->model()).ok()) {
+    absl::StatusOr<std::string> sha =
+        UploadOnce(stub, spec->model(), kTorchScriptPrefix, "model");
+    if (!sha.ok()) return sha.status();
+    spec->set_model(TorchScriptModelOf(*sha));
   }
-  spec->set_model(TorchScriptModelOf(*sha));
+  if (IsTensorData(spec->dataset()) && !TensorDataHashOf(spec->dataset()).ok()) {
+    absl::StatusOr<std::string> sha =
+        UploadOnce(stub, spec->dataset(), kTensorsPrefix, "data");
+    if (!sha.ok()) return sha.status();
+    spec->set_dataset(TensorDataOf(*sha));
+  }
   return absl::OkStatus();
 }
 

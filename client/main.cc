@@ -69,6 +69,11 @@ ABSL_FLAG(std::string, model, "mlp:784-256-128-10",
           "with the job (examples/models/; contract in docs/user-guide.md \"Your own "
           "model\").");
 ABSL_FLAG(uint64_t, seed, 1, "Seed for initial parameters and data order.");
+ABSL_FLAG(std::string, data, "fashion-mnist",
+          "Data set: fashion-mnist (on each worker, --data_dir), or tensors:PATH, a "
+          "file written by torch.save({\"x\": X, \"y\": Y}, PATH) (optionally with "
+          "\"x_test\", \"y_test\") that the client uploads with the job; trains a "
+          "--model=torchscript:PATH (docs/user-guide.md \"Your own data\").");
 ABSL_FLAG(std::string, data_dir, "",
           "Fashion-MNIST directory with the *-idx*-ubyte.gz files (default: "
           "/usr/share/datasets/fashion-mnist).");
@@ -227,6 +232,7 @@ v1::JobSpec SpecFromFlags() {
   s.set_momentum(static_cast<float>(absl::GetFlag(FLAGS_momentum)));
   s.set_optimizer(EnumFlag(ParseOptimizer(absl::GetFlag(FLAGS_optimizer))));
   s.set_model(absl::GetFlag(FLAGS_model));
+  s.set_dataset(absl::GetFlag(FLAGS_data));
   s.set_seed(absl::GetFlag(FLAGS_seed));
   s.set_data_dir(absl::GetFlag(FLAGS_data_dir));
   s.set_device(EnumFlag(ParseDevice(absl::GetFlag(FLAGS_device))));

@@ -54,6 +54,8 @@ class ContentStore {
     // RESOURCE_EXHAUSTED once the content would pass `max_bytes`.
     absl::Status Append(absl::string_view data);
     uint64_t size() const { return size_; }
+    // Changes the limit Append enforces (before the content passes it).
+    void set_max_bytes(uint64_t max_bytes) { max_bytes_ = max_bytes; }
     // Checks the content against the expected hash and size (when given),
     // syncs it and moves it to its final name. DATA_LOSS on a mismatch
     // (nothing kept). Call once.

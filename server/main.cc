@@ -69,6 +69,9 @@ ABSL_FLAG(double, dead_worker_grace, 600,
 ABSL_FLAG(uint64_t, max_blob_bytes, 512ull << 20,
           "Coordinator: the largest file (a TorchScript model) a client may upload "
           "with a job; kept by content hash under --state_dir/blobs.");
+ABSL_FLAG(uint64_t, max_data_bytes, 4ull << 30,
+          "Coordinator: the largest tensor data file (--data=tensors:PATH) a client "
+          "may upload with a job; kept by content hash under --state_dir/blobs.");
 ABSL_FLAG(int, max_streams, 1024,
           "Coordinator: Join and WatchJob streams open at once (each holds "
           "threads); beyond it new ones get RESOURCE_EXHAUSTED.");
@@ -161,6 +164,7 @@ gradsync::CoordinatorOptions CoordinatorOptionsFromFlags(
   copts.dead_worker_grace = absl::Seconds(absl::GetFlag(FLAGS_dead_worker_grace));
   copts.max_streams = absl::GetFlag(FLAGS_max_streams);
   copts.max_blob_bytes = absl::GetFlag(FLAGS_max_blob_bytes);
+  copts.max_data_bytes = absl::GetFlag(FLAGS_max_data_bytes);
   copts.job_key = std::move(job_key);
   if (role == "all") copts.ps_addresses.push_back("");
   for (absl::string_view s :

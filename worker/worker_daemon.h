@@ -169,6 +169,15 @@ class WorkerDaemon {
   // (options_.cache_dir) unless it is there.
   absl::StatusOr<std::string> FetchModel(const JobOptions& job)
       ABSL_LOCKS_EXCLUDED(cache_mu_);
+  // Blob `sha256`, fetched into the cache unless it is there.
+  absl::StatusOr<std::string> FetchBlobOfJob(const std::string& sha256)
+      ABSL_LOCKS_EXCLUDED(cache_mu_);
+  // The job's tensors: data set (job.data_sha256), fetched and read once
+  // per worker (kept in data_cache_ like Fashion-MNIST).
+  absl::Status LoadTensorData(const JobOptions& job,
+                              std::shared_ptr<const Dataset>* train,
+                              std::shared_ptr<const Dataset>* test)
+      ABSL_LOCKS_EXCLUDED(mu_);
   absl::StatusOr<std::shared_ptr<const Dataset>> LoadData(const std::string& dir,
                                                           bool train);
 

@@ -170,7 +170,45 @@ absl::StatusOr<std::shared_ptr<const Dataset>> WorkerDaemon::LoadData(
   return shared;
 }
 
+absl::Status WorkerDaemon::LoadTensorData(const JobOptions& job,
+                                          std::shared_ptr<const Dataset>* train,
+                                          std::shared_ptr<const Dataset>* test) {
+  const std::string key = absl::StrCat("tensors:", job.data_sha256);
+  {
+    absl::MutexLock lock(&mu_);
+    auto tr = data_cache_.find(key + "#train");
+    auto te = data_cache_.find(key + "#test");
+    if (tr != data_cache_.end() && te != data_cache_.end()) {
+      *train = tr->second;
+      *test = te->second;
+      return absl::OkStatus();
+    }
+  }
+  if (!HaveTorchScript()) return LoadTensorDataFile("-").status();
+  absl::StatusOr<std::string> path = FetchBlobOfJob(job.data_sha256);
+  if (!path.ok()) {
+    return absl::Status(
+        path.status().code(),
+        absl::StrCat("worker ", id_, ": data: ", path.status().message()));
+  }
+  absl::StatusOr<TrainTestData> d = LoadTensorDataFile(*path);
+  if (!d.ok()) {
+    return absl::Status(d.status().code(),
+                        absl::StrCat("worker ", id_, ": ", d.status().message()));
+  }
+  *train = std::make_shared<const Dataset>(std::move(d->train));
+  *test = std::make_shared<const Dataset>(std::move(d->test));
+  absl::MutexLock lock(&mu_);
+  data_cache_[key + "#train"] = *train;
+  data_cache_[key + "#test"] = *test;
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::string> WorkerDaemon::FetchModel(const JobOptions& job) {
+  return FetchBlobOfJob(job.torchscript_sha256);
+}
+
+absl::StatusOr<std::string> WorkerDaemon::FetchBlobOfJob(const std::string& sha256) {
   absl::MutexLock lock(&cache_mu_);  // one fetch at a time; jobs run one at a time
   if (blob_cache_ == nullptr) {
     absl::StatusOr<std::unique_ptr<ContentStore>> opened =
@@ -186,7 +224,7 @@ absl::StatusOr<std::string> WorkerDaemon::FetchModel(const JobOptions& job) {
   fetch.timeout = options_.fetch_timeout;
   fetch.cancelled = &cancelled_;
   fetch.env = env_;
-  return FetchBlob(job.torchscript_sha256, blob_cache_.get(), fetch);
+  return FetchBlob(sha256, blob_cache_.get(), fetch);
 }
 
 absl::StatusOr<std::unique_ptr<DeviceModel>> WorkerDaemon::MakeDevice(
@@ -246,16 +284,21 @@ absl::StatusOr<std::shared_ptr<const TuningTable>> WorkerDaemon::JobTuning(
 absl::StatusOr<WorkerDaemon::JobParts> WorkerDaemon::PrepareJob(const v1::Assignment& a,
                                                                 const JobOptions* job) {
   JobParts parts;
-  // Before any file is opened: the job may name only allowed directories.
-  absl::StatusOr<std::string> dir = data_dirs_.Resolve(a.spec().data_dir(), a.rank());
-  if (!dir.ok()) return dir.status();
-  absl::StatusOr<std::shared_ptr<const Dataset>> train = LoadData(*dir, true);
-  if (!train.ok()) return train.status();
-  absl::StatusOr<std::shared_ptr<const Dataset>> test = LoadData(*dir, false);
-  if (!test.ok()) return test.status();
-  parts.train = *train;
-  parts.test = *test;
-  absl::StatusOr<std::unique_ptr<DeviceModel>> model = MakeDevice(a, *job, **train);
+  if (!job->data_sha256.empty()) {
+    absl::Status st = LoadTensorData(*job, &parts.train, &parts.test);
+    if (!st.ok()) return st;
+  } else {
+    // Before any file is opened: the job may name only allowed directories.
+    absl::StatusOr<std::string> dir = data_dirs_.Resolve(a.spec().data_dir(), a.rank());
+    if (!dir.ok()) return dir.status();
+    absl::StatusOr<std::shared_ptr<const Dataset>> train = LoadData(*dir, true);
+    if (!train.ok()) return train.status();
+    absl::StatusOr<std::shared_ptr<const Dataset>> test = LoadData(*dir, false);
+    if (!test.ok()) return test.status();
+    parts.train = *train;
+    parts.test = *test;
+  }
+  absl::StatusOr<std::unique_ptr<DeviceModel>> model = MakeDevice(a, *job, *parts.train);
   if (!model.ok()) return model.status();
   parts.model = std::move(*model);
   parts.stall = MakeStallWatch(a);

@@ -36,6 +36,11 @@ absl::Status SetRank(const v1::Assignment& a, JobOptions* o) {
     if (!hash.ok()) return Bad("model", std::string(hash.status().message()));
     o->torchscript_sha256 = *hash;
   }
+  if (IsTensorData(a.spec().dataset())) {
+    absl::StatusOr<std::string> hash = TensorDataHashOf(a.spec().dataset());
+    if (!hash.ok()) return Bad("dataset", std::string(hash.status().message()));
+    o->data_sha256 = *hash;
+  }
   o->job_secret = a.job_secret();
   o->resume_secret = a.resume_secret();
   o->resume_world = a.resume_world();

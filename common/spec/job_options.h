@@ -51,6 +51,9 @@ struct JobOptions {
   // Set instead: the job trains the uploaded TorchScript model with this
   // SHA-256 (layer_widths empty, num_params 0: the module fixes both).
   std::string torchscript_sha256;
+  // Set: the job's data is the uploaded tensor file with this SHA-256
+  // (worker/model/torch/tensor_data.h) instead of Fashion-MNIST.
+  std::string data_sha256;
   // Data-plane credentials (common/grpc/job_secret.h).
   std::string job_secret;
   std::string resume_secret;  // resume_from set: the old job's secret

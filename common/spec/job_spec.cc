@@ -248,11 +248,20 @@ absl::Status ValidateSwitches(v1::JobSpec* s) {
 // Dataset and model, which must fit the dataset's shape.
 absl::Status ValidateModel(v1::JobSpec* s) {
   if (s->dataset().empty()) s->set_dataset("fashion-mnist");
-  if (s->dataset() != "fashion-mnist") {
-    return Bad("dataset",
-               absl::StrCat("unknown dataset '", s->dataset(), "' (want fashion-mnist)"));
-  }
   if (s->model().empty()) s->set_model(kDefaultModel);
+  if (IsTensorData(s->dataset())) {
+    absl::StatusOr<std::string> hash = TensorDataHashOf(s->dataset());
+    if (!hash.ok()) return hash.status();
+    if (!IsTorchScriptModel(s->model())) {
+      return Bad("dataset",
+                 "a tensors: data set trains a TorchScript model "
+                 "(--model=torchscript:PATH); the built-in MLP's widths are "
+                 "checked against fashion-mnist");
+    }
+  } else if (s->dataset() != "fashion-mnist") {
+    return Bad("dataset", absl::StrCat("unknown dataset '", s->dataset(),
+                                       "' (want fashion-mnist or tensors:PATH)"));
+  }
   if (IsTorchScriptModel(s->model())) {
     // Its fit to the data is checked by each worker when it loads it.
     absl::StatusOr<std::string> hash = TorchScriptHashOf(s->model());

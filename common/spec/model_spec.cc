@@ -72,17 +72,43 @@ bool IsSha256Hex(const std::string& text) {
          });
 }
 
-absl::StatusOr<std::string> TorchScriptHashOf(const std::string& text) {
-  if (!absl::StartsWith(text, kTorchScriptHashPrefix) ||
-      !IsSha256Hex(text.substr(sizeof(kTorchScriptHashPrefix) - 1))) {
+namespace {
+
+// The hash of "<prefix>sha256:<hex>", or INVALID_ARGUMENT naming `field`.
+absl::StatusOr<std::string> UploadedHashOf(const std::string& text,
+                                           const std::string& hash_prefix,
+                                           const std::string& field,
+                                           const std::string& what,
+                                           const std::string& user_form) {
+  if (!absl::StartsWith(text, hash_prefix) ||
+      !IsSha256Hex(text.substr(hash_prefix.size()))) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "model: \"", text.substr(0, 200),
-        "\" is not an uploaded TorchScript model; the server takes ",
-        kTorchScriptHashPrefix,
-        "<64 hex digits>, which gradsync submit and local send after uploading "
-        "torchscript:PATH"));
+        field, ": \"", text.substr(0, 200), "\" is not an uploaded ", what,
+        "; the server takes ", hash_prefix,
+        "<64 hex digits>, which gradsync submit and local send after uploading ",
+        user_form));
   }
-  return text.substr(sizeof(kTorchScriptHashPrefix) - 1);
+  return text.substr(hash_prefix.size());
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> TorchScriptHashOf(const std::string& text) {
+  return UploadedHashOf(text, kTorchScriptHashPrefix, "model", "TorchScript model",
+                        "torchscript:PATH");
+}
+
+bool IsTensorData(const std::string& text) {
+  return absl::StartsWith(text, kTensorsPrefix);
+}
+
+absl::StatusOr<std::string> TensorDataHashOf(const std::string& text) {
+  return UploadedHashOf(text, kTensorsHashPrefix, "dataset", "tensor data file",
+                        "tensors:PATH");
+}
+
+std::string TensorDataOf(const std::string& sha256_hex) {
+  return absl::StrCat(kTensorsHashPrefix, sha256_hex);
 }
 
 std::string TorchScriptModelOf(const std::string& sha256_hex) {

@@ -48,6 +48,17 @@ std::string TorchScriptModelOf(const std::string& sha256_hex);
 // True for 64 lowercase hex digits.
 bool IsSha256Hex(const std::string& text);
 
+// Data sets of your own tensors (worker/model/torch/tensor_data.h), named
+// and uploaded like TorchScript models: "tensors:PATH" on the client,
+// "tensors:sha256:<hex>" on the wire (JobSpec.dataset).
+inline constexpr char kTensorsPrefix[] = "tensors:";
+inline constexpr char kTensorsHashPrefix[] = "tensors:sha256:";
+bool IsTensorData(const std::string& text);
+// The hash in "tensors:sha256:<hex>"; INVALID_ARGUMENT naming "dataset"
+// otherwise.
+absl::StatusOr<std::string> TensorDataHashOf(const std::string& text);
+std::string TensorDataOf(const std::string& sha256_hex);
+
 }  // namespace gradsync
 
 #endif  // GRADSYNC_COMMON_SPEC_MODEL_SPEC_H_

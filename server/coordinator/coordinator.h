@@ -60,6 +60,8 @@ struct CoordinatorOptions {
   ContentStore* blobs = nullptr;
   // The largest blob PutBlob accepts (--max_blob_bytes).
   uint64_t max_blob_bytes = 512ull << 20;
+  // The largest tensor data file (BlobChunk.kind "data"; --max_data_bytes).
+  uint64_t max_data_bytes = 4ull << 30;
 };
 
 class Coordinator final : public v1::Coordinator::Service {

@@ -26,6 +26,8 @@ grpc::Status Coordinator::PutBlobUnguarded(grpc::ServerContext* ctx,
   absl::StatusOr<std::unique_ptr<ContentStore::Writer>> w =
       options_.blobs->NewWriter(options_.max_blob_bytes);
   if (!w.ok()) return ToGrpcStatus(w.status());
+  uint64_t max = options_.max_blob_bytes;
+  const char* flag = "--max_blob_bytes";
   v1::BlobChunk chunk;
   std::string want;
   std::optional<uint64_t> size;
@@ -33,6 +35,11 @@ grpc::Status Coordinator::PutBlobUnguarded(grpc::ServerContext* ctx,
   while (reader->Read(&chunk)) {
     if (first) {
       first = false;
+      if (chunk.kind() == "data") {
+        max = options_.max_data_bytes;
+        flag = "--max_data_bytes";
+        (*w)->set_max_bytes(max);
+      }
       if (!chunk.sha256().empty()) {
         if (!IsSha256Hex(chunk.sha256())) {
           return grpc::Status(grpc::INVALID_ARGUMENT,
@@ -41,17 +48,16 @@ grpc::Status Coordinator::PutBlobUnguarded(grpc::ServerContext* ctx,
         want = chunk.sha256();
         size = chunk.size();
       }
-      if (size.has_value() && *size > options_.max_blob_bytes) {
-        return grpc::Status(
-            grpc::RESOURCE_EXHAUSTED,
-            absl::StrCat("PutBlob: a file of ", *size,
-                         " bytes is over this server's limit of ",
-                         options_.max_blob_bytes, " bytes (--max_blob_bytes)"));
+      if (size.has_value() && *size > max) {
+        return grpc::Status(grpc::RESOURCE_EXHAUSTED,
+                            absl::StrCat("PutBlob: a file of ", *size,
+                                         " bytes is over this server's limit of ", max,
+                                         " bytes (", flag, ")"));
       }
     }
     if (absl::Status st = (*w)->Append(chunk.data()); !st.ok()) {
       return ToGrpcStatus(absl::Status(
-          st.code(), absl::StrCat("PutBlob: ", st.message(), " (--max_blob_bytes)")));
+          st.code(), absl::StrCat("PutBlob: ", st.message(), " (", flag, ")")));
     }
   }
   if (ctx->IsCancelled()) return grpc::Status(grpc::CANCELLED, "PutBlob: cancelled");
@@ -101,17 +107,32 @@ grpc::Status Coordinator::GetBlobUnguarded(grpc::ServerContext* ctx,
 }
 
 grpc::Status Coordinator::CheckUploaded(const v1::JobSpec& spec) const {
-  if (!IsTorchScriptModel(spec.model())) return grpc::Status::OK;
-  absl::StatusOr<std::string> hash = TorchScriptHashOf(spec.model());
-  if (!hash.ok()) return grpc::Status::OK;  // ValidateJobSpec says why
-  if (options_.blobs != nullptr && options_.blobs->Find(*hash).ok()) {
-    return grpc::Status::OK;
+  struct Named {
+    const char* field;
+    const std::string& text;
+    absl::StatusOr<std::string> hash;
+    const char* flag;
+  };
+  const Named named[] = {
+      {"model", spec.model(),
+       IsTorchScriptModel(spec.model()) ? TorchScriptHashOf(spec.model())
+                                        : absl::NotFoundError(""),
+       "--model=torchscript:PATH"},
+      {"dataset", spec.dataset(),
+       IsTensorData(spec.dataset()) ? TensorDataHashOf(spec.dataset())
+                                    : absl::NotFoundError(""),
+       "--data=tensors:PATH"},
+  };
+  for (const Named& n : named) {
+    if (!n.hash.ok()) continue;  // not a blob, or ValidateJobSpec says why
+    if (options_.blobs != nullptr && options_.blobs->Find(*n.hash).ok()) continue;
+    return grpc::Status(grpc::FAILED_PRECONDITION,
+                        absl::StrCat(n.field, ": ", n.text,
+                                     " was never uploaded to this coordinator (gradsync "
+                                     "submit ",
+                                     n.flag, " uploads the file)"));
   }
-  return grpc::Status(
-      grpc::FAILED_PRECONDITION,
-      absl::StrCat("model: ", spec.model(),
-                   " was never uploaded to this coordinator (gradsync submit "
-                   "--model=torchscript:PATH uploads the file)"));
+  return grpc::Status::OK;
 }
 
 }  // namespace gradsync

@@ -94,6 +94,16 @@ TEST(JobSpec, BadFieldsAreNamed) {
     ASSERT_TRUE(ok.ok()) << ok.status();
     EXPECT_EQ(ok->model(), s.model());
   }
+  // Tensor data sets: uploaded, and for TorchScript models only.
+  s.set_dataset("tensors:/data/x.pt");
+  ExpectBad(s, "dataset");
+  s.set_dataset("tensors:sha256:" + std::string(64, 'b'));
+  EXPECT_TRUE(ValidateJobSpec(s, 1).ok());
+  s.set_model("mlp:784-10");
+  ExpectBad(s, "dataset");
+  s = Good();
+  s.set_dataset("imagenet");
+  ExpectBad(s, "dataset");
   s = Good();
   s.set_batch_size(0);
   ExpectBad(s, "batch_size");

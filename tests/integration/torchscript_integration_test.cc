@@ -1,6 +1,6 @@
 // Integration: TorchScript models with real daemons on loopback. The model
-// file is uploaded with the job (Coordinator.PutBlob), fetched by each
-// worker by hash into its cache (a second job does not fetch it again),
+// file is uploaded with the job (Coordinator.PutBlob), fetched by the
+// workers by hash into their cache (a second job does not fetch it again),
 // trained through the same loop as the MLP in both strategies, checkpointed
 // and resumed; a bad model fails its job naming the cause while the daemons
 // stay up for the next one. In a build without libtorch the worker refuses
@@ -67,11 +67,18 @@ TEST(TorchScript, AnUploadedModelTrainsInBothStrategiesAndIsFetchedOnce) {
     EXPECT_GT(job.result().test_accuracy(), 0.6) << strategy;
     EXPECT_EQ(job.spec().model(), spec.model());  // the history names the hash
   }
+  // The two workers share one cache (one machine): the first job fetches
+  // the file once or, when both ask at the same moment, twice; the second
+  // job finds it cached on both.
+  int fetched = 0;
   for (const LocalCluster::Process& w : c->workers()) {
     const std::string log = Slurp(w.log);
-    EXPECT_EQ(Count(log, absl::StrCat("blob ", hash, ": fetched")), 1) << w.log;
-    EXPECT_EQ(Count(log, absl::StrCat("blob ", hash, ": cached")), 1) << w.log;
+    const int f = Count(log, absl::StrCat("blob ", hash, ": fetched"));
+    EXPECT_LE(f, 1) << w.log;
+    EXPECT_EQ(f + Count(log, absl::StrCat("blob ", hash, ": cached")), 2) << w.log;
+    fetched += f;
   }
+  EXPECT_GE(fetched, 1);
   // The cache holds the file under its hash and no temporaries.
   const std::string cache = fs::path(c->server().log).parent_path().string() + "/cache";
   int files = 0;
@@ -104,6 +111,39 @@ TEST(TorchScript, TheScriptedDefaultMlpMatchesTheBuiltInOneAfterAnEpoch) {
   EXPECT_EQ(scripted.result().init_checksum(), builtin.result().init_checksum());
   EXPECT_GT(builtin.result().test_accuracy(), 0.8);
   EXPECT_NEAR(scripted.result().test_accuracy(), builtin.result().test_accuracy(), 0.01);
+}
+
+// A data set of your own tensors travels with the job like the model: 4
+// classes that a linear map of 20 features separates.
+TEST(TorchScript, ATensorDataSetIsUploadedShardedAndLearned) {
+  Cluster c(2);
+  ASSERT_TRUE(c.ok());
+  const std::string dir = TempDir();
+  ASSERT_EQ(Shell(absl::StrCat("/usr/bin/python3 -c 'import torch; torch.manual_seed(3); "
+                               "x = torch.randn(6000, 20); w = torch.randn(20, 4); "
+                               "torch.save({\"x\": x, \"y\": (x @ w).argmax(1)}, \"",
+                               dir, "/blobs.pt\")'"),
+                  60),
+            0);
+  v1::JobSpec spec = Spec("ps", "sync", 2);
+  spec.set_epochs(3);
+  spec.set_lr(0.01f);
+  spec.set_dataset(absl::StrCat("tensors:", dir, "/blobs.pt"));
+  const v1::Job job = RunToEnd(c, Uploaded(c, spec, ScriptedMlp(dir, "20-32-4")));
+  ASSERT_EQ(job.state(), v1::SUCCEEDED) << job.error();
+  EXPECT_NE(job.spec().dataset().find("tensors:sha256:"), std::string::npos);
+  // 5400 training samples (the last 600 held out), batch 32 x 2 ranks.
+  EXPECT_EQ(job.result().steps(), 3 * (5400 / 64));
+  EXPECT_GT(job.result().test_accuracy(), 0.85);
+  // The same data with a model whose input does not fit fails naming why.
+  const v1::Job bad = RunToEnd(c, Uploaded(c, spec, ScriptedMlp(dir, "784-10")));
+  ASSERT_EQ(bad.state(), v1::FAILED);
+  EXPECT_NE(bad.error().find("20 features failed"), std::string::npos) << bad.error();
+  // And the built-in MLP does not take it.
+  v1::JobSpec mlp = Uploaded(c, spec, ScriptedMlp(dir, "20-32-4"));
+  mlp.set_model("mlp:784-10");
+  v1::Job refused;
+  EXPECT_EQ(c.Submit(mlp, &refused).error_code(), grpc::INVALID_ARGUMENT);
 }
 
 TEST(TorchScript, ABadModelFailsItsJobNamingTheCauseAndTheNextJobRuns) {

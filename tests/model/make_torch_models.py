@@ -96,6 +96,25 @@ def main():
             loss.backward()
             opt.step()
             f.write(f"{loss.item():.8f}\n")
+    # Tensor data files (worker/model/torch/tensor_data.h): good ones and
+    # one per rule broken.
+    x = torch.arange(50 * 4 * 5, dtype=torch.float64).reshape(50, 4, 5)
+    y = torch.arange(50) % 3
+    data = {
+        "data_good.pt": {"x": x, "y": y},
+        "data_split.pt": {"x": x, "y": y, "x_test": x[:7], "y_test": torch.full((7,), 4)},
+        "data_list.pt": [x, y],
+        "data_no_y.pt": {"x": x},
+        "data_short_y.pt": {"x": x, "y": y[:49]},
+        "data_float_y.pt": {"x": x, "y": y.float()},
+        "data_big_y.pt": {"x": x, "y": y + 300},
+        "data_negative_y.pt": {"x": x, "y": y - 1},
+        "data_half_split.pt": {"x": x, "y": y, "x_test": x},
+        "data_one.pt": {"x": x[:1], "y": y[:1]},
+        "data_test_width.pt": {"x": x, "y": y, "x_test": x[:, :2], "y_test": y},
+    }
+    for name, value in data.items():
+        torch.save(value, os.path.join(out, name))
     with open(os.path.join(out, "not_torchscript.pt"), "wb") as f:
         f.write(b"PK\x03\x04 this is not a TorchScript archive")
 

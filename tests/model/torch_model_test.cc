@@ -15,6 +15,7 @@
 
 #include "worker/model/device_model.h"
 #include "worker/model/mlp.h"
+#include "worker/model/torch/tensor_data.h"
 
 namespace gradsync {
 namespace {
@@ -289,6 +290,57 @@ TEST_F(TorchModelTest, AParameterOutsideTheLossGetsAZeroGradient) {
   EXPECT_EQ(announced, static_cast<int>(buckets.size()));
   const Range spare_w = m.LayerRange(2);  // spare.weight
   for (size_t i = spare_w.begin; i < spare_w.end(); ++i) ASSERT_EQ(g[i], 0.0f);
+}
+
+TEST_F(TorchModelTest, TensorDataIsFlattenedAndHeldOut) {
+  auto d = LoadTensorData(ModelDir() + "/data_good.pt");
+  ASSERT_TRUE(d.ok()) << d.status();
+  // 50 samples of [4, 5] float64: the last tenth (5) is the test set.
+  EXPECT_EQ(d->train.n, 45);
+  EXPECT_EQ(d->test.n, 5);
+  EXPECT_EQ(d->train.features, 20);
+  EXPECT_EQ(d->train.classes, 3);
+  EXPECT_EQ(d->train.images[20 * 2 + 3], 43.0f);  // sample 2, value 3
+  EXPECT_EQ(d->test.images[0], 45.0f * 20);       // sample 45 comes first
+  EXPECT_EQ(d->train.labels[4], 1);
+  EXPECT_EQ(d->test.labels[0], 45 % 3);
+  auto split = LoadTensorData(ModelDir() + "/data_split.pt");
+  ASSERT_TRUE(split.ok()) << split.status();
+  EXPECT_EQ(split->train.n, 50);
+  EXPECT_EQ(split->test.n, 7);
+  EXPECT_EQ(split->train.classes, 5);  // the test labels reach class 4
+  EXPECT_EQ(split->test.classes, 5);
+}
+
+TEST_F(TorchModelTest, RefusesTensorDataThatBreaksTheFormat) {
+  struct Case {
+    const char* file;
+    const char* says;
+  };
+  const Case cases[] = {
+      {"data_list.pt", "not a dict"},
+      // A one-entry dict pickles with SETITEM, which libtorch's unpickler
+      // does not read: refused, with the format it wants.
+      {"data_no_y.pt", "want torch.save({\"x\": X, \"y\": Y}"},
+      {"data_short_y.pt", "do not match"},
+      {"data_float_y.pt", "want integer classes"},
+      {"data_big_y.pt", "span [300, 302]"},
+      {"data_negative_y.pt", "span [-1, 1]"},
+      {"data_half_split.pt", "only one of"},
+      {"data_one.pt", "nothing to hold out"},
+      {"data_test_width.pt", "test samples have 10 values"},
+      {"not_torchscript.pt", "not a torch.save file"},
+      {"lenet.pt", "not a torch.save file"},  // a TorchScript module is no data file
+  };
+  for (const Case& c : cases) {
+    auto d = LoadTensorData(ModelDir() + "/" + c.file);
+    ASSERT_FALSE(d.ok()) << c.file;
+    EXPECT_EQ(d.status().code(), absl::StatusCode::kInvalidArgument) << d.status();
+    EXPECT_NE(d.status().message().find(c.says), std::string::npos)
+        << c.file << ": " << d.status();
+  }
+  EXPECT_EQ(LoadTensorData(ModelDir() + "/missing.pt").status().code(),
+            absl::StatusCode::kNotFound);
 }
 
 TEST_F(TorchModelTest, RefusesModulesThatBreakTheContract) {

@@ -8,6 +8,7 @@
 #include "worker/model/cuda/cuda_model.h"
 #endif
 #ifdef GRADSYNC_HAVE_TORCH
+#include "worker/model/torch/tensor_data.h"
 #include "worker/model/torch/torch_model.h"
 #endif
 
@@ -18,6 +19,19 @@ bool HaveTorchScript() {
   return true;
 #else
   return false;
+#endif
+}
+
+absl::StatusOr<TrainTestData> LoadTensorDataFile(const std::string& path) {
+#ifdef GRADSYNC_HAVE_TORCH
+  absl::StatusOr<TensorData> d = LoadTensorData(path);
+  if (!d.ok()) return d.status();
+  return TrainTestData{std::move(d->train), std::move(d->test)};
+#else
+  (void)path;
+  return absl::FailedPreconditionError(
+      "this worker was built without libtorch, so it cannot read tensors: data sets "
+      "(install libtorch-dev and build with -DGRADSYNC_TORCH=ON)");
 #endif
 }
 

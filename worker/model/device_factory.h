@@ -8,6 +8,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/spec/model_spec.h"
+#include "worker/model/dataset.h"
 #include "worker/model/device_model.h"
 
 namespace gradsync {
@@ -29,6 +30,15 @@ struct DeviceRequest {
 
 // Whether this build trains TorchScript models (-DGRADSYNC_TORCH).
 bool HaveTorchScript();
+
+// A tensors: data set's training and test parts
+// (worker/model/torch/tensor_data.h). FAILED_PRECONDITION naming the build
+// option in a build without libtorch.
+struct TrainTestData {
+  Dataset train;
+  Dataset test;
+};
+absl::StatusOr<TrainTestData> LoadTensorDataFile(const std::string& path);
 
 // GPUs this process can use: 0 when the build has no CUDA backend or no
 // device is visible. Never fails.

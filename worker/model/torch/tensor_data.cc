@@ -1,0 +1,143 @@
+#include "worker/model/torch/tensor_data.h"
+
+#include <torch/csrc/jit/serialization/pickle.h>
+#include <torch/script.h>
+
+#include <exception>
+#include <fstream>
+#include <iterator>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace gradsync {
+namespace {
+
+constexpr int kMaxClasses = 256;  // labels are bytes (Dataset::labels)
+
+absl::Status Bad(const std::string& path, const std::string& what) {
+  return absl::InvalidArgumentError(absl::StrCat("data file ", path, ": ", what));
+}
+
+std::string ShapeOf(const at::Tensor& t) {
+  return absl::StrCat("[", absl::StrJoin(t.sizes(), ", "), "]");
+}
+
+// x [N, ...] and y [N] as a Dataset; `name` says which pair in errors.
+absl::StatusOr<Dataset> ToDataset(const std::string& path, const std::string& name,
+                                  const at::Tensor& x, const at::Tensor& y) {
+  if (x.dim() < 1 || x.size(0) < 1) {
+    return Bad(path, absl::StrCat(name, " inputs ", ShapeOf(x), " hold no samples"));
+  }
+  if (y.dim() != 1 || y.size(0) != x.size(0)) {
+    return Bad(path, absl::StrCat(name, " labels ", ShapeOf(y), " do not match inputs ",
+                                  ShapeOf(x), " (want one label per sample)"));
+  }
+  if (at::isFloatingType(y.scalar_type()) || y.scalar_type() == at::kBool ||
+      at::isComplexType(y.scalar_type())) {
+    return Bad(path, absl::StrCat(name, " labels are ", c10::toString(y.scalar_type()),
+                                  "; want integer classes"));
+  }
+  if (at::isComplexType(x.scalar_type())) {
+    return Bad(path, absl::StrCat(name, " inputs are complex"));
+  }
+  const int64_t lo = y.min().item<int64_t>();
+  const int64_t hi = y.max().item<int64_t>();
+  if (lo < 0 || hi >= kMaxClasses) {
+    return Bad(path, absl::StrCat(name, " labels span [", lo, ", ", hi,
+                                  "]; want classes in [0, ", kMaxClasses, ")"));
+  }
+  Dataset d;
+  d.n = x.size(0);
+  const int64_t features = x.numel() / d.n;
+  if (features < 1 || features > (1 << 24)) {
+    return Bad(path, absl::StrCat(name, " inputs ", ShapeOf(x), ": ", features,
+                                  " values per sample, want 1 .. 2^24"));
+  }
+  d.features = static_cast<int>(features);
+  d.classes = static_cast<int>(hi + 1);
+  at::Tensor xf = x.reshape({d.n, features}).to(at::kFloat).contiguous();
+  d.images.assign(xf.data_ptr<float>(), xf.data_ptr<float>() + xf.numel());
+  at::Tensor yb = y.to(at::kByte).contiguous();
+  d.labels.assign(yb.data_ptr<uint8_t>(), yb.data_ptr<uint8_t>() + yb.numel());
+  return d;
+}
+
+// The rows [begin, end) of d.
+Dataset Rows(const Dataset& d, int64_t begin, int64_t end) {
+  Dataset out;
+  out.n = end - begin;
+  out.features = d.features;
+  out.classes = d.classes;
+  out.images.assign(d.images.begin() + begin * d.features,
+                    d.images.begin() + end * d.features);
+  out.labels.assign(d.labels.begin() + begin, d.labels.begin() + end);
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<TensorData> LoadTensorData(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat("data file ", path, " not found"));
+  std::vector<char> bytes((std::istreambuf_iterator<char>(in)),
+                          std::istreambuf_iterator<char>());
+  try {
+    c10::IValue v = torch::jit::pickle_load(bytes);
+    if (!v.isGenericDict()) {
+      return Bad(path, absl::StrCat("holds a ", v.tagKind(),
+                                    ", not a dict {\"x\": ..., \"y\": ...}"));
+    }
+    c10::Dict<c10::IValue, c10::IValue> dict = v.toGenericDict();
+    auto tensor = [&](const char* key) -> absl::StatusOr<at::Tensor> {
+      auto it = dict.find(c10::IValue(std::string(key)));
+      if (it == dict.end()) return absl::NotFoundError(key);
+      if (!it->value().isTensor()) {
+        return Bad(path, absl::StrCat("\"", key, "\" is a ", it->value().tagKind(),
+                                      ", not a tensor"));
+      }
+      return it->value().toTensor();
+    };
+    absl::StatusOr<at::Tensor> x = tensor("x");
+    absl::StatusOr<at::Tensor> y = tensor("y");
+    if (!x.ok() || !y.ok()) {
+      const absl::Status& st = !x.ok() ? x.status() : y.status();
+      if (st.code() != absl::StatusCode::kNotFound) return st;
+      return Bad(path, "needs tensors \"x\" (inputs) and \"y\" (labels)");
+    }
+    absl::StatusOr<Dataset> all = ToDataset(path, "training", *x, *y);
+    if (!all.ok()) return all.status();
+    absl::StatusOr<at::Tensor> xt = tensor("x_test");
+    absl::StatusOr<at::Tensor> yt = tensor("y_test");
+    TensorData out;
+    if (xt.ok() && yt.ok()) {
+      absl::StatusOr<Dataset> test = ToDataset(path, "test", *xt, *yt);
+      if (!test.ok()) return test.status();
+      if (test->features != all->features) {
+        return Bad(path, absl::StrCat("test samples have ", test->features,
+                                      " values, training samples ", all->features));
+      }
+      test->classes = std::max(test->classes, all->classes);
+      all->classes = test->classes;
+      out.train = *std::move(all);
+      out.test = *std::move(test);
+      return out;
+    }
+    if (xt.ok() != yt.ok()) return Bad(path, "has only one of \"x_test\" and \"y_test\"");
+    if (all->n < 2) return Bad(path, "holds 1 sample: nothing to hold out for testing");
+    const int64_t held = std::max<int64_t>(1, all->n / 10);
+    out.train = Rows(*all, 0, all->n - held);
+    out.test = Rows(*all, all->n - held, all->n);
+    return out;
+  } catch (const std::exception& e) {
+    std::string what = e.what();
+    what = what.substr(0, what.find('\n'));
+    return Bad(path,
+               absl::StrCat("not a torch.save file of tensors (want torch.save({\"x\": "
+                            "X, \"y\": Y}, PATH)): ",
+                            what));
+  }
+}
+
+}  // namespace gradsync
