@@ -225,6 +225,13 @@ void JobTable::Finalize(JobEntry* e, Decisions* out) {
   res->set_exposed_comm_seconds(exposed / n);
   res->set_device(e->results[0].device());
   res->mutable_bucket_bytes()->CopyFrom(e->results[0].bucket_bytes());
+  if (res->num_params() == 0) {
+    // A TorchScript model: only the workers know its size; their buckets
+    // cover every parameter.
+    int64_t bytes = 0;
+    for (int64_t b : res->bucket_bytes()) bytes += b;
+    res->set_num_params(bytes / 4);
+  }
   res->mutable_bucket_algorithms()->CopyFrom(e->results[0].bucket_algorithms());
   res->set_compute_seconds(compute / n);
   res->set_final_train_loss(last_loss / n);

@@ -72,6 +72,21 @@ TEST_F(JobTableTest, FinalizeAveragesOverRanks) {
   EXPECT_TRUE(d.shard_end_jobs.empty());  // ring
 }
 
+// A TorchScript model's size is known only to the workers: the assignment
+// carries none, and the result counts it from rank 0's buckets.
+TEST_F(JobTableTest, ATorchScriptJobsSizeComesFromItsBuckets) {
+  Join("w0");
+  v1::JobSpec spec = Spec(v1::STRATEGY_RING, 1);
+  spec.set_model("torchscript:sha256:" + std::string(64, 'c'));
+  const std::string id = Submit(spec);
+  v1::WorkerMessage::JobDone d0 = Done(id, 0);
+  d0.add_bucket_bytes(400);
+  d0.add_bucket_bytes(246424);
+  JobDone("w0", d0);
+  ASSERT_EQ(Job(id).state(), v1::SUCCEEDED) << Job(id).error();
+  EXPECT_EQ(Job(id).result().num_params(), (400 + 246424) / 4);
+}
+
 TEST_F(JobTableTest, RingReplicasThatDivergeAreDataLoss) {
   Join("w0");
   Join("w1");
