@@ -45,6 +45,9 @@ absl::StatusOr<std::unique_ptr<DeviceModel>> MakeTorchScript(
         "CUDA); use device=cpu");
   }
 #ifdef GRADSYNC_HAVE_TORCH
+  // libtorch's GEMMs go to the same OpenBLAS as the MLP's: size its pool
+  // per rank too, or each rank's BLAS threads fight the others'.
+  SetBlasThreads(request.cpu_threads);
   TorchModelOptions o;
   o.path = request.torchscript_path;
   o.features = request.features;
