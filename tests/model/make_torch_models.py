@@ -13,8 +13,10 @@ import torch
 import torch.nn as nn
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "examples", "models"))
+import charlm  # noqa: E402
 import lenet  # noqa: E402
 import mlp  # noqa: E402
+import resnet  # noqa: E402
 
 
 class NoParams(nn.Module):
@@ -76,6 +78,8 @@ def main():
     mlp.gradsync_init(same, 7)
     save(same, "mlp_gradsync_init.pt")
     save(lenet.LeNet(), "lenet.pt")
+    save(resnet.ResNet(), "resnet.pt")
+    save(charlm.CharLM(32, 64, 2), "charlm.pt")
     save(NoParams(), "noparams.pt")
     save(WrongOutput(), "wrong_output.pt")
     save(BadView(), "bad_view.pt")
