@@ -6,9 +6,11 @@
 
 The module takes a batch of flattened 28x28 images (float32 [B, 784], as
 gradsync hands every data set to a model) and returns 10 class logits.
-61,706 parameters (241 KB of gradient per step): much compute per byte of
-gradient, ten small layers. Expected test accuracy after 3 epochs of SGD
-(lr 0.05, momentum 0.9, batch 64): about 0.88.
+61,706 parameters (241 KiB of gradient per step): much compute per byte of
+gradient, ten small tensors. Measured (2026-11-29, 2 cores): `local --compare
+--workers 4 --epochs 3 --lr=0.003` (Adam, batch 32 per worker) reaches test
+accuracy 0.882 in ps-sync and ring-sync, 0.882 in ps-async and 0.868 in
+ring-async; with the default lr 0.001, 0.864 / 0.863 sync.
 """
 import argparse
 
