@@ -301,9 +301,9 @@ TEST_F(TorchModelTest, TheExamplesTrain) {
     int features, classes;
     float max_id;  // inputs drawn in [0, max_id)
   };
-  for (const Example& e : {Example{"lenet.pt", 784, 10, 1.0f},
-                           Example{"resnet.pt", 784, 10, 1.0f},
-                           Example{"charlm.pt", 32, 128, 128.0f}}) {
+  for (const Example& e :
+       {Example{"lenet.pt", 784, 10, 1.0f}, Example{"resnet.pt", 784, 10, 1.0f},
+        Example{"charlm.pt", 32, 128, 128.0f}}) {
     SCOPED_TRACE(e.file);
     auto model = Load(e.file, e.features, e.classes);
     ASSERT_TRUE(model.ok()) << model.status();
