@@ -5,8 +5,12 @@
 // and resumed; a bad model fails its job naming the cause while the daemons
 // stay up for the next one. In a build without libtorch the worker refuses
 // such a job naming the build option.
+#include <unistd.h>
+
 #include <filesystem>
+#include <fstream>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -163,9 +167,86 @@ TEST(TorchScript, ABadModelFailsItsJobNamingTheCauseAndTheNextJobRuns) {
   bad = RunToEnd(c, Uploaded(c, spec, ScriptedMlp(dir, "20-10")));
   ASSERT_EQ(bad.state(), v1::FAILED);
   EXPECT_NE(bad.error().find("784 features failed"), std::string::npos) << bad.error();
+  // A module whose loss is NaN fails at its first step, naming it.
+  const std::string nan = dir + "/nan.pt";
+  // (torch.jit.script reads the class's source, so it lives in a file.)
+  std::ofstream(dir + "/nan.py")
+      << "import sys, torch\n"
+         "class M(torch.nn.Module):\n"
+         "  def __init__(s):\n"
+         "    super().__init__(); s.fc = torch.nn.Linear(784, 10)\n"
+         "  def forward(s, x):\n"
+         "    return s.fc(x) * float('nan')\n"
+         "torch.jit.script(M()).save(sys.argv[1])\n";
+  ASSERT_EQ(Shell(absl::StrCat("/usr/bin/python3 ", dir, "/nan.py ", nan), 60), 0);
+  bad = RunToEnd(c, Uploaded(c, spec, nan));
+  ASSERT_EQ(bad.state(), v1::FAILED);
+  EXPECT_NE(bad.error().find("loss became nan at step 0"), std::string::npos)
+      << bad.error();
   const v1::Job good = RunToEnd(c, Uploaded(c, spec, ScriptedMlp(dir, "784-16-10")));
   EXPECT_EQ(good.state(), v1::SUCCEEDED) << good.error();
   EXPECT_TRUE(c->CheckAlive().ok());
+}
+
+// A worker killed while it fetches a model (150 MB here, so that the fetch
+// lasts long enough to be caught) leaves only a temporary in the cache,
+// never a file under the model's hash; the job fails naming the worker, and
+// the next job, on the other worker, sweeps the temporary, fetches the
+// model whole and runs.
+TEST(TorchScript, AWorkerKilledWhileFetchingLeavesNothingHalfWritten) {
+  Cluster c(2);
+  ASSERT_TRUE(c.ok());
+  const std::string dir = TempDir();
+  v1::JobSpec spec = Spec("ring", "sync", 1);
+  spec.set_steps(1);
+  spec.set_train_limit(64);
+  spec = Uploaded(c, spec, ScriptedMlp(dir, "784-4096-4096-4096-10"));
+  const std::string hash = spec.model().substr(sizeof("torchscript:sha256:") - 1);
+  const std::string logs = fs::path(c->server().log).parent_path().string();
+  const std::string cache = logs + "/cache";
+  // Three copies of 150 MB (the file, the server's blob, the cache's): gone
+  // when the test ends, whatever it found.
+  struct Cleanup {
+    std::vector<std::string> paths;
+    ~Cleanup() {
+      std::error_code ec;
+      for (const std::string& p : paths) fs::remove_all(p, ec);
+    }
+  } cleanup{{dir, cache, logs + "/state/blobs"}};
+  v1::Job job;
+  ASSERT_TRUE(c.Submit(spec, &job).ok());
+  // Wait for the fetch's temporary (".tmp-<pid>-<n>"), then kill the
+  // worker whose pid it names.
+  int victim = -1;
+  for (int i = 0; i < 40000 && victim < 0; ++i) {
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(cache, ec)) {
+      const std::string name = e.path().filename().string();
+      for (int w = 0; w < 2; ++w) {
+        if (name.rfind(absl::StrCat(".tmp-", c->workers()[w].pid, "-"), 0) == 0)
+          victim = w;
+      }
+    }
+    if (victim < 0) usleep(250);
+  }
+  ASSERT_GE(victim, 0) << "no fetch seen in " << cache;
+  c->KillWorker(victim);
+  job = c.WaitFor(job.id(), absl::Seconds(30), Terminal);
+  if (job.state() == v1::SUCCEEDED)
+    GTEST_SKIP() << "SKIPPED: the fetch ended before the kill";
+  EXPECT_EQ(job.state(), v1::FAILED);
+  // LocalCluster's worker i registers as "w<i>".
+  EXPECT_NE(job.error().find(absl::StrCat("worker w", victim, " ")), std::string::npos)
+      << job.error();
+  EXPECT_FALSE(fs::exists(cache + "/" + hash)) << "a killed fetch left the final file";
+  const v1::Job next = RunToEnd(c, spec);
+  ASSERT_EQ(next.state(), v1::SUCCEEDED) << next.error();
+  int files = 0;
+  for (const auto& e : fs::directory_iterator(cache)) {
+    EXPECT_EQ(e.path().filename().string(), hash) << "left in the cache";
+    ++files;
+  }
+  EXPECT_EQ(files, 1);
 }
 
 // Checkpoints every 7 steps; the server (PS shard 0 and the blob store) is
