@@ -7,6 +7,7 @@ against N.
                                          [--curves=4] [--out=DIR]
                                          [--build-dir=build] [--data-dir=DIR]
                                          [--model=mlp:784-256-128-10]
+                                         [--data=fashion-mnist]
                                          [--pairs=ps-sync,ps-async,ring-sync,ring-async]
                                          [--train-limit=0]
                                          [--network=loopback|emulated]
@@ -28,7 +29,10 @@ the client's wall clock from the moment the job ran (client/timeline.h);
 DIR/config.json and every train-N file record the network (plot refuses a
 directory that mixes networks). --data-dir is the Fashion-MNIST
 directory (loopback: `local --data_dir`; emulated: every worker's
---data_dir). Then it does what `plot` does:
+--data_dir). --model and --data go to every job as given, so
+--model=torchscript:PATH and --data=tensors:PATH (docs/user-guide.md "Your
+own model") compare the modes on your own model: the client uploads the
+files (on emulated hosts, PATH is read on h0). Then it does what `plot` does:
 
   DIR/train.csv            one row per (N, mode): samples/s, wall s, accuracy, ...
   DIR/train.json           the same rows, and the curves of the --curves run
@@ -74,7 +78,7 @@ def parse_args(argv):
     cmd, opts = parse_command(argv, __doc__, {
         "workers": "1,2,4,8", "epochs": "3", "curves": "4",
         "out": "experiment-results", "build-dir": "build", "data-dir": "",
-        "model": "mlp:784-256-128-10", "pairs": ",".join(MODES),
+        "model": "mlp:784-256-128-10", "data": "fashion-mnist", "pairs": ",".join(MODES),
         "train-limit": "0", "network": "loopback", "rate": "1gbit",
         "burst": str(DEFAULT_BURST), "limit": "8388608"},
         "experiment_train")
@@ -132,6 +136,7 @@ def run(opts):
         out = os.path.abspath(os.path.join(opts["out"], "train-N%d.json" % n))
         cmd = [binary, "local", "--compare", "--workers=%d" % n,
                "--epochs=%d" % opts["epochs"], "--model=" + opts["model"],
+               "--data=" + opts["data"],
                "--pairs=" + opts["pairs"], "--quiet", "--results=" + out]
         if opts["train-limit"] > 0:
             cmd.append("--train_limit=%d" % opts["train-limit"])
@@ -169,6 +174,7 @@ def run_emulated(opts):
                 cmd = [c.binary, "submit", "--server=" + c.server,
                        "--strategy=" + strategy, "--mode=" + sync, "--workers=%d" % n,
                        "--epochs=%d" % opts["epochs"], "--model=" + opts["model"],
+                       "--data=" + opts["data"],
                        "--wait", "--quiet", "--results=" + one]
                 if strategy == "ps":
                     cmd.append("--ps_shards=1")

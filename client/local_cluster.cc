@@ -188,6 +188,7 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(
                      level,
                      metrics};
   if (!inline_flag.empty()) c->server_args_.push_back(inline_flag);
+  for (const std::string& a : options.server_flags) c->server_args_.push_back(a);
   std::vector<std::string> server_args = c->server_args_;
   server_args.insert(server_args.begin(), "--listen=127.0.0.1:0");
   auto server = c->Spawn("server", server_bin, server_args, deadline);

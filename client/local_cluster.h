@@ -29,6 +29,8 @@ struct LocalClusterOptions {
   std::string data_dir;     // passed to workers when set
   std::string tuning_file;  // workers' --tuning_file, when set
   std::string cache_dir;    // workers' --cache_dir (fetched models), when set
+  // Further flags of the server (coordinator + shard 0), e.g. its limits.
+  std::vector<std::string> server_flags;
   std::string log_level = "info";
   double heartbeat_timeout = 6.0;
   // The server's and every shard's --ps_inline_bytes; < 0: their default.

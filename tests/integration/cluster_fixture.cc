@@ -44,8 +44,10 @@ int Shell(const std::string& cmd, int timeout_s) {
 }
 
 Cluster::Cluster(int workers, int shards, bool metrics, double heartbeat_timeout,
-                 const std::string& tls_dir, int64_t ps_inline_bytes) {
+                 const std::string& tls_dir, int64_t ps_inline_bytes,
+                 const std::vector<std::string>& server_flags) {
   LocalClusterOptions o;
+  o.server_flags = server_flags;
   o.ps_inline_bytes = ps_inline_bytes;
   o.tls_dir = tls_dir;
   o.heartbeat_timeout = heartbeat_timeout;

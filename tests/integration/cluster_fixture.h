@@ -35,9 +35,11 @@ class Cluster {
   // `heartbeat_timeout`: the server's --heartbeat_timeout in seconds.
   // `tls_dir`: LocalClusterOptions::tls_dir (mutual TLS), empty: plaintext.
   // `ps_inline_bytes`: LocalClusterOptions::ps_inline_bytes (< 0: default).
+  // `server_flags`: LocalClusterOptions::server_flags.
   explicit Cluster(int workers, int shards = 1, bool metrics = false,
                    double heartbeat_timeout = 6.0, const std::string& tls_dir = "",
-                   int64_t ps_inline_bytes = -1);
+                   int64_t ps_inline_bytes = -1,
+                   const std::vector<std::string>& server_flags = {});
   LocalCluster* operator->() { return cluster_.get(); }
   bool ok() const { return cluster_ != nullptr; }
   // A channel to any of the cluster's daemons that carries its token (and

@@ -16,6 +16,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/blob_upload.h"
+#include "common/content_store.h"
 #include "tests/integration/checkpoint_util.h"
 #include "tests/integration/cluster_fixture.h"
 
@@ -292,6 +293,61 @@ TEST(TorchScript, AHashNeverUploadedIsRefusedAtSubmit) {
   // A path the client did not upload is refused by validation.
   spec.set_model("torchscript:/tmp/model.pt");
   EXPECT_EQ(c.Submit(spec, &job).error_code(), grpc::INVALID_ARGUMENT);
+}
+
+// The coordinator's side of uploads: its caps per kind, a file whose
+// content is not what the client announced, and a fetch of a hash it does
+// not hold. Nothing is kept of a refused upload.
+TEST(TorchScript, TheCoordinatorRefusesOversizedAndCorruptUploads) {
+  Cluster c(1, 1, false, 6.0, "", -1,
+            {"--max_blob_bytes=10000", "--max_data_bytes=20000"});
+  ASSERT_TRUE(c.ok());
+  const std::string dir = TempDir();
+  ASSERT_EQ(Shell(absl::StrCat("head -c 15000 /dev/urandom > ", dir, "/f15k"), 10), 0);
+  auto stub = v1::Coordinator::NewStub(c.Channel(c->coordinator()));
+  v1::JobSpec spec = Spec("ring", "sync", 1);
+  spec.set_model(absl::StrCat("torchscript:", dir, "/f15k"));
+  absl::Status st = UploadJobFiles(stub.get(), &spec);
+  EXPECT_EQ(st.code(), absl::StatusCode::kResourceExhausted) << st;
+  EXPECT_NE(st.message().find("--max_blob_bytes"), std::string::npos) << st;
+  // The same 15 kB as data fits --max_data_bytes.
+  spec.set_model(absl::StrCat("torchscript:sha256:", std::string(64, 'a')));
+  spec.set_dataset(absl::StrCat("tensors:", dir, "/f15k"));
+  st = UploadJobFiles(stub.get(), &spec);
+  EXPECT_TRUE(st.ok()) << st;
+  const std::string blobs =
+      fs::path(c->server().log).parent_path().string() + "/state/blobs";
+  auto count = [&] {
+    int n = 0;
+    for (const auto& e : fs::directory_iterator(blobs)) n += e.is_regular_file() ? 1 : 0;
+    return n;
+  };
+  EXPECT_EQ(count(), 1);
+  // A client that announces one hash (or size) and sends other bytes.
+  for (bool wrong_size : {false, true}) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    v1::BlobInfo info;
+    auto w = stub->PutBlob(&ctx, &info);
+    v1::BlobChunk chunk;
+    chunk.set_data("the bytes sent");
+    chunk.set_sha256(wrong_size ? Sha256Hex("the bytes sent") : Sha256Hex("other bytes"));
+    chunk.set_size(wrong_size ? 99 : 14);
+    ASSERT_TRUE(w->Write(chunk));
+    w->WritesDone();
+    const grpc::Status put = w->Finish();
+    EXPECT_EQ(put.error_code(), grpc::DATA_LOSS) << put.error_message();
+  }
+  EXPECT_EQ(count(), 1) << "a refused upload was kept";
+  // A fetch of a hash the coordinator does not hold.
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  v1::GetBlobRequest req;
+  req.set_sha256(Sha256Hex("never uploaded"));
+  auto r = stub->GetBlob(&ctx, req);
+  v1::BlobChunk chunk;
+  EXPECT_FALSE(r->Read(&chunk));
+  EXPECT_EQ(r->Finish().error_code(), grpc::NOT_FOUND);
 }
 
 TEST(TorchScript, AMissingFileIsNamedBeforeAnythingIsSent) {
