@@ -33,6 +33,20 @@ std::vector<Range> MakeBuckets(const DeviceModel& model, int64_t bucket_bytes) {
   return buckets;
 }
 
+int64_t TraceComputeSince(TraceRecorder* trace, int64_t since, const char* name,
+                          int layer) {
+  if (trace == nullptr) return 0;
+  TraceEvent e;
+  e.name = name;
+  e.category = "compute";
+  e.start_us = since;
+  const int64_t now = TraceRecorder::NowUs();
+  e.dur_us = now - since;
+  e.layer = layer;
+  trace->Record(e);
+  return now;
+}
+
 absl::StatusOr<std::shared_ptr<float>> AllocHostFloats(size_t floats) {
   float* p = new (std::nothrow) float[std::max<size_t>(floats, 1)]();
   if (p == nullptr) {
@@ -111,9 +125,9 @@ class CpuModel final : public DeviceModel {
     size_t next = 0;
     int64_t mark = trace_ ? TraceRecorder::NowUs() : 0;
     Mlp::PassHooks hooks;
-    hooks.forward_done = [&] { mark = TraceSince(mark, "forward", -1); };
+    hooks.forward_done = [&] { mark = TraceComputeSince(trace_, mark, "forward", -1); };
     hooks.layer_done = [&](int l) {
-      mark = TraceSince(mark, "backward", l);
+      mark = TraceComputeSince(trace_, mark, "backward", l);
       const size_t begin = mlp_.LayerRange(l).begin;
       for (; next < buckets_.size() && buckets_[next].begin >= begin; ++next) {
         bucket_ready(static_cast<int>(next));
@@ -178,21 +192,6 @@ class CpuModel final : public DeviceModel {
   BucketOptimizers optimizers_;
   std::deque<float> losses_;  // of ForwardBackward calls, oldest first
   TraceRecorder* trace_ = nullptr;
-
-  // Records [since, now) as `name` (layer l, or -1) when tracing; returns
-  // now (the start of the next span).
-  int64_t TraceSince(int64_t since, const char* name, int layer) {
-    if (trace_ == nullptr) return 0;
-    TraceEvent e;
-    e.name = name;
-    e.category = "compute";
-    e.start_us = since;
-    const int64_t now = TraceRecorder::NowUs();
-    e.dur_us = now - since;
-    e.layer = layer;
-    trace_->Record(e);
-    return now;
-  }
 };
 
 }  // namespace

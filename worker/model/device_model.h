@@ -131,6 +131,12 @@ std::vector<Range> MakeBuckets(const DeviceModel& model, int64_t bucket_bytes);
 
 absl::StatusOr<std::unique_ptr<DeviceModel>> MakeCpuModel(const MlpSpec& spec);
 
+// Records [since, now) as a "compute" span `name` (layer `layer`, or -1) in
+// `trace` when it is set; returns now, the start of the next span (0 when
+// not tracing). For models' ForwardBackward spans (SetTrace).
+int64_t TraceComputeSince(TraceRecorder* trace, int64_t since, const char* name,
+                          int layer);
+
 // `floats` zeroed floats of plain host memory (at least one);
 // RESOURCE_EXHAUSTED when the allocation fails. AllocHost of host models.
 absl::StatusOr<std::shared_ptr<float>> AllocHostFloats(size_t floats);

@@ -156,7 +156,7 @@ class TorchModel final : public DeviceModel {
     try {
       for (at::Tensor& p : tensors_) p.mutable_grad() = at::Tensor();
       at::Tensor loss = Loss(x_, y_);
-      mark = TraceSince(mark, "forward", -1);
+      mark = TraceComputeSince(trace_, mark, "forward", -1);
       losses_.push_back(loss.item<float>());
       loss.backward();
     } catch (const std::exception& e) {
@@ -174,7 +174,7 @@ class TorchModel final : public DeviceModel {
     }
     AnnounceReady();
     ready_ = nullptr;
-    TraceSince(mark, "backward", -1);
+    TraceComputeSince(trace_, mark, "backward", -1);
     return absl::OkStatus();
   }
 
@@ -311,19 +311,6 @@ class TorchModel final : public DeviceModel {
   void AnnounceReady() {
     const int buckets = static_cast<int>(remaining_.size());
     while (next_ < buckets && remaining_[next_] == 0) (*ready_)(next_++);
-  }
-
-  int64_t TraceSince(int64_t since, const char* name, int layer) {
-    if (trace_ == nullptr) return 0;
-    TraceEvent e;
-    e.name = name;
-    e.category = "compute";
-    e.start_us = since;
-    const int64_t now = TraceRecorder::NowUs();
-    e.dur_us = now - since;
-    e.layer = layer;
-    trace_->Record(e);
-    return now;
   }
 
   torch::jit::Module module_;
