@@ -21,6 +21,7 @@
 #include "common/signals.h"
 #include "common/spec/tuning_table.h"
 #include "worker/model/device_factory.h"
+#include "worker/torch_file_check.h"
 #include "worker/worker_daemon.h"
 
 ABSL_FLAG(std::string, coordinator, "127.0.0.1:50051",
@@ -61,6 +62,11 @@ ABSL_FLAG(std::string, cache_dir, "/tmp/gradsync-worker-cache",
           "coordinator, each under its SHA-256 (a job naming a cached model does "
           "not fetch it again; a file that no longer matches its hash is fetched "
           "anew). Workers on one machine may share it.");
+ABSL_FLAG(std::string, check_torch_file, "",
+          "Internal: read data:PATH or model:FEATURES:CLASSES:PATH as a job would, "
+          "then exit (0: it reads; 1: the error on stderr). The worker runs itself "
+          "this way, under a memory limit, before it loads an uploaded file "
+          "(worker/torch_file_check.h).");
 ABSL_FLAG(int, cpu_threads, 0,
           "BLAS threads of cpu jobs (0 = auto: this host's cores, less one "
           "per rank of the job on this host for its communication, shared "
@@ -98,6 +104,7 @@ absl::StatusOr<gradsync::WorkerOptions> WorkerOptionsFromFlags() {
   o.id = absl::GetFlag(FLAGS_id);
   o.data_dir = absl::GetFlag(FLAGS_data_dir);
   o.cache_dir = absl::GetFlag(FLAGS_cache_dir);
+  o.helper_binary = "/proc/self/exe";
   o.allowed_data_dirs = absl::GetFlag(FLAGS_allowed_data_dirs);
   o.gpu = absl::GetFlag(FLAGS_gpu);
   o.cpu_threads = absl::GetFlag(FLAGS_cpu_threads);
@@ -158,6 +165,11 @@ int main(int argc, char** argv) {
   // --token-file as well as --token_file, as the CLI takes them.
   gradsync::CommandLine command_line(argc, argv);
   absl::ParseCommandLine(command_line.argc(), command_line.argv());
+  if (const std::string arg = absl::GetFlag(FLAGS_check_torch_file); !arg.empty()) {
+    const absl::Status st = gradsync::CheckTorchFile(arg);
+    if (!st.ok()) std::cerr << st.message() << "\n";
+    return st.ok() ? 0 : 1;
+  }
   gradsync::PrepareDaemonProcess();  // before any thread starts
   absl::StatusOr<Startup> startup = CheckStartup();
   if (!startup.ok()) {

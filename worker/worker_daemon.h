@@ -67,6 +67,10 @@ struct WorkerOptions {
   std::string cache_dir = "/tmp/gradsync-worker-cache";
   // The longest a model fetch may take.
   absl::Duration fetch_timeout = absl::Minutes(5);
+  // The worker binary, run as a helper with a memory limit to read each
+  // fetched model and data file first (worker/torch_file_check.h); main sets
+  // it to /proc/self/exe. Empty (daemons inside tests): no helper.
+  std::string helper_binary;
   int num_gpus = 0;  // GPUs this worker offers (0 without CUDA)
   int gpu = -1;      // GPU to use; -1: rank % num_gpus
   // BLAS threads of cpu jobs; 0: CpuComputeThreads(cores, ranks of the job
@@ -169,6 +173,9 @@ class WorkerDaemon {
   // (options_.cache_dir) unless it is there.
   absl::StatusOr<std::string> FetchModel(const JobOptions& job)
       ABSL_LOCKS_EXCLUDED(cache_mu_);
+  // OK unless the helper process (options_.helper_binary) fails to read the
+  // file `arg` names (worker/torch_file_check.h).
+  absl::Status CheckInHelper(const std::string& arg);
   // Blob `sha256`, fetched into the cache unless it is there.
   absl::StatusOr<std::string> FetchBlobOfJob(const std::string& sha256)
       ABSL_LOCKS_EXCLUDED(cache_mu_);

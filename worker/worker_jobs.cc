@@ -21,6 +21,7 @@
 #include "worker/model/cpu_threads.h"
 #include "worker/model/device_factory.h"
 #include "worker/sync/gradient_sync_factory.h"
+#include "worker/torch_file_check.h"
 #include "worker/train/trainer.h"
 #include "worker/train/training_steps.h"
 #include "worker/worker_daemon.h"
@@ -191,6 +192,10 @@ absl::Status WorkerDaemon::LoadTensorData(const JobOptions& job,
         path.status().code(),
         absl::StrCat("worker ", id_, ": data: ", path.status().message()));
   }
+  if (absl::Status st = CheckInHelper(absl::StrCat("data:", *path)); !st.ok()) {
+    return absl::Status(st.code(), absl::StrCat("worker ", id_, ": data file ",
+                                                job.data_sha256, ": ", st.message()));
+  }
   absl::StatusOr<TrainTestData> d = LoadTensorDataFile(*path);
   if (!d.ok()) {
     return absl::Status(d.status().code(),
@@ -202,6 +207,15 @@ absl::Status WorkerDaemon::LoadTensorData(const JobOptions& job,
   data_cache_[key + "#train"] = *train;
   data_cache_[key + "#test"] = *test;
   return absl::OkStatus();
+}
+
+absl::Status WorkerDaemon::CheckInHelper(const std::string& arg) {
+  if (options_.helper_binary.empty()) return absl::OkStatus();
+  TorchFileCheck check;
+  check.helper = options_.helper_binary;
+  check.arg = arg;
+  check.env = env_;
+  return CheckTorchFileInHelper(check);
 }
 
 absl::StatusOr<std::string> WorkerDaemon::FetchModel(const JobOptions& job) {
@@ -250,6 +264,13 @@ absl::StatusOr<std::unique_ptr<DeviceModel>> WorkerDaemon::MakeDevice(
     req.torchscript_path = *path;
     req.features = train.features;
     req.classes = train.classes;
+    if (absl::Status st = CheckInHelper(
+            absl::StrCat("model:", train.features, ":", train.classes, ":", *path));
+        !st.ok()) {
+      return absl::Status(st.code(),
+                          absl::StrCat("worker ", id_, ": model ", job.torchscript_sha256,
+                                       ": ", st.message()));
+    }
   }
   if (a.spec().device() == v1::DEVICE_CUDA) {
     if (options_.num_gpus <= 0) {

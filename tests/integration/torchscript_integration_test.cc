@@ -19,6 +19,7 @@
 #include "common/content_store.h"
 #include "tests/integration/checkpoint_util.h"
 #include "tests/integration/cluster_fixture.h"
+#include "worker/torch_file_check.h"
 
 namespace gradsync {
 namespace {
@@ -264,6 +265,63 @@ TEST(TorchScript, ResumedJobsMatchUninterruptedRuns) {
     v1::JobSpec spec = CheckpointedSpec(strategy, "sync", 300, 7);
     ExpectResumeIsBitIdentical(c, Uploaded(c, spec, model));
   }
+}
+
+// tests/integration/data/mutated_storage.pt: a 2 KB torch.save file with
+// bytes flipped at random, one of 3,000 such that made libtorch's unpickler
+// ask for more memory than this machine has (unbounded, the kernel killed
+// the process). Read in the helper under an address-space limit, it is a
+// clear error.
+std::string MutatedFile() {
+  return std::string(GRADSYNC_SOURCE_DIR) + "/tests/integration/data/mutated_storage.pt";
+}
+
+TEST(TorchScript, TheHelperReadsFilesUnderAMemoryLimitAndATimeout) {
+  TorchFileCheck check;
+  check.helper = std::string(GRADSYNC_BIN_DIR) + "/gradsync-worker";
+  check.max_address_space = 3ull << 30;
+  check.arg = "data:" + MutatedFile();
+  absl::Status st = CheckTorchFileInHelper(check);
+  EXPECT_EQ(st.code(), absl::StatusCode::kResourceExhausted) << st;
+  EXPECT_NE(st.message().find("MiB of memory"), std::string::npos) << st;
+  const std::string dir = TempDir();
+  ASSERT_EQ(Shell(absl::StrCat("/usr/bin/python3 -c 'import torch; torch.save({\"x\": "
+                               "torch.rand(10, 3), \"y\": torch.arange(10) % 2}, \"",
+                               dir, "/ok.pt\")'"),
+                  60),
+            0);
+  check.arg = "data:" + dir + "/ok.pt";
+  EXPECT_TRUE(CheckTorchFileInHelper(check).ok());
+  check.arg = "model:784:10:" + dir + "/ok.pt";  // data is not a module
+  st = CheckTorchFileInHelper(check);
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
+  EXPECT_NE(st.message().find("not a TorchScript module"), std::string::npos) << st;
+  // A helper that never answers is killed at the timeout.
+  std::ofstream(dir + "/hang.sh") << "#!/bin/sh\nsleep 30\n";
+  ASSERT_EQ(Shell(absl::StrCat("chmod +x ", dir, "/hang.sh"), 10), 0);
+  check.helper = dir + "/hang.sh";
+  check.timeout = absl::Milliseconds(300);
+  st = CheckTorchFileInHelper(check);
+  EXPECT_EQ(st.code(), absl::StatusCode::kDeadlineExceeded) << st;
+}
+
+// The worker reads an uploaded data file in the helper first: the mutated
+// file fails its job for lack of memory and the worker takes the next job.
+TEST(TorchScript, AFileThatExhaustsTheReaderFailsItsJobNotTheWorker) {
+  Cluster c(1);
+  ASSERT_TRUE(c.ok());
+  v1::JobSpec spec = Spec("ring", "sync", 1);
+  spec.set_steps(2);
+  spec.set_dataset("tensors:" + MutatedFile());
+  const v1::Job bad = RunToEnd(c, Uploaded(c, spec, ScriptedMlp(TempDir(), "4-3")));
+  ASSERT_EQ(bad.state(), v1::FAILED);
+  EXPECT_EQ(bad.error_code(), static_cast<int>(absl::StatusCode::kResourceExhausted))
+      << bad.error();
+  EXPECT_NE(bad.error().find("MiB of memory"), std::string::npos) << bad.error();
+  EXPECT_TRUE(c->CheckAlive().ok());
+  const v1::Job good = RunToEnd(
+      c, Uploaded(c, Spec("ring", "sync", 1), ScriptedMlp(TempDir(), "784-8-10")));
+  EXPECT_EQ(good.state(), v1::SUCCEEDED) << good.error();
 }
 
 #else

@@ -1,0 +1,139 @@
+#include "worker/torch_file_check.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "worker/model/device_factory.h"
+
+namespace gradsync {
+namespace {
+
+constexpr char kFlag[] = "--check_torch_file=";
+constexpr size_t kMaxMessage = 4096;
+
+// The helper's stderr, kept short: its last line is the error.
+std::string LastLine(std::string text) {
+  while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
+  const size_t nl = text.rfind('\n');
+  return nl == std::string::npos ? text : text.substr(nl + 1);
+}
+
+}  // namespace
+
+absl::Status CheckTorchFile(const std::string& arg) {
+  std::vector<std::string> parts = absl::StrSplit(arg, absl::MaxSplits(':', 1));
+  if (parts.size() == 2 && parts[0] == "data") {
+    return LoadTensorDataFile(parts[1]).status();
+  }
+  parts = absl::StrSplit(arg, absl::MaxSplits(':', 3));
+  int features = 0, classes = 0;
+  if (parts.size() == 4 && parts[0] == "model" && absl::SimpleAtoi(parts[1], &features) &&
+      absl::SimpleAtoi(parts[2], &classes)) {
+    DeviceRequest req;
+    req.torchscript_path = parts[3];
+    req.features = features;
+    req.classes = classes;
+    req.cpu_threads = 1;
+    return MakeDeviceModel(req).status();
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat(kFlag, " takes data:PATH or model:FEATURES:CLASSES:PATH"));
+}
+
+absl::Status CheckTorchFileInHelper(const TorchFileCheck& check) {
+  uint64_t limit = check.max_address_space;
+  if (limit == 0) {
+    // The path is the last field.
+    const std::vector<std::string> parts = absl::StrSplit(
+        check.arg, absl::MaxSplits(':', absl::StartsWith(check.arg, "data:") ? 1 : 3));
+    struct stat st {};
+    const uint64_t size = ::stat(parts.back().c_str(), &st) == 0 ? st.st_size : 0;
+    limit = (4ull << 30) + 8 * size;
+  }
+  // Everything the child needs, made before fork (it may only exec after).
+  const std::string flag = absl::StrCat(kFlag, check.arg);
+  std::vector<char*> argv = {const_cast<char*>(check.helper.c_str()),
+                             const_cast<char*>(flag.c_str()),
+                             const_cast<char*>("--log_level=error"), nullptr};
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) {
+    return absl::InternalError(absl::StrCat("pipe: ", std::strerror(errno)));
+  }
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    ::close(fds[0]);
+    ::close(fds[1]);
+    return absl::InternalError(absl::StrCat("fork: ", std::strerror(errno)));
+  }
+  if (pid == 0) {
+    ::dup2(fds[1], 2);
+    const int devnull = ::open("/dev/null", O_RDWR);
+    if (devnull >= 0) {
+      ::dup2(devnull, 0);
+      ::dup2(devnull, 1);
+    }
+    struct rlimit rl;
+    rl.rlim_cur = rl.rlim_max = limit;
+    ::setrlimit(RLIMIT_AS, &rl);
+    ::execv(argv[0], argv.data());
+    ::_exit(127);
+  }
+  ::close(fds[1]);
+  std::string out;
+  const absl::Time deadline = check.env->NowMonotonic() + check.timeout;
+  bool timed_out = false;
+  for (;;) {
+    const int64_t left_ms =
+        absl::ToInt64Milliseconds(deadline - check.env->NowMonotonic());
+    if (left_ms <= 0) {
+      timed_out = true;
+      break;
+    }
+    struct pollfd p = {fds[0], POLLIN, 0};
+    const int r = ::poll(&p, 1, static_cast<int>(std::min<int64_t>(left_ms, 1000)));
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) continue;
+    char buf[1024];
+    const ssize_t n = ::read(fds[0], buf, sizeof(buf));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;  // EOF: the helper exited
+    if (out.size() < 64 * kMaxMessage) out.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fds[0]);
+  if (timed_out) ::kill(pid, SIGKILL);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (timed_out) {
+    return absl::DeadlineExceededError(absl::StrCat("reading the file took longer than ",
+                                                    absl::FormatDuration(check.timeout)));
+  }
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return absl::OkStatus();
+  const std::string said = LastLine(out).substr(0, kMaxMessage);
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 1 && !said.empty() &&
+      said.find("bad_alloc") == std::string::npos &&
+      said.find("allocate") == std::string::npos) {
+    return absl::InvalidArgumentError(said);
+  }
+  return absl::ResourceExhaustedError(
+      absl::StrCat("reading the file needed more than ", limit >> 20,
+                   " MiB of memory or crashed the reader (",
+                   WIFSIGNALED(status) ? absl::StrCat("signal ", WTERMSIG(status))
+                                       : absl::StrCat("exit ", WEXITSTATUS(status)),
+                   said.empty() ? "" : absl::StrCat(": ", said), ")"));
+}
+
+}  // namespace gradsync
