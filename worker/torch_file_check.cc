@@ -53,16 +53,21 @@ absl::Status CheckTorchFile(const std::string& arg) {
       absl::StrCat(kFlag, " takes data:PATH or model:FEATURES:CLASSES:PATH"));
 }
 
-absl::Status CheckTorchFileInHelper(const TorchFileCheck& check) {
-  uint64_t limit = check.max_address_space;
-  if (limit == 0) {
-    // The path is the last field.
-    const std::vector<std::string> parts = absl::StrSplit(
-        check.arg, absl::MaxSplits(':', absl::StartsWith(check.arg, "data:") ? 1 : 3));
-    struct stat st {};
-    const uint64_t size = ::stat(parts.back().c_str(), &st) == 0 ? st.st_size : 0;
-    limit = (4ull << 30) + 8 * size;
-  }
+namespace {
+
+// The helper's address-space limit: the given one, or 4 GiB + 8x the file
+// (the last field of the argument).
+uint64_t LimitOf(const TorchFileCheck& check) {
+  if (check.max_address_space > 0) return check.max_address_space;
+  const std::vector<std::string> parts = absl::StrSplit(
+      check.arg, absl::MaxSplits(':', absl::StartsWith(check.arg, "data:") ? 1 : 3));
+  struct stat st {};
+  const uint64_t size = ::stat(parts.back().c_str(), &st) == 0 ? st.st_size : 0;
+  return (4ull << 30) + 8 * size;
+}
+
+// Starts the helper under `limit`, its stderr into *err_fd (the read end).
+absl::StatusOr<pid_t> Spawn(const TorchFileCheck& check, uint64_t limit, int* err_fd) {
   // Everything the child needs, made before fork (it may only exec after).
   const std::string flag = absl::StrCat(kFlag, check.arg);
   std::vector<char*> argv = {const_cast<char*>(check.helper.c_str()),
@@ -92,32 +97,48 @@ absl::Status CheckTorchFileInHelper(const TorchFileCheck& check) {
     ::_exit(127);
   }
   ::close(fds[1]);
-  std::string out;
-  const absl::Time deadline = check.env->NowMonotonic() + check.timeout;
-  bool timed_out = false;
+  *err_fd = fds[0];
+  return pid;
+}
+
+// Reads `fd` to its end into *out (bounded), or until the deadline; false
+// when the deadline passed first. Closes `fd`.
+bool ReadUntilEnd(int fd, absl::Time deadline, const Env* env, std::string* out) {
+  bool in_time = true;
   for (;;) {
-    const int64_t left_ms =
-        absl::ToInt64Milliseconds(deadline - check.env->NowMonotonic());
+    const int64_t left_ms = absl::ToInt64Milliseconds(deadline - env->NowMonotonic());
     if (left_ms <= 0) {
-      timed_out = true;
+      in_time = false;
       break;
     }
-    struct pollfd p = {fds[0], POLLIN, 0};
+    struct pollfd p = {fd, POLLIN, 0};
     const int r = ::poll(&p, 1, static_cast<int>(std::min<int64_t>(left_ms, 1000)));
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) continue;
+    if (r <= 0) continue;  // EINTR or a second without output
     char buf[1024];
-    const ssize_t n = ::read(fds[0], buf, sizeof(buf));
+    const ssize_t n = ::read(fd, buf, sizeof(buf));
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;  // EOF: the helper exited
-    if (out.size() < 64 * kMaxMessage) out.append(buf, static_cast<size_t>(n));
+    if (out->size() < 64 * kMaxMessage) out->append(buf, static_cast<size_t>(n));
   }
-  ::close(fds[0]);
-  if (timed_out) ::kill(pid, SIGKILL);
+  ::close(fd);
+  return in_time;
+}
+
+}  // namespace
+
+absl::Status CheckTorchFileInHelper(const TorchFileCheck& check) {
+  const uint64_t limit = LimitOf(check);
+  int err_fd = -1;
+  absl::StatusOr<pid_t> pid = Spawn(check, limit, &err_fd);
+  if (!pid.ok()) return pid.status();
+  std::string out;
+  const bool in_time =
+      ReadUntilEnd(err_fd, check.env->NowMonotonic() + check.timeout, check.env, &out);
+  if (!in_time) ::kill(*pid, SIGKILL);
   int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  while (::waitpid(*pid, &status, 0) < 0 && errno == EINTR) {
   }
-  if (timed_out) {
+  if (!in_time) {
     return absl::DeadlineExceededError(absl::StrCat("reading the file took longer than ",
                                                     absl::FormatDuration(check.timeout)));
   }
