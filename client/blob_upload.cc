@@ -1,10 +1,13 @@
 #include "client/blob_upload.h"
 
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
@@ -105,6 +108,27 @@ absl::StatusOr<std::string> UploadOnce(v1::Coordinator::Stub* stub,
   return *sha;
 }
 
+// "tensors-on-workers:PATH" -> "tensors-on-workers:sha256:<hex>:/ABS/PATH",
+// hashing this host's copy of the file (the workers check theirs against it).
+absl::Status NameWorkerData(v1::JobSpec* spec) {
+  std::error_code ec;
+  const std::string given = spec->dataset().substr(std::strlen(kWorkerTensorsPrefix));
+  const std::string path =
+      given.empty() ? given
+                    : std::filesystem::absolute(given, ec).lexically_normal().string();
+  absl::StatusOr<std::string> sha = Sha256OfFile(path);
+  if (ec || !sha.ok()) {
+    return absl::NotFoundError(absl::StrCat(
+        "data: cannot read ", given.empty() ? "(no path)" : path, " here to hash it (",
+        ec ? ec.message() : sha.status().message(),
+        "); --data=tensors-on-workers:PATH names a file at the same absolute path "
+        "on every worker. If only the workers hold it, name its hash yourself: "
+        "--data=tensors-on-workers:sha256:<sha256sum of the file>:/ABSOLUTE/PATH"));
+  }
+  spec->set_dataset(WorkerTensorDataSpec({*sha, path}));
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status UploadJobFiles(v1::Coordinator::Stub* stub, v1::JobSpec* spec) {
@@ -119,6 +143,10 @@ absl::Status UploadJobFiles(v1::Coordinator::Stub* stub, v1::JobSpec* spec) {
         UploadOnce(stub, spec->dataset(), kTensorsPrefix, "data");
     if (!sha.ok()) return sha.status();
     spec->set_dataset(TensorDataOf(*sha));
+  }
+  if (IsWorkerTensorData(spec->dataset()) &&
+      !absl::StartsWith(spec->dataset(), kWorkerTensorsHashPrefix)) {
+    return NameWorkerData(spec);
   }
   return absl::OkStatus();
 }

@@ -73,7 +73,11 @@ ABSL_FLAG(std::string, data, "fashion-mnist",
           "Data set: fashion-mnist (on each worker, --data_dir), or tensors:PATH, a "
           "file written by torch.save({\"x\": X, \"y\": Y}, PATH) (optionally with "
           "\"x_test\", \"y_test\") that the client uploads with the job; trains a "
-          "--model=torchscript:PATH (docs/user-guide.md \"Your own data\").");
+          "--model=torchscript:PATH (docs/user-guide.md \"Your own data\"). For "
+          "files too big to send, tensors-on-workers:PATH reads the same absolute "
+          "PATH on every worker; the client hashes its own copy (or give "
+          "tensors-on-workers:sha256:HEX:PATH) and a worker whose file differs "
+          "fails the job naming it.");
 ABSL_FLAG(std::string, data_dir, "",
           "Fashion-MNIST directory with the *-idx*-ubyte.gz files (default: "
           "/usr/share/datasets/fashion-mnist).");

@@ -185,6 +185,9 @@ class WorkerDaemon {
                               std::shared_ptr<const Dataset>* train,
                               std::shared_ptr<const Dataset>* test)
       ABSL_LOCKS_EXCLUDED(mu_);
+  // tensors-on-workers: data: job.data_path when its SHA-256 is the job's,
+  // else NOT_FOUND or FAILED_PRECONDITION naming the rank, path and hashes.
+  absl::StatusOr<std::string> CheckWorkerDataFile(const JobOptions& job);
   absl::StatusOr<std::shared_ptr<const Dataset>> LoadData(const std::string& dir,
                                                           bool train);
 

@@ -7,6 +7,7 @@
 #include <spdlog/spdlog.h>
 
 #include "absl/strings/str_cat.h"
+#include "common/content_store.h"
 #include "common/exception_status.h"
 #include "common/grpc/grpc_util.h"
 #include "common/logging.h"
@@ -186,7 +187,8 @@ absl::Status WorkerDaemon::LoadTensorData(const JobOptions& job,
     }
   }
   if (!HaveTorchScript()) return LoadTensorDataFile("-").status();
-  absl::StatusOr<std::string> path = FetchBlobOfJob(job.data_sha256);
+  absl::StatusOr<std::string> path =
+      job.data_path.empty() ? FetchBlobOfJob(job.data_sha256) : CheckWorkerDataFile(job);
   if (!path.ok()) {
     return absl::Status(
         path.status().code(),
@@ -207,6 +209,23 @@ absl::Status WorkerDaemon::LoadTensorData(const JobOptions& job,
   data_cache_[key + "#train"] = *train;
   data_cache_[key + "#test"] = *test;
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> WorkerDaemon::CheckWorkerDataFile(const JobOptions& job) {
+  absl::StatusOr<std::string> got = Sha256OfFile(job.data_path);
+  if (!got.ok()) {
+    return absl::NotFoundError(absl::StrCat(
+        "rank ", job.rank, " cannot read ", job.data_path, " (", got.status().message(),
+        "); tensors-on-workers: data must be at that path on every worker"));
+  }
+  if (*got != job.data_sha256) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "rank ", job.rank, ": ", job.data_path, " here has sha256 ", *got,
+        ", the job's is ", job.data_sha256,
+        "; every worker must hold the same file (copy it again, or resubmit with "
+        "this file's hash)"));
+  }
+  return job.data_path;
 }
 
 absl::Status WorkerDaemon::CheckInHelper(const std::string& arg) {

@@ -40,6 +40,11 @@ absl::Status SetRank(const v1::Assignment& a, JobOptions* o) {
     absl::StatusOr<std::string> hash = TensorDataHashOf(a.spec().dataset());
     if (!hash.ok()) return Bad("dataset", std::string(hash.status().message()));
     o->data_sha256 = *hash;
+  } else if (IsWorkerTensorData(a.spec().dataset())) {
+    absl::StatusOr<WorkerTensorData> d = WorkerTensorDataOf(a.spec().dataset());
+    if (!d.ok()) return Bad("dataset", std::string(d.status().message()));
+    o->data_sha256 = d->sha256;
+    o->data_path = d->path;
   }
   o->job_secret = a.job_secret();
   o->resume_secret = a.resume_secret();

@@ -54,6 +54,9 @@ struct JobOptions {
   // Set: the job's data is the uploaded tensor file with this SHA-256
   // (worker/model/torch/tensor_data.h) instead of Fashion-MNIST.
   std::string data_sha256;
+  // Set too: the file is not uploaded but read from this absolute path on
+  // each worker, which checks its hash against data_sha256 first.
+  std::string data_path;
   // Data-plane credentials (common/grpc/job_secret.h).
   std::string job_secret;
   std::string resume_secret;  // resume_from set: the old job's secret

@@ -249,9 +249,11 @@ absl::Status ValidateSwitches(v1::JobSpec* s) {
 absl::Status ValidateModel(v1::JobSpec* s) {
   if (s->dataset().empty()) s->set_dataset("fashion-mnist");
   if (s->model().empty()) s->set_model(kDefaultModel);
-  if (IsTensorData(s->dataset())) {
-    absl::StatusOr<std::string> hash = TensorDataHashOf(s->dataset());
-    if (!hash.ok()) return hash.status();
+  if (IsTensorData(s->dataset()) || IsWorkerTensorData(s->dataset())) {
+    const absl::Status parsed = IsTensorData(s->dataset())
+                                    ? TensorDataHashOf(s->dataset()).status()
+                                    : WorkerTensorDataOf(s->dataset()).status();
+    if (!parsed.ok()) return parsed;
     if (!IsTorchScriptModel(s->model())) {
       return Bad("dataset",
                  "a tensors: data set trains a TorchScript model "
@@ -259,8 +261,10 @@ absl::Status ValidateModel(v1::JobSpec* s) {
                  "checked against fashion-mnist");
     }
   } else if (s->dataset() != "fashion-mnist") {
-    return Bad("dataset", absl::StrCat("unknown dataset '", s->dataset(),
-                                       "' (want fashion-mnist or tensors:PATH)"));
+    return Bad(
+        "dataset",
+        absl::StrCat("unknown dataset '", s->dataset(),
+                     "' (want fashion-mnist, tensors:PATH or tensors-on-workers:PATH)"));
   }
   if (IsTorchScriptModel(s->model())) {
     // Its fit to the data is checked by each worker when it loads it.

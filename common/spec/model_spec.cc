@@ -111,6 +111,43 @@ std::string TensorDataOf(const std::string& sha256_hex) {
   return absl::StrCat(kTensorsHashPrefix, sha256_hex);
 }
 
+bool IsWorkerTensorData(const std::string& text) {
+  return absl::StartsWith(text, kWorkerTensorsPrefix);
+}
+
+absl::StatusOr<WorkerTensorData> WorkerTensorDataOf(const std::string& text) {
+  const std::string prefix = kWorkerTensorsHashPrefix;
+  constexpr size_t kHex = 64;
+  const auto bad = [&](absl::string_view why) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "dataset: \"", text.substr(0, 300), "\" ", why,
+        "; the server takes tensors-on-workers:sha256:<64 hex digits>:/ABSOLUTE/PATH, "
+        "which gradsync submit writes for --data=tensors-on-workers:PATH when it can "
+        "read PATH (else name the file's sha256sum in that form yourself)"));
+  };
+  if (!absl::StartsWith(text, prefix)) return bad("has no sha256");
+  if (text.size() < prefix.size() + kHex + 1 ||
+      !IsSha256Hex(text.substr(prefix.size(), kHex)) ||
+      text[prefix.size() + kHex] != ':') {
+    return bad("has no 64 lowercase hex digits and ':' after sha256:");
+  }
+  WorkerTensorData d;
+  d.sha256 = text.substr(prefix.size(), kHex);
+  d.path = text.substr(prefix.size() + kHex + 1);
+  if (d.path.empty() || d.path[0] != '/') {
+    return bad(
+        "names no absolute path (each worker reads it from its own cwd otherwise)");
+  }
+  if (d.path.size() > 4096 || d.path.find('\0') != std::string::npos) {
+    return bad("names a path longer than 4096 bytes or with a NUL byte");
+  }
+  return d;
+}
+
+std::string WorkerTensorDataSpec(const WorkerTensorData& d) {
+  return absl::StrCat(kWorkerTensorsHashPrefix, d.sha256, ":", d.path);
+}
+
 std::string TorchScriptModelOf(const std::string& sha256_hex) {
   return absl::StrCat(kTorchScriptHashPrefix, sha256_hex);
 }

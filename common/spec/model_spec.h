@@ -59,6 +59,23 @@ bool IsTensorData(const std::string& text);
 absl::StatusOr<std::string> TensorDataHashOf(const std::string& text);
 std::string TensorDataOf(const std::string& sha256_hex);
 
+// Data sets too big to send: the same file at the same absolute path on every
+// worker. "tensors-on-workers:PATH" on the client, which hashes PATH when it
+// can read it; "tensors-on-workers:sha256:<hex>:PATH" on the wire (and what a
+// user writes when the client cannot read PATH). Each worker hashes its own
+// file and refuses the job when it differs, so no rank trains on other data.
+inline constexpr char kWorkerTensorsPrefix[] = "tensors-on-workers:";
+inline constexpr char kWorkerTensorsHashPrefix[] = "tensors-on-workers:sha256:";
+struct WorkerTensorData {
+  std::string sha256;  // 64 lowercase hex digits
+  std::string path;    // absolute, on every worker
+};
+bool IsWorkerTensorData(const std::string& text);
+// Parses the wire form; INVALID_ARGUMENT naming "dataset" for anything else,
+// a bad hash or a relative path.
+absl::StatusOr<WorkerTensorData> WorkerTensorDataOf(const std::string& text);
+std::string WorkerTensorDataSpec(const WorkerTensorData& d);
+
 }  // namespace gradsync
 
 #endif  // GRADSYNC_COMMON_SPEC_MODEL_SPEC_H_

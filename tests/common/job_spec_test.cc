@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "common/spec/job_spec.h"
+#include "common/spec/model_spec.h"
 
 namespace gradsync {
 namespace {
@@ -99,6 +100,32 @@ TEST(JobSpec, BadFieldsAreNamed) {
   ExpectBad(s, "dataset");
   s.set_dataset("tensors:sha256:" + std::string(64, 'b'));
   EXPECT_TRUE(ValidateJobSpec(s, 1).ok());
+  s.set_model("mlp:784-10");
+  ExpectBad(s, "dataset");
+  // Data read on each worker: a hash and an absolute path.
+  s = Good();
+  s.set_model("torchscript:sha256:" + std::string(64, 'a'));
+  const std::string on_workers = "tensors-on-workers:sha256:" + std::string(64, 'c');
+  s.set_dataset(on_workers + ":/data/corpus:v2.pt");
+  {
+    auto ok = ValidateJobSpec(s, 1);
+    ASSERT_TRUE(ok.ok()) << ok.status();
+    absl::StatusOr<WorkerTensorData> d = WorkerTensorDataOf(ok->dataset());
+    ASSERT_TRUE(d.ok()) << d.status();
+    EXPECT_EQ(d->sha256, std::string(64, 'c'));
+    EXPECT_EQ(d->path, "/data/corpus:v2.pt");
+    EXPECT_EQ(WorkerTensorDataSpec(*d), s.dataset());
+  }
+  for (const std::string& bad :
+       {std::string("tensors-on-workers:/data/x.pt"), on_workers + ":data/x.pt",
+        on_workers + ":", on_workers, on_workers + "/data/x.pt",
+        "tensors-on-workers:sha256:" + std::string(64, 'C') + ":/x",
+        on_workers + ":/x" + std::string(1, '\0') + "y",
+        on_workers + ":/" + std::string(5000, 'p')}) {
+    s.set_dataset(bad);
+    ExpectBad(s, "dataset");
+  }
+  s.set_dataset(on_workers + ":/data/x.pt");
   s.set_model("mlp:784-10");
   ExpectBad(s, "dataset");
   s = Good();

@@ -152,6 +152,59 @@ TEST(TorchScript, ATensorDataSetIsUploadedShardedAndLearned) {
   EXPECT_EQ(c.Submit(mlp, &refused).error_code(), grpc::INVALID_ARGUMENT);
 }
 
+TEST(TorchScript, DataReadOnEachWorkerIsCheckedAgainstTheJobsHash) {
+  Cluster c(2);
+  ASSERT_TRUE(c.ok());
+  const std::string dir = TempDir();
+  const std::string file = dir + "/blobs.pt";
+  ASSERT_EQ(Shell(absl::StrCat("/usr/bin/python3 -c 'import torch; torch.manual_seed(4); "
+                               "x = torch.randn(3000, 20); w = torch.randn(20, 4); "
+                               "torch.save({\"x\": x, \"y\": (x @ w).argmax(1)}, \"",
+                               file, "\")'"),
+                  60),
+            0);
+  const std::string model = ScriptedMlp(dir, "20-32-4");
+  v1::JobSpec spec = Spec("ring", "sync", 2);
+  spec.set_epochs(2);
+  spec.set_lr(0.01f);
+  // A file that differs from the job's hash fails the job naming the rank,
+  // the path and both hashes; no rank trains.
+  const std::string other(64, 'd');
+  spec.set_dataset(absl::StrCat("tensors-on-workers:sha256:", other, ":", file));
+  const v1::Job mismatch = RunToEnd(c, Uploaded(c, spec, model));
+  ASSERT_EQ(mismatch.state(), v1::FAILED);
+  EXPECT_NE(mismatch.error().find("the job's is " + other), std::string::npos)
+      << mismatch.error();
+  EXPECT_NE(mismatch.error().find(file + " here has sha256"), std::string::npos)
+      << mismatch.error();
+  EXPECT_EQ(mismatch.result().steps(), 0);
+  // A path missing on the workers.
+  spec.set_dataset(absl::StrCat("tensors-on-workers:sha256:", other, ":", dir, "/no.pt"));
+  const v1::Job missing = RunToEnd(c, Uploaded(c, spec, model));
+  ASSERT_EQ(missing.state(), v1::FAILED);
+  EXPECT_NE(missing.error().find("cannot read " + dir + "/no.pt"), std::string::npos)
+      << missing.error();
+  // The client cannot hash a file it cannot read, and says how to go on.
+  v1::JobSpec unreadable = spec;
+  unreadable.set_dataset("tensors-on-workers:/nonexistent/corpus.pt");
+  auto stub = v1::Coordinator::NewStub(c.Channel(c->coordinator()));
+  const absl::Status st = UploadJobFiles(stub.get(), &unreadable);
+  EXPECT_EQ(st.code(), absl::StatusCode::kNotFound);
+  EXPECT_NE(st.message().find("tensors-on-workers:sha256:"), std::string::npos) << st;
+  // The same file everywhere: the client names its hash, nothing is
+  // uploaded, and the job learns from it.
+  spec.set_dataset("tensors-on-workers:" + file);
+  v1::JobSpec named = Uploaded(c, spec, model);
+  absl::StatusOr<std::string> sha = Sha256OfFile(file);
+  ASSERT_TRUE(sha.ok());
+  EXPECT_EQ(named.dataset(), absl::StrCat("tensors-on-workers:sha256:", *sha, ":", file));
+  const v1::Job job = RunToEnd(c, named);
+  ASSERT_EQ(job.state(), v1::SUCCEEDED) << job.error();
+  // 2700 training samples (the last 300 held out), batch 32 x 2 ranks.
+  EXPECT_EQ(job.result().steps(), 2 * (2700 / 64));
+  EXPECT_GT(job.result().test_accuracy(), 0.8);
+}
+
 TEST(TorchScript, ABadModelFailsItsJobNamingTheCauseAndTheNextJobRuns) {
   Cluster c(2);
   ASSERT_TRUE(c.ok());
