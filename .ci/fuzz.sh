@@ -8,6 +8,9 @@
 #   fuzz_tensor_frame  DecodedFrame::Parse over sliced ByteBuffers
 #   fuzz_job_spec      ValidateJobSpec / ParseModelSpec / Parse* names
 #   fuzz_idx_loader    LoadFashionMnist over arbitrary IDX image+label files
+#   fuzz_tensor_data   LoadTensorData (--data=tensors:PATH) over arbitrary files,
+#                      seeded with real torch.save files (built with libtorch
+#                      only; without it the script says SKIPPED for it)
 # for FUZZ_SECONDS with -rss_limit_mb=2048 -timeout=10, starting from a COPY of
 # its seed corpus tests/fuzz/corpus/<target>/ (the repository is never
 # written). Exits non-zero if any target crashes, leaks, times out or runs out
@@ -31,7 +34,7 @@ SRC_DIR="$PWD"
 BUILD_DIR="${FUZZ_BUILD_DIR:-build-fuzz}"
 SECONDS_PER_TARGET="${FUZZ_SECONDS:-30}"
 JOBS="${FUZZ_JOBS:-2}"
-TARGETS="${FUZZ_TARGETS:-fuzz_tensor_frame fuzz_job_spec fuzz_idx_loader}"
+TARGETS="${FUZZ_TARGETS:-fuzz_tensor_frame fuzz_job_spec fuzz_idx_loader fuzz_tensor_data}"
 SAN="-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined"
 
 start=$SECONDS
@@ -48,6 +51,10 @@ mkdir -p "$OUT"
 failed=0
 for t in $TARGETS; do
   bin="$BUILD_DIR/tests/fuzz/$t"
+  if [ "$t" = fuzz_tensor_data ] && [ ! -x "$bin" ]; then
+    echo "SKIPPED: fuzz: $t: built without libtorch (GRADSYNC_TORCH; libtorch-dev)"
+    continue
+  fi
   corpus="$OUT/$t/corpus"
   artifacts="$OUT/$t/artifacts/"
   log="$OUT/$t/fuzz.log"

@@ -388,6 +388,20 @@ TEST_F(TorchModelTest, RefusesTensorDataThatBreaksTheFormat) {
             absl::StatusCode::kNotFound);
 }
 
+// fuzz_tensor_data found a file whose zip directory points past its end:
+// torch::jit::pickle_load's reader copied from beyond the buffer. Read
+// through tensor_data.cc's bounded adapter it is an error like any other.
+TEST_F(TorchModelTest, AZipDirectoryPastTheEndIsAnErrorNotARead) {
+  const std::string file =
+      std::string(GRADSYNC_SOURCE_DIR) +
+      "/tests/fuzz/corpus/fuzz_tensor_data/regress-zip-directory-past-end";
+  auto d = LoadTensorData(file);
+  ASSERT_FALSE(d.ok());
+  EXPECT_EQ(d.status().code(), absl::StatusCode::kInvalidArgument) << d.status();
+  EXPECT_NE(d.status().message().find("not a torch.save file"), std::string::npos)
+      << d.status();
+}
+
 TEST_F(TorchModelTest, RefusesModulesThatBreakTheContract) {
   struct Case {
     const char* file;

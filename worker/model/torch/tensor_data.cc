@@ -1,11 +1,16 @@
 #include "worker/model/torch/tensor_data.h"
 
-#include <torch/csrc/jit/serialization/pickle.h>
+#include <caffe2/serialize/inline_container.h>
+#include <caffe2/serialize/read_adapter_interface.h>
+#include <torch/csrc/jit/serialization/import_read.h>
 #include <torch/script.h>
 
+#include <algorithm>
+#include <cstring>
 #include <exception>
 #include <fstream>
 #include <iterator>
+#include <memory>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -23,6 +28,26 @@ absl::Status Bad(const std::string& path, const std::string& what) {
 std::string ShapeOf(const at::Tensor& t) {
   return absl::StrCat("[", absl::StrJoin(t.sizes(), ", "), "]");
 }
+
+// The file's bytes for libtorch's zip reader. torch::jit::pickle_load reads
+// through an adapter that copies whatever range the zip's directory names,
+// so a file whose directory points past its end made it read out of bounds
+// (found by fuzz_tensor_data); this one copies only what is there and
+// reports a short read, which the reader turns into an error.
+class BoundedReader : public caffe2::serialize::ReadAdapterInterface {
+ public:
+  explicit BoundedReader(std::vector<char> bytes) : bytes_(std::move(bytes)) {}
+  size_t size() const override { return bytes_.size(); }
+  size_t read(uint64_t pos, void* buf, size_t n, const char* /*what*/) const override {
+    if (pos >= bytes_.size()) return 0;
+    n = std::min<uint64_t>(n, bytes_.size() - pos);
+    std::memcpy(buf, bytes_.data() + pos, n);
+    return n;
+  }
+
+ private:
+  const std::vector<char> bytes_;
+};
 
 // x [N, ...] and y [N] as a Dataset; `name` says which pair in errors.
 absl::StatusOr<Dataset> ToDataset(const std::string& path, const std::string& name,
@@ -84,7 +109,12 @@ absl::StatusOr<TensorData> LoadTensorData(const std::string& path) {
   std::vector<char> bytes((std::istreambuf_iterator<char>(in)),
                           std::istreambuf_iterator<char>());
   try {
-    c10::IValue v = torch::jit::pickle_load(bytes);
+    // What torch::jit::pickle_load does, through BoundedReader.
+    caffe2::serialize::PyTorchStreamReader reader(
+        std::make_shared<BoundedReader>(std::move(bytes)));
+    c10::IValue v = torch::jit::readArchiveAndTensors("data", /*pickle_prefix=*/"",
+                                                      /*tensor_prefix=*/"", c10::nullopt,
+                                                      c10::nullopt, c10::nullopt, reader);
     if (!v.isGenericDict()) {
       return Bad(path, absl::StrCat("holds a ", v.tagKind(),
                                     ", not a dict {\"x\": ..., \"y\": ...}"));
