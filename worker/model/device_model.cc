@@ -1,13 +1,11 @@
 #include "worker/model/device_model.h"
 
 #include <algorithm>
-#include <cstring>
-#include <deque>
 #include <new>
 #include <stdexcept>
 
 #include "absl/strings/str_cat.h"
-#include "worker/model/bucket_optimizers.h"
+#include "worker/model/host_model.h"
 
 namespace gradsync {
 
@@ -70,12 +68,9 @@ namespace {
 
 // The CPU replica: Mlp on host vectors. A bucket is announced as soon as
 // backward has computed its layers (overlap inside a step on the CPU too).
-constexpr size_t kMaxPendingLosses = 2;
-
-class CpuModel final : public DeviceModel {
+class CpuModel final : public HostModel {
  public:
-  explicit CpuModel(const MlpSpec& spec)
-      : mlp_(spec), params_(mlp_.num_params()), grad_(mlp_.num_params()) {}
+  explicit CpuModel(const MlpSpec& spec) : mlp_(spec) { AllocateHost(mlp_.num_params()); }
 
   std::string name() const override { return "cpu"; }
   size_t num_params() const override { return mlp_.num_params(); }
@@ -84,24 +79,7 @@ class CpuModel final : public DeviceModel {
 
   absl::Status Configure(const std::vector<Range>& buckets,
                          const OptimizerOptions& optimizer, int grad_slots) override {
-    if (grad_slots < 1) {
-      return absl::InvalidArgumentError("grad_slots must be >= 1");
-    }
-    buckets_ = buckets;
-    return optimizers_.Configure(buckets, optimizer);
-  }
-
-  absl::Status SetParams(const float* host) override {
-    std::memcpy(params_.data(), host, params_.size() * sizeof(float));
-    return absl::OkStatus();
-  }
-  absl::Status SetParamsRange(Range r, const float* host) override {
-    std::memcpy(params_.data() + r.begin, host + r.begin, r.size * sizeof(float));
-    return absl::OkStatus();
-  }
-  absl::Status GetParams(float* host) override {
-    std::memcpy(host, params_.data(), params_.size() * sizeof(float));
-    return absl::OkStatus();
+    return ConfigureBuckets(buckets, optimizer, grad_slots);
   }
 
   absl::Status StageBatch(const float* x, const uint8_t* y, int batch) override {
@@ -119,79 +97,33 @@ class CpuModel final : public DeviceModel {
     if (static_cast<int>(y_.size()) != batch) {
       return absl::FailedPreconditionError("no staged batch of that size");
     }
-    if (losses_.size() >= kMaxPendingLosses) {
-      return absl::FailedPreconditionError("too many losses not taken");
-    }
+    if (absl::Status st = CheckLossRoom(); !st.ok()) return st;
+    const std::vector<Range>& buckets = optimizers().buckets();
     size_t next = 0;
-    int64_t mark = trace_ ? TraceRecorder::NowUs() : 0;
+    int64_t mark = trace() ? TraceRecorder::NowUs() : 0;
     Mlp::PassHooks hooks;
-    hooks.forward_done = [&] { mark = TraceComputeSince(trace_, mark, "forward", -1); };
+    hooks.forward_done = [&] { mark = TraceComputeSince(trace(), mark, "forward", -1); };
     hooks.layer_done = [&](int l) {
-      mark = TraceComputeSince(trace_, mark, "backward", l);
+      mark = TraceComputeSince(trace(), mark, "backward", l);
       const size_t begin = mlp_.LayerRange(l).begin;
-      for (; next < buckets_.size() && buckets_[next].begin >= begin; ++next) {
+      for (; next < buckets.size() && buckets[next].begin >= begin; ++next) {
         bucket_ready(static_cast<int>(next));
       }
     };
-    losses_.push_back(mlp_.ForwardBackward(params_.data(), x_.data(), y_.data(), batch,
-                                           grad_.data(), hooks));
-    for (; next < buckets_.size(); ++next) bucket_ready(static_cast<int>(next));
-    return absl::OkStatus();
-  }
-
-  void SetTrace(TraceRecorder* trace) override { trace_ = trace; }
-
-  absl::StatusOr<float> TakeLoss() override {
-    if (losses_.empty()) return absl::FailedPreconditionError("no pending loss");
-    const float loss = losses_.front();
-    losses_.pop_front();
-    return loss;
-  }
-
-  // The CPU copies at once, on the training thread: the gradient is final
-  // when backward returns, and the next backward runs on this thread too.
-  absl::Status StartGradCopy(int bucket, int, float* host) override {
-    if (absl::Status st = optimizers_.CheckBucket(bucket); !st.ok()) return st;
-    const Range& r = buckets_[bucket];
-    std::memcpy(host, grad_.data() + r.begin, r.size * sizeof(float));
-    return absl::OkStatus();
-  }
-  absl::Status WaitGradCopy(int, int) override { return absl::OkStatus(); }
-
-  absl::Status ApplyGradient(int bucket, const float* host) override {
-    optimizers_.Apply(bucket, params_.data(), host);
-    return absl::OkStatus();
-  }
-  absl::Status ApplyOwnGradient(int bucket) override {
-    if (absl::Status st = optimizers_.CheckBucket(bucket); !st.ok()) return st;
-    optimizers_.Apply(bucket, params_.data(), grad_.data() + buckets_[bucket].begin);
+    PushLoss(mlp_.ForwardBackward(params(), x_.data(), y_.data(), batch, grad(), hooks));
+    for (; next < buckets.size(); ++next) bucket_ready(static_cast<int>(next));
     return absl::OkStatus();
   }
 
   absl::StatusOr<Mlp::Eval> Evaluate(const float* x, const uint8_t* y,
                                      int64_t n) override {
-    return mlp_.Evaluate(params_.data(), x, y, n);
-  }
-
-  absl::Status GetOptimizerState(OptimizerState* out) override {
-    return optimizers_.Get(params_.size(), out);
-  }
-  absl::Status SetOptimizerState(const OptimizerState& state) override {
-    return optimizers_.Set(params_.size(), state);
-  }
-
-  absl::StatusOr<std::shared_ptr<float>> AllocHost(size_t floats) override {
-    return AllocHostFloats(floats);
+    return mlp_.Evaluate(params(), x, y, n);
   }
 
  private:
   Mlp mlp_;
-  std::vector<float> params_, grad_, x_;
+  std::vector<float> x_;
   std::vector<uint8_t> y_;
-  std::vector<Range> buckets_;
-  BucketOptimizers optimizers_;
-  std::deque<float> losses_;  // of ForwardBackward calls, oldest first
-  TraceRecorder* trace_ = nullptr;
 };
 
 }  // namespace

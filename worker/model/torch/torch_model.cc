@@ -4,8 +4,6 @@
 #include <torch/script.h>
 
 #include <algorithm>
-#include <cstring>
-#include <deque>
 #include <exception>
 #include <filesystem>
 #include <utility>
@@ -13,12 +11,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "worker/model/bucket_optimizers.h"
+#include "worker/model/host_model.h"
 
 namespace gradsync {
 namespace {
 
-constexpr size_t kMaxPendingLosses = 2;
 constexpr int64_t kEvalChunk = 1024;
 
 // The first line of a libtorch error (the rest is a C++ backtrace).
@@ -32,7 +29,7 @@ std::string ShapeOf(const at::Tensor& t) {
   return absl::StrCat("[", absl::StrJoin(t.sizes(), ", "), "]");
 }
 
-class TorchModel final : public DeviceModel {
+class TorchModel final : public HostModel {
  public:
   TorchModel(torch::jit::Module module, TorchModelOptions options)
       : module_(std::move(module)), options_(std::move(options)) {}
@@ -56,13 +53,12 @@ class TorchModel final : public DeviceModel {
       return absl::InvalidArgumentError("the module has no forward method");
     }
     has_loss_ = module_.find_method("loss").has_value();
-    params_.assign(num_params_, 0.0f);
-    grad_.assign(num_params_, 0.0f);
+    AllocateHost(num_params_);
     {
       torch::NoGradGuard no_grad;
       for (size_t l = 0; l < tensors_.size(); ++l) {
         at::Tensor& p = tensors_[l];
-        at::Tensor view = torch::from_blob(params_.data() + layers_[l].begin, p.sizes(),
+        at::Tensor view = torch::from_blob(params() + layers_[l].begin, p.sizes(),
                                            at::TensorOptions().dtype(at::kFloat));
         view.copy_(p);
         p.set_data(view);
@@ -84,7 +80,6 @@ class TorchModel final : public DeviceModel {
 
   absl::Status Configure(const std::vector<Range>& buckets,
                          const OptimizerOptions& optimizer, int grad_slots) override {
-    if (grad_slots < 1) return absl::InvalidArgumentError("grad_slots must be >= 1");
     // Buckets are layer-aligned (MakeBuckets): each layer lies in one.
     std::vector<int> bucket_of(layers_.size(), -1);
     std::vector<int> layers_in(buckets.size(), 0);
@@ -104,22 +99,11 @@ class TorchModel final : public DeviceModel {
                          "layer-aligned)"));
       }
     }
-    if (absl::Status st = optimizers_.Configure(buckets, optimizer); !st.ok()) return st;
+    if (absl::Status st = ConfigureBuckets(buckets, optimizer, grad_slots); !st.ok()) {
+      return st;
+    }
     bucket_of_ = std::move(bucket_of);
     layers_in_ = std::move(layers_in);
-    return absl::OkStatus();
-  }
-
-  absl::Status SetParams(const float* host) override {
-    std::memcpy(params_.data(), host, num_params_ * sizeof(float));
-    return absl::OkStatus();
-  }
-  absl::Status SetParamsRange(Range r, const float* host) override {
-    std::memcpy(params_.data() + r.begin, host + r.begin, r.size * sizeof(float));
-    return absl::OkStatus();
-  }
-  absl::Status GetParams(float* host) override {
-    std::memcpy(host, params_.data(), num_params_ * sizeof(float));
     return absl::OkStatus();
   }
 
@@ -142,22 +126,20 @@ class TorchModel final : public DeviceModel {
     if (!y_.defined() || y_.size(0) != batch) {
       return absl::FailedPreconditionError("no staged batch of that size");
     }
-    if (losses_.size() >= kMaxPendingLosses) {
-      return absl::FailedPreconditionError("too many losses not taken");
-    }
-    if (!optimizers_.configured()) {
+    if (absl::Status st = CheckLossRoom(); !st.ok()) return st;
+    if (!optimizers().configured()) {
       return absl::FailedPreconditionError("model not configured");
     }
     remaining_ = layers_in_;
     std::fill(fired_.begin(), fired_.end(), 0);
     next_ = 0;
     ready_ = &bucket_ready;
-    int64_t mark = trace_ ? TraceRecorder::NowUs() : 0;
+    int64_t mark = trace() ? TraceRecorder::NowUs() : 0;
     try {
       for (at::Tensor& p : tensors_) p.mutable_grad() = at::Tensor();
       at::Tensor loss = Loss(x_, y_);
-      mark = TraceComputeSince(trace_, mark, "forward", -1);
-      losses_.push_back(loss.item<float>());
+      mark = TraceComputeSince(trace(), mark, "forward", -1);
+      PushLoss(loss.item<float>());
       loss.backward();
     } catch (const std::exception& e) {
       ready_ = nullptr;
@@ -167,43 +149,14 @@ class TorchModel final : public DeviceModel {
     // Parameters the loss does not depend on get a zero gradient.
     for (size_t l = 0; l < layers_.size(); ++l) {
       if (!fired_[l]) {
-        std::fill_n(grad_.data() + layers_[l].begin, layers_[l].size, 0.0f);
+        std::fill_n(grad() + layers_[l].begin, layers_[l].size, 0.0f);
         fired_[l] = 1;
         --remaining_[bucket_of_[l]];
       }
     }
     AnnounceReady();
     ready_ = nullptr;
-    TraceComputeSince(trace_, mark, "backward", -1);
-    return absl::OkStatus();
-  }
-
-  void SetTrace(TraceRecorder* trace) override { trace_ = trace; }
-
-  absl::StatusOr<float> TakeLoss() override {
-    if (losses_.empty()) return absl::FailedPreconditionError("no pending loss");
-    const float loss = losses_.front();
-    losses_.pop_front();
-    return loss;
-  }
-
-  // Copies at once on the training thread, like the CPU MLP.
-  absl::Status StartGradCopy(int bucket, int, float* host) override {
-    if (absl::Status st = optimizers_.CheckBucket(bucket); !st.ok()) return st;
-    const Range& r = optimizers_.buckets()[bucket];
-    std::memcpy(host, grad_.data() + r.begin, r.size * sizeof(float));
-    return absl::OkStatus();
-  }
-  absl::Status WaitGradCopy(int, int) override { return absl::OkStatus(); }
-
-  absl::Status ApplyGradient(int bucket, const float* host) override {
-    optimizers_.Apply(bucket, params_.data(), host);
-    return absl::OkStatus();
-  }
-  absl::Status ApplyOwnGradient(int bucket) override {
-    if (absl::Status st = optimizers_.CheckBucket(bucket); !st.ok()) return st;
-    optimizers_.Apply(bucket, params_.data(),
-                      grad_.data() + optimizers_.buckets()[bucket].begin);
+    TraceComputeSince(trace(), mark, "backward", -1);
     return absl::OkStatus();
   }
 
@@ -239,17 +192,6 @@ class TorchModel final : public DeviceModel {
     }
     eval.mean_loss = eval.n > 0 ? loss_sum / static_cast<double>(eval.n) : 0;
     return eval;
-  }
-
-  absl::Status GetOptimizerState(OptimizerState* out) override {
-    return optimizers_.Get(num_params_, out);
-  }
-  absl::Status SetOptimizerState(const OptimizerState& state) override {
-    return optimizers_.Set(num_params_, state);
-  }
-
-  absl::StatusOr<std::shared_ptr<float>> AllocHost(size_t floats) override {
-    return AllocHostFloats(floats);
   }
 
  private:
@@ -300,7 +242,7 @@ class TorchModel final : public DeviceModel {
   // Autograd's hook for parameter l (training thread, inside backward).
   void GradReady(size_t l, const at::Tensor& g) {
     if (ready_ == nullptr || fired_[l]) return;  // not our backward
-    at::Tensor dst = torch::from_blob(grad_.data() + layers_[l].begin, g.sizes(),
+    at::Tensor dst = torch::from_blob(grad() + layers_[l].begin, g.sizes(),
                                       at::TensorOptions().dtype(at::kFloat));
     dst.copy_(g);
     fired_[l] = 1;
@@ -319,8 +261,7 @@ class TorchModel final : public DeviceModel {
   std::vector<at::Tensor> tensors_;  // the module's parameters, in order
   std::vector<Range> layers_;        // parameter l's slice of the flat vector
   size_t num_params_ = 0;
-  std::vector<float> params_, grad_;  // flat; the parameters are views of params_
-  BucketOptimizers optimizers_;
+  // HostModel's params() is flat; the module's parameters are views of it.
   std::vector<int> bucket_of_;  // by parameter
   std::vector<int> layers_in_;  // parameters per bucket
   // Per ForwardBackward: parameters whose gradient is in, per bucket those
@@ -330,8 +271,6 @@ class TorchModel final : public DeviceModel {
   int next_ = 0;
   const std::function<void(int)>* ready_ = nullptr;
   at::Tensor x_, y_;
-  std::deque<float> losses_;
-  TraceRecorder* trace_ = nullptr;
 };
 
 }  // namespace
