@@ -6,7 +6,8 @@
 # python3-torch: TorchScript models, worker/model/torch, and the scripts in
 # examples/models that write them; python3-grpcio and python3-protobuf: the
 # Python client in python/gradsync; slurm-wlm and munge: deploy/slurm and its
-# test, which start a real slurmctld and slurmd on this machine).
+# test, which start a real slurmctld and slurmd on this machine; chromium: the
+# dashboard's headless-browser test, tests/dashboard).
 # Needs root (or sudo). CUDA is not installed here: the CUDA backend builds
 # when nvcc exists (e.g. /usr/local/cuda), see docs/gpu.md.
 #   install-deps.sh          everything (build, tests, benchmarks, CI, dataset)
@@ -32,7 +33,7 @@ case "${1:-all}" in
   all) PKGS="$BUILD clang libclang-rt-14-dev libgtest-dev libgmock-dev
          libbenchmark-dev libgloo-dev python3-matplotlib dataset-fashion-mnist
          openssl clang-format shellcheck python3-flake8 libtorch-dev
-         python3-torch python3-grpcio python3-protobuf slurm-wlm munge" ;;
+         python3-torch python3-grpcio python3-protobuf slurm-wlm munge chromium" ;;
   run) PKGS="$BUILD dataset-fashion-mnist" ;;
   build) PKGS="$BUILD" ;;
   docker) PKGS="docker.io docker-compose debootstrap" ;;

@@ -23,6 +23,7 @@
 #include "common/ps_layout.h"
 #include "common/signals.h"
 #include "server/coordinator/coordinator.h"
+#include "server/coordinator/dashboard_server.h"
 #include "server/coordinator/sqlite_job_store.h"
 #include "server/ps/ps_service.h"
 #include "server/ps/ps_store.h"
@@ -105,6 +106,15 @@ ABSL_FLAG(std::string, metrics_listen, "",
           "HOST:PORT to serve Prometheus metrics on (GET /metrics; port 0 "
           "picks a free port, printed on stdout as 'metrics at "
           "http://HOST:PORT/metrics'). Default: off.");
+ABSL_FLAG(std::string, dashboard_listen, "",
+          "Coordinator: HOST:PORT to serve the web dashboard on (jobs, queue, "
+          "workers, live loss/accuracy curves, comm vs compute, stalls, a "
+          "compare view; port 0 picks a free port, printed on stdout as "
+          "'dashboard at http://HOST:PORT/'). It asks for the cluster token: "
+          "open http://HOST:PORT/?token=TOKEN once (sets a cookie) or send "
+          "'Authorization: Bearer TOKEN'. Plain HTTP: bind it to 127.0.0.1 "
+          "and tunnel, or put a TLS proxy in front (docs/operations.md, "
+          "Dashboard). Default: off.");
 
 namespace {
 
@@ -261,14 +271,34 @@ void Announce(grpc::Server* server, const std::string& role, const std::string& 
   }
 }
 
-// Blocks until SIGINT/SIGTERM, then stops in order: metrics scrapes (they
-// read the coordinator), the coordinator's streams and jobs, the PS store's
-// waiting calls, then the server (2 s for calls in flight).
+// --dashboard_listen: the coordinator's web dashboard, guarded by the
+// cluster token (nothing when the flag is empty). FAILED_PRECONDITION with
+// --role=ps, which has no coordinator.
+absl::Status StartDashboard(gradsync::Coordinator* coordinator,
+                            std::unique_ptr<gradsync::DashboardServer>* dashboard) {
+  const std::string listen = absl::GetFlag(FLAGS_dashboard_listen);
+  if (listen.empty()) return absl::OkStatus();
+  if (coordinator == nullptr) {
+    return absl::FailedPreconditionError(
+        "needs a coordinator (--role=all or coordinator)");
+  }
+  gradsync::DashboardOptions options;
+  options.token = gradsync::GetClusterSecurity().token;
+  *dashboard = std::make_unique<gradsync::DashboardServer>(coordinator, options);
+  return gradsync::StartDashboardEndpoint(dashboard->get(), listen);
+}
+
+// Blocks until SIGINT/SIGTERM, then stops in order: metrics scrapes and
+// dashboard requests (they read the coordinator), the coordinator's streams
+// and jobs, the PS store's waiting calls, then the server (2 s for calls in
+// flight).
 void StopOnSignal(grpc::Server* server, gradsync::MetricsServer* metrics,
+                  gradsync::DashboardServer* dashboard,
                   gradsync::Coordinator* coordinator, gradsync::PsStore* store) {
   const int sig = gradsync::WaitForTerminationSignal();
   spdlog::info("signal {}: shutting down", sig);
   metrics->Stop();
+  if (dashboard != nullptr) dashboard->Stop();
   if (coordinator != nullptr) coordinator->Shutdown();
   store->Shutdown();
   server->Shutdown(
@@ -330,6 +360,12 @@ int main(int argc, char** argv) {
     std::cerr << "gradsync-server: --metrics_listen: " << st.message() << "\n";
     return 1;
   }
+  // Reads the coordinator: declared after it, so destroyed (stopped) first.
+  std::unique_ptr<gradsync::DashboardServer> dashboard;
+  if (absl::Status st = StartDashboard(coordinator.get(), &dashboard); !st.ok()) {
+    std::cerr << "gradsync-server: --dashboard_listen: " << st.message() << "\n";
+    return 1;
+  }
   grpc::EnableDefaultHealthCheckService(true);  // see MarkServing
   absl::StatusOr<gradsync::StartedServer> started =
       gradsync::StartServer(listen, services);
@@ -341,7 +377,8 @@ int main(int argc, char** argv) {
   Announce(server.get(), role, listen, started->port, coordinator.get(),
            role == "ps" ? 1 : static_cast<int>(copts.ps_addresses.size()),
            ps_service.reduce_threads());
-  StopOnSignal(server.get(), &metrics, coordinator.get(), &store);
+  StopOnSignal(server.get(), &metrics, dashboard.get(), coordinator.get(), &store);
+  dashboard.reset();
   coordinator.reset();
   return 0;
 }

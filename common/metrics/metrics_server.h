@@ -6,19 +6,15 @@
 #ifndef GRADSYNC_COMMON_METRICS_METRICS_SERVER_H_
 #define GRADSYNC_COMMON_METRICS_METRICS_SERVER_H_
 
-#include <atomic>
 #include <memory>
 #include <string>
-#include <thread>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/metrics/http_listener.h"
 #include "common/metrics/metrics.h"
-
-namespace httplib {
-class Server;
-}
 
 namespace gradsync {
 
@@ -47,9 +43,7 @@ class MetricsServer {
 
  private:
   const MetricsRegistry* const registry_;
-  std::unique_ptr<httplib::Server> server_;
-  std::atomic<bool> finished_{false};  // the serving thread has returned
-  std::thread thread_;
+  std::unique_ptr<HttpListener> listener_;
 };
 
 // Starts `server` on `listen` (nothing when it is empty) and announces it on

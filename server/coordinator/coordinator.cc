@@ -330,16 +330,20 @@ grpc::Status Coordinator::ListJobsUnguarded(grpc::ServerContext*,
     *listed = *job;
     listed->mutable_result()->clear_traces();  // GetJob returns them
   }
-  for (const RegisteredWorker* w : workers_.Live()) {
-    v1::WorkerInfo* info = resp->add_workers();
-    info->set_id(w->id);
-    info->set_peer_address(w->peer_address);
-    info->set_state(w->job_id.empty() ? "idle" : "busy");
-    info->set_job_id(w->job_id);
-    info->set_num_gpus(w->num_gpus);
-  }
+  for (const RegisteredWorker* w : workers_.Live())
+    *resp->add_workers() = WorkerInfoOf(*w);
   resp->set_ps_shards(jobs_.num_ps_shards());
   return grpc::Status::OK;
+}
+
+v1::WorkerInfo Coordinator::WorkerInfoOf(const RegisteredWorker& w) {
+  v1::WorkerInfo info;
+  info.set_id(w.id);
+  info.set_peer_address(w.peer_address);
+  info.set_state(w.job_id.empty() ? "idle" : "busy");
+  info.set_job_id(w.job_id);
+  info.set_num_gpus(w.num_gpus);
+  return info;
 }
 
 CoordinatorStats Coordinator::Stats() {

@@ -30,6 +30,7 @@
 #include "gradsync/v1/gradsync.grpc.pb.h"
 #include "server/coordinator/clock.h"
 #include "server/coordinator/coordinator_metrics.h"
+#include "server/coordinator/dashboard_server.h"
 #include "server/coordinator/job_store.h"
 #include "server/coordinator/job_table.h"
 #include "server/coordinator/worker_registry.h"
@@ -64,7 +65,7 @@ struct CoordinatorOptions {
   uint64_t max_data_bytes = 4ull << 30;
 };
 
-class Coordinator final : public v1::Coordinator::Service {
+class Coordinator final : public v1::Coordinator::Service, public DashboardSource {
  public:
   // `clock` must outlive the coordinator; it times heartbeats and jobs (the
   // threads' own waits use real time).
@@ -114,6 +115,12 @@ class Coordinator final : public v1::Coordinator::Service {
   // Jobs by state and workers, for /metrics (coordinator_metrics.h).
   CoordinatorStats Stats() ABSL_LOCKS_EXCLUDED(mu_);
 
+  // The dashboard's reads (dashboard_server.h; coordinator_dashboard.cc):
+  // copies taken under mu_, traces left out.
+  ClusterLive DashboardOverview(size_t max_ended) override ABSL_LOCKS_EXCLUDED(mu_);
+  absl::StatusOr<JobLive> DashboardJob(const std::string& id) override
+      ABSL_LOCKS_EXCLUDED(mu_);
+
  private:
   using Stream = grpc::ServerReaderWriter<v1::CoordinatorMessage, v1::WorkerMessage>;
 
@@ -146,6 +153,8 @@ class Coordinator final : public v1::Coordinator::Service {
   static void Post(const std::shared_ptr<WriteChannel>& chan, v1::CoordinatorMessage msg);
   // The writer thread of one worker session.
   static void WriterLoop(std::shared_ptr<WriteChannel> chan);
+  // A live worker as ListJobs and the dashboard show it.
+  static v1::WorkerInfo WorkerInfoOf(const RegisteredWorker& w);
   // ParameterServer.EndJob on each shard; blocking (background thread only).
   static void EndJobOnShards(const ShardEndJob& end);
 

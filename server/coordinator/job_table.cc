@@ -214,6 +214,7 @@ void JobTable::Place(JobEntry* e, const std::vector<const RegisteredWorker*>& pi
   e->rank_wall.assign(n, 0);
   e->init_checksums.assign(n, "");
   e->rank_samples_per_second.assign(n, 0);
+  e->curves.Start(n);
   for (int r = 0; r < n; ++r) {
     workers_->Assign(picked[r]->id, e->job.id());
     e->job.add_workers(picked[r]->id);
@@ -295,6 +296,7 @@ void JobTable::EndJob(JobEntry* e, v1::JobState state, const absl::Status& statu
   e->job.set_error_code(static_cast<int>(status.code()));
   e->job.set_end_time_ms(NowMs());
   ended_.push_back(id);
+  DropOldCurves();
   store_needs_pruning_ = true;
   if (state == v1::FAILED) {
     spdlog::warn("{}failed: {}", Tag(id), status.ToString());

@@ -31,6 +31,7 @@
 #include "common/spec/model_spec.h"
 #include "gradsync/v1/gradsync.pb.h"
 #include "server/coordinator/clock.h"
+#include "server/coordinator/job_curves.h"
 #include "server/coordinator/job_store.h"
 #include "server/coordinator/worker_registry.h"
 
@@ -206,6 +207,16 @@ class JobTable {
   // unknown id).
   bool HasNews(const std::string& id, const WatchCursor& cursor) const;
 
+  // Job `id` with its curves and per-rank progress (job_curves.h), for the
+  // dashboard; the result's traces are left out (and not copied). Not const:
+  // the traces are moved aside while the job is copied. NOT_FOUND for an
+  // unknown id.
+  absl::StatusOr<JobLive> Live(const std::string& id);
+  // Every job (traces left out, as in Live) with its latest curve point only
+  // and no ranks, in submission order, but of the ended ones only the
+  // `max_ended` that ended last.
+  std::vector<JobLive> Listing(size_t max_ended);
+
   // Appends to `events` what `cursor` has not seen of job `id` (the latest
   // PROGRESS if newer, then STATE / EPOCH events in order) and advances it.
   // Returns whether the job has ended; NOT_FOUND for an unknown id.
@@ -236,7 +247,14 @@ class JobTable {
     absl::Time pending_since;
     std::map<int, std::string> stalls;  // rank -> its latest stall report
     int64_t dropped_events = 0;         // beyond max_events_per_job
+    JobCurves curves;                   // bounded: kCurvePoints per series
   };
+
+  // A copy of e's job without the result's traces (moved aside meanwhile).
+  static v1::Job CopyWithoutTraces(JobEntry* e);
+  // Frees the curves of the ended job that just fell out of the newest
+  // kMaxCurveJobs (call after appending to ended_).
+  void DropOldCurves();
 
   int64_t NowMs() const;
   // Pruning (job_table_prune.cc). True when `e` may record another EPOCH or
@@ -317,6 +335,9 @@ class JobTable {
 
  public:
   static constexpr int kMaxTraceEventsPerRank = 200000;
+  // Ended jobs whose curves (job_curves.h) are kept, newest first; older
+  // ended jobs keep their epochs (result.epochs) only.
+  static constexpr size_t kMaxCurveJobs = 64;
   static constexpr size_t kMaxTracedJobs = 4;
   // Every rank's trace together, so that GetJob of a traced job stays below
   // the message limit with room for the rest of the Job.

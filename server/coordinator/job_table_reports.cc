@@ -33,6 +33,9 @@ void JobTable::HandleProgress(const std::string& worker_id,
     PruneEnded();
     return;
   }
+  double job_sps = 0;
+  for (double s : e->rank_samples_per_second) job_sps += s;
+  e->curves.AddProgress(p, job_sps, NowMs());
   if (p.rank() != 0) return;
   UpdateProgressEvent(e, p, out);
 }
@@ -95,6 +98,7 @@ void JobTable::HandleEpochDone(const std::string& worker_id,
   er.set_train_loss(loss / ranks.size());
   er.set_seconds(secs);
   *e->job.mutable_result()->add_epochs() = er;
+  e->curves.AddEpoch(er, e->job.step(), NowMs());
   v1::JobEvent ev;
   ev.set_kind(v1::JobEvent::EPOCH);
   ev.set_job_id(e->job.id());
