@@ -10,6 +10,7 @@
 #include <sstream>
 #include <thread>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -115,6 +116,7 @@ absl::StatusOr<LocalCluster::Process> LocalCluster::Spawn(
     p.address = Announced(out, "listening on ");
     if (!p.address.empty()) {
       p.metrics = Announced(out, "metrics at http://", "/metrics");
+      p.dashboard = Announced(out, "dashboard at http://", "/");
       return p;
     }
     int status;
@@ -189,6 +191,10 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(
                      metrics};
   if (!inline_flag.empty()) c->server_args_.push_back(inline_flag);
   for (const std::string& a : options.server_flags) c->server_args_.push_back(a);
+  if (!options.dashboard_listen.empty()) {
+    c->server_args_.push_back(
+        absl::StrCat("--dashboard_listen=", options.dashboard_listen));
+  }
   std::vector<std::string> server_args = c->server_args_;
   server_args.insert(server_args.begin(), "--listen=127.0.0.1:0");
   auto server = c->Spawn("server", server_bin, server_args, deadline);
@@ -358,6 +364,10 @@ void LocalCluster::Shutdown() {
     }
     p->pid = -1;
   }
+}
+
+std::string LocalCluster::Token() const {
+  return std::string(absl::StripAsciiWhitespace(ReadFile(token_file())));
 }
 
 LocalCluster::~LocalCluster() { Shutdown(); }

@@ -31,6 +31,8 @@ struct LocalClusterOptions {
   std::string cache_dir;    // workers' --cache_dir (fetched models), when set
   // Further flags of the server (coordinator + shard 0), e.g. its limits.
   std::vector<std::string> server_flags;
+  // The server's --dashboard_listen (Process::dashboard); empty: off.
+  std::string dashboard_listen;
   std::string log_level = "info";
   double heartbeat_timeout = 6.0;
   // The server's and every shard's --ps_inline_bytes; < 0: their default.
@@ -50,10 +52,11 @@ class LocalCluster {
   struct Process {
     std::string name;
     pid_t pid = -1;
-    std::string log;      // stderr (spdlog)
-    std::string out;      // stdout ("listening on ...")
-    std::string address;  // as printed by the process
-    std::string metrics;  // HOST:PORT of its /metrics, when options.metrics
+    std::string log;        // stderr (spdlog)
+    std::string out;        // stdout ("listening on ...")
+    std::string address;    // as printed by the process
+    std::string metrics;    // HOST:PORT of its /metrics, when options.metrics
+    std::string dashboard;  // the server's dashboard HOST:PORT, when served
   };
 
   // Starts the processes and waits until the coordinator lists all workers.
@@ -70,6 +73,8 @@ class LocalCluster {
   const ClusterSecurity& client_security() const { return security_; }
   // The token file, for command-line clients (--token_file=).
   std::string token_file() const { return options_.log_dir + "/token"; }
+  // The cluster token this cluster made (token_file's content).
+  std::string Token() const;
   const Process& server() const { return server_; }
   const std::vector<Process>& workers() const { return workers_; }
   // The PS-only shards: shards()[i] is shard i + 1 (the server is shard 0).

@@ -113,6 +113,7 @@ LocalClusterOptions ClusterOptions(const CliOptions& cli,
   o.ps_inline_bytes = cli.ps_inline_bytes;
   o.interrupted = interruption.flag();
   o.tls_dir = cli.tls_dir;
+  o.dashboard_listen = cli.dashboard;
   return o;
 }
 
@@ -307,6 +308,11 @@ int LocalCommand(const CliOptions& cli, Interruption* interruption) {
     Die(std::string(cluster.status().message()), interruption->interrupted() ? 130 : 1);
   }
   SetClusterSecurity((*cluster)->client_security());  // its random token
+  if (!(*cluster)->server().dashboard.empty()) {
+    std::printf("dashboard: http://%s/?token=%s (while the jobs run)\n",
+                (*cluster)->server().dashboard.c_str(), (*cluster)->Token().c_str());
+    std::fflush(stdout);
+  }
   auto stub = Connect((*cluster)->coordinator());
   auto watchdog = std::make_unique<ClusterWatchdog>(cluster->get(), interruption);
   std::vector<v1::Job> jobs;

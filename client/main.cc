@@ -173,6 +173,11 @@ ABSL_FLAG(std::string, log_dir, "",
           "local: directory for the daemons' logs (default: a new /tmp/gradsync-local-* "
           "directory, printed at start).");
 ABSL_FLAG(std::string, log_level, "warn", "local: daemons' log level.");
+ABSL_FLAG(std::string, dashboard, "",
+          "local: serve the coordinator's live dashboard on HOST:PORT (e.g. "
+          "127.0.0.1:8080; port 0 picks a free one) while the jobs run, and print "
+          "its address with the cluster's token (docs/operations.md, Dashboard). "
+          "Default: off.");
 ABSL_FLAG(bool, wait, false, "submit: watch the job until it ends.");
 ABSL_FLAG(bool, json, false, "status/list: print JSON instead of text.");
 ABSL_FLAG(bool, quiet, false, "Print no progress lines, only results.");
@@ -282,6 +287,7 @@ CliOptions CliOptionsFromFlags() {
   o.workers = absl::GetFlag(FLAGS_workers);
   o.ps_shards = absl::GetFlag(FLAGS_ps_shards);
   o.log_dir = absl::GetFlag(FLAGS_log_dir);
+  o.dashboard = absl::GetFlag(FLAGS_dashboard);
   o.data_dir = absl::GetFlag(FLAGS_data_dir);
   o.tuning_file = absl::GetFlag(FLAGS_tuning_file);
   o.log_level = absl::GetFlag(FLAGS_log_level);

@@ -71,6 +71,37 @@ v1::Job RunScraping(Cluster& c, const v1::JobSpec& spec) {
   return c.WaitFor(job.id(), absl::Seconds(120), Terminal);
 }
 
+// `gradsync local --dashboard`: the launcher starts the server with the
+// dashboard and learns its address; the page's API answers with the
+// cluster's own token and refuses without it.
+TEST(MetricsIntegration, ALocalClusterServesTheDashboardWithItsOwnToken) {
+  LocalClusterOptions o;
+  o.workers = 2;
+  o.bin_dir = GRADSYNC_BIN_DIR;
+  o.log_dir = TempDir();
+  o.dashboard_listen = "127.0.0.1:0";
+  absl::StatusOr<std::unique_ptr<LocalCluster>> c = LocalCluster::Start(o);
+  ASSERT_TRUE(c.ok()) << c.status();
+  const std::string at = (*c)->server().dashboard;
+  ASSERT_FALSE(at.empty());
+  absl::StatusOr<std::pair<std::string, int>> hp = SplitHostPort(at);
+  ASSERT_TRUE(hp.ok()) << at;
+  httplib::Client client(hp->first, hp->second);
+  client.set_connection_timeout(5);
+  client.set_read_timeout(5);
+  httplib::Result refused = client.Get("/api/overview");
+  ASSERT_TRUE(refused);
+  EXPECT_EQ(refused->status, 401);
+  const std::string token = (*c)->Token();
+  ASSERT_GE(token.size(), 16u);
+  httplib::Result ok =
+      client.Get("/api/overview", {{"Authorization", absl::StrCat("Bearer ", token)}});
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(ok->status, 200);
+  EXPECT_NE(ok->body.find("\"w1\""), std::string::npos) << ok->body;
+  (*c)->Shutdown();
+}
+
 TEST(MetricsIntegration, CountersOfServerAndWorkersMoveWithRingAndPsJobs) {
   Cluster c(2, /*shards=*/1, /*metrics=*/true);
   ASSERT_TRUE(c.ok());
