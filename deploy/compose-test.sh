@@ -20,7 +20,12 @@
 #      (build/bin/gradsync, from the README's first command) and ring-async
 #      from the one-shot `submit` service (profile submit); each must end
 #      SUCCEEDED;
-#   7. docker-compose down, always (trap), and prunes dangling images.
+#   7. docker-compose down, always (trap), and prunes dangling images;
+#   8. with GRADSYNC_COMPOSE_TORCH=1 (the default): builds the libtorch
+#      variant gradsync:torch (Dockerfile --build-arg GRADSYNC_TORCH=ON) and
+#      trains examples/models/lenet.py's TorchScript model in it with
+#      `gradsync local` on 2 workers (the model written on the host with
+#      Debian's python3-torch; without it that step says SKIPPED).
 # Exit 0 when every job SUCCEEDED; 1 otherwise (logs of the cluster printed).
 # Where an engine cannot be had (no packages, not root, dockerd does not come
 # up) it prints one line "SKIPPED: compose-test: <reason>" and exits 0.
@@ -29,6 +34,7 @@
 # tarball are kept in GRADSYNC_DOCKER_CACHE (default /var/cache/gradsync-docker),
 # so a second run rebuilds only what changed; one run at a time per cache.
 # Environment: GRADSYNC_DOCKER_CACHE, GRADSYNC_WORKERS (default 4),
+# GRADSYNC_COMPOSE_TORCH (default 1; 0 skips step 8),
 # GRADSYNC_STEPS (steps per job, default 60), GRADSYNC_COMPOSE_TLS (1: mutual
 # TLS too).
 set -Eeuo pipefail   # -E: the ERR trap names the failing line in functions too
@@ -248,6 +254,33 @@ run_jobs() {
     || { cat "$LOGS/submit-service.log"; return 1; }
 }
 
+# --- 8. the libtorch variant ----------------------------------------------
+torch_variant() {
+  [ "${GRADSYNC_COMPOSE_TORCH:-1}" = 1 ] || return 0
+  if ! /usr/bin/python3 -c 'import torch' >/dev/null 2>&1; then
+    echo "SKIPPED: compose-test: the libtorch image: no python3-torch on the host" \
+      "to write the model (bash deploy/install-deps.sh)"
+    return 0
+  fi
+  log "building gradsync:torch (--build-arg GRADSYNC_TORCH=ON)"
+  local b
+  for b in "--target build -t gradsync-build:torch-cache" "-t gradsync:torch"; do
+    # shellcheck disable=SC2086  # b is two flags
+    docker build --network=host --build-arg GRADSYNC_TORCH=ON $b -f deploy/Dockerfile . \
+      >>"$LOGS/build-torch.log" 2>&1 || { tail -40 "$LOGS/build-torch.log"; return 1; }
+  done
+  log "image gradsync:torch: $(docker image inspect -f '{{.Size}}' gradsync:torch) bytes"
+  mkdir -p "$LOGS/torch"
+  /usr/bin/python3 examples/models/lenet.py --out "$LOGS/torch/lenet.pt" >/dev/null
+  log "job lenet (TorchScript) in gradsync:torch, 2 workers"
+  timeout 300 docker run --rm --network=none -v "$LOGS/torch:/m:ro" gradsync:torch \
+    gradsync local --model=torchscript:/m/lenet.pt --workers=2 --epochs=1 \
+    --train_limit=1280 --lr=0.003 >"$LOGS/torch.log" 2>&1 \
+    || { cat "$LOGS/torch.log"; echo "the TorchScript job in gradsync:torch failed" >&2
+         return 1; }
+  grep -m1 'SUCCEEDED' "$LOGS/torch.log" || { cat "$LOGS/torch.log"; return 1; }
+}
+
 # --- 7. teardown ------------------------------------------------------------
 cleanup() {
   local rc=$?
@@ -281,6 +314,7 @@ main() {
   make_base_image
   build_image
   run_jobs
+  torch_variant
 }
 
 main "$@"

@@ -16,6 +16,8 @@
 #                            data set the local comparison trains on
 #   install-deps.sh build    only what the three binaries build with (the
 #                            image's build stage, deploy/Dockerfile)
+#   install-deps.sh torch    only libtorch-dev (the image's GRADSYNC_TORCH=ON
+#                            variant adds it to `build`)
 #   install-deps.sh docker   the container tools deploy/compose-test.sh uses
 #                            (Debian's docker.io, the v1 docker-compose,
 #                            debootstrap)
@@ -36,10 +38,11 @@ case "${1:-all}" in
          python3-torch python3-grpcio python3-protobuf slurm-wlm munge chromium" ;;
   run) PKGS="$BUILD dataset-fashion-mnist" ;;
   build) PKGS="$BUILD" ;;
+  torch) PKGS="libtorch-dev" ;;
   docker) PKGS="docker.io docker-compose debootstrap" ;;
   k8s) PKGS="python3-yaml"
        command -v kubectl >/dev/null || PKGS="$PKGS kubernetes-client" ;;
-  *) echo "usage: install-deps.sh [all|run|build|docker|k8s]" >&2; exit 2 ;;
+  *) echo "usage: install-deps.sh [all|run|build|torch|docker|k8s]" >&2; exit 2 ;;
 esac
 $SUDO apt-get update -qq
 # shellcheck disable=SC2086  # PKGS is a word list
