@@ -7,7 +7,8 @@ samples: 16 steps) for ps and ring: watched, waited for, their results
 checked; a cancelled job; a wrong and a missing token (UNAUTHENTICATED); bad
 specs (INVALID_ARGUMENT from the server, SpecError from the client);
 uploads; deadlines on an unreachable and on a frozen (SIGSTOPped)
-coordinator.
+coordinator; a cluster with mutual TLS (deploy/make-dev-certs.sh): a job
+through it, and a client without TLS or with another CA refused.
 
 Every daemon runs in a process group of its own, is killed (SIGTERM, then
 SIGKILL) when the tests end, pass or fail, and dies with this process
@@ -74,8 +75,11 @@ class Cluster:
     only the server. Each daemon has its own process group; stop() ends them
     all and is idempotent."""
 
-    def __init__(self, workers):
+    def __init__(self, workers, tls_dir=None):
         self.dir = tempfile.mkdtemp(prefix="gradsync-pyclient.")
+        self.tls = [] if tls_dir is None else [
+            "--tls_%s=%s" % (flag, os.path.join(tls_dir, name))
+            for flag, name in (("cert", "cert.pem"), ("key", "key.pem"), ("ca", "ca.pem"))]
         self.token_file = os.path.join(self.dir, "token")
         fd = os.open(self.token_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "w") as f:
@@ -95,7 +99,7 @@ class Cluster:
         out = os.path.join(self.dir, name + ".out")
         log = os.path.join(self.dir, name + ".log")
         argv = [os.path.join(BIN_DIR, binary)] + args + [
-            "--token_file=" + self.token_file, "--log_level=warn"]
+            "--token_file=" + self.token_file, "--log_level=warn"] + self.tls
         with open(out, "w") as o, open(log, "w") as e:
             p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=o, stderr=e,
                                  start_new_session=True, preexec_fn=_die_with_parent)
@@ -326,6 +330,42 @@ class ClientTest(unittest.TestCase):
             self.assertLess(time.monotonic() - started, 6)
             self.assertIn(cm.exception.code, (grpc.StatusCode.UNAVAILABLE,
                                               grpc.StatusCode.DEADLINE_EXCEEDED))
+
+
+def make_certs(dir):
+    """deploy/make-dev-certs.sh into dir: a CA and a cluster certificate."""
+    subprocess.run(["bash", os.path.join(ROOT, "deploy", "make-dev-certs.sh"), dir],
+                   check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return dir
+
+
+class TlsTest(unittest.TestCase):
+    """A cluster with mutual TLS (deploy/make-dev-certs.sh): the client with
+    the cluster's certificates trains a job; without TLS, or with another
+    CA's certificates, it is refused quickly instead of hanging."""
+
+    def test_mutual_tls_works_and_a_client_without_it_is_refused(self):
+        if shutil.which("openssl") is None:
+            self.skipTest("no openssl to make certificates")
+        certs = tempfile.mkdtemp(prefix="gradsync-pyclient-certs.")
+        self.addCleanup(shutil.rmtree, certs, True)
+        cluster = Cluster(workers=2, tls_dir=make_certs(os.path.join(certs, "ok")))
+        self.addCleanup(cluster.stop)
+        with gradsync.Client(cluster.server, token_file=cluster.token_file,
+                             tls=os.path.join(certs, "ok")) as c:
+            c.wait_for_workers(2, timeout=START_TIMEOUT)
+            job = c.submit(strategy="ring", **TINY)
+            self.assertEqual(job.wait(timeout=120), "SUCCEEDED", job.status())
+            self.assertEqual(job.results()["steps"], 16)
+        for tls in (None, make_certs(os.path.join(certs, "other"))):
+            with gradsync.Client(cluster.server, token_file=cluster.token_file, tls=tls,
+                                 rpc_timeout=5) as c:
+                started = time.monotonic()
+                with self.assertRaises(gradsync.RpcError) as cm:
+                    c.list()
+                self.assertLess(time.monotonic() - started, 6, tls)
+                self.assertIn(cm.exception.code, (grpc.StatusCode.UNAVAILABLE,
+                                                  grpc.StatusCode.DEADLINE_EXCEEDED), tls)
 
 
 class FrozenCoordinatorTest(unittest.TestCase):
