@@ -139,6 +139,32 @@ absl::StatusOr<LocalCluster::Process> LocalCluster::Spawn(
   }
 }
 
+// An empty --metrics_listen is the default: off.
+std::string LocalCluster::MetricsArg() const {
+  return absl::StrCat("--metrics_listen=", options_.metrics ? "127.0.0.1:0" : "");
+}
+
+std::vector<std::string> LocalCluster::WorkerArgs(int w) const {
+  // The workers use this process's --peer_bdp_probe and --ps_push_streams.
+  std::vector<std::string> args = {absl::StrCat("--coordinator=", server_.address),
+                                   "--listen=127.0.0.1:0",
+                                   absl::StrCat("--id=w", w),
+                                   absl::StrCat("--log_level=", options_.log_level),
+                                   MetricsArg(),
+                                   PeerBdpProbeArg(),
+                                   PsPushStreamsArg()};
+  if (!options_.data_dir.empty()) {
+    args.push_back(absl::StrCat("--data_dir=", options_.data_dir));
+  }
+  if (!options_.cache_dir.empty()) {
+    args.push_back(absl::StrCat("--cache_dir=", options_.cache_dir));
+  }
+  if (!options_.tuning_file.empty()) {
+    args.push_back(absl::StrCat("--tuning_file=", options_.tuning_file));
+  }
+  return args;
+}
+
 absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(
     const LocalClusterOptions& options) {
   std::unique_ptr<LocalCluster> c(new LocalCluster());
@@ -148,12 +174,7 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(
   const std::string server_bin = absl::StrCat(options.bin_dir, "/gradsync-server");
   const std::string worker_bin = absl::StrCat(options.bin_dir, "/gradsync-worker");
   const std::string level = absl::StrCat("--log_level=", options.log_level);
-  // The workers use this process's --peer_bdp_probe and --ps_push_streams.
-  const std::string bdp = PeerBdpProbeArg();
-  const std::string ps_streams = PsPushStreamsArg();
-  // An empty --metrics_listen is the default: off.
-  const std::string metrics =
-      absl::StrCat("--metrics_listen=", options.metrics ? "127.0.0.1:0" : "");
+  const std::string metrics = c->MetricsArg();
   const std::string state_dir = options.state_dir.empty()
                                     ? absl::StrCat(options.log_dir, "/state")
                                     : options.state_dir;
@@ -201,23 +222,7 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(
   if (!server.ok()) return server.status();
   c->server_ = *server;
   for (int w = 0; w < options.workers; ++w) {
-    std::vector<std::string> args = {absl::StrCat("--coordinator=", c->server_.address),
-                                     "--listen=127.0.0.1:0",
-                                     absl::StrCat("--id=w", w),
-                                     level,
-                                     metrics,
-                                     bdp,
-                                     ps_streams};
-    if (!options.data_dir.empty()) {
-      args.push_back(absl::StrCat("--data_dir=", options.data_dir));
-    }
-    if (!options.cache_dir.empty()) {
-      args.push_back(absl::StrCat("--cache_dir=", options.cache_dir));
-    }
-    if (!options.tuning_file.empty()) {
-      args.push_back(absl::StrCat("--tuning_file=", options.tuning_file));
-    }
-    auto p = c->Spawn(absl::StrCat("worker", w), worker_bin, args, deadline);
+    auto p = c->Spawn(absl::StrCat("worker", w), worker_bin, c->WorkerArgs(w), deadline);
     if (!p.ok()) return p.status();
     c->workers_.push_back(*p);
   }

@@ -100,6 +100,10 @@ class LocalCluster {
 
  private:
   LocalCluster() = default;
+  // The flags of worker w (after the server has started) and every
+  // daemon's --metrics_listen.
+  std::vector<std::string> WorkerArgs(int w) const;
+  std::string MetricsArg() const;
   absl::StatusOr<Process> Spawn(const std::string& name, const std::string& binary,
                                 const std::vector<std::string>& args,
                                 absl::Time deadline);
