@@ -8,199 +8,20 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "common/spec/spec_enum_names.h"
 #include "common/spec/tuning_table.h"
 
 namespace gradsync {
-namespace {
 
-absl::Status Bad(const std::string& field, const std::string& what) {
-  return absl::InvalidArgumentError(absl::StrCat(field, ": ", what));
-}
-
-// One table per enum: value, text name. Kept beside each other so that a new
-// value cannot get a parser without a name or the other way round.
-template <typename E>
-struct NameOf {
-  E value;
-  const char* name;
-};
-
-constexpr NameOf<v1::Strategy> kStrategies[] = {{v1::STRATEGY_PS, "ps"},
-                                                {v1::STRATEGY_RING, "ring"}};
-constexpr NameOf<v1::SyncMode> kModes[] = {{v1::SYNC_MODE_SYNC, "sync"},
-                                           {v1::SYNC_MODE_ASYNC, "async"}};
-constexpr NameOf<v1::Device> kDevices[] = {{v1::DEVICE_CPU, "cpu"},
-                                           {v1::DEVICE_CUDA, "cuda"}};
-constexpr NameOf<v1::Optimizer> kOptimizers[] = {{v1::OPTIMIZER_SGD, "sgd"},
-                                                 {v1::OPTIMIZER_ADAM, "adam"}};
-constexpr NameOf<v1::Algorithm> kAlgorithms[] = {{v1::ALGORITHM_AUTO, "auto"},
-                                                 {v1::ALGORITHM_RING, "ring"},
-                                                 {v1::ALGORITHM_HALVING_DOUBLING, "hd"},
-                                                 {v1::ALGORITHM_TREE, "tree"},
-                                                 {v1::ALGORITHM_HIERARCHICAL, "hier"}};
-constexpr NameOf<v1::WireDtype> kWireDtypes[] = {{v1::WIRE_DTYPE_FP32, "fp32"},
-                                                 {v1::WIRE_DTYPE_BF16, "bf16"},
-                                                 {v1::WIRE_DTYPE_FP16, "fp16"}};
-constexpr NameOf<v1::BenchOp> kBenchOps[] = {{v1::BENCH_OP_ALLREDUCE, "allreduce"},
-                                             {v1::BENCH_OP_BROADCAST, "broadcast"},
-                                             {v1::BENCH_OP_PUSHPULL, "pushpull"}};
-
-template <typename E, size_t N>
-std::string NameIn(const NameOf<E> (&table)[N], E value) {
-  if (static_cast<int>(value) == 0) return "unspecified";
-  for (const auto& e : table) {
-    if (e.value == value) return e.name;
-  }
-  return absl::StrCat("unknown(", static_cast<int>(value), ")");
-}
-
-template <typename E, size_t N>
-absl::StatusOr<E> ParseIn(const NameOf<E> (&table)[N], absl::string_view field,
-                          absl::string_view text) {
-  std::string want;
-  for (const auto& e : table) {
-    if (text == e.name) return e.value;
-    absl::StrAppend(&want, want.empty() ? "" : " or ", e.name);
-  }
-  return Bad(std::string(field),
-             absl::StrCat("unknown ", field, " '", text, "' (want ", want, ")"));
-}
-
-// INVALID_ARGUMENT for a value that is set but not in the table (a client
-// with a newer or broken wire format); the zero value is replaced by `dflt`.
-template <typename E, size_t N>
-absl::StatusOr<E> Known(const NameOf<E> (&table)[N], const std::string& field, E value,
-                        E dflt) {
-  if (static_cast<int>(value) == 0) return dflt;
-  for (const auto& e : table) {
-    if (e.value == value) return value;
-  }
-  return Bad(field, absl::StrCat("unknown value ", static_cast<int>(value)));
-}
-
-}  // namespace
-
-std::string StrategyName(v1::Strategy s) { return NameIn(kStrategies, s); }
-std::string SyncModeName(v1::SyncMode m) { return NameIn(kModes, m); }
-std::string DeviceName(v1::Device d) { return NameIn(kDevices, d); }
-std::string OptimizerName(v1::Optimizer o) { return NameIn(kOptimizers, o); }
-std::string AlgorithmName(v1::Algorithm a) { return NameIn(kAlgorithms, a); }
-
-std::string WireDtypeName(v1::WireDtype d) { return NameIn(kWireDtypes, d); }
-absl::StatusOr<v1::WireDtype> ParseWireDtype(absl::string_view text) {
-  return ParseIn(kWireDtypes, "wire_dtype", text);
-}
-
-std::string BenchOpName(v1::BenchOp op) { return NameIn(kBenchOps, op); }
-absl::StatusOr<v1::BenchOp> ParseBenchOp(absl::string_view text) {
-  return ParseIn(kBenchOps, "op", text);
-}
-
-bool IsBench(const v1::JobSpec& spec) { return spec.kind() == v1::JOB_KIND_BENCH; }
-
-bool UsesPs(const v1::JobSpec& spec) {
-  if (IsBench(spec)) return spec.bench().op() == v1::BENCH_OP_PUSHPULL;
-  return spec.strategy() == v1::STRATEGY_PS;
-}
-
-absl::StatusOr<v1::Strategy> ParseStrategy(absl::string_view text) {
-  // "allreduce" names the strategy in the code and docs; "ring" is the
-  // spelling results files and tables keep (StrategyName).
-  if (text == "allreduce") return v1::STRATEGY_RING;
-  return ParseIn(kStrategies, "strategy", text);
-}
-absl::StatusOr<v1::SyncMode> ParseSyncMode(absl::string_view text) {
-  return ParseIn(kModes, "mode", text);
-}
-absl::StatusOr<v1::Device> ParseDevice(absl::string_view text) {
-  return ParseIn(kDevices, "device", text);
-}
-absl::StatusOr<v1::Optimizer> ParseOptimizer(absl::string_view text) {
-  return ParseIn(kOptimizers, "optimizer", text);
-}
-absl::StatusOr<v1::Algorithm> ParseAlgorithm(absl::string_view text) {
-  return ParseIn(kAlgorithms, "algorithm", text);
-}
-
-AllreduceAlgorithm AllreduceAlgorithmOf(v1::Algorithm algorithm) {
-  switch (algorithm) {
-    case v1::ALGORITHM_RING:
-      return AllreduceAlgorithm::kRing;
-    case v1::ALGORITHM_HALVING_DOUBLING:
-      return AllreduceAlgorithm::kHalvingDoubling;
-    case v1::ALGORITHM_TREE:
-      return AllreduceAlgorithm::kRecursiveDoubling;
-    case v1::ALGORITHM_HIERARCHICAL:
-      return AllreduceAlgorithm::kHierarchical;
-    default:
-      return AllreduceAlgorithm::kAuto;
-  }
-}
-
-v1::Algorithm WireAlgorithm(AllreduceAlgorithm algorithm) {
-  switch (algorithm) {
-    case AllreduceAlgorithm::kRing:
-      return v1::ALGORITHM_RING;
-    case AllreduceAlgorithm::kHalvingDoubling:
-      return v1::ALGORITHM_HALVING_DOUBLING;
-    case AllreduceAlgorithm::kRecursiveDoubling:
-      return v1::ALGORITHM_TREE;
-    case AllreduceAlgorithm::kHierarchical:
-      return v1::ALGORITHM_HIERARCHICAL;
-    case AllreduceAlgorithm::kAuto:
-      break;
-  }
-  return v1::ALGORITHM_AUTO;
-}
-
-std::string StrategyLabel(const v1::JobSpec& spec) {
-  std::string s =
-      absl::StrCat(StrategyName(spec.strategy()), "-", SyncModeName(spec.mode()));
-  if (spec.mode() == v1::SYNC_MODE_ASYNC && spec.has_staleness()) {
-    absl::StrAppend(&s, "(s=", spec.staleness(), ")");
-  }
-  return s;
-}
-
-absl::Duration StepTimeout(const v1::JobSpec& spec) {
-  return absl::Milliseconds(spec.step_timeout_ms() > 0 ? spec.step_timeout_ms()
-                                                       : kDefaultStepTimeoutMs);
-}
-
-absl::Duration StallThreshold(const v1::JobSpec& spec) {
-  return spec.stall_report_ms() > 0 ? absl::Milliseconds(spec.stall_report_ms())
-                                    : StepTimeout(spec) / 2;
-}
-
-std::string StallText(const v1::WorkerMessage::Stall& s) {
-  std::string text = absl::StrFormat("rank %d %s %.1f s for %s at step %d", s.rank(),
-                                     s.resolved() ? "waited" : "waiting",
-                                     s.waited_ms() / 1000.0, s.waiting_for(), s.step());
-  if (s.bucket() >= 0) absl::StrAppend(&text, " bucket ", s.bucket());
-  if (!s.phase().empty()) absl::StrAppend(&text, " ", s.phase());
-  if (s.resolved()) absl::StrAppend(&text, " (resolved)");
-  return text;
-}
-
-OptimizerOptions OptimizerFromSpec(const v1::JobSpec& spec) {
-  OptimizerOptions o;
-  o.kind =
-      spec.optimizer() == v1::OPTIMIZER_ADAM ? OptimizerKind::kAdam : OptimizerKind::kSgd;
-  o.lr = spec.lr();
-  o.momentum = spec.momentum();
-  return o;
-}
-
-absl::StatusOr<OptimizerKind> ToOptimizerKind(v1::Optimizer o) {
-  switch (o) {
-    case v1::OPTIMIZER_SGD:
-      return OptimizerKind::kSgd;
-    case v1::OPTIMIZER_ADAM:
-      return OptimizerKind::kAdam;
-    default:
-      return Bad("optimizer", absl::StrCat("unknown optimizer ", OptimizerName(o)));
-  }
-}
+using spec_internal::Bad;
+using spec_internal::kAlgorithms;
+using spec_internal::kBenchOps;
+using spec_internal::kDevices;
+using spec_internal::kModes;
+using spec_internal::Known;
+using spec_internal::kOptimizers;
+using spec_internal::kStrategies;
+using spec_internal::kWireDtypes;
 
 namespace {
 
