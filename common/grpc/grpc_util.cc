@@ -157,12 +157,19 @@ std::string LocalAddress(const std::string& listen, int port) {
 }
 
 absl::Status WaitForConnected(grpc::Channel* channel, const std::string& target,
-                              absl::Time deadline) {
+                              absl::Time deadline,
+                              const std::function<absl::Status()>& abandon) {
   while (true) {
     grpc_connectivity_state state = channel->GetState(/*try_to_connect=*/true);
     if (state == GRPC_CHANNEL_READY) return absl::OkStatus();
-    if (absl::Now() >= deadline ||
-        !channel->WaitForStateChange(state, ToChrono(deadline))) {
+    if (abandon) {
+      if (absl::Status st = abandon(); !st.ok()) return st;
+    }
+    const absl::Time now = absl::Now();
+    const absl::Time until =
+        abandon ? std::min(deadline, now + kConnectPollInterval) : deadline;
+    if (now >= deadline ||
+        (!channel->WaitForStateChange(state, ToChrono(until)) && until >= deadline)) {
       return absl::UnavailableError(absl::StrCat(
           "cannot connect to ", target, " (is the process running and the port right?)"));
     }

@@ -4,6 +4,7 @@
 #define GRADSYNC_COMMON_GRPC_GRPC_UTIL_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -126,9 +127,13 @@ std::string BulkAddress(const std::string& advertise, int bulk_port);
 std::string LocalAddress(const std::string& listen, int port);
 
 // Waits until `channel` is connected. UNAVAILABLE naming `target` when the
-// deadline passes first.
+// deadline passes first. With `abandon`, it is asked at least every
+// kConnectPollInterval and a non-OK answer ends the wait with that status
+// (a transport aborted while it connects to a peer that is gone).
+inline constexpr absl::Duration kConnectPollInterval = absl::Milliseconds(100);
 absl::Status WaitForConnected(grpc::Channel* channel, const std::string& target,
-                              absl::Time deadline);
+                              absl::Time deadline,
+                              const std::function<absl::Status()>& abandon = nullptr);
 
 inline std::chrono::system_clock::time_point ToChrono(absl::Time t) {
   return absl::ToChronoTime(t);

@@ -224,8 +224,9 @@ class PeerSender final
     AddClusterToken(&ctx_);  // MakePeerChannel adds no interceptor
   }
 
-  absl::Status Start(absl::Time deadline) {
-    absl::Status st = WaitForConnected(channel_.get(), target_, deadline);
+  // `abandon`: WaitForConnected's (the transport was aborted).
+  absl::Status Start(absl::Time deadline, const std::function<absl::Status()>& abandon) {
+    absl::Status st = WaitForConnected(channel_.get(), target_, deadline, abandon);
     if (!st.ok()) return st;
     stub_.PrepareBidiStreamingCall(&ctx_, "/gradsync.v1.Peer/Stream", grpc::StubOptions(),
                                    this);
@@ -400,11 +401,19 @@ absl::StatusOr<std::unique_ptr<PeerSender>> GrpcTransport::Connect(int peer, int
       bulk && static_cast<size_t>(peer) < options_.bulk_peer_addresses.size()
           ? options_.bulk_peer_addresses[peer]
           : "";
+  // Abort (a cancelled job, an ended generation) ends a wait for a peer
+  // that is gone at once, not after the connect timeout.
+  const auto abandon = [this] {
+    absl::MutexLock lock(&mu_);
+    return aborted_;
+  };
   if (!bulk_target.empty()) {
     auto sender = std::make_unique<PeerSender>(bulk_target, creds, true);
     absl::Status st = sender->Start(
-        options_.env->Now() + std::min(kBulkConnectTimeout, options_.connect_timeout));
+        options_.env->Now() + std::min(kBulkConnectTimeout, options_.connect_timeout),
+        abandon);
     if (st.ok()) return sender;
+    if (!abandon().ok()) return abandon();
     spdlog::warn(
         "rank {}: rank {}'s bulk address {} does not answer ({}); its bulk "
         "lane {} goes to its peer address {} instead (slower for large "
@@ -412,7 +421,9 @@ absl::StatusOr<std::unique_ptr<PeerSender>> GrpcTransport::Connect(int peer, int
         rank_, peer, bulk_target, std::string(st.message()), lane, peers_[peer]);
   }
   auto sender = std::make_unique<PeerSender>(peers_[peer], creds, false);
-  absl::Status st = sender->Start(options_.env->Now() + options_.connect_timeout);
+  absl::Status st =
+      sender->Start(options_.env->Now() + options_.connect_timeout, abandon);
+  if (!st.ok() && !abandon().ok()) return abandon();
   if (!st.ok()) {
     return absl::UnavailableError(
         absl::StrCat("rank ", rank_, " cannot reach rank ", peer, ": ", st.message()));
