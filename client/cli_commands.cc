@@ -214,8 +214,15 @@ void PrintJob(const v1::Job& job) {
   } else if (job.state() == v1::RUNNING) {
     std::printf("  step %ld/%ld\n", static_cast<long>(job.step()),
                 static_cast<long>(job.total_steps()));
-  } else if (job.state() == v1::QUEUED && !job.waiting_for().empty()) {
+  }
+  // Queued, or an elastic job between generations.
+  if ((job.state() == v1::QUEUED || job.state() == v1::RUNNING) &&
+      !job.waiting_for().empty()) {
     std::printf("  waiting: %s\n", job.waiting_for().c_str());
+  }
+  if (job.spec().elastic() && job.generation() > 0) {
+    std::printf("  generation %d on %d of %d workers (min %d)\n", job.generation(),
+                job.workers_size(), job.spec().workers(), job.spec().min_workers());
   }
   for (const std::string& stall : job.stalls()) {
     std::printf("  stall: %s\n", stall.c_str());

@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -260,7 +261,8 @@ absl::Status LocalCluster::PrepareSecurity() {
   return absl::OkStatus();
 }
 
-absl::Status LocalCluster::WaitForWorkers(absl::Time deadline) {
+absl::Status LocalCluster::WaitForWorkers(absl::Time deadline, int want) {
+  if (want < 0) want = options_.workers;
   auto stub = v1::Coordinator::NewStub(
       MakeSecureChannel(server_.address, DefaultChannelArgs(), security_));
   while (true) {
@@ -268,7 +270,7 @@ absl::Status LocalCluster::WaitForWorkers(absl::Time deadline) {
     ctx.set_deadline(ToChrono(absl::Now() + absl::Seconds(2)));
     v1::ListJobsResponse resp;
     grpc::Status st = stub->ListJobs(&ctx, v1::ListJobsRequest(), &resp);
-    if (st.ok() && resp.workers_size() >= options_.workers) {
+    if (st.ok() && resp.workers_size() >= want) {
       return absl::OkStatus();
     }
     absl::Status alive = CheckAlive();
@@ -278,7 +280,7 @@ absl::Status LocalCluster::WaitForWorkers(absl::Time deadline) {
     }
     if (absl::Now() > deadline) {
       return absl::DeadlineExceededError(
-          absl::StrCat("only ", resp.workers_size(), " of ", options_.workers,
+          absl::StrCat("only ", resp.workers_size(), " of ", want,
                        " workers joined in time; logs in ", options_.log_dir));
     }
     absl::SleepFor(absl::Milliseconds(50));
@@ -310,9 +312,12 @@ std::vector<LocalCluster::Process*> LocalCluster::All() {
   return all;
 }
 
-absl::Status LocalCluster::CheckAlive() {
+absl::Status LocalCluster::CheckAlive(bool servers_only) {
   for (Process* p : All()) {
     if (p->pid <= 0) continue;
+    if (servers_only && p >= workers_.data() && p < workers_.data() + workers_.size()) {
+      continue;
+    }
     int status;
     if (waitpid(p->pid, &status, WNOHANG) == p->pid) {
       p->pid = -1;
@@ -332,6 +337,19 @@ void LocalCluster::KillWorker(int i) {
     waitpid(p.pid, &status, 0);
     p.pid = -1;
   }
+}
+
+absl::Status LocalCluster::RestartWorker(int i) {
+  KillWorker(i);
+  const absl::Time deadline = absl::Now() + options_.start_timeout;
+  auto p =
+      Spawn(absl::StrCat("worker", i, "-", ++worker_restarts_),
+            absl::StrCat(options_.bin_dir, "/gradsync-worker"), WorkerArgs(i), deadline);
+  if (!p.ok()) return p.status();
+  workers_[i] = *p;
+  const int running = static_cast<int>(std::count_if(
+      workers_.begin(), workers_.end(), [](const Process& w) { return w.pid > 0; }));
+  return WaitForWorkers(deadline, running);
 }
 
 void LocalCluster::StopWorker(int i) {

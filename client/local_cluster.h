@@ -79,10 +79,15 @@ class LocalCluster {
   const std::vector<Process>& workers() const { return workers_; }
   // The PS-only shards: shards()[i] is shard i + 1 (the server is shard 0).
   const std::vector<Process>& shards() const { return shards_; }
-  // OK while every process runs; else names the first that exited.
-  absl::Status CheckAlive();
+  // OK while every process runs; else names the first that exited. With
+  // `servers_only`, workers that exited are not counted (elastic jobs go on
+  // without them).
+  absl::Status CheckAlive(bool servers_only = false);
   // SIGKILLs worker i (failure tests).
   void KillWorker(int i);
+  // Starts worker i again (after KillWorker) with its old flags and id, and
+  // waits until it has joined (elastic tests: a worker coming back).
+  absl::Status RestartWorker(int i);
   // SIGSTOPs worker i: a hung process that keeps its connections open.
   void StopWorker(int i);
   // SIGCONTs worker i (after StopWorker).
@@ -110,8 +115,9 @@ class LocalCluster {
   std::vector<Process*> All();
   // Writes the token file, reads the TLS files and fills security_args_.
   absl::Status PrepareSecurity();
-  // Until the coordinator lists options_.workers workers (Start's last step).
-  absl::Status WaitForWorkers(absl::Time deadline);
+  // Until the coordinator lists `want` workers (< 0: options_.workers;
+  // Start's last step).
+  absl::Status WaitForWorkers(absl::Time deadline, int want = -1);
 
   LocalClusterOptions options_;
   ClusterSecurity security_;
@@ -119,6 +125,7 @@ class LocalCluster {
   Process server_;
   std::vector<std::string> server_args_;  // without --listen
   int server_restarts_ = 0;
+  int worker_restarts_ = 0;
   std::vector<Process> shards_;
   std::vector<Process> workers_;
 };

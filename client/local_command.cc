@@ -131,6 +131,9 @@ int WarmUp(v1::Coordinator::Stub* stub, const CliOptions& cli,
   spec.set_steps(1);
   spec.set_checkpoint_every(0);
   spec.clear_resume_from();
+  spec.set_elastic(false);
+  spec.set_min_workers(0);
+  spec.set_elastic_wait_ms(0);
   spec.set_trace(false);
   std::printf(
       "warm-up: a one-step job loads the dataset into every worker "
@@ -195,6 +198,9 @@ std::string Autotune(v1::Coordinator::Stub* stub, const CliOptions& cli,
       s.set_steps(steps);
       s.set_checkpoint_every(0);
       s.clear_resume_from();
+      s.set_elastic(false);
+      s.set_min_workers(0);
+      s.set_elastic_wait_ms(0);
       s.set_trace(false);
       v1::Job job;
       const int rc = SubmitAndWatch(stub, s, true, quiet, interruption, &job);
@@ -240,8 +246,12 @@ class ClusterWatchdog {
  public:
   static constexpr absl::Duration kPeriod = absl::Milliseconds(200);
 
-  ClusterWatchdog(LocalCluster* cluster, Interruption* interruption)
-      : cluster_(cluster), interruption_(interruption), thread_([this] { Run(); }) {}
+  // `servers_only`: workers may die (an elastic job goes on without them).
+  ClusterWatchdog(LocalCluster* cluster, Interruption* interruption, bool servers_only)
+      : cluster_(cluster),
+        interruption_(interruption),
+        servers_only_(servers_only),
+        thread_([this] { Run(); }) {}
   ~ClusterWatchdog() {
     {
       absl::MutexLock lock(&mu_);
@@ -278,7 +288,7 @@ class ClusterWatchdog {
 
   absl::Status CheckLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (!lost_.ok()) return lost_;
-    absl::Status alive = cluster_->CheckAlive();
+    absl::Status alive = cluster_->CheckAlive(servers_only_);
     if (alive.ok()) return alive;
     lost_ = alive;
     const std::string first(alive.message().substr(0, alive.message().find('\n')));
@@ -289,6 +299,7 @@ class ClusterWatchdog {
 
   LocalCluster* const cluster_;
   Interruption* const interruption_;
+  const bool servers_only_;
   absl::Mutex mu_;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status lost_ ABSL_GUARDED_BY(mu_);
@@ -314,7 +325,8 @@ int LocalCommand(const CliOptions& cli, Interruption* interruption) {
     std::fflush(stdout);
   }
   auto stub = Connect((*cluster)->coordinator());
-  auto watchdog = std::make_unique<ClusterWatchdog>(cluster->get(), interruption);
+  auto watchdog = std::make_unique<ClusterWatchdog>(cluster->get(), interruption,
+                                                    cli.spec().elastic());
   std::vector<v1::Job> jobs;
   std::vector<JobTimeline> timelines;
   int rc = 0;

@@ -149,6 +149,18 @@ ABSL_FLAG(int64_t, checkpoint_every, 0,
           "(ps sync: each slice after every K-th step; ps async: each slice "
           "when its slowest rank reaches a multiple of K; ring sync: rank 0 "
           "sends parameters + optimizer state to shard 0; 0 = off).");
+ABSL_FLAG(bool, elastic, false,
+          "Elastic job: when a rank is lost (worker gone, heartbeat missed, peer "
+          "broken, stalled past --step_timeout_ms) the job re-forms as a new "
+          "generation on the survivors plus idle workers (--workers at most, "
+          "--min_workers at least) from its newest checkpoint (--checkpoint_every; "
+          "50 when 0), and takes idle workers back in at a checkpoint. "
+          "Training jobs on the CPU, every strategy and mode.");
+ABSL_FLAG(int, min_workers, 0,
+          "Elastic jobs: the fewest ranks a generation may run on (0 = 1).");
+ABSL_FLAG(int, elastic_wait_ms, 0,
+          "Elastic jobs: how long a re-formation waits for --min_workers idle "
+          "workers before the job fails (0 = 60000).");
 ABSL_FLAG(std::string, resume, "",
           "submit: start a new job from the last checkpoint of this ended job "
           "(same spec; the other job flags are ignored).");
@@ -257,6 +269,9 @@ v1::JobSpec SpecFromFlags() {
   s.set_stall_report_ms(absl::GetFlag(FLAGS_stall_report_ms));
   s.set_train_limit(absl::GetFlag(FLAGS_train_limit));
   s.set_checkpoint_every(absl::GetFlag(FLAGS_checkpoint_every));
+  s.set_elastic(absl::GetFlag(FLAGS_elastic));
+  s.set_min_workers(absl::GetFlag(FLAGS_min_workers));
+  s.set_elastic_wait_ms(absl::GetFlag(FLAGS_elastic_wait_ms));
   s.set_trace(absl::GetFlag(FLAGS_trace));
   if (const std::string path = absl::GetFlag(FLAGS_tuning_file); !path.empty()) {
     absl::StatusOr<TuningTable> table = TuningTable::Load(path);

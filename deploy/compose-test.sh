@@ -20,6 +20,9 @@
 #      (build/bin/gradsync, from the README's first command) and ring-async
 #      from the one-shot `submit` service (profile submit); each must end
 #      SUCCEEDED;
+#      then an elastic ring-sync job from the host CLI, one of whose worker
+#      containers is killed (docker kill) mid-job: SUCCEEDED in >= 2
+#      generations;
 #   7. docker-compose down, always (trap), and prunes dangling images;
 #   8. with GRADSYNC_COMPOSE_TORCH=1 (the default): builds the libtorch
 #      variant gradsync:torch (Dockerfile --build-arg GRADSYNC_TORCH=ON) and
@@ -252,6 +255,40 @@ run_jobs() {
     || { cat "$LOGS/submit-service.log"; echo "submit service failed" >&2; return 1; }
   grep -m1 'state=SUCCEEDED' "$LOGS/submit-service.log" \
     || { cat "$LOGS/submit-service.log"; return 1; }
+  elastic_job
+}
+
+# An elastic ring-sync job survives one worker container killed mid-job
+# (docker kill of one replica: docker-compose kill takes whole services): it
+# must end SUCCEEDED in two or more generations, the first ended by the lost
+# worker.
+elastic_job() {
+  log "job elastic-ring-sync: one worker container killed mid-job"
+  timeout 300 "$CLI" submit --server="$SERVER" "${AUTH[@]}" --workers="$WORKERS" \
+    --strategy=ring --mode=sync --elastic --min_workers=2 --epochs=2 --quiet \
+    --wait --results="$LOGS/elastic.json" >"$LOGS/elastic.log" 2>&1 &
+  local pid=$! step=0 victim
+  for _ in $(seq 240); do
+    step=$(timeout 10 "$CLI" list --json --server="$SERVER" "${AUTH[@]}" 2>/dev/null \
+      | python3 -c 'import json, sys
+jobs = [j for j in json.load(sys.stdin)["jobs"]
+        if j.get("elastic") and j["state"] == "RUNNING"]
+print(jobs[0]["step"] if jobs else 0)' || echo 0)
+    [ "$step" -ge 100 ] && break
+    sleep 0.5
+  done
+  victim=$(compose ps -q worker | tail -n 1)
+  docker kill "$victim" >/dev/null
+  log "killed worker container ${victim:0:12} at step $step"
+  wait "$pid" || { cat "$LOGS/elastic.log"; echo "elastic job did not SUCCEED" >&2; return 1; }
+  python3 - "$LOGS/elastic.json" <<'PY' || { cat "$LOGS/elastic.log"; return 1; }
+import json, sys
+r = json.load(open(sys.argv[1]))
+g = r["generations"]
+assert r["state"] == "SUCCEEDED" and len(g) >= 2 and "lost" in g[0]["ended_because"], r
+print("elastic job SUCCEEDED in %d generations; generation 0 ended: %s"
+      % (len(g), g[0]["ended_because"]))
+PY
 }
 
 # --- 8. the libtorch variant ----------------------------------------------

@@ -299,7 +299,11 @@ absl::StatusOr<std::unique_ptr<DeviceModel>> WorkerDaemon::MakeDevice(
     req.cuda = true;
     req.gpu = options_.gpu >= 0 ? options_.gpu : a.rank() % options_.num_gpus;
     req.allow_tf32 = a.spec().tf32();
-    req.max_batch = a.spec().batch_size();
+    // An elastic generation of fewer ranks takes larger slices.
+    req.max_batch = a.global_batch() > 0
+                        ? static_cast<int>((a.global_batch() + a.world_size() - 1) /
+                                           std::max(1, a.world_size()))
+                        : a.spec().batch_size();
   } else {
     req.cpu_threads = CpuThreadsFor(a, options_.cpu_threads);
   }

@@ -125,7 +125,15 @@ absl::StatusOr<JobOptions> JobOptionsOf(const v1::Assignment& a) {
   o.steps = spec.steps();
   o.train_limit = spec.train_limit();
   o.checkpoint_every = spec.checkpoint_every();
-  o.resume_from = spec.resume_from();
+  o.resume_from = a.resume_job_id().empty() ? spec.resume_from() : a.resume_job_id();
+  o.checkpoint_at_start = a.checkpoint_at_start();
+  o.global_batch = a.global_batch();
+  if (o.global_batch < 0 ||
+      (o.global_batch > 0 && o.global_batch < static_cast<int64_t>(o.world_size))) {
+    return Bad("global_batch",
+               absl::StrCat(o.global_batch, " samples cannot be split over ",
+                            o.world_size, " ranks"));
+  }
   o.trace = spec.trace();
   o.is_bench = IsBench(spec);
   if (o.is_bench) {

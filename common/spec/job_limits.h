@@ -44,6 +44,12 @@ inline constexpr int64_t kMaxChunkBytes = kMaxFrameDataBytes;
 inline constexpr int32_t kMaxStepTimeoutMs = 3600 * 1000;
 inline constexpr int32_t kMaxSspStaleness = 1 << 20;
 inline constexpr int32_t kMaxConnectionsPerPeer = 8;
+// Elastic jobs (JobSpec.elastic): the commit interval when checkpoint_every
+// is 0 (at most this many steps are redone after a re-formation), and the
+// default and largest wait for min_workers.
+inline constexpr int64_t kDefaultElasticCheckpointEvery = 50;
+inline constexpr int32_t kDefaultElasticWaitMs = 60 * 1000;
+inline constexpr int32_t kMaxElasticWaitMs = 3600 * 1000;
 // Bench jobs (kind = bench): sizes per job, bytes per size, timed and warm-up
 // iterations per size.
 inline constexpr int kMaxBenchSizes = 64;

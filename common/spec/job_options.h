@@ -83,7 +83,15 @@ struct JobOptions {
   int64_t steps = 0;        // > 0: instead of epochs
   int64_t train_limit = 0;  // > 0: the first this many training samples
   int64_t checkpoint_every = 0;
-  std::string resume_from;  // a job id
+  std::string resume_from;  // a job id (an elastic generation's data-plane id)
+  // Commit the starting state at once (elastic jobs): rank 0 of an allreduce
+  // job saves a checkpoint before its first step; PS slices at Init.
+  bool checkpoint_at_start = false;
+  // Samples of one step over all ranks; 0 = world_size x batch_size. An
+  // elastic generation with fewer ranks than the job wants keeps the job's
+  // global batch: rank r takes [r*G/W, (r+1)*G/W) of each step's G samples
+  // (StepPlan), and its gradient is weighted by its share.
+  int64_t global_batch = 0;
   bool trace = false;
 
   // Bench jobs (kind bench) instead of training.

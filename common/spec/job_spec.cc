@@ -343,15 +343,12 @@ absl::Status ValidateCaps(const v1::JobSpec& s) {
 }
 
 // Why a training job cannot checkpoint, or nullptr when it can (ps sync,
-// ps async, ring sync on the CPU).
+// ps async, ring sync and async on the CPU; a ring async checkpoint after
+// step t holds the gradients of steps < t only, and a run resumed from it
+// restarts its pipeline at t).
 const char* NoCheckpoints(const v1::JobSpec& s) {
   if (IsBench(s)) return "bench jobs do not checkpoint or resume";
   if (s.strategy() != v1::STRATEGY_RING) return nullptr;
-  if (s.mode() == v1::SYNC_MODE_ASYNC) {
-    return "ring async jobs do not checkpoint: at every step up to "
-           "`staleness` steps of gradients are still in flight, and a "
-           "checkpoint without them would not continue the same run";
-  }
   if (s.device() == v1::DEVICE_CUDA) {
     return "ring jobs on cuda do not checkpoint: the CUDA model does not "
            "export its optimizer state";
@@ -376,6 +373,41 @@ absl::Status ValidateCheckpoints(const v1::JobSpec& s) {
       id.find_first_of("/\\") != std::string::npos) {
     return Bad("resume_from", absl::StrCat("'", id, "' is not a job id"));
   }
+  return absl::OkStatus();
+}
+
+// elastic, min_workers, elastic_wait_ms; an elastic job commits every
+// checkpoint_every steps (default kDefaultElasticCheckpointEvery).
+absl::Status ValidateElastic(v1::JobSpec* s) {
+  if (!s->elastic()) {
+    if (s->min_workers() != 0)
+      return Bad("min_workers", "set on a job that is not elastic");
+    if (s->elastic_wait_ms() != 0) {
+      return Bad("elastic_wait_ms", "set on a job that is not elastic");
+    }
+    return absl::OkStatus();
+  }
+  if (IsBench(*s)) return Bad("elastic", "bench jobs are not elastic");
+  if (!s->groups().empty()) {
+    return Bad("elastic",
+               "an elastic job's ranks change; it cannot fix `groups` per rank");
+  }
+  if (s->min_workers() == 0) s->set_min_workers(1);
+  if (s->min_workers() < 1 || s->min_workers() > s->workers()) {
+    return Bad(
+        "min_workers",
+        absl::StrCat(s->min_workers(), " is outside [1, workers = ", s->workers(), "]"));
+  }
+  if (s->elastic_wait_ms() == 0) s->set_elastic_wait_ms(kDefaultElasticWaitMs);
+  if (s->elastic_wait_ms() < 0 || s->elastic_wait_ms() > kMaxElasticWaitMs) {
+    return Bad("elastic_wait_ms", absl::StrCat(s->elastic_wait_ms(), " is outside [1, ",
+                                               kMaxElasticWaitMs, "]"));
+  }
+  if (const char* why = NoCheckpoints(*s); why != nullptr) {
+    return Bad("elastic",
+               absl::StrCat("an elastic job resumes from checkpoints, but ", why));
+  }
+  if (s->checkpoint_every() == 0) s->set_checkpoint_every(kDefaultElasticCheckpointEvery);
   return absl::OkStatus();
 }
 
@@ -406,6 +438,7 @@ absl::StatusOr<v1::JobSpec> ValidateJobSpec(const v1::JobSpec& in,
   if (st.ok() && !s.tuning_table().empty()) {
     st = TuningTable::Parse(s.tuning_table(), "tuning_table").status();
   }
+  if (st.ok()) st = ValidateElastic(&s);
   if (st.ok()) st = ValidateCheckpoints(s);
   if (!st.ok()) return st;
   return s;

@@ -85,8 +85,22 @@ def job_to_dict(pb, job):
         "start_time_ms": job.start_time_ms,
         "end_time_ms": job.end_time_ms,
     })
-    # Not in the results file: what a live job's status shows.
+    if s.elastic:
+        d.update({
+            "elastic": True,
+            "min_workers": s.min_workers,
+            "checkpoint_every": s.checkpoint_every,
+            "generation": job.generation,
+            "generations": [{
+                "generation": g.generation, "worker_ids": list(g.workers),
+                "start_step": g.start_step, "end_step": g.end_step,
+                "ended_because": g.ended_because, "lost_worker": g.lost_worker,
+                "lost_rank": g.lost_rank, "reform_seconds": g.reform_seconds,
+                "steps_redone": g.steps_redone, "committed": g.committed,
+            } for g in job.generations],
+        })
     d["step"] = job.step
+    # Not in the results file: what a live job's status shows.
     d["total_steps"] = job.total_steps
     d["stalls"] = list(job.stalls)
     return d

@@ -67,7 +67,8 @@ class JobOptions:
     name           free text shown in listings
     The rest (bucket_bytes, chunk_bytes, connections_per_peer,
     peer_bulk_bytes, ps_partition_bytes, step_timeout_ms, stall_report_ms,
-    checkpoint_every) as the CLI flags of the same names.
+    checkpoint_every, elastic, min_workers, elastic_wait_ms) as the CLI
+    flags of the same names.
     """
 
     strategy: str = "ring"
@@ -101,6 +102,9 @@ class JobOptions:
     train_limit: int = 0
     name: str = ""
     checkpoint_every: int = 0
+    elastic: bool = False
+    min_workers: int = 0
+    elastic_wait_ms: int = 0
     trace: bool = False
 
     def to_spec(self, pb):

@@ -33,6 +33,10 @@ CoordinatorStats CountCoordinatorStats(const std::vector<const v1::Job*>& jobs,
   for (v1::JobState state : kStates) s.jobs[state] = 0;
   for (const v1::Job* j : jobs) {
     if (s.jobs.count(j->state())) ++s.jobs[j->state()];
+    for (const v1::JobGeneration& g : j->generations()) {
+      if (g.generation() > 0) ++s.reformations;
+      s.steps_redone += g.steps_redone();
+    }
   }
   s.jobs_total = static_cast<int64_t>(jobs.size());
   for (const RegisteredWorker* w : live) {
@@ -58,6 +62,14 @@ void RegisterCoordinatorMetrics(std::function<CoordinatorStats()> stats,
   r->AddCallback("gradsync_server_jobs_submitted_total",
                  "Jobs accepted since the coordinator started.", MetricType::kCounter, {},
                  [f] { return One((*f)().jobs_total); });
+  r->AddCallback("gradsync_server_elastic_reformations_total",
+                 "Generations of elastic jobs (in the job table) that replaced one that "
+                 "lost a rank or scaled up.",
+                 MetricType::kCounter, {}, [f] { return One((*f)().reformations); });
+  r->AddCallback("gradsync_server_elastic_steps_redone_total",
+                 "Steps that elastic jobs' later generations did again (work lost to "
+                 "re-formations).",
+                 MetricType::kCounter, {}, [f] { return One((*f)().steps_redone); });
   r->AddCallback("gradsync_server_jobs_finished_total",
                  "Jobs that ended since the coordinator started, by final state.",
                  MetricType::kCounter, {"state"}, [f] { return ByState((*f)(), true); });

@@ -19,6 +19,10 @@ namespace gradsync {
 struct CoordinatorStats {
   std::map<v1::JobState, int64_t> jobs;  // every state but UNSPECIFIED, zeros too
   int64_t jobs_total = 0;                // submitted since start
+  // Elastic jobs in the table: generations that ended and were re-formed,
+  // and the steps their successors did again.
+  int64_t reformations = 0;
+  int64_t steps_redone = 0;
   int64_t live_workers = 0;
   int64_t busy_workers = 0;
 };

@@ -45,11 +45,13 @@ const JobTable::JobEntry* JobTable::Entry(const std::string& id) const {
   return it == jobs_.end() ? nullptr : &it->second;
 }
 
-JobTable::JobEntry* JobTable::RankEntry(const std::string& id, int rank,
+JobTable::JobEntry* JobTable::RankEntry(const std::string& data_plane_id, int rank,
                                         const std::string& worker_id) {
+  // A rank of an ended generation is fenced: its reports change nothing.
+  const auto [id, generation] = SplitGenerationJobId(data_plane_id);
   JobEntry* e = Entry(id);
-  if (e == nullptr || rank < 0 || rank >= e->job.workers_size() ||
-      e->job.workers(rank) != worker_id) {
+  if (e == nullptr || e->job.generation() != generation || e->reforming || rank < 0 ||
+      rank >= e->job.workers_size() || e->job.workers(rank) != worker_id) {
     return nullptr;
   }
   return e;
@@ -143,6 +145,12 @@ void JobTable::Schedule(Decisions* out) {
 }
 
 void JobTable::Reschedule(Decisions* out) {
+  // A re-forming elastic job goes first; while one waits, nothing queued
+  // takes the workers it waits for.
+  if (PlaceReforming(out)) {
+    SayWhatQueuedJobsWaitFor(out);
+    return;
+  }
   const int registered = static_cast<int>(workers_->Live().size());
   JobEntry* head = nullptr;
   for (auto it = queue_.begin(); it != queue_.end();) {
@@ -203,12 +211,16 @@ void JobTable::Place(JobEntry* e, const std::vector<const RegisteredWorker*>& pi
   }
   v1::Assignment a = MakeAssignment(*e, picked);
   e->job.mutable_result()->set_num_params(a.num_params());
+  const bool first = e->job.state() == v1::QUEUED;
   e->job.set_state(v1::RUNNING);
   e->job.clear_waiting_for();
-  e->job.set_start_time_ms(NowMs());
   e->job.clear_workers();
-  e->started = clock_->Now();
-  const int n = spec.workers();
+  if (first) {
+    e->job.set_start_time_ms(NowMs());
+    e->started = clock_->Now();
+  }
+  e->reforming = false;
+  const int n = static_cast<int>(picked.size());
   e->done.assign(n, false);
   e->results.assign(n, {});
   e->rank_wall.assign(n, 0);
@@ -216,7 +228,7 @@ void JobTable::Place(JobEntry* e, const std::vector<const RegisteredWorker*>& pi
   e->rank_samples_per_second.assign(n, 0);
   e->curves.Start(n);
   for (int r = 0; r < n; ++r) {
-    workers_->Assign(picked[r]->id, e->job.id());
+    workers_->Assign(picked[r]->id, a.job_id());
     e->job.add_workers(picked[r]->id);
     a.set_rank(r);
     WorkerSend send;
@@ -224,8 +236,23 @@ void JobTable::Place(JobEntry* e, const std::vector<const RegisteredWorker*>& pi
     *send.message.mutable_assignment() = a;
     out->sends.push_back(std::move(send));
   }
-  const std::string running_on =
+  std::string running_on =
       absl::StrCat("running on ", absl::StrJoin(e->job.workers(), ","));
+  if (spec.elastic()) {
+    v1::JobGeneration* g = e->job.add_generations();
+    g->set_generation(e->job.generation());
+    *g->mutable_workers() = e->job.workers();
+    g->set_start_time_ms(NowMs());
+    g->set_lost_rank(-1);
+    if (e->job.generation() > 0) {
+      const int from = CommittedGeneration(e->job);
+      running_on = absl::StrCat(
+          "generation ", e->job.generation(), " ", running_on, " (", n, " of ",
+          spec.workers(), " workers), ",
+          from < 0 ? "from the start (no generation committed a checkpoint)"
+                   : absl::StrCat("from the checkpoint of generation ", from));
+    }
+  }
   spdlog::info("{}{}", Tag(e->job.id()), running_on);
   AddStateEvent(e, running_on, out);
 }
@@ -235,9 +262,14 @@ v1::Assignment JobTable::MakeAssignment(
   const v1::JobSpec& spec = e.job.spec();
   const size_t num_params = NumParamsOf(e);
   v1::Assignment a;
-  a.set_job_id(e.job.id());
+  a.set_job_id(GenerationJobId(e.job.id(), e.job.generation()));
   *a.mutable_spec() = spec;
-  a.set_world_size(spec.workers());
+  a.set_world_size(static_cast<int>(picked.size()));
+  if (spec.elastic()) {
+    a.set_generation(e.job.generation());
+    a.set_global_batch(int64_t{spec.workers()} * spec.batch_size());
+    a.set_checkpoint_at_start(true);
+  }
   a.set_num_params(num_params);
   for (int width : e.model.widths) a.add_layer_widths(width);
   for (const RegisteredWorker* w : picked) {
@@ -306,27 +338,31 @@ void JobTable::EndJob(JobEntry* e, v1::JobState state, const absl::Status& statu
   if (was_running) {
     const std::string reason =
         status.ok() ? absl::StrCat("job ", id, " ended") : status.ToString();
+    const std::string data_plane_id = GenerationJobId(id, e->job.generation());
     for (int r = 0; r < e->job.workers_size(); ++r) {
       if (e->done[r] || !workers_->IsLive(e->job.workers(r))) continue;
       WorkerSend send;
       send.worker_id = e->job.workers(r);
-      send.message.mutable_cancel()->set_job_id(id);
+      send.message.mutable_cancel()->set_job_id(data_plane_id);
       send.message.mutable_cancel()->set_reason(reason);
       out->sends.push_back(std::move(send));
     }
-    if (UsesPs(e->job.spec())) {
+    // A re-forming job's last generation was ended on its shards already.
+    if (UsesPs(e->job.spec()) && !e->reforming) {
       ShardEndJob end;
-      end.job_id = id;
+      end.job_id = data_plane_id;
       // A job recovered after a restart may name more shards than this
       // server knows.
       const int shards = std::min(e->job.spec().ps_shards(), num_ps_shards());
       end.shard_addresses.assign(ps_addresses_.begin(), ps_addresses_.begin() + shards);
       end.reason = reason;
-      end.world = e->job.spec().workers();
-      end.secret = SecretOf(id, end.world);
+      end.world =
+          e->job.workers_size() > 0 ? e->job.workers_size() : e->job.spec().workers();
+      end.secret = SecretOf(data_plane_id, end.world);
       out->shard_end_jobs.push_back(std::move(end));
     }
   }
+  e->reforming = false;
   AddStateEvent(e, status.ok() ? v1::JobState_Name(state) : std::string(status.message()),
                 out);
 }

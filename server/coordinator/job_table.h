@@ -21,6 +21,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -49,6 +50,25 @@ inline constexpr absl::Duration kSymptomGrace = absl::Milliseconds(1500);
 // become idle wait for it). A job that wants more workers than are registered
 // never reserves: it cannot run until more join, and must not block anyone.
 inline constexpr int kMaxBackfillPasses = 16;
+
+// Elastic jobs (job_table_elastic.cc). A re-formation waits up to
+// kSurvivorWait for the ended generation's live ranks to stop (they were
+// cancelled and report JobDone within milliseconds) before it places the
+// next one without those still busy. After kMaxGenerations generations the
+// job FAILS (a job that keeps losing ranks is not making progress).
+inline constexpr absl::Duration kSurvivorWait = absl::Seconds(5);
+inline constexpr int kMaxGenerations = 64;
+// Generations in a row that ended before their rank 0 reported (they never
+// trained: a PS shard that is gone, a start-up error on every placement)
+// fail the job with the last one's reason rather than re-forming again.
+inline constexpr int kMaxUnstartedGenerations = 3;
+
+// The data-plane id of generation `generation` of job `job_id`: the job id
+// for generation 0, "<job_id>.g<generation>" after (PS slices, peer streams,
+// checkpoints and secrets of one generation are never another's).
+std::string GenerationJobId(const std::string& job_id, int generation);
+// The job id and generation of a data-plane id (generation 0 for a plain id).
+std::pair<std::string, int> SplitGenerationJobId(const std::string& data_plane_id);
 inline constexpr absl::Duration kBackfillReserveAfter = absl::Minutes(5);
 
 // SUCCEEDED, FAILED or CANCELLED: the job has ended.
@@ -191,10 +211,14 @@ class JobTable {
                    Decisions* out);
 
   // Marks a live worker dead; its running job fails with UNAVAILABLE naming
-  // the worker, its rank and `why`. No-op for an unknown or dead worker.
+  // the worker, its rank and `why` (an elastic job re-forms instead). No-op
+  // for an unknown or dead worker.
   void WorkerLost(const std::string& worker_id, const std::string& why, Decisions* out);
 
-  // Fails running jobs whose held symptom error is kSymptomGrace old.
+  // Fails running jobs whose held symptom error is kSymptomGrace old (an
+  // elastic job re-forms instead); places re-forming jobs whose survivors
+  // did not stop within kSurvivorWait, and fails those that waited
+  // spec.elastic_wait_ms for min_workers.
   void ExpireSymptoms(Decisions* out);
 
   // The job, or nullptr for an unknown id.
@@ -248,6 +272,11 @@ class JobTable {
     std::map<int, std::string> stalls;  // rank -> its latest stall report
     int64_t dropped_events = 0;         // beyond max_events_per_job
     JobCurves curves;                   // bounded: kCurvePoints per series
+    // Elastic jobs: the generation ended and the next is not placed yet
+    // (the job stays RUNNING; waiting_for says what it waits for).
+    bool reforming = false;
+    absl::Time reform_since;
+    absl::Time generation_ended;  // for JobGeneration.reform_seconds
   };
 
   // A copy of e's job without the result's traces (moved aside meanwhile).
@@ -288,7 +317,41 @@ class JobTable {
   absl::Status CheckResumable(const std::string& old) const;
   void Restore(StoredJob stored, Decisions* out);
   void RequeueRestored(JobEntry* e, Decisions* out);
-  // Places `e` on `picked` (spec.workers idle workers, rank order).
+  // Elastic jobs (job_table_elastic.cc). Ends e's running generation
+  // because of `why` (naming `lost_worker` at `lost_rank`, or "" and -1):
+  // its live ranks are cancelled, its PS slices ended, and the job waits
+  // for the next generation's workers (PlaceReforming). Fails the job
+  // instead after kMaxGenerations.
+  void Reform(JobEntry* e, const std::string& why, const std::string& lost_worker,
+              int lost_rank, Decisions* out);
+  // Places every re-forming job that can go on: once its survivors stopped
+  // (or kSurvivorWait passed), on min(workers, idle) >= min_workers idle
+  // workers. True while one still waits (nothing queued may start then).
+  bool PlaceReforming(Decisions* out);
+  // Fails re-forming jobs that waited spec.elastic_wait_ms.
+  void ExpireReforming(Decisions* out);
+  // A running elastic job below spec.workers whose rank 0 just passed a
+  // commit boundary while workers are idle re-forms to take them in.
+  void MaybeScaleUp(JobEntry* e, int64_t previous_step,
+                    const v1::WorkerMessage::Progress& p, Decisions* out);
+  // Rank 0's first report of a generation: it is committed (its starting
+  // state is checkpointed) and its start step, re-formation time and redone
+  // steps are known.
+  void GenerationReported(JobEntry* e, const v1::WorkerMessage::Progress& p);
+  // Sets every committed generation's steps_redone from the end step of
+  // the committed generation before it.
+  static void UpdateStepsRedone(JobEntry* e);
+  // JobDone of a rank of an ended generation (fenced): its step count
+  // moves that generation's end_step forward (rank 0's progress reports
+  // lag) and with it the next one's steps_redone.
+  void EndedGenerationDone(const std::string& worker_id,
+                           const v1::WorkerMessage::JobDone& d);
+  // The generation whose checkpoint the next one starts from, or -1.
+  static int CommittedGeneration(const v1::Job& job);
+  // The ranks of generation `g` of `job` (0 when it has no record).
+  static int GenerationWorld(const v1::Job& job, int g);
+  // Places `e` on `picked` (spec.workers idle workers, rank order; fewer for
+  // an elastic job's later generation).
   void Place(JobEntry* e, const std::vector<const RegisteredWorker*>& picked,
              Decisions* out);
   v1::Assignment MakeAssignment(const JobEntry& e,
@@ -356,6 +419,7 @@ class JobTable {
   std::map<std::string, JobEntry> jobs_;
   std::vector<std::string> job_order_;  // submission order
   std::deque<std::string> queue_;       // FIFO of QUEUED job ids
+  std::deque<std::string> reforming_;   // elastic jobs between generations
   std::deque<std::string> traced_;      // jobs holding traces, oldest first
   std::deque<std::string> ended_;       // ended jobs in memory, in end order
   bool store_needs_pruning_ = true;

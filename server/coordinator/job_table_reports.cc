@@ -37,7 +37,10 @@ void JobTable::HandleProgress(const std::string& worker_id,
   for (double s : e->rank_samples_per_second) job_sps += s;
   e->curves.AddProgress(p, job_sps, NowMs());
   if (p.rank() != 0) return;
+  const int64_t previous_step = e->job.step();
+  if (e->job.spec().elastic() && !p.init_checksum().empty()) GenerationReported(e, p);
   UpdateProgressEvent(e, p, out);
+  MaybeScaleUp(e, previous_step, p, out);
 }
 
 void JobTable::CheckInitChecksum(JobEntry* e, const v1::WorkerMessage::Progress& p,
@@ -97,7 +100,17 @@ void JobTable::HandleEpochDone(const std::string& worker_id,
   }
   er.set_train_loss(loss / ranks.size());
   er.set_seconds(secs);
-  *e->job.mutable_result()->add_epochs() = er;
+  // An elastic job's later generation may end an epoch again (it resumed
+  // before that epoch's end): the newest result replaces the older.
+  v1::JobResult* res = e->job.mutable_result();
+  auto same =
+      std::find_if(res->mutable_epochs()->begin(), res->mutable_epochs()->end(),
+                   [&](const v1::EpochResult& x) { return x.epoch() == er.epoch(); });
+  if (same != res->mutable_epochs()->end()) {
+    *same = er;
+  } else {
+    *res->add_epochs() = er;
+  }
   e->curves.AddEpoch(er, e->job.step(), NowMs());
   v1::JobEvent ev;
   ev.set_kind(v1::JobEvent::EPOCH);
@@ -121,6 +134,7 @@ void JobTable::HandleJobDone(const std::string& worker_id,
                              const v1::WorkerMessage::JobDone& d, Decisions* out) {
   workers_->Release(worker_id, d.job_id());  // idle again
   JobEntry* e = RankEntry(d.job_id(), d.rank(), worker_id);
+  if (e == nullptr) EndedGenerationDone(worker_id, d);
   if (e != nullptr && !e->done[d.rank()]) {
     e->done[d.rank()] = true;
     e->results[d.rank()] = d;
@@ -133,6 +147,9 @@ void JobTable::HandleJobDone(const std::string& worker_id,
         std::all_of(e->done.begin(), e->done.end(), [](bool b) { return b; })) {
       if (e->pending_error.ok()) {
         Finalize(e, out);
+      } else if (e->job.spec().elastic()) {
+        const absl::Status pending = e->pending_error;
+        Reform(e, std::string(pending.message()), "", -1, out);
       } else {
         const absl::Status pending = e->pending_error;
         EndJob(e, v1::FAILED, pending, out);
@@ -172,16 +189,25 @@ void JobTable::WorkerLost(const std::string& worker_id, const std::string& why,
   // Fewer workers: a waiting head job may no longer be able to run at all.
   Schedule(out);
   if (w->job_id.empty()) return;
-  JobEntry* e = Entry(w->job_id);
-  if (e == nullptr || e->job.state() != v1::RUNNING) return;
+  const auto [job_id, generation] = SplitGenerationJobId(w->job_id);
+  JobEntry* e = Entry(job_id);
+  // A rank of an ended generation: that generation is gone already.
+  if (e == nullptr || e->job.state() != v1::RUNNING || e->reforming ||
+      e->job.generation() != generation) {
+    return;
+  }
   int rank = -1;
   for (int r = 0; r < e->job.workers_size(); ++r) {
     if (e->job.workers(r) == w->id) rank = r;
   }
-  EndJob(e, v1::FAILED,
-         absl::UnavailableError(absl::StrCat("worker ", w->id, " (rank ", rank, ", ",
-                                             w->peer_address, ") lost: ", why)),
-         out);
+  const std::string lost = absl::StrCat("worker ", w->id, " (rank ", rank, ", ",
+                                        w->peer_address, ") lost: ", why);
+  if (e->job.spec().elastic()) {
+    Reform(e, lost, w->id, rank, out);
+    Reschedule(out);
+  } else {
+    EndJob(e, v1::FAILED, absl::UnavailableError(lost), out);
+  }
   PruneEnded();
 }
 
@@ -191,9 +217,14 @@ void JobTable::ExpireSymptoms(Decisions* out) {
     if (e.job.state() == v1::RUNNING && !e.pending_error.ok() &&
         now - e.pending_since >= kSymptomGrace) {
       const absl::Status pending = e.pending_error;
-      EndJob(&e, v1::FAILED, pending, out);
+      if (e.job.spec().elastic()) {
+        Reform(&e, std::string(pending.message()), "", -1, out);
+      } else {
+        EndJob(&e, v1::FAILED, pending, out);
+      }
     }
   }
+  ExpireReforming(out);  // also places those whose survivors took too long
   PruneEnded();
 }
 
@@ -241,10 +272,18 @@ void JobTable::Finalize(JobEntry* e, Decisions* out) {
   res->set_final_train_loss(last_loss / n);
   res->set_test_accuracy(e->results[0].test_accuracy());
   res->set_steps(e->results[0].steps());
-  res->set_global_batch(static_cast<int64_t>(spec.batch_size()) * n);
+  // An elastic job keeps its global batch whatever its generation's size.
+  const int64_t global =
+      static_cast<int64_t>(spec.batch_size()) * (spec.elastic() ? spec.workers() : n);
+  res->set_global_batch(global);
   res->set_ps_shards(spec.strategy() == v1::STRATEGY_PS ? spec.ps_shards() : 0);
   res->set_wall_seconds(absl::ToDoubleSeconds(clock_->Now() - e->started));
   res->set_samples_per_second(max_wall > 0 ? samples / max_wall : 0);
+  if (spec.elastic() && e->job.generation() > 0 && res->wall_seconds() > 0) {
+    // Every generation's work (redone steps not counted twice).
+    res->set_samples_per_second(static_cast<double>(e->results[0].steps()) * global /
+                                res->wall_seconds());
+  }
   if (absl::Status same =
           CheckFinalChecksums(*res, spec.strategy() == v1::STRATEGY_RING
                                         ? "ring replicas diverged"

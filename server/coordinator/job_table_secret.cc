@@ -28,11 +28,23 @@ std::string JobTable::SecretOf(const std::string& job_id, int world) const {
 
 void JobTable::AddSecrets(const JobEntry& e, v1::Assignment* a) const {
   const v1::JobSpec& spec = e.job.spec();
-  a->set_job_secret(SecretOf(e.job.id(), spec.workers()));
-  const JobEntry* old = Entry(spec.resume_from());
-  if (old == nullptr) return;
-  a->set_resume_world(old->job.spec().workers());
-  a->set_resume_secret(SecretOf(old->job.id(), old->job.spec().workers()));
+  a->set_job_secret(SecretOf(a->job_id(), a->world_size()));
+  // The checkpoint to start from: an elastic job's newest committed
+  // generation, else spec.resume_from's (its newest committed generation
+  // when it was elastic).
+  const v1::Job* from = nullptr;
+  if (e.job.generation() > 0 && CommittedGeneration(e.job) >= 0) {
+    from = &e.job;
+  } else if (const JobEntry* old = Entry(spec.resume_from()); old != nullptr) {
+    from = &old->job;
+  }
+  if (from == nullptr) return;  // a fresh start
+  const int g = CommittedGeneration(*from);
+  const std::string id = GenerationJobId(from->id(), std::max(g, 0));
+  const int world = g >= 0 ? GenerationWorld(*from, g) : from->spec().workers();
+  a->set_resume_job_id(id);
+  a->set_resume_world(world);
+  a->set_resume_secret(SecretOf(id, world));
 }
 
 absl::Status JobTable::CheckFinalChecksums(const v1::JobResult& result,

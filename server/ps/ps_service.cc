@@ -52,6 +52,7 @@ absl::StatusOr<ShardJobConfig> ShardJobConfigOf(const v1::ShardConfig& c, int wo
   config.optimizer.lr = c.lr();
   config.optimizer.momentum = c.momentum();
   config.checkpoint_every = c.checkpoint_every();
+  config.checkpoint_at_start = c.checkpoint_at_start();
   config.resume_from = c.resume_from();
   config.resume_step = c.resume_step();
   return config;

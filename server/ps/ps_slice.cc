@@ -187,6 +187,11 @@ absl::Status PsSlice::MaybeCheckpointAsyncLocked() {
   return WriteCheckpointLocked(slowest);
 }
 
+absl::Status PsSlice::CheckpointStart() {
+  absl::MutexLock lock(&mu_);
+  return WriteCheckpointLocked(start_step_);
+}
+
 absl::Status PsSlice::WriteCheckpointLocked(int64_t step) {
   const int64_t k = config_.checkpoint_every;
   CheckpointView view;

@@ -43,6 +43,9 @@ struct ShardJobConfig {
   //    applied so far: all ranks' first t steps and the faster ranks' later
   //    ones. A slice resumed from it lets every rank continue at step t.
   int64_t checkpoint_every = 0;
+  // Also write one at the slice's first step (0, or the resumed step) when
+  // it is made: an elastic generation is resumable from its start on.
+  bool checkpoint_at_start = false;
   std::string checkpoint_dir;
   std::string piece;  // "p3" of key "j-1/p3"
   std::string key;
@@ -86,6 +89,10 @@ class PsSlice {
 
   PsSlice(const PsSlice&) = delete;
   PsSlice& operator=(const PsSlice&) = delete;
+
+  // Writes the checkpoint of the slice's first step now (config
+  // checkpoint_at_start; PsStore calls it once, before the slice is seen).
+  absl::Status CheckpointStart();
 
   // The current parameters (with the step: sync steps applied / async pushes
   // applied), or the initial ones (step 0, or the resumed step) when

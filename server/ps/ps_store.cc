@@ -70,7 +70,17 @@ absl::StatusOr<std::unique_ptr<PsSlice>> PsStore::MakeSlice(
   config.piece = PieceOf(key);
   config.key = key;
   config.env = env_;
-  if (!resume) return PsSlice::Create(config, std::move(initial));
+  absl::StatusOr<std::unique_ptr<PsSlice>> slice =
+      resume ? ResumeSlice(config, initial.size())
+             : PsSlice::Create(config, std::move(initial));
+  if (slice.ok() && config.checkpoint_at_start && config.checkpoint_every > 0) {
+    if (absl::Status st = (*slice)->CheckpointStart(); !st.ok()) return st;
+  }
+  return slice;
+}
+
+absl::StatusOr<std::unique_ptr<PsSlice>> PsStore::ResumeSlice(
+    const ShardJobConfig& config, size_t size) const {
   if (config.resume_from.find('/') != std::string::npos || config.resume_from[0] == '.') {
     return absl::InvalidArgumentError(
         absl::StrCat("resume_from: bad job id '", config.resume_from, "'"));
@@ -80,7 +90,7 @@ absl::StatusOr<std::unique_ptr<PsSlice>> PsStore::MakeSlice(
                      config.piece, config.resume_step);
   absl::StatusOr<Checkpoint> c = ReadCheckpoint(path, env_);
   if (!c.ok()) return c.status();
-  absl::Status st = CheckResumed(*c, path, config, initial.size());
+  absl::Status st = CheckResumed(*c, path, config, size);
   if (!st.ok()) return st;
   return PsSlice::Resume(config, *std::move(c));
 }

@@ -161,6 +161,10 @@ class PsStore {
   absl::StatusOr<std::unique_ptr<PsSlice>> MakeSlice(const std::string& key,
                                                      ShardJobConfig config,
                                                      std::vector<float> initial) const;
+  // The slice of `config` (its checkpoint fields set) continued from
+  // config.resume_from's checkpoint at resume_step; `size` floats.
+  absl::StatusOr<std::unique_ptr<PsSlice>> ResumeSlice(const ShardJobConfig& config,
+                                                       size_t size) const;
 
   // Records `job_id` as ended with `why` and forgets the oldest tombstones
   // beyond max_ended_jobs_.

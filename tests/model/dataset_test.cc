@@ -246,6 +246,43 @@ TEST(ShardedSamplerTest, ShardsUnionEqualsSingleRankWithBigBatch) {
   }
 }
 
+// An elastic generation of fewer ranks keeps the job's global batch G:
+// for every world size, odd G and 1-sample slices, the ranks' slices of a
+// step concatenate to exactly the step's G samples of the full-world run.
+TEST(ShardedSamplerTest, GlobalBatchSplitsOverAnyWorldLikeTheFullWorld) {
+  const int64_t n = 997;
+  for (const int64_t global : {int64_t{1}, int64_t{7}, int64_t{64}, int64_t{128}}) {
+    ShardedSampler full(n, 1, 0, static_cast<int>(global), 11);
+    for (int world = 1; world <= 7; ++world) {
+      if (world > global) continue;
+      SCOPED_TRACE(testing::Message() << "G=" << global << " world=" << world);
+      std::vector<ShardedSampler> ranks;
+      int64_t sizes = 0;
+      for (int r = 0; r < world; ++r) {
+        ranks.emplace_back(n, world, r, 1, 11, global);
+        ASSERT_EQ(ranks[r].StepsPerEpoch(), n / global);
+        // Slices differ by at most one sample.
+        EXPECT_GE(ranks[r].batch(), global / world);
+        EXPECT_LE(ranks[r].batch(), (global + world - 1) / world);
+        sizes += ranks[r].batch();
+      }
+      EXPECT_EQ(sizes, global);
+      for (int64_t step : {int64_t{0}, n / global - 1}) {
+        std::vector<int64_t> want, got, part;
+        full.BatchIndices(2, step, &want);
+        for (ShardedSampler& r : ranks) {
+          r.BatchIndices(2, step, &part);
+          ASSERT_EQ(part.size(), static_cast<size_t>(r.batch()));
+          got.insert(got.end(), part.begin(), part.end());
+        }
+        ASSERT_EQ(got, want) << "step " << step;
+      }
+    }
+  }
+  // A global batch that cannot give every rank a sample: no steps.
+  EXPECT_EQ(ShardedSampler(n, 4, 0, 1, 11, 3).StepsPerEpoch(), 0);
+}
+
 std::vector<int64_t> EpochOrder(ShardedSampler* s, int64_t epoch) {
   std::vector<int64_t> all, idx;
   for (int64_t step = 0; step < s->StepsPerEpoch(); ++step) {

@@ -221,6 +221,19 @@ class ClientTest(unittest.TestCase):
         self.assertEqual(r["ps_shards"], 0)
         self.assertTrue(r["bucket_algorithms"])
 
+    def test_an_elastic_job_reports_its_generation(self):
+        job = self.client.submit(strategy="ps", mode="async", name="py-elastic",
+                                 elastic=True, min_workers=1, **TINY)
+        self.assertEqual(job.wait(timeout=120), "SUCCEEDED", job.status())
+        r = job.results()
+        self.assertEqual((r["elastic"], r["min_workers"], r["generation"]), (True, 1, 0))
+        self.assertEqual(r["checkpoint_every"], 50)   # the elastic default
+        self.assertEqual(len(r["generations"]), 1)
+        g = r["generations"][0]
+        self.assertTrue(g["committed"])
+        self.assertEqual((g["generation"], g["start_step"], g["lost_rank"]), (0, 0, -1))
+        self.assertEqual(g["worker_ids"], r["worker_ids"])
+
     def test_a_running_job_times_out_a_wait_then_is_cancelled(self):
         job = self.client.submit(strategy="ring", workers=2, epochs=50, model="mlp:784-32-10")
         for ev in job.watch(timeout=60):

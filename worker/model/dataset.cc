@@ -211,19 +211,26 @@ uint64_t UniformUpTo(std::mt19937_64& rng, uint64_t bound) {
 
 }  // namespace
 
-ShardedSampler::ShardedSampler(int64_t n, int world, int rank, int batch, uint64_t seed)
+ShardedSampler::ShardedSampler(int64_t n, int world, int rank, int batch, uint64_t seed,
+                               int64_t global_batch)
     : n_(std::max<int64_t>(n, 0)),
       world_(world),
       rank_(rank),
-      batch_(batch),
-      seed_(seed) {}
-
-int64_t ShardedSampler::StepsPerEpoch() const {
+      global_(global_batch > 0 ? global_batch : int64_t{world} * batch),
+      begin_(0),
+      end_(0),
+      seed_(seed) {
   // Invalid shapes (checked by callers' flag validation) give zero steps
   // rather than undefined behaviour.
-  if (world_ < 1 || batch_ < 1 || rank_ < 0 || rank_ >= world_) return 0;
-  return n_ / (static_cast<int64_t>(world_) * batch_);
+  if (world_ < 1 || batch < 1 || rank_ < 0 || rank_ >= world_ || global_ < world_) {
+    global_ = 0;
+    return;
+  }
+  begin_ = global_ * rank_ / world_;
+  end_ = global_ * (rank_ + 1) / world_;
 }
+
+int64_t ShardedSampler::StepsPerEpoch() const { return global_ > 0 ? n_ / global_ : 0; }
 
 void ShardedSampler::EnsureEpoch(int64_t epoch) {
   if (epoch == cached_epoch_) return;
@@ -248,9 +255,8 @@ void ShardedSampler::BatchIndices(int64_t epoch, int64_t step_in_epoch,
     return;
   }
   EnsureEpoch(epoch);
-  const int64_t global = static_cast<int64_t>(world_) * batch_;
-  const int64_t begin = step_in_epoch * global + int64_t{rank_} * batch_;
-  out->assign(perm_.begin() + begin, perm_.begin() + begin + batch_);
+  const int64_t first = step_in_epoch * global_;
+  out->assign(perm_.begin() + first + begin_, perm_.begin() + first + end_);
 }
 
 }  // namespace gradsync

@@ -46,12 +46,20 @@ absl::StatusOr<Dataset> LoadFashionMnist(const std::string& dir, bool train,
 // and world=1, batch=N*b see exactly the same samples per step.
 class ShardedSampler {
  public:
-  ShardedSampler(int64_t n, int world, int rank, int batch, uint64_t seed);
+  // Step t of an epoch covers permuted samples [t*G, (t+1)*G) of the epoch,
+  // G = `global_batch` (0: world * batch); rank r takes the slice
+  // [r*G/world, (r+1)*G/world) of it (integer division), `batch` samples
+  // each when G = world * batch. An elastic job keeps G when its world
+  // changes, so the samples of every step stay the same.
+  ShardedSampler(int64_t n, int world, int rank, int batch, uint64_t seed,
+                 int64_t global_batch = 0);
 
-  int64_t StepsPerEpoch() const;  // n / (world*batch)
+  int64_t StepsPerEpoch() const;  // n / G
+  // This rank's samples per step (its slice of G).
+  int batch() const { return static_cast<int>(end_ - begin_); }
 
-  // Fills `out` (resized to batch) with the sample indices of this rank for
-  // the given step of the given epoch.
+  // Fills `out` (resized to batch()) with the sample indices of this rank
+  // for the given step of the given epoch.
   void BatchIndices(int64_t epoch, int64_t step_in_epoch, std::vector<int64_t>* out);
 
  private:
@@ -60,7 +68,9 @@ class ShardedSampler {
   int64_t n_;
   int world_;
   int rank_;
-  int batch_;
+  int64_t global_;  // G
+  int64_t begin_;   // this rank's slice of a step's G samples
+  int64_t end_;
   uint64_t seed_;
   int64_t cached_epoch_ = -1;
   std::vector<int64_t> perm_;

@@ -118,6 +118,8 @@ class AllreduceCheckpointer {
   bool Due(int64_t steps) const {
     return save_ && every_ > 0 && steps > 0 && steps % every_ == 0;
   }
+  // This rank saves checkpoints (rank 0 of a job that checkpoints).
+  bool saves() const { return save_ && every_ > 0; }
   // The buffer to copy the next checkpoint into, once the previous one is
   // sent; that one's error if it failed.
   absl::StatusOr<AllreduceState*> Buffer();

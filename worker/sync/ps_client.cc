@@ -26,6 +26,7 @@ v1::ShardConfig ShardConfigOf(const JobOptions& job, int64_t resume_step) {
   c.set_lr(job.optimizer.lr);
   c.set_momentum(job.optimizer.momentum);
   c.set_checkpoint_every(job.checkpoint_every);
+  c.set_checkpoint_at_start(job.checkpoint_at_start);
   if (!job.resume_from.empty()) {
     c.set_resume_from(job.resume_from);
     c.set_resume_step(resume_step);

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/exception_status.h"
+#include "common/kernels.h"
 
 namespace gradsync {
 
@@ -116,6 +117,10 @@ void CommPipeline::SyncLoop() {
     {
       TraceSpan span(trace_, "sync bucket", "comm", kTraceSync, step, bucket);
       st = GuardStatus("gradient sync", [&] {
+        if (weight_ != 1.0f) {
+          const Range& r = buckets_[bucket];
+          Scale(slot(step) + r.begin, weight_, r.size);
+        }
         return sync_->SyncBucket(step, bucket, slot(step), params_host_);
       });
     }

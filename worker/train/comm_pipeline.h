@@ -46,6 +46,11 @@ class CommPipeline {
   CommPipeline(const CommPipeline&) = delete;
   CommPipeline& operator=(const CommPipeline&) = delete;
 
+  // Scales each bucket's gradient by `w` before it is synchronised (an
+  // elastic generation's uneven split of the global batch; StepPlan). Call
+  // before the first Enqueue; 1 (the default) leaves gradients untouched.
+  void SetGradientWeight(float w) { weight_ = w; }
+
   int slot_index(int64_t step) const {
     return static_cast<int>(step % static_cast<int64_t>(grad_slots_.size()));
   }
@@ -84,6 +89,7 @@ class CommPipeline {
   DeviceModel* const model_;
   GradientSync* const sync_;
   const std::vector<Range> buckets_;
+  float weight_ = 1.0f;  // set before the threads read it
   const std::vector<std::shared_ptr<float>> grad_slots_;
   float* const params_host_;
   TraceRecorder* const trace_;

@@ -83,6 +83,9 @@ class TrainingRun {
       comm_->Stop();
     }
     RecordFailure(st, &out_);
+    // How far it got: an elastic job's next generation counts the steps it
+    // does again from this.
+    out_.done.steps = applied_;
   }
 
   const JobOptions& job_;
@@ -185,6 +188,7 @@ absl::Status TrainingRun::Setup() {
   }
   comm_ = std::make_unique<CommPipeline>(model_, sync_, buckets_, std::move(slots),
                                          params_, trace_.get(), options_.env);
+  comm_->SetGradientWeight(static_cast<float>(plan_->gradient_weight()));
   return absl::OkStatus();
 }
 
@@ -199,8 +203,15 @@ absl::Status TrainingRun::Loop() {
         absl::StrCat("resuming at step ", start, " of a job of ", total, " steps"));
   }
   applied_ = start;
+  if (job_.checkpoint_at_start && ckpt_ != nullptr && ckpt_->saves()) {
+    // An elastic generation is resumable from its first step on (the
+    // coordinator counts it committed once this rank reports).
+    absl::Status st = StartCheckpoint(start);
+    if (st.ok()) st = ckpt_->Wait();
+    if (!st.ok()) return st;
+  }
   t0_ = options_.env->Now();
-  reports_->Start();
+  reports_->Start(start);
   if (start == total) return absl::OkStatus();
   absl::Status st = Stage(start);
   if (!st.ok()) return st;

@@ -13,22 +13,30 @@ namespace gradsync {
 absl::StatusOr<StepPlan> StepPlan::Make(const JobOptions& job, const Dataset& train) {
   const int64_t train_n =
       job.train_limit > 0 ? std::min<int64_t>(job.train_limit, train.n) : train.n;
-  const int batch = job.batch_size;
-  ShardedSampler sampler(train_n, job.world_size, job.rank, batch, job.seed);
+  const int64_t global =
+      job.global_batch > 0 ? job.global_batch : int64_t{job.world_size} * job.batch_size;
+  ShardedSampler sampler(train_n, job.world_size, job.rank, job.batch_size, job.seed,
+                         global);
   const int64_t spe = sampler.StepsPerEpoch();
   if (spe <= 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("batch_size: a global batch of ", int64_t{job.world_size} * batch,
-                     " exceeds the ", train_n, " training samples"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "batch_size: a global batch of ", global, " exceeds the ", train_n,
+        " training samples (or cannot be split over ", job.world_size, " ranks)"));
   }
   const int64_t total = job.steps > 0 ? job.steps : spe * std::max(1, job.epochs);
-  return StepPlan(train, std::move(sampler), batch, total);
+  const int batch = sampler.batch();
+  // Each rank's gradient is the mean over its slice; weighted by
+  // slice * world / G, the ranks' average is the mean over all G samples.
+  const double weight = static_cast<double>(batch) * job.world_size / global;
+  return StepPlan(train, std::move(sampler), batch, total, weight);
 }
 
-StepPlan::StepPlan(const Dataset& train, ShardedSampler sampler, int batch, int64_t total)
+StepPlan::StepPlan(const Dataset& train, ShardedSampler sampler, int batch, int64_t total,
+                   double gradient_weight)
     : train_(&train),
       sampler_(std::move(sampler)),
       batch_(batch),
+      gradient_weight_(gradient_weight),
       spe_(sampler_.StepsPerEpoch()),
       total_(total),
       x_(static_cast<size_t>(batch) * train.features),
@@ -54,7 +62,9 @@ StepReports::StepReports(const JobOptions& job, const StepPlan& plan,
       epoch_start_(options_.env->Now()),
       last_report_(epoch_start_) {}
 
-void StepReports::Start() { Progress(0, 1, 0, 0); }
+void StepReports::Start(int64_t start_step) {
+  Progress(start_step, static_cast<int>(plan_.epoch(start_step)) + 1, 0, 0);
+}
 
 void StepReports::Progress(int64_t steps_done, int epoch, double comm, double compute) {
   ProgressReport p;

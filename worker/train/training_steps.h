@@ -26,7 +26,11 @@ class StepPlan {
 
   int64_t total() const { return total_; }
   int64_t steps_per_epoch() const { return spe_; }
-  int batch() const { return batch_; }
+  int batch() const { return batch_; }  // this rank's samples per step
+  // What this rank's mean gradient is scaled by before it is synchronised:
+  // 1 unless an elastic generation splits the global batch unevenly
+  // (ShardedSampler); then batch * world / global_batch.
+  double gradient_weight() const { return gradient_weight_; }
   // 0-based epoch of `step`.
   int64_t epoch(int64_t step) const { return step / spe_; }
   bool EpochEnds(int64_t step) const {
@@ -39,11 +43,13 @@ class StepPlan {
   const uint8_t* y() const { return y_.data(); }
 
  private:
-  StepPlan(const Dataset& train, ShardedSampler sampler, int batch, int64_t total);
+  StepPlan(const Dataset& train, ShardedSampler sampler, int batch, int64_t total,
+           double gradient_weight);
 
   const Dataset* train_;
   ShardedSampler sampler_;
   int batch_;
+  double gradient_weight_;
   int64_t spe_;
   int64_t total_;
   std::vector<int64_t> idx_;
@@ -58,8 +64,9 @@ class StepReports {
   StepReports(const JobOptions& job, const StepPlan& plan, std::string init_checksum,
               TrainingReporter* reporter, const TrainingOptions& options);
 
-  // Sends the step-0 report.
-  void Start();
+  // Sends the first report: `start_step` steps done (0, or where a resumed
+  // job starts).
+  void Start(int64_t start_step);
 
   // Records the loss of finished step `step`; comm / compute are this
   // rank's cumulative seconds so far. At an epoch end, rank 0 asks
