@@ -231,6 +231,23 @@ TEST_F(JobTableElasticTest, SurvivorsThatDoNotStopAreLeftBehindAfterTheWait) {
   EXPECT_EQ(Job(id).state(), v1::RUNNING);
 }
 
+TEST_F(JobTableElasticTest, ASecondLossDuringTheReFormationIsLeftOut) {
+  for (const char* w : {"w0", "w1", "w2", "w3", "w4"}) Join(w);
+  const std::string id = Submit(Elastic(v1::STRATEGY_RING, 4, 2));
+  Report("w0", Progress(id, 0, 0, true));
+  Lost("w1");
+  EXPECT_EQ(Job(id).generation(), 1);
+  Lost("w2");  // a survivor being cancelled: no second re-formation
+  EXPECT_EQ(Job(id).generation(), 1);
+  EXPECT_EQ(Job(id).state(), v1::RUNNING);
+  JobDone("w0", Done(id, 0, absl::CancelledError("x")));
+  EXPECT_EQ(Job(id).workers_size(), 0);  // w3 still stopping
+  JobDone("w3", Done(id, 3, absl::CancelledError("x")));
+  // w0, w3 and the spare w4.
+  EXPECT_EQ(WorkersOf(id), (std::vector<std::string>{"w0", "w3", "w4"}));
+  EXPECT_EQ(Job(id).generation(), 1);
+}
+
 TEST_F(JobTableElasticTest, SymptomErrorsReFormInsteadOfFailing) {
   for (const char* w : {"w0", "w1", "w2"}) Join(w);
   const std::string id = Submit(Elastic(v1::STRATEGY_RING, 3, 2));
