@@ -59,9 +59,13 @@ nlohmann::json MergedTrace(const v1::Job& job) {
   nlohmann::json dropped = nlohmann::json::object();
   for (const v1::WorkerTrace& t : job.result().traces()) {
     const int pid = t.rank();
-    events.push_back(
-        Metadata("process_name", pid, -1,
-                 {{"name", absl::StrCat("rank ", t.rank(), " (", t.worker_id(), ")")}}));
+    // Rank -1: the coordinator's lane of an elastic job (generations).
+    const bool coordinator = t.rank() < 0;
+    events.push_back(Metadata(
+        "process_name", pid, -1,
+        {{"name", coordinator
+                      ? std::string("coordinator: elastic generations")
+                      : absl::StrCat("rank ", t.rank(), " (", t.worker_id(), ")")}}));
     events.push_back(Metadata("process_sort_index", pid, -1, {{"sort_index", t.rank()}}));
     std::set<int> threads;
     for (const v1::TraceEvent& e : t.events()) {
@@ -69,8 +73,10 @@ nlohmann::json MergedTrace(const v1::Job& job) {
       events.push_back(Event(e, pid, t0));
     }
     for (int tid : threads) {
-      events.push_back(
-          Metadata("thread_name", pid, tid, {{"name", TraceThreadName(tid)}}));
+      const std::string thread = !coordinator
+                                     ? TraceThreadName(tid)
+                                     : (tid == 0 ? "generations" : "re-formations");
+      events.push_back(Metadata("thread_name", pid, tid, {{"name", thread}}));
       events.push_back(Metadata("thread_sort_index", pid, tid, {{"sort_index", tid}}));
     }
     dropped[std::to_string(t.rank())] = t.dropped();

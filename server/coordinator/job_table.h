@@ -346,6 +346,11 @@ class JobTable {
   // lag) and with it the next one's steps_redone.
   void EndedGenerationDone(const std::string& worker_id,
                            const v1::WorkerMessage::JobDone& d);
+  // spec.trace of an elastic job: the coordinator's lane (rank -1) of its
+  // timeline, one span per generation and per re-formation, an instant
+  // event where each generation ended (thread kGenerationsThread /
+  // kReformationsThread).
+  v1::WorkerTrace GenerationsTrace(const v1::Job& job) const;
   // The generation whose checkpoint the next one starts from, or -1.
   static int CommittedGeneration(const v1::Job& job);
   // The ranks of generation `g` of `job` (0 when it has no record).
@@ -398,6 +403,9 @@ class JobTable {
 
  public:
   static constexpr int kMaxTraceEventsPerRank = 200000;
+  // The threads of an elastic job's coordinator lane (GenerationsTrace).
+  static constexpr int kGenerationsThread = 0;
+  static constexpr int kReformationsThread = 1;
   // Ended jobs whose curves (job_curves.h) are kept, newest first; older
   // ended jobs keep their epochs (result.epochs) only.
   static constexpr size_t kMaxCurveJobs = 64;

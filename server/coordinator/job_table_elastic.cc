@@ -7,6 +7,7 @@
 // ranks of an ended one are fenced: their PS calls, peer frames and reports
 // are refused or ignored.
 #include <algorithm>
+#include <cmath>
 #include <utility>
 
 #include <spdlog/spdlog.h>
@@ -69,6 +70,7 @@ void JobTable::Reform(JobEntry* e, const std::string& why, const std::string& lo
     // A generation that never reported trained no step of its own.
     g->set_end_step(g->committed() ? e->job.step() : g->start_step());
     g->set_ended_because(why);
+    g->set_end_time_ms(NowMs());
     g->set_lost_worker(lost_worker);
     g->set_lost_rank(lost_rank);
   }
@@ -286,6 +288,44 @@ void JobTable::MaybeScaleUp(JobEntry* e, int64_t previous_step,
                       " ranks running)"),
          "", -1, out);
   Reschedule(out);
+}
+
+v1::WorkerTrace JobTable::GenerationsTrace(const v1::Job& job) const {
+  v1::WorkerTrace t;
+  t.set_rank(-1);
+  t.set_worker_id("coordinator");
+  auto add = [&t](const std::string& name, int thread, int64_t start_ms, int64_t dur_us,
+                  int64_t step) {
+    v1::TraceEvent* ev = t.add_events();
+    ev->set_name(name);
+    ev->set_category("elastic");
+    ev->set_thread(thread);
+    ev->set_start_us(start_ms * 1000);
+    ev->set_dur_us(dur_us);
+    ev->set_step(step);
+    ev->set_bucket(-1);
+    ev->set_layer(-1);
+  };
+  for (int i = 0; i < job.generations_size(); ++i) {
+    const v1::JobGeneration& g = job.generations(i);
+    // The last generation runs until now (the job is being finalised).
+    const int64_t end = g.end_time_ms() > 0 ? g.end_time_ms() : NowMs();
+    add(absl::StrCat("generation ", g.generation(), ": ", g.workers_size(),
+                     " ranks from step ", g.start_step()),
+        kGenerationsThread, g.start_time_ms(),
+        std::max<int64_t>(0, end - g.start_time_ms()) * 1000, g.start_step());
+    if (!g.ended_because().empty()) {
+      add(absl::StrCat("generation ", g.generation(), " ended: ", g.ended_because()),
+          kGenerationsThread, g.end_time_ms(), -1, g.end_step());
+      if (i + 1 < job.generations_size()) {
+        const v1::JobGeneration& next = job.generations(i + 1);
+        add(absl::StrCat("re-formation: ", next.steps_redone(), " steps redone"),
+            kReformationsThread, g.end_time_ms(),
+            std::llround(next.reform_seconds() * 1e6), next.start_step());
+      }
+    }
+  }
+  return t;
 }
 
 }  // namespace gradsync

@@ -39,6 +39,9 @@ void JobTable::KeepTraces(JobEntry* e) {
     }
     TruncateTrace(t, kMaxTraceBytesPerJob / e->results.size());
   }
+  // An elastic job's ranks traced the last generation; the coordinator's
+  // lane shows every generation and re-formation.
+  if (e->job.spec().elastic()) *res->add_traces() = GenerationsTrace(e->job);
   traced_.push_back(e->job.id());
   while (traced_.size() > kMaxTracedJobs) {
     auto it = jobs_.find(traced_.front());

@@ -2,6 +2,9 @@
 // thread names, one common time origin, and the --trace_file naming rule.
 #include "client/trace_json.h"
 
+#include <set>
+#include <string>
+
 #include <gtest/gtest.h>
 
 namespace gradsync {
@@ -60,6 +63,25 @@ TEST(TraceJsonTest, MergedTraceIsWellFormedChromeTrace) {
   EXPECT_TRUE(rank1_named);
   EXPECT_TRUE(sync_thread_named);
   EXPECT_EQ(j["otherData"]["dropped_events_per_rank"]["1"], 4);
+}
+
+TEST(TraceJsonTest, AnElasticJobsCoordinatorLaneHasItsOwnNames) {
+  v1::Job job = TwoRankJob();
+  v1::WorkerTrace* t = job.mutable_result()->add_traces();
+  t->set_rank(-1);
+  t->set_worker_id("coordinator");
+  *t->add_events() = Ev("generation 0: 4 ranks from step 0", 0, 900, 100, 0, -1, -1);
+  *t->add_events() = Ev("re-formation: 7 steps redone", 1, 1000, 30, 40, -1, -1);
+  const nlohmann::json j = nlohmann::json::parse(MergedTrace(job).dump());
+  std::set<std::string> names;
+  for (const nlohmann::json& e : j["traceEvents"]) {
+    if (e["pid"] != -1 || e["ph"] != "M") continue;
+    if (e["name"] == "process_name" || e["name"] == "thread_name") {
+      names.insert(e["args"]["name"].get<std::string>());
+    }
+  }
+  EXPECT_EQ(names, (std::set<std::string>{"coordinator: elastic generations",
+                                          "generations", "re-formations"}));
 }
 
 TEST(TraceJsonTest, OneTimeOriginAndNamedArgs) {

@@ -175,6 +175,7 @@ TEST(Elastic, FrozenWorkerIsFencedAndTakesTheNextJob) {
   Cluster c(4, 1, false, /*heartbeat_timeout=*/2.0);
   ASSERT_TRUE(c.ok());
   v1::JobSpec spec = ElasticSpec("ps", "sync", 2);
+  spec.set_trace(true);  // the coordinator's lane shows the generations
   v1::Job job;
   ASSERT_TRUE(c.Submit(spec, &job).ok());
   v1::Job running = c.WaitFor(job.id(), absl::Seconds(60), [](const v1::Job& j) {
@@ -193,6 +194,18 @@ TEST(Elastic, FrozenWorkerIsFencedAndTakesTheNextJob) {
   ASSERT_EQ(done.state(), v1::SUCCEEDED) << done.error() << History(done);
   EXPECT_NE(done.generations(0).ended_because().find("w3"), std::string::npos)
       << History(done);
+  v1::Job traced;
+  ASSERT_TRUE(c.Get(job.id(), &traced).ok());
+  int lanes = 0, reformations = 0;
+  for (const v1::WorkerTrace& t : traced.result().traces()) {
+    if (t.rank() != -1) continue;
+    ++lanes;
+    for (const v1::TraceEvent& ev : t.events()) {
+      reformations += ev.name().rfind("re-formation", 0) == 0 ? 1 : 0;
+    }
+  }
+  EXPECT_EQ(lanes, 1);
+  EXPECT_EQ(reformations, done.generations_size() - 1);
   // The woken worker rejoins idle and runs the next job with the others.
   const absl::Time deadline = absl::Now() + absl::Seconds(30);
   while (c.IdleWorkers() != 4 && absl::Now() < deadline) {

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_join.h"
 #include "server/coordinator/job_table.h"
 #include "tests/server/job_table_test_util.h"
 
@@ -141,6 +142,41 @@ TEST_F(JobTableElasticTest, LostRankReFormsFromTheCommittedGenerationAndFencesTh
   for (int r = 0; r < 3; ++r) JobDone(Job(id).workers(r), Done(g1, r));
   EXPECT_EQ(Job(id).state(), v1::SUCCEEDED) << Job(id).error();
   EXPECT_EQ(Job(id).result().global_batch(), 3 * 32);
+}
+
+TEST_F(JobTableElasticTest, ATracedJobsTimelineShowsEveryGeneration) {
+  for (const char* w : {"w0", "w1", "w2"}) Join(w);
+  v1::JobSpec spec = Elastic(v1::STRATEGY_RING, 3, 2);
+  spec.set_trace(true);
+  const std::string id = Submit(spec);
+  Report("w0", Progress(id, 0, 0, true));
+  clock_.Advance(absl::Seconds(2));
+  Lost("w2");
+  JobDone("w0", Done(id, 0, absl::CancelledError("x")));
+  clock_.Advance(absl::Milliseconds(30));
+  JobDone("w1", Done(id, 1, absl::CancelledError("x")));
+  const std::string g1 = GenerationJobId(id, 1);
+  clock_.Advance(absl::Milliseconds(20));
+  Report("w0", Progress(g1, 0, 0, true));
+  clock_.Advance(absl::Seconds(1));
+  for (int r = 0; r < 2; ++r) JobDone(WorkersOf(id)[r], Done(g1, r));
+  ASSERT_EQ(Job(id).state(), v1::SUCCEEDED) << Job(id).error();
+  const v1::JobResult& res = Job(id).result();
+  ASSERT_EQ(res.traces_size(), 3);  // 2 ranks of generation 1 + the coordinator
+  const v1::WorkerTrace& lane = res.traces(2);
+  EXPECT_EQ(lane.rank(), -1);
+  std::vector<std::string> names;
+  for (const v1::TraceEvent& ev : lane.events()) names.push_back(ev.name());
+  ASSERT_EQ(names.size(), 4u) << absl::StrJoin(names, " | ");
+  EXPECT_TRUE(absl::StartsWith(names[0], "generation 0: 3 ranks"));
+  EXPECT_EQ(lane.events(0).dur_us(), 2000000);
+  EXPECT_TRUE(absl::StartsWith(names[1], "generation 0 ended: worker w2"));
+  EXPECT_EQ(lane.events(1).dur_us(), -1);
+  EXPECT_TRUE(absl::StartsWith(names[2], "re-formation"));
+  EXPECT_EQ(lane.events(2).thread(), JobTable::kReformationsThread);
+  EXPECT_EQ(lane.events(2).dur_us(), 50000);
+  EXPECT_TRUE(absl::StartsWith(names[3], "generation 1: 2 ranks"));
+  EXPECT_EQ(lane.events(3).dur_us(), 1020000);  // placed 20 ms before its report
 }
 
 TEST_F(JobTableElasticTest, NextGenerationResumesFromTheCommittedGenerationsCheckpoint) {
