@@ -39,6 +39,32 @@ std::string CompareRow(const v1::Job& j) {
           : absl::StrCat(v1::JobState_Name(j.state()), ": ", JobErrorText(j)));
 }
 
+// An elastic job's settings and generations: who ran each, from which
+// step, why it ended, what the re-formation cost.
+void AddElasticJson(const v1::Job& job, nlohmann::json* out) {
+  const v1::JobSpec& s = job.spec();
+  nlohmann::json& j = *out;
+  j["generation"] = job.generation();
+  j["elastic"] = true;
+  j["min_workers"] = s.min_workers();
+  j["checkpoint_every"] = s.checkpoint_every();
+  nlohmann::json gens = nlohmann::json::array();
+  for (const v1::JobGeneration& g : job.generations()) {
+    gens.push_back(
+        {{"generation", g.generation()},
+         {"worker_ids", std::vector<std::string>(g.workers().begin(), g.workers().end())},
+         {"start_step", g.start_step()},
+         {"end_step", g.end_step()},
+         {"ended_because", g.ended_because()},
+         {"lost_worker", g.lost_worker()},
+         {"lost_rank", g.lost_rank()},
+         {"reform_seconds", g.reform_seconds()},
+         {"steps_redone", g.steps_redone()},
+         {"committed", g.committed()}});
+  }
+  j["generations"] = gens;
+}
+
 }  // namespace
 
 nlohmann::json JobToJson(const v1::Job& job) {
@@ -58,29 +84,7 @@ nlohmann::json JobToJson(const v1::Job& job) {
   // Who ran it, by rank (empty before it starts).
   j["worker_ids"] = std::vector<std::string>(job.workers().begin(), job.workers().end());
   j["step"] = job.step();  // latest progress (rank 0)
-  if (s.elastic()) {
-    j["generation"] = job.generation();
-    // Each generation: who ran it, from which step, why it ended, what the
-    // re-formation cost.
-    j["elastic"] = true;
-    j["min_workers"] = s.min_workers();
-    j["checkpoint_every"] = s.checkpoint_every();
-    nlohmann::json gens = nlohmann::json::array();
-    for (const v1::JobGeneration& g : job.generations()) {
-      gens.push_back({{"generation", g.generation()},
-                      {"worker_ids",
-                       std::vector<std::string>(g.workers().begin(), g.workers().end())},
-                      {"start_step", g.start_step()},
-                      {"end_step", g.end_step()},
-                      {"ended_because", g.ended_because()},
-                      {"lost_worker", g.lost_worker()},
-                      {"lost_rank", g.lost_rank()},
-                      {"reform_seconds", g.reform_seconds()},
-                      {"steps_redone", g.steps_redone()},
-                      {"committed", g.committed()}});
-    }
-    j["generations"] = gens;
-  }
+  if (s.elastic()) AddElasticJson(job, &j);
   j["ps_shards"] = s.strategy() == v1::STRATEGY_PS ? s.ps_shards() : 0;
   j["ps_partition_bytes"] = s.strategy() == v1::STRATEGY_PS ? s.ps_partition_bytes() : 0;
   j["model"] = s.model();

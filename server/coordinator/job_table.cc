@@ -338,33 +338,36 @@ void JobTable::EndJob(JobEntry* e, v1::JobState state, const absl::Status& statu
   if (was_running) {
     const std::string reason =
         status.ok() ? absl::StrCat("job ", id, " ended") : status.ToString();
-    const std::string data_plane_id = GenerationJobId(id, e->job.generation());
-    for (int r = 0; r < e->job.workers_size(); ++r) {
-      if (e->done[r] || !workers_->IsLive(e->job.workers(r))) continue;
-      WorkerSend send;
-      send.worker_id = e->job.workers(r);
-      send.message.mutable_cancel()->set_job_id(data_plane_id);
-      send.message.mutable_cancel()->set_reason(reason);
-      out->sends.push_back(std::move(send));
-    }
     // A re-forming job's last generation was ended on its shards already.
-    if (UsesPs(e->job.spec()) && !e->reforming) {
-      ShardEndJob end;
-      end.job_id = data_plane_id;
-      // A job recovered after a restart may name more shards than this
-      // server knows.
-      const int shards = std::min(e->job.spec().ps_shards(), num_ps_shards());
-      end.shard_addresses.assign(ps_addresses_.begin(), ps_addresses_.begin() + shards);
-      end.reason = reason;
-      end.world =
-          e->job.workers_size() > 0 ? e->job.workers_size() : e->job.spec().workers();
-      end.secret = SecretOf(data_plane_id, end.world);
-      out->shard_end_jobs.push_back(std::move(end));
-    }
+    StopGeneration(e, reason, /*end_on_shards=*/!e->reforming, out);
   }
   e->reforming = false;
   AddStateEvent(e, status.ok() ? v1::JobState_Name(state) : std::string(status.message()),
                 out);
+}
+
+void JobTable::StopGeneration(JobEntry* e, const std::string& reason, bool end_on_shards,
+                              Decisions* out) {
+  const std::string data_plane_id = GenerationJobId(e->job.id(), e->job.generation());
+  for (int r = 0; r < e->job.workers_size(); ++r) {
+    if (e->done[r] || !workers_->IsLive(e->job.workers(r))) continue;
+    WorkerSend send;
+    send.worker_id = e->job.workers(r);
+    send.message.mutable_cancel()->set_job_id(data_plane_id);
+    send.message.mutable_cancel()->set_reason(reason);
+    out->sends.push_back(std::move(send));
+  }
+  if (!end_on_shards || !UsesPs(e->job.spec())) return;
+  ShardEndJob end;
+  end.job_id = data_plane_id;
+  // A job recovered after a restart may name more shards than this server
+  // knows.
+  const int shards = std::min(e->job.spec().ps_shards(), num_ps_shards());
+  end.shard_addresses.assign(ps_addresses_.begin(), ps_addresses_.begin() + shards);
+  end.reason = reason;
+  end.world = e->job.workers_size() > 0 ? e->job.workers_size() : e->job.spec().workers();
+  end.secret = SecretOf(data_plane_id, end.world);
+  out->shard_end_jobs.push_back(std::move(end));
 }
 
 absl::StatusOr<v1::Job> JobTable::Cancel(const std::string& id, Decisions* out) {

@@ -275,8 +275,7 @@ class JobTable {
     // Elastic jobs: the generation ended and the next is not placed yet
     // (the job stays RUNNING; waiting_for says what it waits for).
     bool reforming = false;
-    absl::Time reform_since;
-    absl::Time generation_ended;  // for JobGeneration.reform_seconds
+    absl::Time reform_since;  // the last generation's end
   };
 
   // A copy of e's job without the result's traces (moved aside meanwhile).
@@ -366,6 +365,11 @@ class JobTable {
   // shards when it was running. No-op for an ended job.
   void EndJob(JobEntry* e, v1::JobState state, const absl::Status& status,
               Decisions* out);
+  // Cancels the running generation's unfinished live ranks (Cancel with its
+  // data-plane id and `reason`) and, when `end_on_shards`, ends it on its PS
+  // shards: what ending a job and ending a generation share.
+  void StopGeneration(JobEntry* e, const std::string& reason, bool end_on_shards,
+                      Decisions* out);
   void CheckInitChecksum(JobEntry* e, const v1::WorkerMessage::Progress& p,
                          Decisions* out);
   void UpdateProgressEvent(JobEntry* e, const v1::WorkerMessage::Progress& p,

@@ -99,27 +99,8 @@ void JobTable::Reform(JobEntry* e, const std::string& why, const std::string& lo
   // Fence the ended generation: its live ranks stop, its PS slices end (a
   // rank that wakes up later finds them gone), and its reports no longer
   // match (RankEntry compares generations).
-  const std::string old_id = GenerationJobId(id, gen);
-  const std::string reason =
-      absl::StrCat("generation ", gen, " of job ", id, " ended: ", why);
-  for (int r = 0; r < e->job.workers_size(); ++r) {
-    if (e->done[r] || !workers_->IsLive(e->job.workers(r))) continue;
-    WorkerSend send;
-    send.worker_id = e->job.workers(r);
-    send.message.mutable_cancel()->set_job_id(old_id);
-    send.message.mutable_cancel()->set_reason(reason);
-    out->sends.push_back(std::move(send));
-  }
-  if (UsesPs(e->job.spec())) {
-    ShardEndJob end;
-    end.job_id = old_id;
-    const int shards = std::min(e->job.spec().ps_shards(), num_ps_shards());
-    end.shard_addresses.assign(ps_addresses_.begin(), ps_addresses_.begin() + shards);
-    end.reason = reason;
-    end.world = e->job.workers_size();
-    end.secret = SecretOf(old_id, end.world);
-    out->shard_end_jobs.push_back(std::move(end));
-  }
+  StopGeneration(e, absl::StrCat("generation ", gen, " of job ", id, " ended: ", why),
+                 /*end_on_shards=*/true, out);
   spdlog::warn("[job {}] generation {} ended at step {}: {}; re-forming", id, gen,
                e->job.step(), why);
   e->job.set_generation(gen + 1);
@@ -135,7 +116,6 @@ void JobTable::Reform(JobEntry* e, const std::string& why, const std::string& lo
   e->pending_error = absl::OkStatus();
   e->reforming = true;
   e->reform_since = clock_->Now();
-  e->generation_ended = e->reform_since;
   reforming_.push_back(id);
   AddStateEvent(e,
                 absl::StrCat("generation ", gen, " ended at step ", e->job.step(), ": ",
@@ -227,7 +207,7 @@ void JobTable::GenerationReported(JobEntry* e, const v1::WorkerMessage::Progress
   std::string text = absl::StrCat("generation ", g->generation(), " training from step ",
                                   p.step(), " on ", g->workers_size(), " workers");
   if (g->generation() > 0) {
-    g->set_reform_seconds(absl::ToDoubleSeconds(clock_->Now() - e->generation_ended));
+    g->set_reform_seconds(absl::ToDoubleSeconds(clock_->Now() - e->reform_since));
     UpdateStepsRedone(e);
     absl::StrAppend(&text, " (re-formed in ",
                     absl::StrFormat("%.2f", g->reform_seconds()), " s; ",
