@@ -117,6 +117,18 @@ LocalClusterOptions ClusterOptions(const CliOptions& cli,
   return o;
 }
 
+// One compared pair's strategy and mode. --weight_prediction=on is for the
+// ring async pairs; the others get auto (off) rather than a refusal.
+void SetPair(v1::Strategy strategy, v1::SyncMode mode, v1::JobSpec* spec) {
+  spec->set_strategy(strategy);
+  spec->set_mode(mode);
+  if (strategy != v1::STRATEGY_RING || mode != v1::SYNC_MODE_ASYNC) {
+    if (spec->weight_prediction() == v1::WEIGHT_PREDICTION_ON) {
+      spec->set_weight_prediction(v1::WEIGHT_PREDICTION_UNSPECIFIED);
+    }
+  }
+}
+
 // Workers load a dataset on their first job and keep it (WorkerDaemon::
 // LoadData), so without this the first compared job alone would pay for the
 // load in its wall time. One step of the first pair, without checkpoints,
@@ -126,8 +138,7 @@ int WarmUp(v1::Coordinator::Stub* stub, const CliOptions& cli,
            Interruption* interruption) {
   v1::JobSpec spec = cli.spec();
   spec.set_name("warm-up");
-  spec.set_strategy(pair.first);
-  spec.set_mode(pair.second);
+  SetPair(pair.first, pair.second, &spec);
   spec.set_steps(1);
   spec.set_checkpoint_every(0);
   spec.clear_resume_from();
@@ -191,8 +202,7 @@ std::string Autotune(v1::Coordinator::Stub* stub, const CliOptions& cli,
       const v1::Algorithm algorithm = order[pass % 2 == 0 ? i : order.size() - 1 - i];
       v1::JobSpec s = spec;
       s.set_name(absl::StrCat("autotune ", AlgorithmName(algorithm)));
-      s.set_strategy(v1::STRATEGY_RING);
-      s.set_mode(v1::SYNC_MODE_SYNC);
+      SetPair(v1::STRATEGY_RING, v1::SYNC_MODE_SYNC, &s);
       s.clear_staleness();
       s.set_algorithm(algorithm);
       s.set_steps(steps);
@@ -341,8 +351,7 @@ int LocalCommand(const CliOptions& cli, Interruption* interruption) {
   for (const auto& [strategy, mode] : pairs) {
     if (interruption->interrupted()) break;
     v1::JobSpec spec = cli.spec();
-    spec.set_strategy(strategy);
-    spec.set_mode(mode);
+    SetPair(strategy, mode, &spec);
     if (strategy == v1::STRATEGY_RING && !tuned.empty()) {
       spec.set_tuning_table(tuned);
     }

@@ -109,6 +109,13 @@ ABSL_FLAG(std::string, wire_dtype, "fp32",
           "strategies: fp32, bf16 or fp16 (16-bit halves the bytes; values "
           "are rounded to nearest even when sent, sums and optimizer state "
           "stay float32; see docs/user-guide.md for the accuracy cost).");
+ABSL_FLAG(std::string, weight_prediction, "auto",
+          "Ring async: compute each step's gradient on the parameters "
+          "extrapolated over the steps still in flight from the last update "
+          "(w + staleness x last update), and apply the averaged gradient to "
+          "the plain parameters. It recovers most of the accuracy that stale "
+          "gradients cost (docs/user-guide.md). auto = on for ring async on "
+          "the CPU, off otherwise; on; off = plain delayed gradients.");
 ABSL_FLAG(std::string, tuning_file, "",
           "The allreduce tuning table for --algorithm=auto (lines 'WORLD "
           "MAX_BYTES ALGORITHM', as written by 'gradsync bench --tune=FILE'). "
@@ -263,6 +270,8 @@ v1::JobSpec SpecFromFlags() {
   s.set_algorithm(EnumFlag(ParseAlgorithm(absl::GetFlag(FLAGS_algorithm))));
   s.set_groups(absl::GetFlag(FLAGS_groups));
   s.set_wire_dtype(EnumFlag(ParseWireDtype(absl::GetFlag(FLAGS_wire_dtype))));
+  s.set_weight_prediction(
+      EnumFlag(ParseWeightPrediction(absl::GetFlag(FLAGS_weight_prediction))));
   s.set_bucket_bytes(absl::GetFlag(FLAGS_bucket_bytes));
   s.set_tf32(absl::GetFlag(FLAGS_tf32));
   s.set_step_timeout_ms(absl::GetFlag(FLAGS_step_timeout_ms));

@@ -80,6 +80,7 @@ nlohmann::json JobToJson(const v1::Job& job) {
   j["strategy"] = StrategyName(s.strategy());
   j["mode"] = SyncModeName(s.mode());
   j["staleness"] = s.has_staleness() ? nlohmann::json(s.staleness()) : nlohmann::json();
+  j["weight_prediction"] = s.weight_prediction() == v1::WEIGHT_PREDICTION_ON;
   j["workers"] = s.workers();
   // Who ran it, by rank (empty before it starts).
   j["worker_ids"] = std::vector<std::string>(job.workers().begin(), job.workers().end());

@@ -58,6 +58,16 @@ void Scale(float* x, float a, size_t n) {
   for (size_t i = 0; i < n; ++i) x[i] *= a;
 }
 
+GRADSYNC_VECTOR_CLONES
+void PredictAhead(float* __restrict w, float* __restrict prev, float s, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    const float p = w[i];
+    const float d = p - prev[i];
+    prev[i] = p;
+    w[i] = p + s * d;
+  }
+}
+
 uint64_t Checksum(const float* x, size_t n) {
   constexpr uint64_t kOffsetBasis = 14695981039346656037ULL;
   constexpr uint64_t kPrime = 1099511628211ULL;

@@ -26,6 +26,12 @@ void SumIntoUnaligned(float* out, float* out2, const float* a, const void* b_byt
 // x[i] *= a.
 void Scale(float* x, float a, size_t n);
 
+// Weight prediction (DeviceModel::PredictParams): for each i,
+// d = w[i] - prev[i]; prev[i] = w[i]; w[i] += s * d. `prev` ends holding
+// the parameters as they were, `w` the extrapolated ones. No fused
+// multiply-add, so every rank gets the same bits.
+void PredictAhead(float* w, float* prev, float s, size_t n);
+
 // 64-bit FNV-1a over the bytes of x[0..n). Equal buffers give equal sums;
 // used to check that replicas are bit-identical.
 uint64_t Checksum(const float* x, size_t n);

@@ -77,6 +77,7 @@ absl::Status SetSync(const v1::JobSpec& spec, int world, JobOptions* o) {
       return Bad("mode", absl::StrCat("unknown ", SyncModeName(spec.mode())));
   }
   if (spec.has_staleness()) o->staleness = spec.staleness();
+  o->weight_prediction = spec.weight_prediction() == v1::WEIGHT_PREDICTION_ON;
   o->algorithm = AllreduceAlgorithmOf(spec.algorithm());
   absl::StatusOr<std::vector<int>> groups = ParseGroups(spec.groups(), world);
   if (!groups.ok()) return groups.status();

@@ -68,6 +68,9 @@ struct JobOptions {
   // Async: ps SSP bound / allreduce pipeline depth; unset = ps unbounded,
   // allreduce kDefaultAllreduceAsyncStaleness.
   std::optional<int> staleness;
+  // Ring async: compute each step's gradient on parameters extrapolated over
+  // the steps in flight (v1::WeightPrediction; DeviceModel::PredictParams).
+  bool weight_prediction = false;
   AllreduceAlgorithm algorithm = AllreduceAlgorithm::kAuto;
   std::vector<int> groups;  // hierarchical host group by rank; empty: by host
   size_t chunk_bytes = 0;   // allreduce pipelining segment

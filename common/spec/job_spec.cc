@@ -21,9 +21,37 @@ using spec_internal::kModes;
 using spec_internal::Known;
 using spec_internal::kOptimizers;
 using spec_internal::kStrategies;
+using spec_internal::kWeightPredictions;
 using spec_internal::kWireDtypes;
 
 namespace {
+
+// Weight prediction (v1::WeightPrediction), after strategy, mode and device:
+// resolves UNSPECIFIED to on for ring async training on the CPU.
+absl::Status ValidateWeightPrediction(v1::JobSpec* s) {
+  absl::StatusOr<v1::WeightPrediction> w =
+      Known(kWeightPredictions, "weight_prediction", s->weight_prediction(),
+            v1::WEIGHT_PREDICTION_UNSPECIFIED);
+  if (!w.ok()) return w.status();
+  const bool ring_async = !IsBench(*s) && s->strategy() == v1::STRATEGY_RING &&
+                          s->mode() == v1::SYNC_MODE_ASYNC;
+  const bool cpu = s->device() == v1::DEVICE_CPU;
+  if (*w == v1::WEIGHT_PREDICTION_UNSPECIFIED) {
+    *w = ring_async && cpu ? v1::WEIGHT_PREDICTION_ON : v1::WEIGHT_PREDICTION_OFF;
+  }
+  if (*w == v1::WEIGHT_PREDICTION_ON && !ring_async) {
+    return Bad("weight_prediction",
+               "only ring async training computes on parameters a fixed number of "
+               "steps old; use weight_prediction=off or auto");
+  }
+  if (*w == v1::WEIGHT_PREDICTION_ON && !cpu) {
+    return Bad("weight_prediction",
+               "the CUDA backend does not predict parameters; use "
+               "weight_prediction=off or auto");
+  }
+  s->set_weight_prediction(*w);
+  return absl::OkStatus();
+}
 
 // Strategy, mode and staleness; fills their defaults into *s.
 absl::Status ValidateSwitches(v1::JobSpec* s) {
@@ -63,7 +91,7 @@ absl::Status ValidateSwitches(v1::JobSpec* s) {
       Known(kWireDtypes, "wire_dtype", s->wire_dtype(), v1::WIRE_DTYPE_FP32);
   if (!wire.ok()) return wire.status();
   s->set_wire_dtype(*wire);
-  return absl::OkStatus();
+  return ValidateWeightPrediction(s);
 }
 
 // Dataset and model, which must fit the dataset's shape.

@@ -85,6 +85,8 @@ std::string OptimizerName(v1::Optimizer o);
 std::string AlgorithmName(v1::Algorithm a);
 // "fp32", "bf16", "fp16".
 std::string WireDtypeName(v1::WireDtype d);
+// "on", "off" ("unspecified" before validation resolves it).
+std::string WeightPredictionName(v1::WeightPrediction w);
 
 // Parses the text names above. INVALID_ARGUMENT starting with the field name
 // ("strategy: unknown strategy 'x' (want ps or ring)"). ParseStrategy also
@@ -99,6 +101,9 @@ absl::StatusOr<v1::Algorithm> ParseAlgorithm(absl::string_view text);
 AllreduceAlgorithm AllreduceAlgorithmOf(v1::Algorithm algorithm);
 v1::Algorithm WireAlgorithm(AllreduceAlgorithm algorithm);
 absl::StatusOr<v1::WireDtype> ParseWireDtype(absl::string_view text);
+// "on", "off", or "auto" (UNSPECIFIED: validation picks on for ring async on
+// the CPU, off otherwise).
+absl::StatusOr<v1::WeightPrediction> ParseWeightPrediction(absl::string_view text);
 
 // Short label of a job's strategy and mode: "ps-sync", "ring-async(s=1)".
 std::string StrategyLabel(const v1::JobSpec& spec);

@@ -16,6 +16,7 @@ using spec_internal::kDevices;
 using spec_internal::kModes;
 using spec_internal::kOptimizers;
 using spec_internal::kStrategies;
+using spec_internal::kWeightPredictions;
 using spec_internal::kWireDtypes;
 using spec_internal::NameIn;
 using spec_internal::ParseIn;
@@ -29,6 +30,13 @@ std::string AlgorithmName(v1::Algorithm a) { return NameIn(kAlgorithms, a); }
 std::string WireDtypeName(v1::WireDtype d) { return NameIn(kWireDtypes, d); }
 absl::StatusOr<v1::WireDtype> ParseWireDtype(absl::string_view text) {
   return ParseIn(kWireDtypes, "wire_dtype", text);
+}
+std::string WeightPredictionName(v1::WeightPrediction w) {
+  return NameIn(kWeightPredictions, w);
+}
+absl::StatusOr<v1::WeightPrediction> ParseWeightPrediction(absl::string_view text) {
+  if (text == "auto") return v1::WEIGHT_PREDICTION_UNSPECIFIED;
+  return ParseIn(kWeightPredictions, "weight_prediction", text);
 }
 
 std::string BenchOpName(v1::BenchOp op) { return NameIn(kBenchOps, op); }

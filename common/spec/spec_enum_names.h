@@ -1,5 +1,5 @@
 // The names of JobSpec's enums (strategy, mode, device, optimizer,
-// algorithm, wire dtype, bench op): one table per enum, shared by the names
+// algorithm, wire dtype, weight prediction, bench op): one table per enum, shared by the names
 // and parsers (job_spec_names.cc) and the validation (job_spec.cc), so that a
 // new value cannot get a parser without a name or the other way round.
 // Internal to common/spec.
@@ -46,6 +46,8 @@ inline constexpr NameOf<v1::Algorithm> kAlgorithms[] = {
 inline constexpr NameOf<v1::WireDtype> kWireDtypes[] = {{v1::WIRE_DTYPE_FP32, "fp32"},
                                                         {v1::WIRE_DTYPE_BF16, "bf16"},
                                                         {v1::WIRE_DTYPE_FP16, "fp16"}};
+inline constexpr NameOf<v1::WeightPrediction> kWeightPredictions[] = {
+    {v1::WEIGHT_PREDICTION_ON, "on"}, {v1::WEIGHT_PREDICTION_OFF, "off"}};
 inline constexpr NameOf<v1::BenchOp> kBenchOps[] = {{v1::BENCH_OP_ALLREDUCE, "allreduce"},
                                                     {v1::BENCH_OP_BROADCAST, "broadcast"},
                                                     {v1::BENCH_OP_PUSHPULL, "pushpull"}};

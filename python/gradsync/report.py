@@ -50,6 +50,7 @@ def job_to_dict(pb, job):
         "strategy": enum_name(pb, "strategy", s.strategy),
         "mode": enum_name(pb, "mode", s.mode),
         "staleness": s.staleness if s.HasField("staleness") else None,
+        "weight_prediction": s.weight_prediction == pb.WEIGHT_PREDICTION_ON,
         "workers": s.workers,
         "worker_ids": list(job.workers),
         "ps_shards": s.ps_shards if ps else 0,

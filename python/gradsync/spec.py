@@ -24,6 +24,8 @@ _NAMES = {
                   "hier": "ALGORITHM_HIERARCHICAL"},
     "wire_dtype": {"fp32": "WIRE_DTYPE_FP32", "bf16": "WIRE_DTYPE_BF16",
                    "fp16": "WIRE_DTYPE_FP16"},
+    "weight_prediction": {"auto": "WEIGHT_PREDICTION_UNSPECIFIED",
+                          "on": "WEIGHT_PREDICTION_ON", "off": "WEIGHT_PREDICTION_OFF"},
 }
 
 # Files that travel with a job (client/blob_upload.cc): a prefix names a path
@@ -44,6 +46,9 @@ class JobOptions:
     mode           "sync" or "async"
     staleness      async bound: ps, SSP steps ahead of the slowest (None:
                    unbounded); ring, allreduces in flight (None: 1)
+    weight_prediction  ring async: "auto" (on on the CPU), "on" or "off"
+                   (compute on the parameters extrapolated over the steps
+                   in flight; "off" = plain delayed gradients)
     workers        world size
     ps_shards      parameter-server shards of ps jobs
     epochs, steps  passes over the training set; steps > 0 overrides epochs
@@ -74,6 +79,7 @@ class JobOptions:
     strategy: str = "ring"
     mode: str = "sync"
     staleness: Optional[int] = None
+    weight_prediction: str = "auto"
     workers: int = 4
     ps_shards: int = 1
     ps_partition_bytes: int = 0

@@ -6,24 +6,13 @@
 
 #include "common/spec/job_limits.h"
 #include "common/spec/job_spec.h"
+#include "tests/common/spec_test_util.h"
 
 namespace gradsync {
 namespace {
 
-v1::JobSpec Good() {
-  v1::JobSpec s;
-  s.set_workers(4);
-  s.set_batch_size(32);
-  return s;
-}
-
-void ExpectBad(const v1::JobSpec& s, const std::string& field) {
-  auto r = ValidateJobSpec(s, 1);
-  ASSERT_FALSE(r.ok()) << field;
-  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(std::string(r.status().message()).rfind(field + ":", 0), 0u)
-      << r.status().message();
-}
+using spec_testing::ExpectBad;
+using spec_testing::Good;
 
 TEST(JobSpec, ElasticJobsGetDefaultsAndRefuseWhatCannotReForm) {
   v1::JobSpec s = Good();

@@ -76,6 +76,16 @@ TEST_P(KernelsTest, ScaleMatchesNaive) {
   ASSERT_EQ(0, std::memcmp(want.data(), x.data(), n * sizeof(float)));
 }
 
+TEST_P(KernelsTest, PredictAheadMatchesNaive) {
+  const size_t n = GetParam();
+  std::vector<float> w = RandomVec(n, 7), prev = RandomVec(n, 8);
+  std::vector<float> want_w = w, want_prev = w;
+  for (size_t i = 0; i < n; ++i) want_w[i] = w[i] + 2.0f * (w[i] - prev[i]);
+  PredictAhead(w.data(), prev.data(), 2.0f, n);
+  ASSERT_EQ(0, std::memcmp(want_w.data(), w.data(), n * sizeof(float)));
+  ASSERT_EQ(0, std::memcmp(want_prev.data(), prev.data(), n * sizeof(float)));
+}
+
 TEST_P(KernelsTest, ChecksumDetectsOneBitFlip) {
   const size_t n = GetParam();
   std::vector<float> a = RandomVec(n, 6);

@@ -253,6 +253,55 @@ TEST_F(TorchModelTest, OwnGradientEqualsCopyAndApply) {
             absl::StatusCode::kInvalidArgument);
 }
 
+TEST_F(TorchModelTest, TheModuleComputesOnPredictedParameters) {
+  // Weight prediction moves the flat vector the module's parameters view:
+  // the gradient taken between PredictParams and RestoreParams is the
+  // gradient at the predicted parameters, bit for bit.
+  auto a = Load("lenet.pt", 784, 10);
+  auto b = Load("lenet.pt", 784, 10);
+  ASSERT_TRUE(a.ok() && b.ok());
+  const std::vector<Range> buckets = MakeBuckets(**a, 1 << 20);
+  OptimizerOptions sgd;
+  sgd.kind = OptimizerKind::kSgd;
+  sgd.lr = 0.05f;
+  ASSERT_TRUE((*a)->Configure(buckets, sgd, 3).ok());
+  ASSERT_TRUE((*b)->Configure(buckets, sgd, 3).ok());
+  const std::vector<float> x = RandomX(4, 784, 3);
+  const std::vector<uint8_t> y = {1, 2, 3, 4};
+  const size_t n = (*a)->num_params();
+  auto gradient = [&](DeviceModel* m) {
+    std::vector<float> g(n);
+    EXPECT_TRUE(m->StageBatch(x.data(), y.data(), 4).ok());
+    EXPECT_TRUE(m->ForwardBackward(4, [&](int k) {
+                   EXPECT_TRUE(m->StartGradCopy(k, 0, g.data() + buckets[k].begin).ok());
+                 }).ok());
+    EXPECT_TRUE(m->TakeLoss().ok());
+    return g;
+  };
+  ASSERT_TRUE((*a)->PredictParams(1.0f).ok());
+  const std::vector<float> g0 = gradient(a->get());
+  ASSERT_TRUE((*a)->RestoreParams().ok());
+  for (size_t k = 0; k < buckets.size(); ++k) {
+    ASSERT_TRUE(
+        (*a)->ApplyGradient(static_cast<int>(k), g0.data() + buckets[k].begin).ok());
+  }
+  std::vector<float> w(n);
+  ASSERT_TRUE((*a)->GetParams(w.data()).ok());
+  ASSERT_TRUE((*a)->PredictParams(2.0f).ok());
+  std::vector<float> predicted(n);
+  ASSERT_TRUE((*a)->GetParams(predicted.data()).ok());
+  EXPECT_NE(predicted, w);
+  const std::vector<float> g_predicted = gradient(a->get());
+  ASSERT_TRUE((*a)->RestoreParams().ok());
+  ASSERT_TRUE((*b)->SetParams(predicted.data()).ok());
+  EXPECT_EQ(gradient(b->get()), g_predicted);
+  ASSERT_TRUE((*b)->SetParams(w.data()).ok());
+  EXPECT_NE(gradient(b->get()), g_predicted);
+  std::vector<float> after(n);
+  ASSERT_TRUE((*a)->GetParams(after.data()).ok());
+  EXPECT_EQ(after, w);
+}
+
 TEST_F(TorchModelTest, ACustomLossMethodIsTheTrainingLoss) {
   auto model = Load("custom_loss.pt");
   ASSERT_TRUE(model.ok()) << model.status();

@@ -197,6 +197,7 @@ class ClientTest(unittest.TestCase):
         self.assertEqual((r["model"], r["batch_size"], r["global_batch"]),
                          ("mlp:784-32-10", 32, 64))
         self.assertEqual(r["steps"], 16)
+        self.assertFalse(r["weight_prediction"])   # sync: nothing to predict
         self.assertEqual(r["num_params"], 784 * 32 + 32 + 32 * 10 + 10)
         self.assertGreater(r["test_accuracy"], 0.3)   # 10 classes: chance is 0.1
         self.assertGreater(r["samples_per_second"], 0)
@@ -271,7 +272,8 @@ class ClientTest(unittest.TestCase):
         for fields, field in (({"model": "mlp:100-64-10"}, "model"),
                               ({"batch_size": 0}, "batch_size"),
                               ({"workers": 0}, "workers"),
-                              ({"staleness": -3}, "staleness")):
+                              ({"staleness": -3}, "staleness"),
+                              ({"weight_prediction": "on"}, "weight_prediction")):
             opts = dict(TINY, **fields)
             with self.subTest(field=field):
                 with self.assertRaises(gradsync.RpcError) as cm:
@@ -282,6 +284,7 @@ class ClientTest(unittest.TestCase):
         # Refused here, before any call.
         for fields, field in (({"strategy": "gossip"}, "strategy"),
                               ({"algorithm": "butterfly"}, "algorithm"),
+                              ({"weight_prediction": "maybe"}, "weight_prediction"),
                               ({"workers": "2"}, "workers")):
             with self.subTest(field=field):
                 with self.assertRaises(gradsync.SpecError) as cm:

@@ -62,4 +62,14 @@ absl::Status DeviceModel::SetOptimizerState(const OptimizerState&) {
       absl::StrCat("the ", name(), " model does not import optimizer state"));
 }
 
+absl::Status DeviceModel::PredictParams(float) {
+  return absl::UnimplementedError(
+      absl::StrCat("the ", name(), " model does not predict parameters"));
+}
+
+absl::Status DeviceModel::RestoreParams() {
+  return absl::UnimplementedError(
+      absl::StrCat("the ", name(), " model does not predict parameters"));
+}
+
 }  // namespace gradsync

@@ -94,6 +94,18 @@ class DeviceModel {
   // StartGradCopy + ApplyGradient of the same gradient, bit for bit.
   virtual absl::Status ApplyOwnGradient(int bucket) = 0;
 
+  // Weight prediction (ring async with JobOptions::weight_prediction), on
+  // the training thread around ForwardBackward. PredictParams(s) moves the
+  // parameters w to w + s * (w - w_prev), w_prev being the parameters the
+  // previous call found (w itself on the first call and after SetParams or
+  // SetParamsRange): with one optimizer step between calls, s times the
+  // last update. RestoreParams puts w back, bit for bit. FAILED_PRECONDITION
+  // for a second PredictParams without RestoreParams or a RestoreParams
+  // without one. The default (a device that does not predict) is
+  // UNIMPLEMENTED.
+  virtual absl::Status PredictParams(float steps_ahead);
+  virtual absl::Status RestoreParams();
+
   virtual absl::StatusOr<Mlp::Eval> Evaluate(const float* x, const uint8_t* y,
                                              int64_t n) = 0;
 

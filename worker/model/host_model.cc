@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "common/kernels.h"
+
 namespace gradsync {
 
 void HostModel::AllocateHost(size_t n) {
@@ -18,11 +20,28 @@ absl::Status HostModel::ConfigureBuckets(const std::vector<Range>& buckets,
 
 absl::Status HostModel::SetParams(const float* host) {
   std::memcpy(params_.data(), host, params_.size() * sizeof(float));
+  before_prediction_.clear();
   return absl::OkStatus();
 }
 
 absl::Status HostModel::SetParamsRange(Range r, const float* host) {
   std::memcpy(params_.data() + r.begin, host + r.begin, r.size * sizeof(float));
+  before_prediction_.clear();
+  return absl::OkStatus();
+}
+
+absl::Status HostModel::PredictParams(float steps_ahead) {
+  if (predicted_) return absl::FailedPreconditionError("parameters already predicted");
+  if (before_prediction_.size() != params_.size()) before_prediction_ = params_;
+  PredictAhead(params_.data(), before_prediction_.data(), steps_ahead, params_.size());
+  predicted_ = true;
+  return absl::OkStatus();
+}
+
+absl::Status HostModel::RestoreParams() {
+  if (!predicted_) return absl::FailedPreconditionError("parameters not predicted");
+  std::memcpy(params_.data(), before_prediction_.data(), params_.size() * sizeof(float));
+  predicted_ = false;
   return absl::OkStatus();
 }
 

@@ -34,6 +34,8 @@ class HostModel : public DeviceModel {
   absl::Status ApplyOwnGradient(int bucket) override;
   absl::Status GetOptimizerState(OptimizerState* out) override;
   absl::Status SetOptimizerState(const OptimizerState& state) override;
+  absl::Status PredictParams(float steps_ahead) override;
+  absl::Status RestoreParams() override;
   absl::StatusOr<std::shared_ptr<float>> AllocHost(size_t floats) override;
 
  protected:
@@ -57,6 +59,10 @@ class HostModel : public DeviceModel {
 
  private:
   std::vector<float> params_, grad_;
+  // Weight prediction: the parameters the last PredictParams found (empty:
+  // none yet, or set since), and whether params_ are predicted now.
+  std::vector<float> before_prediction_;
+  bool predicted_ = false;
   BucketOptimizers optimizers_;
   std::deque<float> losses_;  // of ForwardBackward calls, oldest first
   TraceRecorder* trace_ = nullptr;

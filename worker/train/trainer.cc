@@ -57,6 +57,7 @@ class TrainingRun {
   // Enqueues forward/backward of `step`; each ready bucket starts its copy to
   // the step's host slot and goes to the communication threads.
   absl::Status Compute(int64_t step);
+  absl::Status ForwardBackward(int64_t step);  // Compute without prediction
   // Takes the loss of `step` (computed by now or soon) and reports it.
   absl::Status StepDone(int64_t step);
   absl::Status Complete();
@@ -111,6 +112,7 @@ class TrainingRun {
   // gradient is applied where backward left it, without copies or
   // SyncBucket.
   bool own_gradient_ = false;
+  bool predict_ = false;  // JobOptions::weight_prediction, where it applies
   double exposed_ = 0;
   int64_t applied_ = 0;
   absl::Time t0_;
@@ -147,6 +149,11 @@ absl::Status TrainingRun::Setup() {
   }
   own_gradient_ =
       sync_->identity() && depth == 0 && sync_->output() == Output::kAveragedGradient;
+  // Ring async: the gradient of step t is computed before the `depth`
+  // averaged gradients in flight are applied; with weight prediction it is
+  // computed on the parameters extrapolated over them.
+  predict_ =
+      job_.weight_prediction && depth > 0 && sync_->output() == Output::kAveragedGradient;
   absl::Status st = model_->Configure(buckets_, job_.optimizer, depth + 2);
   if (!st.ok()) return st;
   std::vector<std::shared_ptr<float>> slots;
@@ -174,9 +181,10 @@ absl::Status TrainingRun::Setup() {
   if (st.ok()) st = model_->SetParams(params_);
   if (!st.ok()) return st;
   const std::string init_sum = ChecksumHex(params_, n);
-  spdlog::info("{}{}: initial parameters {} ({} floats, {} buckets, depth {}{})", tag_,
+  spdlog::info("{}{}: initial parameters {} ({} floats, {} buckets, depth {}{}{})", tag_,
                model_->name(), init_sum, n, buckets_.size(), depth,
-               own_gradient_ ? "; one rank: gradients stay in the model" : "");
+               own_gradient_ ? "; one rank: gradients stay in the model" : "",
+               predict_ ? "; weight prediction" : "");
 
   absl::StatusOr<StepPlan> plan = StepPlan::Make(job_, train_);
   if (!plan.ok()) return plan.status();
@@ -240,6 +248,22 @@ absl::Status TrainingRun::Stage(int64_t step) {
 }
 
 absl::Status TrainingRun::Compute(int64_t step) {
+  if (predict_) {
+    TraceSpan span(trace_.get(), "predict parameters", "compute", kTraceTrain, step);
+    absl::Status st = model_->PredictParams(static_cast<float>(sync_->pipeline_depth()));
+    if (!st.ok()) return st;
+  }
+  absl::Status st = ForwardBackward(step);
+  if (predict_) {
+    // Host models have finished backward here (a device model would need
+    // the restore ordered after it; none predicts).
+    absl::Status restored = model_->RestoreParams();
+    if (st.ok()) st = restored;
+  }
+  return st;
+}
+
+absl::Status TrainingRun::ForwardBackward(int64_t step) {
   TraceSpan span(trace_.get(), "forward+backward", "compute", kTraceTrain, step);
   absl::Status failed;
   absl::Status st = model_->ForwardBackward(plan_->batch(), [&](int b) {
