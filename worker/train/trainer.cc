@@ -257,6 +257,7 @@ absl::Status TrainingRun::Compute(int64_t step) {
   if (predict_) {
     // Host models have finished backward here (a device model would need
     // the restore ordered after it; none predicts).
+    TraceSpan span(trace_.get(), "restore parameters", "compute", kTraceTrain, step);
     absl::Status restored = model_->RestoreParams();
     if (st.ok()) st = restored;
   }
