@@ -300,12 +300,13 @@ torch_variant() {
     return 0
   fi
   log "building gradsync:torch (--build-arg GRADSYNC_TORCH=ON)"
-  local b
-  for b in "--target build -t gradsync-build:torch-cache" "-t gradsync:torch"; do
-    # shellcheck disable=SC2086  # b is two flags
-    docker build --network=host --build-arg GRADSYNC_TORCH=ON $b -f deploy/Dockerfile . \
-      >>"$LOGS/build-torch.log" 2>&1 || { tail -40 "$LOGS/build-torch.log"; return 1; }
-  done
+  # The build stage is gradsync:latest's (both workers come out of it), so
+  # only the last stage is new. Earlier versions built a stage of its own
+  # for this image; its tag would keep gigabytes of cache alive.
+  docker rmi gradsync-build:torch-cache >/dev/null 2>&1 || true
+  docker build --network=host --build-arg GRADSYNC_TORCH=ON -t gradsync:torch \
+    -f deploy/Dockerfile . >>"$LOGS/build-torch.log" 2>&1 \
+    || { tail -40 "$LOGS/build-torch.log"; return 1; }
   log "image gradsync:torch: $(docker image inspect -f '{{.Size}}' gradsync:torch) bytes"
   mkdir -p "$LOGS/torch"
   /usr/bin/python3 examples/models/lenet.py --out "$LOGS/torch/lenet.pt" >/dev/null
