@@ -30,7 +30,7 @@ double ExposedShare(const v1::JobResult& r) {
 std::string CompareRow(const v1::Job& j) {
   const v1::JobResult& r = j.result();
   return absl::StrFormat(
-      "%-16s %7d %9.4f %10.4f %8.2f %11.0f %8.2f %9.2f %8.0f%%  %s\n",
+      "%-18s %7d %9.4f %10.4f %8.2f %11.0f %8.2f %9.2f %8.0f%%  %s\n",
       StrategyLabel(j.spec()), j.spec().workers(), r.test_accuracy(),
       r.final_train_loss(), r.wall_seconds(), r.samples_per_second(), r.comm_seconds(),
       r.exposed_comm_seconds(), ExposedShare(r),
@@ -206,7 +206,7 @@ std::string WhatAStepMoves(const std::vector<v1::Job>& jobs, int n, double k_mb)
 
 std::string CompareTable(const std::vector<v1::Job>& jobs) {
   std::string out = absl::StrFormat(
-      "%-16s %7s %9s %10s %8s %11s %8s %9s %9s  %s\n", "strategy", "workers", "test_acc",
+      "%-18s %7s %9s %10s %8s %11s %8s %9s %9s  %s\n", "strategy", "workers", "test_acc",
       "final_loss", "wall_s", "samples/s", "comm_s", "exposed_s", "exposed%", "state");
   const v1::Job* fastest = nullptr;
   const v1::Job* slowest = nullptr;

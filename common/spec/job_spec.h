@@ -105,7 +105,8 @@ absl::StatusOr<v1::WireDtype> ParseWireDtype(absl::string_view text);
 // the CPU, off otherwise).
 absl::StatusOr<v1::WeightPrediction> ParseWeightPrediction(absl::string_view text);
 
-// Short label of a job's strategy and mode: "ps-sync", "ring-async(s=1)".
+// Short label of a job's strategy and mode: "ps-sync", "ring-async(s=1)",
+// "ring-async(s=1,wp)" with weight prediction.
 std::string StrategyLabel(const v1::JobSpec& spec);
 
 // The host group id of each rank from JobSpec.groups ("0,0,1,1"; spaces

@@ -104,8 +104,11 @@ v1::Algorithm WireAlgorithm(AllreduceAlgorithm algorithm) {
 std::string StrategyLabel(const v1::JobSpec& spec) {
   std::string s =
       absl::StrCat(StrategyName(spec.strategy()), "-", SyncModeName(spec.mode()));
+  const bool predicted = spec.weight_prediction() == v1::WEIGHT_PREDICTION_ON;
   if (spec.mode() == v1::SYNC_MODE_ASYNC && spec.has_staleness()) {
-    absl::StrAppend(&s, "(s=", spec.staleness(), ")");
+    absl::StrAppend(&s, "(s=", spec.staleness(), predicted ? ",wp)" : ")");
+  } else if (predicted) {
+    absl::StrAppend(&s, "(wp)");
   }
   return s;
 }

@@ -277,6 +277,9 @@ TEST(JobSpecNames, LabelShowsStaleness) {
   s.set_mode(v1::SYNC_MODE_ASYNC);
   s.set_staleness(2);
   EXPECT_EQ(StrategyLabel(s), "ring-async(s=2)");
+  s.set_weight_prediction(v1::WEIGHT_PREDICTION_ON);
+  EXPECT_EQ(StrategyLabel(s), "ring-async(s=2,wp)");
+  s.set_weight_prediction(v1::WEIGHT_PREDICTION_OFF);
   s.set_strategy(v1::STRATEGY_PS);
   s.set_mode(v1::SYNC_MODE_SYNC);
   EXPECT_EQ(StrategyLabel(s), "ps-sync");

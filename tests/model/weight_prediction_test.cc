@@ -130,7 +130,13 @@ TEST(WeightPredictionTest, MisuseIsAnError) {
   EXPECT_EQ(m->RestoreParams().code(), absl::StatusCode::kFailedPrecondition);
   ASSERT_TRUE(m->PredictParams(1.0f).ok());
   EXPECT_EQ(m->PredictParams(1.0f).code(), absl::StatusCode::kFailedPrecondition);
+  // Setting parameters over predicted ones would leave nothing to restore.
+  std::vector<float> p(m->num_params(), 0.5f);
+  EXPECT_EQ(m->SetParams(p.data()).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(m->SetParamsRange(Range{0, 4}, p.data()).code(),
+            absl::StatusCode::kFailedPrecondition);
   ASSERT_TRUE(m->RestoreParams().ok());
+  EXPECT_TRUE(m->SetParams(p.data()).ok());
 }
 
 }  // namespace

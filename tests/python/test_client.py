@@ -222,6 +222,16 @@ class ClientTest(unittest.TestCase):
         self.assertEqual(r["ps_shards"], 0)
         self.assertTrue(r["bucket_algorithms"])
 
+    def test_a_ring_async_job_predicts_weights_unless_told_not_to(self):
+        for option, want in (("auto", True), ("off", False)):
+            with self.subTest(weight_prediction=option):
+                job = self.client.submit(strategy="ring", mode="async", name="py-wp-" + option,
+                                         weight_prediction=option, **TINY)
+                self.assertEqual(job.wait(timeout=120), "SUCCEEDED", job.status())
+                r = job.results()
+                self.assertEqual((r["mode"], r["weight_prediction"]), ("async", want))
+                self.assertEqual(r["param_checksums"][0], r["param_checksums"][1])
+
     def test_an_elastic_job_reports_its_generation(self):
         job = self.client.submit(strategy="ps", mode="async", name="py-elastic",
                                  elastic=True, min_workers=1, **TINY)

@@ -100,9 +100,9 @@ class DeviceModel {
   // previous call found (w itself on the first call and after SetParams or
   // SetParamsRange): with one optimizer step between calls, s times the
   // last update. RestoreParams puts w back, bit for bit. FAILED_PRECONDITION
-  // for a second PredictParams without RestoreParams or a RestoreParams
-  // without one. The default (a device that does not predict) is
-  // UNIMPLEMENTED.
+  // for a second PredictParams without RestoreParams, a RestoreParams
+  // without one, and SetParams or SetParamsRange in between. The default (a
+  // device that does not predict) is UNIMPLEMENTED.
   virtual absl::Status PredictParams(float steps_ahead);
   virtual absl::Status RestoreParams();
 

@@ -19,12 +19,14 @@ absl::Status HostModel::ConfigureBuckets(const std::vector<Range>& buckets,
 }
 
 absl::Status HostModel::SetParams(const float* host) {
+  if (predicted_) return absl::FailedPreconditionError("parameters are predicted");
   std::memcpy(params_.data(), host, params_.size() * sizeof(float));
   before_prediction_.clear();
   return absl::OkStatus();
 }
 
 absl::Status HostModel::SetParamsRange(Range r, const float* host) {
+  if (predicted_) return absl::FailedPreconditionError("parameters are predicted");
   std::memcpy(params_.data() + r.begin, host + r.begin, r.size * sizeof(float));
   before_prediction_.clear();
   return absl::OkStatus();
