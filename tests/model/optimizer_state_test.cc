@@ -1,15 +1,18 @@
 // DeviceModel optimizer-state export/import (ring checkpoints): a CPU model
 // that takes another's parameters and optimizer state continues exactly as
 // the original does, for plain SGD, SGD with momentum and Adam.
-#include <random>
 #include <vector>
 
 #include <gtest/gtest.h>
 
+#include "tests/model/model_test_util.h"
 #include "worker/model/device_model.h"
 
 namespace gradsync {
 namespace {
+
+using model_testing::Params;
+using model_testing::Step;
 
 const MlpSpec kSpec{{6, 5, 4, 3}};
 
@@ -17,29 +20,11 @@ std::unique_ptr<DeviceModel> Configured(const OptimizerOptions& o) {
   absl::StatusOr<std::unique_ptr<DeviceModel>> m = MakeCpuModel(kSpec);
   EXPECT_TRUE(m.ok()) << m.status();
   // Small buckets: the state is gathered from and spread over several.
-  EXPECT_TRUE((*m)->Configure(MakeBuckets(**m, 64), o, 1).ok());
+  EXPECT_TRUE((*m)->Configure(model_testing::TestBuckets(**m), o, 1).ok());
   std::vector<float> p((*m)->num_params());
   Mlp(kSpec).InitParams(7, p.data());
   EXPECT_TRUE((*m)->SetParams(p.data()).ok());
   return *std::move(m);
-}
-
-// One optimizer step of every bucket with a gradient drawn from `seed`.
-void Step(DeviceModel* m, uint32_t seed) {
-  const std::vector<Range> buckets = MakeBuckets(*m, 64);
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> u(-1, 1);
-  std::vector<float> g(m->num_params());
-  for (float& x : g) x = u(rng);
-  for (size_t b = 0; b < buckets.size(); ++b) {
-    ASSERT_TRUE(m->ApplyGradient(static_cast<int>(b), g.data() + buckets[b].begin).ok());
-  }
-}
-
-std::vector<float> Params(DeviceModel* m) {
-  std::vector<float> p(m->num_params());
-  EXPECT_TRUE(m->GetParams(p.data()).ok());
-  return p;
 }
 
 class OptimizerStateTest : public ::testing::TestWithParam<OptimizerOptions> {};

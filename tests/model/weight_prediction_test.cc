@@ -2,15 +2,19 @@
 // weight prediction): the predicted parameters are w + s * (w - w of the
 // previous prediction), the restore gives w back bit for bit, SetParams
 // forgets the previous w, and misuse is an error rather than a silent drift.
-#include <random>
 #include <vector>
 
 #include <gtest/gtest.h>
 
+#include "tests/model/model_test_util.h"
 #include "worker/model/device_model.h"
 
 namespace gradsync {
 namespace {
+
+using model_testing::Params;
+using model_testing::Step;
+using model_testing::TestBuckets;
 
 const MlpSpec kSpec{{6, 5, 4, 3}};
 
@@ -21,29 +25,11 @@ std::unique_ptr<DeviceModel> Configured() {
   o.kind = OptimizerKind::kSgd;
   o.lr = 0.1f;
   o.momentum = 0.0f;
-  EXPECT_TRUE((*m)->Configure(MakeBuckets(**m, 64), o, 3).ok());
+  EXPECT_TRUE((*m)->Configure(TestBuckets(**m), o, 3).ok());
   std::vector<float> p((*m)->num_params());
   Mlp(kSpec).InitParams(7, p.data());
   EXPECT_TRUE((*m)->SetParams(p.data()).ok());
   return *std::move(m);
-}
-
-std::vector<float> Params(DeviceModel* m) {
-  std::vector<float> p(m->num_params());
-  EXPECT_TRUE(m->GetParams(p.data()).ok());
-  return p;
-}
-
-// One SGD step of every bucket with a gradient drawn from `seed`.
-void Step(DeviceModel* m, uint32_t seed) {
-  const std::vector<Range> buckets = MakeBuckets(*m, 64);
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> u(-1, 1);
-  std::vector<float> g(m->num_params());
-  for (float& x : g) x = u(rng);
-  for (size_t b = 0; b < buckets.size(); ++b) {
-    ASSERT_TRUE(m->ApplyGradient(static_cast<int>(b), g.data() + buckets[b].begin).ok());
-  }
 }
 
 TEST(WeightPredictionTest, ExtrapolatesTheLastUpdateAndRestoresExactly) {
@@ -89,7 +75,7 @@ TEST(WeightPredictionTest, TheGradientIsTakenAtThePredictedParameters) {
   std::vector<uint8_t> y(8);
   for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i % 5) / 5.0f;
   for (size_t i = 0; i < y.size(); ++i) y[i] = static_cast<uint8_t>(i % 3);
-  const std::vector<Range> buckets = MakeBuckets(*a, 64);
+  const std::vector<Range> buckets = TestBuckets(*a);
   auto gradient = [&](DeviceModel* m, std::vector<float>* out) {
     ASSERT_TRUE(m->StageBatch(x.data(), y.data(), 8).ok());
     ASSERT_TRUE(

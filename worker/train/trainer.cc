@@ -51,6 +51,10 @@ class TrainingRun {
 
  private:
   absl::Status Setup();
+  // The MLP's spec, checked against the data; none for a TorchScript model,
+  // which brings its own shape and initial parameters (its file's, the same
+  // on every rank).
+  absl::StatusOr<std::optional<MlpSpec>> BuiltInSpec() const;
   absl::Status Loop();
   // Copies this rank's samples of `step` to the device.
   absl::Status Stage(int64_t step);
@@ -118,20 +122,22 @@ class TrainingRun {
   absl::Time t0_;
 };
 
-absl::Status TrainingRun::Setup() {
-  // The MLP's spec; a TorchScript model brings its own shape and initial
-  // parameters (its file's, the same on every rank).
-  std::optional<MlpSpec> spec;
-  if (job_.torchscript_sha256.empty()) {
-    absl::StatusOr<MlpSpec> parsed = ModelOf(job_);
-    if (!parsed.ok()) return parsed.status();
-    if (parsed->widths.front() != train_.features) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("model: input width ", parsed->widths.front(),
-                       " but the data has ", train_.features, " features"));
-    }
-    spec = *std::move(parsed);
+absl::StatusOr<std::optional<MlpSpec>> TrainingRun::BuiltInSpec() const {
+  if (!job_.torchscript_sha256.empty()) return std::optional<MlpSpec>();
+  absl::StatusOr<MlpSpec> parsed = ModelOf(job_);
+  if (!parsed.ok()) return parsed.status();
+  if (parsed->widths.front() != train_.features) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("model: input width ", parsed->widths.front(), " but the data has ",
+                     train_.features, " features"));
   }
+  return std::optional<MlpSpec>(*std::move(parsed));
+}
+
+absl::Status TrainingRun::Setup() {
+  absl::StatusOr<std::optional<MlpSpec>> built_in = BuiltInSpec();
+  if (!built_in.ok()) return built_in.status();
+  const std::optional<MlpSpec>& spec = *built_in;
   const size_t n = model_->num_params();
   buckets_ = MakeBuckets(*model_, job_.bucket_bytes);
   // Gradient slots: step t's slot is in use from its copies until it is
