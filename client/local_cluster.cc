@@ -1,6 +1,7 @@
 #include "client/local_cluster.h"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -92,15 +93,24 @@ absl::StatusOr<LocalCluster::Process> LocalCluster::Spawn(
   unlink(p.out.c_str());
   unlink(p.log.c_str());
   const pid_t parent = getpid();
+  // The child has SIGINT and SIGTERM blocked from the fork through exec, so
+  // that one sent while the daemon's libraries load waits for it (the
+  // daemons block them and sigwait, common/signals.h) rather than killing it
+  // by the default action.
+  sigset_t termination;
+  sigset_t old_mask;
+  sigemptyset(&termination);
+  sigaddset(&termination, SIGINT);
+  sigaddset(&termination, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &termination, &old_mask);
   pid_t pid = fork();
+  if (pid != 0) pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
   if (pid < 0) return absl::InternalError("fork failed");
   if (pid == 0) {
-    // Child: die with the CLI, own log files, default signal mask.
+    // Child: die with the CLI, own log files, only those two blocked.
+    sigprocmask(SIG_SETMASK, &termination, nullptr);
     prctl(PR_SET_PDEATHSIG, SIGTERM);
     if (getppid() != parent) _exit(1);
-    sigset_t none;
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, nullptr);
     setpgid(0, 0);  // Ctrl-C at the terminal goes to the CLI only
     int out = open(p.out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     int err = open(p.log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -163,6 +173,7 @@ std::vector<std::string> LocalCluster::WorkerArgs(int w) const {
   if (!options_.tuning_file.empty()) {
     args.push_back(absl::StrCat("--tuning_file=", options_.tuning_file));
   }
+  args.insert(args.end(), options_.worker_flags.begin(), options_.worker_flags.end());
   return args;
 }
 

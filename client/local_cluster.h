@@ -29,8 +29,10 @@ struct LocalClusterOptions {
   std::string data_dir;     // passed to workers when set
   std::string tuning_file;  // workers' --tuning_file, when set
   std::string cache_dir;    // workers' --cache_dir (fetched models), when set
-  // Further flags of the server (coordinator + shard 0), e.g. its limits.
+  // Further flags of the server (coordinator + shard 0), e.g. its limits,
+  // and of every worker.
   std::vector<std::string> server_flags;
+  std::vector<std::string> worker_flags;
   // The server's --dashboard_listen (Process::dashboard); empty: off.
   std::string dashboard_listen;
   std::string log_level = "info";

@@ -50,6 +50,8 @@ void BlockTerminationSignals() {
   signal(SIGPIPE, SIG_IGN);
 }
 
+void BlockTerminationSignalsAtLoad(int, char**, char**) { BlockTerminationSignals(); }
+
 int WaitForTerminationSignal() {
   waiter = pthread_self();
   have_waiter.store(true, std::memory_order_release);

@@ -11,6 +11,15 @@ namespace gradsync {
 // neither ends the process by its default action nor is lost.
 void BlockTerminationSignals();
 
+// BlockTerminationSignals in the form of a .preinit_array entry, which the
+// dynamic loader runs before any shared library's initializer, so that no
+// thread of the process ever has the signals unblocked and a SIGTERM at
+// any moment, even while libraries load, is a clean stop. A daemon's
+// main.cc registers it:
+//   __attribute__((section(".preinit_array"), used)) static void (*const
+//       kBlockSignalsAtLoad)(int, char**, char**) = &BlockTerminationSignalsAtLoad;
+void BlockTerminationSignalsAtLoad(int argc, char** argv, char** envp);
+
 // Waits for SIGINT or SIGTERM and returns its number (one that came before
 // the call too). One thread at a time, started after BlockTerminationSignals.
 int WaitForTerminationSignal();

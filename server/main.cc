@@ -306,6 +306,11 @@ void StopOnSignal(grpc::Server* server, gradsync::MetricsServer* metrics,
   server->Wait();
 }
 
+// Before any library loads (OpenBLAS starts threads as it does): see
+// common/signals.h.
+__attribute__((section(".preinit_array"), used)) void (*const kBlockSignalsAtLoad)(
+    int, char**, char**) = &gradsync::BlockTerminationSignalsAtLoad;
+
 }  // namespace
 
 int main(int argc, char** argv) {

@@ -67,6 +67,17 @@ ABSL_FLAG(std::string, check_torch_file, "",
           "then exit (0: it reads; 1: the error on stderr). The worker runs itself "
           "this way, under a memory limit, before it loads an uploaded file "
           "(worker/torch_file_check.h).");
+ABSL_FLAG(std::string, torch_plugin, "",
+          "The plugin with which this worker trains TorchScript models and reads "
+          "tensors: data sets (libgradsync_torch.so; it needs libtorch). The worker "
+          "opens it when a job first needs it, not at start. Default: beside this "
+          "binary, then ../lib/gradsync/ from it. A worker without it (or without "
+          "libtorch) runs MLP jobs and refuses the others naming what is missing.");
+ABSL_FLAG(std::string, cuda_plugin, "",
+          "The plugin with the CUDA backend (libgradsync_cuda.so; it needs the CUDA "
+          "runtime and cuBLAS). The worker opens it at start only where an NVIDIA "
+          "driver is installed (to count GPUs), else never. Default: as "
+          "--torch_plugin.");
 ABSL_FLAG(int, cpu_threads, 0,
           "BLAS threads of cpu jobs (0 = auto: this host's cores, less one "
           "per rank of the job on this host for its communication, shared "
@@ -105,6 +116,7 @@ absl::StatusOr<gradsync::WorkerOptions> WorkerOptionsFromFlags() {
   o.data_dir = absl::GetFlag(FLAGS_data_dir);
   o.cache_dir = absl::GetFlag(FLAGS_cache_dir);
   o.helper_binary = "/proc/self/exe";
+  o.torch_plugin = absl::GetFlag(FLAGS_torch_plugin);
   o.allowed_data_dirs = absl::GetFlag(FLAGS_allowed_data_dirs);
   o.gpu = absl::GetFlag(FLAGS_gpu);
   o.cpu_threads = absl::GetFlag(FLAGS_cpu_threads);
@@ -150,6 +162,11 @@ absl::StatusOr<Startup> CheckStartup() {
   return Startup{*std::move(security), *std::move(options)};
 }
 
+// Before any library loads (OpenBLAS starts threads as it does): see
+// common/signals.h.
+__attribute__((section(".preinit_array"), used)) void (*const kBlockSignalsAtLoad)(
+    int, char**, char**) = &gradsync::BlockTerminationSignalsAtLoad;
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -165,6 +182,8 @@ int main(int argc, char** argv) {
   // --token-file as well as --token_file, as the CLI takes them.
   gradsync::CommandLine command_line(argc, argv);
   absl::ParseCommandLine(command_line.argc(), command_line.argv());
+  gradsync::SetTorchPluginPath(absl::GetFlag(FLAGS_torch_plugin));
+  gradsync::SetCudaPluginPath(absl::GetFlag(FLAGS_cuda_plugin));
   if (const std::string arg = absl::GetFlag(FLAGS_check_torch_file); !arg.empty()) {
     const absl::Status st = gradsync::CheckTorchFile(arg);
     if (!st.ok()) std::cerr << st.message() << "\n";

@@ -43,6 +43,7 @@ absl::Status CheckTorchFile(const std::string& arg) {
   if (parts.size() == 4 && parts[0] == "model" && absl::SimpleAtoi(parts[1], &features) &&
       absl::SimpleAtoi(parts[2], &classes)) {
     DeviceRequest req;
+    req.source = ModelSource::kTorchScript;
     req.torchscript_path = parts[3];
     req.features = features;
     req.classes = classes;
@@ -70,9 +71,12 @@ uint64_t LimitOf(const TorchFileCheck& check) {
 absl::StatusOr<pid_t> Spawn(const TorchFileCheck& check, uint64_t limit, int* err_fd) {
   // Everything the child needs, made before fork (it may only exec after).
   const std::string flag = absl::StrCat(kFlag, check.arg);
+  const std::string plugin = absl::StrCat("--torch_plugin=", check.torch_plugin);
   std::vector<char*> argv = {const_cast<char*>(check.helper.c_str()),
                              const_cast<char*>(flag.c_str()),
-                             const_cast<char*>("--log_level=error"), nullptr};
+                             const_cast<char*>("--log_level=error")};
+  if (!check.torch_plugin.empty()) argv.push_back(const_cast<char*>(plugin.c_str()));
+  argv.push_back(nullptr);
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) {
     return absl::InternalError(absl::StrCat("pipe: ", std::strerror(errno)));

@@ -22,6 +22,7 @@ namespace gradsync {
 struct TorchFileCheck {
   std::string helper;  // the worker binary (run as `helper --check_torch_file=ARG`)
   std::string arg;
+  std::string torch_plugin;        // set: passed on as --torch_plugin
   uint64_t max_address_space = 0;  // the helper's RLIMIT_AS; 0: 4 GiB + 8x the file
   absl::Duration timeout = absl::Minutes(2);
   const Env* env = Env::Default();  // the deadline's clock

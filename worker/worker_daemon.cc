@@ -175,8 +175,13 @@ void WorkerDaemon::ReadCoordinatorMessages(SessionStream* stream) {
 
 absl::Status WorkerDaemon::Session() {
   auto channel = MakeChannel(options_.coordinator);
-  absl::Status st = WaitForConnected(channel.get(), options_.coordinator,
-                                     env_->Now() + absl::Seconds(2));
+  // Abandoned as soon as Stop is called: a SIGTERM while the coordinator
+  // is unreachable ends the worker at once, not 2 s later.
+  absl::Status st = WaitForConnected(
+      channel.get(), options_.coordinator, env_->Now() + absl::Seconds(2), [this] {
+        absl::MutexLock lock(&mu_);
+        return stopping_ ? absl::CancelledError("stopping") : absl::OkStatus();
+      });
   if (!st.ok()) return st;
   auto stub = v1::Coordinator::NewStub(channel);
   grpc::ClientContext ctx;

@@ -71,6 +71,9 @@ struct WorkerOptions {
   // fetched model and data file first (worker/torch_file_check.h); main sets
   // it to /proc/self/exe. Empty (daemons inside tests): no helper.
   std::string helper_binary;
+  // The TorchScript plugin that main set (--torch_plugin), passed on to the
+  // helper; empty: the default places (worker/model/plugin_loader.h).
+  std::string torch_plugin;
   int num_gpus = 0;  // GPUs this worker offers (0 without CUDA)
   int gpu = -1;      // GPU to use; -1: rank % num_gpus
   // BLAS threads of cpu jobs; 0: CpuComputeThreads(cores, ranks of the job

@@ -186,7 +186,9 @@ absl::Status WorkerDaemon::LoadTensorData(const JobOptions& job,
       return absl::OkStatus();
     }
   }
-  if (!HaveTorchScript()) return LoadTensorDataFile("-").status();
+  if (absl::Status st = TorchScriptAvailable(); !st.ok()) {
+    return absl::Status(st.code(), absl::StrCat("worker ", id_, ": ", st.message()));
+  }
   absl::StatusOr<std::string> path =
       job.data_path.empty() ? FetchBlobOfJob(job.data_sha256) : CheckWorkerDataFile(job);
   if (!path.ok()) {
@@ -232,6 +234,7 @@ absl::Status WorkerDaemon::CheckInHelper(const std::string& arg) {
   if (options_.helper_binary.empty()) return absl::OkStatus();
   TorchFileCheck check;
   check.helper = options_.helper_binary;
+  check.torch_plugin = options_.torch_plugin;
   check.arg = arg;
   check.env = env_;
   return CheckTorchFileInHelper(check);
@@ -268,11 +271,9 @@ absl::StatusOr<std::unique_ptr<DeviceModel>> WorkerDaemon::MakeDevice(
     if (!model.ok()) return model.status();
     req.model = *model;
   } else {
-    if (!HaveTorchScript()) {
-      // Before fetching: this worker could not train it anyway.
-      DeviceRequest none;
-      none.torchscript_path = "-";
-      return MakeDeviceModel(none);
+    // Before fetching: this worker could not train it anyway.
+    if (absl::Status st = TorchScriptAvailable(); !st.ok()) {
+      return absl::Status(st.code(), absl::StrCat("worker ", id_, ": ", st.message()));
     }
     absl::StatusOr<std::string> path = FetchModel(job);
     if (!path.ok()) {
@@ -280,6 +281,7 @@ absl::StatusOr<std::unique_ptr<DeviceModel>> WorkerDaemon::MakeDevice(
           path.status().code(),
           absl::StrCat("worker ", id_, ": model: ", path.status().message()));
     }
+    req.source = ModelSource::kTorchScript;
     req.torchscript_path = *path;
     req.features = train.features;
     req.classes = train.classes;

@@ -43,22 +43,32 @@ int Shell(const std::string& cmd, int timeout_s) {
   return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
 }
 
-Cluster::Cluster(int workers, int shards, bool metrics, double heartbeat_timeout,
-                 const std::string& tls_dir, int64_t ps_inline_bytes,
-                 const std::vector<std::string>& server_flags) {
+LocalClusterOptions Cluster::DefaultOptions(int workers) {
   LocalClusterOptions o;
-  o.server_flags = server_flags;
-  o.ps_inline_bytes = ps_inline_bytes;
-  o.tls_dir = tls_dir;
-  o.heartbeat_timeout = heartbeat_timeout;
   o.workers = workers;
-  o.ps_shards = shards;
-  o.metrics = metrics;
   o.bin_dir = GRADSYNC_BIN_DIR;
   o.log_dir = TempDir();
   o.cache_dir = o.log_dir + "/cache";  // fetched models: this cluster's own
   o.log_level = "info";
-  auto c = LocalCluster::Start(o);
+  return o;
+}
+
+Cluster::Cluster(int workers, int shards, bool metrics, double heartbeat_timeout,
+                 const std::string& tls_dir, int64_t ps_inline_bytes,
+                 const std::vector<std::string>& server_flags)
+    : Cluster([&] {
+        LocalClusterOptions o = DefaultOptions(workers);
+        o.server_flags = server_flags;
+        o.ps_inline_bytes = ps_inline_bytes;
+        o.tls_dir = tls_dir;
+        o.heartbeat_timeout = heartbeat_timeout;
+        o.ps_shards = shards;
+        o.metrics = metrics;
+        return o;
+      }()) {}
+
+Cluster::Cluster(const LocalClusterOptions& options) {
+  auto c = LocalCluster::Start(options);
   EXPECT_TRUE(c.ok()) << c.status();
   if (c.ok()) cluster_ = std::move(*c);
   if (cluster_) {

@@ -40,6 +40,10 @@ class Cluster {
                    double heartbeat_timeout = 6.0, const std::string& tls_dir = "",
                    int64_t ps_inline_bytes = -1,
                    const std::vector<std::string>& server_flags = {});
+  // The options the constructor above starts from (a temporary log
+  // directory, this build's binaries), for tests that set more of them.
+  static LocalClusterOptions DefaultOptions(int workers);
+  explicit Cluster(const LocalClusterOptions& options);
   LocalCluster* operator->() { return cluster_.get(); }
   bool ok() const { return cluster_ != nullptr; }
   // A channel to any of the cluster's daemons that carries its token (and

@@ -377,6 +377,28 @@ TEST(TorchScript, AFileThatExhaustsTheReaderFailsItsJobNotTheWorker) {
   EXPECT_EQ(good.state(), v1::SUCCEEDED) << good.error();
 }
 
+// libtorch is opened only when a job needs it, through the plugin
+// (worker/model/plugin_loader.h). Here the plugin needs a library that is
+// not installed, as libtorch is not on some machines: the worker still
+// starts and trains the MLP, and fails a TorchScript job naming the missing
+// library.
+TEST(TorchScript, AWorkerWhosePluginCannotLoadTrainsTheMlpAndNamesTheMissingLibrary) {
+  LocalClusterOptions o = Cluster::DefaultOptions(1);
+  o.worker_flags = {absl::StrCat("--torch_plugin=", GRADSYNC_TEST_PLUGIN_MISSING_DEP)};
+  Cluster c(o);
+  ASSERT_TRUE(c.ok());
+  v1::JobSpec mlp = Spec("ring", "sync", 1);
+  mlp.set_train_limit(2000);
+  const v1::Job trained = RunToEnd(c, mlp);
+  EXPECT_EQ(trained.state(), v1::SUCCEEDED) << trained.error();
+  const v1::Job refused = RunToEnd(
+      c, Uploaded(c, Spec("ring", "sync", 1), ScriptedMlp(TempDir(), "784-8-10")));
+  ASSERT_EQ(refused.state(), v1::FAILED);
+  EXPECT_NE(refused.error().find("libgradsync_test_absent.so"), std::string::npos)
+      << refused.error();
+  EXPECT_NE(refused.error().find("libtorch"), std::string::npos) << refused.error();
+}
+
 #else
 
 TEST(TorchScript, AWorkerWithoutLibtorchRefusesTheJobNamingTheBuildOption) {

@@ -168,6 +168,7 @@ class SyncEquivalence : public ::testing::Test {
         opts.evaluate = false;
         DeviceRequest req;
         req.model = model;
+        if (!torchscript_.empty()) req.source = ModelSource::kTorchScript;
         req.torchscript_path = torchscript_;
         req.features = train_->features;
         req.classes = train_->classes;
