@@ -145,7 +145,7 @@ struct JobTableOptions {
 
 // The error of a job that was RUNNING when the coordinator died, with code
 // UNAVAILABLE: as for a lost worker, a process the job depended on vanished
-// (STYLE.md: dead peer -> UNAVAILABLE), and submitting it again may succeed.
+// (docs/architecture.md, Failure handling: a dead peer is UNAVAILABLE), and submitting it again may succeed.
 inline constexpr char kCoordinatorRestarted[] = "coordinator restarted";
 
 class JobTable {

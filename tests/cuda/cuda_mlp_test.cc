@@ -241,7 +241,7 @@ TEST_P(CudaMlpTest, EvaluateMatchesCpu) {
 
   for (int64_t count : {int64_t{1000}, n}) {  // grows the block buffers
     SCOPED_TRACE(count);
-    const Mlp::Eval want = cpu.Evaluate(params.data(), b.x.data(), b.y.data(), count);
+    const EvalResult want = cpu.Evaluate(params.data(), b.x.data(), b.y.data(), count);
     absl::StatusOr<std::pair<double, int64_t>> got =
         (*gpu)->Evaluate(b.x.data(), b.y.data(), count);
     ASSERT_TRUE(got.ok()) << got.status();

@@ -247,7 +247,7 @@ TEST(MlpTest, SgdStepsReduceLossOnSeparableProblem) {
     last = mlp.ForwardBackward(params.data(), x.data(), y.data(), n, grad.data());
   }
   EXPECT_LT(last, 0.5f * first) << "first " << first << " last " << last;
-  const Mlp::Eval eval = mlp.Evaluate(params.data(), x.data(), y.data(), n);
+  const EvalResult eval = mlp.Evaluate(params.data(), x.data(), y.data(), n);
   EXPECT_GT(eval.accuracy(), 0.8);
 }
 
@@ -271,7 +271,7 @@ TEST(MlpTest, EvaluateMatchesNaiveArgmaxAcrossBlocks) {
     if (pred == y[r]) ++correct;
     loss += RefSampleLoss(z, y[r]);
   }
-  const Mlp::Eval eval = mlp.Evaluate(params.data(), x.data(), y.data(), n);
+  const EvalResult eval = mlp.Evaluate(params.data(), x.data(), y.data(), n);
   EXPECT_EQ(eval.n, n);
   EXPECT_EQ(eval.correct, correct);
   EXPECT_NEAR(eval.mean_loss, loss / n, 1e-4);

@@ -91,7 +91,7 @@ TEST_F(TorchModelTest, GradientMatchesTheBuiltInMlp) {
     }
     auto eval = m.Evaluate(x.data(), y.data(), batch);
     ASSERT_TRUE(eval.ok());
-    const Mlp::Eval ref_eval = ref.Evaluate(params.data(), x.data(), y.data(), batch);
+    const EvalResult ref_eval = ref.Evaluate(params.data(), x.data(), y.data(), batch);
     EXPECT_NEAR(eval->mean_loss, ref_eval.mean_loss, 1e-5);
     EXPECT_EQ(eval->correct, ref_eval.correct);
     EXPECT_EQ(eval->n, batch);

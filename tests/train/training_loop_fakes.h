@@ -96,8 +96,8 @@ class CountingModel final : public DeviceModel {
     return inner_->ApplyGradient(b, h);
   }
   absl::Status ApplyOwnGradient(int b) override { return inner_->ApplyOwnGradient(b); }
-  absl::StatusOr<Mlp::Eval> Evaluate(const float* x, const uint8_t* y,
-                                     int64_t n) override {
+  absl::StatusOr<EvalResult> Evaluate(const float* x, const uint8_t* y,
+                                      int64_t n) override {
     return inner_->Evaluate(x, y, n);
   }
   absl::StatusOr<std::shared_ptr<float>> AllocHost(size_t n) override {

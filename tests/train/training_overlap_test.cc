@@ -63,8 +63,8 @@ class SleepyModel final : public DeviceModel {
   absl::Status WaitGradCopy(int, int) override { return absl::OkStatus(); }
   absl::Status ApplyGradient(int, const float*) override { return absl::OkStatus(); }
   absl::Status ApplyOwnGradient(int) override { return absl::OkStatus(); }
-  absl::StatusOr<Mlp::Eval> Evaluate(const float*, const uint8_t*, int64_t) override {
-    return Mlp::Eval{};
+  absl::StatusOr<EvalResult> Evaluate(const float*, const uint8_t*, int64_t) override {
+    return EvalResult{};
   }
   absl::StatusOr<std::shared_ptr<float>> AllocHost(size_t n) override {
     return std::shared_ptr<float>(new float[n](), std::default_delete<float[]>());
@@ -221,10 +221,10 @@ class StreamModel final : public DeviceModel {
     Enqueue(absl::ZeroDuration());
     return absl::OkStatus();
   }
-  absl::StatusOr<Mlp::Eval> Evaluate(const float*, const uint8_t*, int64_t) override {
+  absl::StatusOr<EvalResult> Evaluate(const float*, const uint8_t*, int64_t) override {
     absl::Status st = Drain();
     if (!st.ok()) return st;
-    return Mlp::Eval{};
+    return EvalResult{};
   }
   absl::StatusOr<std::shared_ptr<float>> AllocHost(size_t n) override {
     return std::shared_ptr<float>(new float[n](), std::default_delete<float[]>());

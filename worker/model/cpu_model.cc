@@ -61,8 +61,8 @@ class CpuModel final : public HostModel {
     return absl::OkStatus();
   }
 
-  absl::StatusOr<Mlp::Eval> Evaluate(const float* x, const uint8_t* y,
-                                     int64_t n) override {
+  absl::StatusOr<EvalResult> Evaluate(const float* x, const uint8_t* y,
+                                      int64_t n) override {
     return mlp_.Evaluate(params(), x, y, n);
   }
 

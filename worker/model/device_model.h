@@ -1,9 +1,12 @@
-// worker/model: model replicas and their data — the MLP on the CPU, the CUDA
-// backend (cuda/), Fashion-MNIST, and the device factory.
+// worker/model: model replicas and their data — the built-in MLP on the CPU
+// (cpu_model.cc), the CUDA backend (cuda/) and TorchScript models (torch/),
+// both opened as plugins (plugin_loader.h), Fashion-MNIST and tensor data,
+// and the device factory.
 //
 // A model replica on a compute device, as the training loop sees it.
-// Implementations: the CPU (Mlp + OpenBLAS, below) and CUDA
-// (worker/model/cuda/cuda_model.cc). Gradients are exposed per bucket so that a
+// Implementations: the CPU MLP (Mlp + OpenBLAS, cpu_model.cc) and the
+// TorchScript model (torch/torch_model.cc), both HostModels (host_model.h),
+// and the CUDA MLP (cuda/cuda_model.cc). Gradients are exposed per bucket so that a
 // communication thread can synchronise early buckets while backward runs.
 #ifndef GRADSYNC_WORKER_MODEL_DEVICE_MODEL_H_
 #define GRADSYNC_WORKER_MODEL_DEVICE_MODEL_H_
@@ -17,6 +20,7 @@
 #include "common/optimizer.h"
 #include "common/partition.h"
 #include "common/trace/trace.h"
+#include "worker/model/eval_result.h"
 #include "worker/model/mlp.h"
 
 namespace gradsync {
@@ -106,8 +110,8 @@ class DeviceModel {
   virtual absl::Status PredictParams(float steps_ahead);
   virtual absl::Status RestoreParams();
 
-  virtual absl::StatusOr<Mlp::Eval> Evaluate(const float* x, const uint8_t* y,
-                                             int64_t n) = 0;
+  virtual absl::StatusOr<EvalResult> Evaluate(const float* x, const uint8_t* y,
+                                              int64_t n) = 0;
 
   // Checkpoints (ring jobs): the optimizer state of every bucket laid out as
   // the parameters, after the last ApplyGradient. Get fills `out` (vectors

@@ -1,5 +1,5 @@
 // HostModel: what the models whose parameters and gradients live in host
-// memory, as two flat float vectors, share (the CPU MLP in device_model.cc
+// memory, as two flat float vectors, share (the CPU MLP in cpu_model.cc
 // and the TorchScript model in torch/torch_model.cc): setting and reading
 // the parameters, the bucket copies (made at once, on the training thread:
 // the gradient is final when backward returns and the next backward runs on

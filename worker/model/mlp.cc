@@ -163,9 +163,9 @@ float Mlp::ForwardBackward(const float* params, const float* x, const uint8_t* y
   return static_cast<float>(loss / batch);
 }
 
-Mlp::Eval Mlp::Evaluate(const float* params, const float* x, const uint8_t* y,
-                        int64_t n) {
-  Eval eval;
+EvalResult Mlp::Evaluate(const float* params, const float* x, const uint8_t* y,
+                         int64_t n) {
+  EvalResult eval;
   const int layers = num_layers();
   const int in = spec_.widths[0];
   const int classes = spec_.widths[layers];

@@ -15,6 +15,7 @@
 #include "absl/status/statusor.h"
 #include "common/partition.h"
 #include "common/spec/model_spec.h"
+#include "worker/model/eval_result.h"
 
 namespace gradsync {
 
@@ -50,13 +51,7 @@ class Mlp {
 
   // Mean loss and number of correct argmax predictions over n samples,
   // evaluated in blocks to bound memory.
-  struct Eval {
-    double mean_loss = 0;
-    int64_t correct = 0;
-    int64_t n = 0;
-    double accuracy() const { return n ? static_cast<double>(correct) / n : 0; }
-  };
-  Eval Evaluate(const float* params, const float* x, const uint8_t* y, int64_t n);
+  EvalResult Evaluate(const float* params, const float* x, const uint8_t* y, int64_t n);
 
  private:
   // Forward pass of `batch` rows; fills acts_[0..L] (acts_[0] = x copy).

@@ -391,7 +391,7 @@ void TrainingRun::ExportTrace(bool keep) {
 
 absl::StatusOr<double> TrainingRun::TestAccuracy() {
   if (test_.n == 0) return -1.0;
-  absl::StatusOr<Mlp::Eval> ev =
+  absl::StatusOr<EvalResult> ev =
       model_->Evaluate(test_.images.data(), test_.labels.data(), test_.n);
   if (!ev.ok()) return ev.status();
   return ev->accuracy();

@@ -114,11 +114,11 @@ class CudaModel final : public DeviceModel {
   absl::Status ApplyGradient(int bucket, const float* host) override;
   absl::Status ApplyOwnGradient(int bucket) override;
 
-  absl::StatusOr<Mlp::Eval> Evaluate(const float* x, const uint8_t* y,
-                                     int64_t n) override {
+  absl::StatusOr<EvalResult> Evaluate(const float* x, const uint8_t* y,
+                                      int64_t n) override {
     absl::StatusOr<std::pair<double, int64_t>> r = mlp_->Evaluate(x, y, n);
     if (!r.ok()) return r.status();
-    Mlp::Eval e;
+    EvalResult e;
     e.mean_loss = r->first;
     e.correct = r->second;
     e.n = std::max<int64_t>(n, 0);

@@ -160,9 +160,9 @@ class TorchModel final : public HostModel {
     return absl::OkStatus();
   }
 
-  absl::StatusOr<Mlp::Eval> Evaluate(const float* x, const uint8_t* y,
-                                     int64_t n) override {
-    Mlp::Eval eval;
+  absl::StatusOr<EvalResult> Evaluate(const float* x, const uint8_t* y,
+                                      int64_t n) override {
+    EvalResult eval;
     double loss_sum = 0;
     try {
       torch::NoGradGuard no_grad;
