@@ -15,7 +15,11 @@ case "${1:-all}" in
        TARGETS=(--target gradsync gradsync-server gradsync-worker) ;;
   *) echo "usage: build.sh [all|run]" >&2; exit 2 ;;
 esac
+T0=$SECONDS
 cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DGRADSYNC_CUDA="${GRADSYNC_CUDA:-AUTO}" -DGRADSYNC_TORCH="${GRADSYNC_TORCH:-AUTO}" \
   "${EXTRA[@]}" >/dev/null
+T1=$SECONDS
 cmake --build build -j"$(nproc)" "${TARGETS[@]}"
+# What each phase took (configure, compile and link), read off any log.
+echo "build: configure took $((T1 - T0)) s, build $((SECONDS - T1)) s"

@@ -44,6 +44,10 @@ case "${1:-all}" in
        command -v kubectl >/dev/null || PKGS="$PKGS kubernetes-client" ;;
   *) echo "usage: install-deps.sh [all|run|build|torch|docker|k8s]" >&2; exit 2 ;;
 esac
+T0=$SECONDS
 $SUDO apt-get update -qq
+T1=$SECONDS
 # shellcheck disable=SC2086  # PKGS is a word list
 $SUDO apt-get install -y -qq --no-install-recommends $PKGS
+# What each phase took, so that a slow first run can be read off its log.
+echo "install-deps: apt-get update took $((T1 - T0)) s, install $((SECONDS - T1)) s"
