@@ -20,7 +20,7 @@
 namespace gradsync {
 namespace {
 
-constexpr int64_t kSteps = 300;
+constexpr int64_t kSteps = 120;
 constexpr int64_t kEvery = 7;
 
 TEST(ResumeFromCheckpoint, ResumedRingJobMatchesAnUninterruptedRun) {

@@ -15,8 +15,8 @@
 namespace gradsync {
 namespace {
 
-constexpr int64_t kSteps = 300;
-constexpr int64_t kEvery = 7;  // kSteps is no multiple: the last is at 294
+constexpr int64_t kSteps = 120;
+constexpr int64_t kEvery = 7;  // kSteps is no multiple: the last is at 119
 
 // Two ranks: the PS sums two pushes in either order to the same bits.
 v1::JobSpec CheckpointedJob() { return CheckpointedSpec("ps", "sync", kSteps, kEvery); }

@@ -67,21 +67,20 @@ std::string History(const v1::Job& j) {
 class ElasticModes
     : public ::testing::TestWithParam<std::pair<std::string, std::string>> {};
 
-// kill -9 one worker at a random step: SUCCEEDED on 3 ranks, accuracy close
-// to the uninterrupted run, the history names the lost worker.
-TEST_P(ElasticModes, KillNineMidJobSucceedsNearUninterruptedAccuracy) {
+// kill -9 one worker at a random step: SUCCEEDED on 3 ranks, at most K
+// steps redone, the history names the lost worker, and the model still
+// learns. One short job (200 steps): how close its accuracy ends to an
+// uninterrupted run's, over epochs and with a loss in every epoch, is
+// bench/elastic_bench's churn measurement (docs/performance.md), which
+// needs jobs too long for the suite.
+TEST_P(ElasticModes, KillNineMidJobSucceedsRedoingAtMostKSteps) {
   const auto& [strategy, mode] = GetParam();
   Cluster c(4);
   ASSERT_TRUE(c.ok());
-  // 2 epochs of all 60,000 samples (936 steps): long enough that two
-  // uninterrupted async runs of the same seed end close to each other.
-  const v1::JobSpec spec = ElasticSpec(strategy, mode, 2, 2, 0);
-  const v1::Job whole = RunToEnd(c, spec);
-  ASSERT_EQ(whole.state(), v1::SUCCEEDED) << whole.error();
-  ASSERT_EQ(whole.generations_size(), 1);
+  const v1::JobSpec spec = ElasticSpec(strategy, mode, 2, 1, 25600);
 
   std::mt19937 rng(std::random_device{}());
-  const int64_t at = std::uniform_int_distribution<int64_t>(15, 600)(rng);
+  const int64_t at = std::uniform_int_distribution<int64_t>(15, 120)(rng);
   const int victim = std::uniform_int_distribution<int>(0, 3)(rng);
   absl::Time killed;
   const v1::Job cut = RunAndAct(c, spec, at, [&] {
@@ -89,10 +88,8 @@ TEST_P(ElasticModes, KillNineMidJobSucceedsNearUninterruptedAccuracy) {
     killed = absl::Now();
   });
   std::cout << strategy << "-" << mode << ": killed w" << victim << " at step >= " << at
-            << "; uninterrupted accuracy " << whole.result().test_accuracy()
-            << ", elastic " << cut.result().test_accuracy() << ", wall "
-            << whole.result().wall_seconds() << " s vs " << cut.result().wall_seconds()
-            << " s" << History(cut) << "\n";
+            << "; accuracy " << cut.result().test_accuracy() << ", wall "
+            << cut.result().wall_seconds() << " s" << History(cut) << "\n";
   ASSERT_EQ(cut.state(), v1::SUCCEEDED) << cut.error() << History(cut);
   ASSERT_GE(cut.generations_size(), 2) << History(cut);
   const v1::JobGeneration& lost = cut.generations(0);
@@ -109,7 +106,8 @@ TEST_P(ElasticModes, KillNineMidJobSucceedsNearUninterruptedAccuracy) {
   if (strategy == "ring" && lost.lost_rank() == 0) limit += kCommitEvery;
   EXPECT_LE(next.steps_redone(), limit) << History(cut);
   EXPECT_EQ(cut.workers_size(), 3);
-  EXPECT_NEAR(cut.result().test_accuracy(), whole.result().test_accuracy(), 0.01);
+  // It learned (chance is 0.1; 200 uninterrupted steps reach about 0.75).
+  EXPECT_GT(cut.result().test_accuracy(), 0.6);
   if (mode == "sync" || strategy == "ring") {
     // Every rank of the last generation ended with the same parameters.
     for (const std::string& sum : cut.result().param_checksums()) {
@@ -293,10 +291,16 @@ TEST(Elastic, ServerRestartFailsTheJobAndResumeContinuesFromItsGenerations) {
   // take it in: another generation).
   const absl::Status back = c->RestartWorker(0);
   ASSERT_TRUE(back.ok()) << back;
+  const std::string old_log = c->server().log;
   ASSERT_TRUE(c->RestartServer().ok());
   v1::Job after;
   ASSERT_TRUE(c.Get(job.id(), &after).ok());
-  EXPECT_EQ(after.state(), v1::FAILED);
+  // On a failure, what both coordinators logged says how the job got there.
+  EXPECT_EQ(after.state(), v1::FAILED)
+      << v1::JobState_Name(after.state()) << " " << after.error() << History(after)
+      << "\nthe killed server's log:\n"
+      << Slurp(old_log) << "\nthe restarted server's log:\n"
+      << Slurp(c->server().log);
   EXPECT_NE(after.error().find("coordinator restarted"), std::string::npos);
   v1::JobSpec again = spec;
   again.set_resume_from(job.id());

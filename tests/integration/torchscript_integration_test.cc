@@ -26,15 +26,35 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Writes examples/models/mlp.py's module of these widths into `dir`.
-std::string ScriptedMlp(const std::string& dir, const std::string& widths) {
-  const std::string out = absl::StrCat(dir, "/mlp-", widths, ".pt");
-  const int rc = Shell(absl::StrCat("/usr/bin/python3 ", GRADSYNC_SOURCE_DIR,
-                                    "/examples/models/mlp.py --widths ", widths,
-                                    " --out ", out, " >/dev/null"),
-                       120);
+// examples/models/mlp.py's module for these arguments, made once per
+// build tree and version of mlp.py (python3 with torch takes ~3 s to start)
+// and shared by every test process: a file named after both, written under
+// a temporary name and renamed, so processes that make it at the same time
+// never read half a file.
+std::string ScriptedModel(const std::string& args) {
+  const std::string script = absl::StrCat(GRADSYNC_SOURCE_DIR, "/examples/models/mlp.py");
+  const std::string dir = absl::StrCat(GRADSYNC_TEST_TMP, "/scripted_models");
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  std::string name = absl::StrCat(std::hash<std::string>()(Slurp(script)), args, ".pt");
+  for (char& ch : name) {
+    if (ch == ' ' || ch == '/' || ch == '=') ch = '_';
+  }
+  const std::string out = absl::StrCat(dir, "/", name);
+  if (fs::exists(out)) return out;
+  const std::string tmp = absl::StrCat(out, ".tmp-", getpid());
+  const int rc = Shell(
+      absl::StrCat("/usr/bin/python3 ", script, " ", args, " --out ", tmp, " >/dev/null"),
+      120);
   EXPECT_EQ(rc, 0) << "examples/models/mlp.py failed (python3-torch installed?)";
+  fs::rename(tmp, out, ec);
+  EXPECT_FALSE(ec) << ec.message();
   return out;
+}
+
+// mlp.py's module of these widths. (`dir` is unused: the file is shared.)
+std::string ScriptedMlp(const std::string& /*dir*/, const std::string& widths) {
+  return ScriptedModel(absl::StrCat("--widths ", widths));
 }
 
 // `spec` with its model uploaded, as `gradsync submit` sends it.
@@ -101,12 +121,7 @@ TEST(TorchScript, AnUploadedModelTrainsInBothStrategiesAndIsFetchedOnce) {
 TEST(TorchScript, TheScriptedDefaultMlpMatchesTheBuiltInOneAfterAnEpoch) {
   Cluster c(2);
   ASSERT_TRUE(c.ok());
-  const std::string file = TempDir() + "/mlp.pt";
-  ASSERT_EQ(Shell(absl::StrCat("/usr/bin/python3 ", GRADSYNC_SOURCE_DIR,
-                               "/examples/models/mlp.py --init=gradsync --seed=1 --out ",
-                               file, " >/dev/null"),
-                  120),
-            0);
+  const std::string file = ScriptedModel("--init=gradsync --seed=1");
   v1::JobSpec spec = Spec("ring", "sync", 2);
   spec.set_seed(1);
   spec.set_epochs(1);
@@ -255,12 +270,12 @@ TEST(TorchScript, AWorkerKilledWhileFetchingLeavesNothingHalfWritten) {
   v1::JobSpec spec = Spec("ring", "sync", 1);
   spec.set_steps(1);
   spec.set_train_limit(64);
-  spec = Uploaded(c, spec, ScriptedMlp(dir, "784-4096-4096-4096-10"));
+  spec = Uploaded(c, spec, ScriptedMlp(dir, "784-2048-2048-2048-10"));
   const std::string hash = spec.model().substr(sizeof("torchscript:sha256:") - 1);
   const std::string logs = fs::path(c->server().log).parent_path().string();
   const std::string cache = logs + "/cache";
-  // Three copies of 150 MB (the file, the server's blob, the cache's): gone
-  // when the test ends, whatever it found.
+  // Two copies of 50 MB (the server's blob, the cache's): gone when the
+  // test ends, whatever it found.
   struct Cleanup {
     std::vector<std::string> paths;
     ~Cleanup() {
@@ -315,7 +330,7 @@ TEST(TorchScript, ResumedJobsMatchUninterruptedRuns) {
   const std::string model = ScriptedMlp(TempDir(), "784-512-512-10");
   for (const char* strategy : {"ring", "ps"}) {
     SCOPED_TRACE(strategy);
-    v1::JobSpec spec = CheckpointedSpec(strategy, "sync", 300, 7);
+    v1::JobSpec spec = CheckpointedSpec(strategy, "sync", 120, 7);
     ExpectResumeIsBitIdentical(c, Uploaded(c, spec, model));
   }
 }

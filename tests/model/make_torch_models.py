@@ -3,16 +3,49 @@
 
     make_torch_models.py OUTDIR
 
+Every test process of a suite runs it (ctest starts one per test), and
+python3 takes ~3 s to import torch: so it returns at once, before that
+import, when OUTDIR holds what this version of the scripts makes (OUTDIR/.made
+names their hash), and otherwise makes the files in a directory of its own
+and renames it to OUTDIR, so that processes that run at the same time never
+see half of them.
+
 Good models come from examples/models/ (so the examples are what is tested);
 the bad ones each break one rule of the contract (worker/model/torch/torch_model.h).
 """
+import hashlib
 import os
+import shutil
 import sys
 
-import torch
-import torch.nn as nn
+HERE = os.path.dirname(os.path.abspath(__file__))
+EXAMPLES = os.path.join(HERE, "..", "..", "examples", "models")
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "examples", "models"))
+
+def _version():
+    h = hashlib.sha256()
+    for path in [os.path.abspath(__file__)] + sorted(
+            os.path.join(EXAMPLES, f) for f in os.listdir(EXAMPLES) if f.endswith(".py")):
+        with open(path, "rb") as f:
+            h.update(f.read())
+    return h.hexdigest()
+
+
+def _made(out, version):
+    try:
+        with open(os.path.join(out, ".made")) as f:
+            return f.read() == version
+    except OSError:
+        return False
+
+
+if __name__ == "__main__" and _made(sys.argv[1], _version()):
+    sys.exit(0)
+
+import torch  # noqa: E402
+import torch.nn as nn  # noqa: E402
+
+sys.path.insert(0, EXAMPLES)
 import charlm  # noqa: E402
 import lenet  # noqa: E402
 import mlp  # noqa: E402
@@ -68,8 +101,29 @@ class Unused(nn.Module):  # `spare` never reaches the loss
 
 
 def main():
-    out = sys.argv[1]
-    os.makedirs(out, exist_ok=True)
+    final = os.path.abspath(sys.argv[1])
+    version = _version()
+    out = "%s.tmp-%d" % (final, os.getpid())
+    shutil.rmtree(out, ignore_errors=True)
+    os.makedirs(out)
+    make(out)
+    with open(os.path.join(out, ".made"), "w") as f:
+        f.write(version)
+    if os.path.isdir(final):  # another version's files (or another process's)
+        if _made(final, version):
+            shutil.rmtree(out)
+            return
+        os.rename(final, "%s.old-%d" % (final, os.getpid()))
+        shutil.rmtree("%s.old-%d" % (final, os.getpid()), ignore_errors=True)
+    try:
+        os.rename(out, final)
+    except OSError:  # made at the same time by another process
+        if not _made(final, version):
+            raise
+        shutil.rmtree(out)
+
+
+def make(out):
     torch.manual_seed(1)
     save = lambda m, name: torch.jit.script(m).save(os.path.join(out, name))  # noqa: E731
     save(mlp.Mlp([20, 16, 8, 10]), "mlp.pt")
