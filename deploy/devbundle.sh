@@ -33,6 +33,14 @@ TESTS="cuda_tests cuda_trainer_test train_tests sync_tests collectives_tests"
 rm -rf .devbundle && mkdir -p .devbundle/bin .devbundle/lib .devbundle/data
 cp "$B"/bin/gradsync "$B"/bin/gradsync-server "$B"/bin/gradsync-worker \
   .devbundle/bin/
+# The worker's CUDA backend is a plugin it opens from beside itself
+# (worker/model/plugin_loader.h); the libtorch one stays out (libtorch is
+# hundreds of MiB, over the carry limit).
+if [ -f "$B/bin/libgradsync_cuda.so" ]; then
+  cp "$B/bin/libgradsync_cuda.so" .devbundle/bin/
+else
+  echo "devbundle: $B/bin/libgradsync_cuda.so not built: workers will offer no GPU" >&2
+fi
 for t in $TESTS; do
   if [ -x "$B/tests/$t" ]; then
     cp "$B/tests/$t" .devbundle/bin/
