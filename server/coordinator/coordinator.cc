@@ -39,7 +39,7 @@ grpc::Status ShuttingDown() { return grpc::Status(grpc::UNAVAILABLE, "shutting d
 
 }  // namespace
 
-Coordinator::Coordinator(CoordinatorOptions options, const Clock* clock)
+Coordinator::Coordinator(CoordinatorOptions options, const Env* clock)
     : options_(std::move(options)),
       clock_(clock),
       jobs_(MakeJobTableOptions(options_, clock_->Now()), &workers_, clock_) {

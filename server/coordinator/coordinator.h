@@ -27,8 +27,8 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/content_store.h"
+#include "common/env.h"
 #include "gradsync/v1/gradsync.grpc.pb.h"
-#include "server/coordinator/clock.h"
 #include "server/coordinator/coordinator_metrics.h"
 #include "server/coordinator/dashboard_server.h"
 #include "server/coordinator/job_store.h"
@@ -69,7 +69,7 @@ class Coordinator final : public v1::Coordinator::Service, public DashboardSourc
  public:
   // `clock` must outlive the coordinator; it times heartbeats and jobs (the
   // threads' own waits use real time).
-  explicit Coordinator(CoordinatorOptions options, const Clock* clock = SystemClock());
+  explicit Coordinator(CoordinatorOptions options, const Env* clock = Env::Default());
   ~Coordinator() override;
 
   grpc::Status SubmitJob(grpc::ServerContext* ctx, const v1::SubmitJobRequest* req,
@@ -215,7 +215,7 @@ class Coordinator final : public v1::Coordinator::Service, public DashboardSourc
 
   // Constant after construction.
   const CoordinatorOptions options_;
-  const Clock* const clock_;
+  const Env* const clock_;
 
   absl::Mutex mu_;
   // Signalled on any job change (WatchJob waits on it) and on shutdown.

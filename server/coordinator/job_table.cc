@@ -20,7 +20,7 @@ std::string Tag(const std::string& job_id) { return absl::StrCat("[job ", job_id
 
 }  // namespace
 
-JobTable::JobTable(JobTableOptions options, WorkerRegistry* workers, const Clock* clock)
+JobTable::JobTable(JobTableOptions options, WorkerRegistry* workers, const Env* clock)
     : id_prefix_(std::move(options.id_prefix)),
       store_(options.store),
       job_key_(KeyOrNew(std::move(options.job_key))),

@@ -4,7 +4,7 @@
 // comparisons, the symptom-grace rule, cancellation, lost workers, results
 // and the event log that WatchJob streams.
 //
-// Plain logic: no gRPC, no threads, no sleeps, time from an injected Clock.
+// Plain logic: no gRPC, no threads, no sleeps, time from an injected Env (common/env.h).
 // What must happen outside (a message to a worker, EndJob on PS shards) is
 // appended to a Decisions list that the caller carries out, in order. The
 // one I/O is the optional JobStore (job_store.h): every job creation, state
@@ -27,11 +27,11 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/env.h"
 #include "common/grpc/job_secret.h"
 #include "common/message_limits.h"
 #include "common/spec/model_spec.h"
 #include "gradsync/v1/gradsync.pb.h"
-#include "server/coordinator/clock.h"
 #include "server/coordinator/job_curves.h"
 #include "server/coordinator/job_store.h"
 #include "server/coordinator/worker_registry.h"
@@ -152,7 +152,7 @@ class JobTable {
  public:
   // `workers` and `clock` must outlive the table. The table marks workers
   // busy, idle and dead in `workers`.
-  JobTable(JobTableOptions options, WorkerRegistry* workers, const Clock* clock);
+  JobTable(JobTableOptions options, WorkerRegistry* workers, const Env* clock);
 
   JobTable(const JobTable&) = delete;
   JobTable& operator=(const JobTable&) = delete;
@@ -426,7 +426,7 @@ class JobTable {
   JobStore* const store_;
   std::shared_ptr<const JobKey> job_key_;  // null only if urandom failed
   WorkerRegistry* const workers_;
-  const Clock* const clock_;
+  const Env* const clock_;
   std::vector<std::string> ps_addresses_;
   std::map<std::string, JobEntry> jobs_;
   std::vector<std::string> job_order_;  // submission order

@@ -128,7 +128,7 @@ class JobHistoryTest : public ::testing::Test {
     char tmpl[] = "/tmp/gradsync-history-test-XXXXXX";
     return std::string(mkdtemp(tmpl));
   }();
-  FakeClock clock_;
+  FakeEnv clock_;
   std::unique_ptr<SqliteJobStore> sqlite_;
   std::unique_ptr<WorkerRegistry> workers_;
   std::unique_ptr<JobTable> table_;

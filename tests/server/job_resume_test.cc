@@ -1,7 +1,7 @@
 // JobTable::Submit with resume_from: the old job must be known and ended.
 #include <gtest/gtest.h>
 
-#include "server/coordinator/clock.h"
+#include "common/env.h"
 #include "server/coordinator/job_table.h"
 #include "server/coordinator/worker_registry.h"
 #include "tests/server/job_table_test_util.h"
@@ -10,7 +10,7 @@ namespace gradsync {
 namespace {
 
 TEST(JobResume, OnlyFromAKnownJobThatHasEnded) {
-  FakeClock clock;
+  FakeEnv clock;
   WorkerRegistry workers;
   JobTableOptions o;
   o.ps_addresses = {"ps0:1"};

@@ -40,7 +40,7 @@ class JobRetentionTest : public ::testing::Test {
 
   static size_t Known(const JobTable& table) { return table.Jobs().size(); }
 
-  FakeClock clock_;
+  FakeEnv clock_;
   WorkerRegistry workers_;
 };
 

@@ -125,7 +125,7 @@ class JobSecretTable : public ::testing::Test {
   v1::JobState State(const std::string& id) { return table_.Find(id)->state(); }
 
   std::shared_ptr<const JobKey> key_;
-  FakeClock clock_;
+  FakeEnv clock_;
   WorkerRegistry workers_;
   JobTable table_;
 };

@@ -8,7 +8,7 @@
 
 #include <gtest/gtest.h>
 
-#include "server/coordinator/clock.h"
+#include "common/env.h"
 #include "server/coordinator/worker_registry.h"
 #include "tests/server/job_table_test_util.h"
 

@@ -9,8 +9,8 @@
 
 #include <gtest/gtest.h>
 
+#include "common/env.h"
 #include "common/ps_layout.h"
-#include "server/coordinator/clock.h"
 #include "server/coordinator/worker_registry.h"
 #include "tests/server/job_table_test_util.h"
 

@@ -12,9 +12,9 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "common/env.h"
 #include "common/testing/fake_env.h"
 #include "gradsync/v1/gradsync.pb.h"
-#include "server/coordinator/clock.h"
 #include "server/coordinator/job_table.h"
 #include "server/coordinator/worker_registry.h"
 
@@ -22,9 +22,6 @@ namespace gradsync {
 
 inline constexpr char kModel[] = "mlp:784-10";  // 7850 parameters
 inline constexpr size_t kModelParams = 784 * 10 + 10;
-
-// Starts at 1700000000 s after the epoch.
-using FakeClock = FakeEnv;
 
 // A sync job of `workers` ranks on kModel, 100 steps.
 inline v1::JobSpec Spec(v1::Strategy strategy, int workers) {
@@ -52,7 +49,7 @@ inline v1::WorkerMessage::JobDone Done(const std::string& job, int rank,
 }
 
 // A table with PS shards ps0:1, ps1:1, ps2:1 and job ids "t-N" on a
-// FakeClock, with helpers that act as a worker's Join and JobDone do.
+// FakeEnv, with helpers that act as a worker's Join and JobDone do.
 class JobTableTest : public ::testing::Test {
  protected:
   JobTableTest() : table_(Options(), &workers_, &clock_) {}
@@ -115,7 +112,7 @@ class JobTableTest : public ::testing::Test {
     return ended.value_or(false);
   }
 
-  FakeClock clock_;
+  FakeEnv clock_;
   WorkerRegistry workers_;
   JobTable table_;
 };

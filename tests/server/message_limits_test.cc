@@ -45,7 +45,7 @@ TEST(MessageLimits, AFullRankTraceFitsInOneControlMessage) {
 }
 
 TEST(MessageLimits, ATracedJobOfManyRanksStaysBelowTheLimit) {
-  FakeClock clock;
+  FakeEnv clock;
   WorkerRegistry workers;
   JobTableOptions o;
   o.id_prefix = "t-";
