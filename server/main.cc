@@ -11,6 +11,8 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/command_line.h"
@@ -316,6 +318,15 @@ __attribute__((section(".preinit_array"), used)) void (*const kBlockSignalsAtLoa
 int main(int argc, char** argv) {
   gradsync::BlockTerminationSignals();
   absl::SetProgramUsageMessage(kUsage);
+  // --help lists this daemon's flags (absl's default looks for a file
+  // named after the program, and found none).
+  absl::FlagsUsageConfig usage;
+  usage.contains_help_flags = [](absl::string_view f) {
+    return absl::StrContains(f, "server/main.cc") ||
+           absl::StrContains(f, "grpc/security_flags.cc") ||
+           absl::StrContains(f, "grpc/transport_flags.cc");
+  };
+  absl::SetFlagsUsageConfig(usage);
   // --token-file as well as --token_file, as the CLI takes them.
   gradsync::CommandLine command_line(argc, argv);
   absl::ParseCommandLine(command_line.argc(), command_line.argv());

@@ -11,6 +11,8 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/command_line.h"
 #include "common/grpc/security_flags.h"
@@ -121,6 +123,13 @@ absl::StatusOr<gradsync::WorkerOptions> WorkerOptionsFromFlags() {
   o.gpu = absl::GetFlag(FLAGS_gpu);
   o.cpu_threads = absl::GetFlag(FLAGS_cpu_threads);
   o.num_gpus = gradsync::VisibleGpuCount();
+  if (o.num_gpus == 0 && gradsync::NvidiaDriverPresent()) {
+    // A GPU machine whose worker offers none: say why (the plugin or its
+    // libraries missing, or no visible device).
+    const absl::Status cuda = gradsync::CudaAvailable();
+    spdlog::warn("an NVIDIA driver is installed but this worker offers no GPU: {}",
+                 cuda.ok() ? "no visible CUDA device" : std::string(cuda.message()));
+  }
   if (const std::string path = absl::GetFlag(FLAGS_tuning_file); !path.empty()) {
     absl::StatusOr<gradsync::TuningTable> table = gradsync::TuningTable::Load(path);
     if (!table.ok()) {
@@ -179,6 +188,15 @@ int main(int argc, char** argv) {
       "its shard of the data and synchronises gradients by the job's strategy. "
       "Stops cleanly on SIGINT/SIGTERM. The token and TLS flags (a token "
       "file wins over GRADSYNC_TOKEN): --helpon=security_flags.");
+  // --help lists this daemon's flags (absl's default looks for a file
+  // named after the program, and found none).
+  absl::FlagsUsageConfig usage;
+  usage.contains_help_flags = [](absl::string_view f) {
+    return absl::StrContains(f, "worker/main.cc") ||
+           absl::StrContains(f, "grpc/security_flags.cc") ||
+           absl::StrContains(f, "grpc/transport_flags.cc");
+  };
+  absl::SetFlagsUsageConfig(usage);
   // --token-file as well as --token_file, as the CLI takes them.
   gradsync::CommandLine command_line(argc, argv);
   absl::ParseCommandLine(command_line.argc(), command_line.argv());

@@ -88,6 +88,7 @@ void SetTorchPluginPath(std::string path) { TorchLoader().SetPath(std::move(path
 void SetCudaPluginPath(std::string path) { CudaLoader().SetPath(std::move(path)); }
 
 absl::Status TorchScriptAvailable() { return Torch().status(); }
+absl::Status CudaAvailable() { return Cuda().status(); }
 
 absl::StatusOr<TrainTestData> LoadTensorDataFile(const std::string& path) {
   absl::StatusOr<const TorchPluginApi*> torch = Torch();

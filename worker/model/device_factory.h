@@ -54,6 +54,11 @@ struct TrainTestData {
 };
 absl::StatusOr<TrainTestData> LoadTensorDataFile(const std::string& path);
 
+// OK when this build has the CUDA backend and its plugin (with cudart and
+// cuBLAS) loads here; else FAILED_PRECONDITION saying what is missing.
+// Opens the plugin: call it only where a GPU is expected.
+absl::Status CudaAvailable();
+
 // Whether this machine has an NVIDIA driver (its /proc or /dev entries).
 bool NvidiaDriverPresent();
 
