@@ -308,6 +308,18 @@ void StopOnSignal(grpc::Server* server, gradsync::MetricsServer* metrics,
   server->Wait();
 }
 
+// --help lists this daemon's flags and the security and transport ones
+// (absl's default looks for a file named after the program, and finds none).
+void ListOwnFlagsInHelp() {
+  absl::FlagsUsageConfig usage;
+  usage.contains_help_flags = [](absl::string_view f) {
+    return absl::StrContains(f, "server/main.cc") ||
+           absl::StrContains(f, "grpc/security_flags.cc") ||
+           absl::StrContains(f, "grpc/transport_flags.cc");
+  };
+  absl::SetFlagsUsageConfig(usage);
+}
+
 // Before any library loads (OpenBLAS starts threads as it does): see
 // common/signals.h.
 __attribute__((section(".preinit_array"), used)) void (*const kBlockSignalsAtLoad)(
@@ -318,15 +330,7 @@ __attribute__((section(".preinit_array"), used)) void (*const kBlockSignalsAtLoa
 int main(int argc, char** argv) {
   gradsync::BlockTerminationSignals();
   absl::SetProgramUsageMessage(kUsage);
-  // --help lists this daemon's flags (absl's default looks for a file
-  // named after the program, and found none).
-  absl::FlagsUsageConfig usage;
-  usage.contains_help_flags = [](absl::string_view f) {
-    return absl::StrContains(f, "server/main.cc") ||
-           absl::StrContains(f, "grpc/security_flags.cc") ||
-           absl::StrContains(f, "grpc/transport_flags.cc");
-  };
-  absl::SetFlagsUsageConfig(usage);
+  ListOwnFlagsInHelp();
   // --token-file as well as --token_file, as the CLI takes them.
   gradsync::CommandLine command_line(argc, argv);
   absl::ParseCommandLine(command_line.argc(), command_line.argv());

@@ -171,6 +171,18 @@ absl::StatusOr<Startup> CheckStartup() {
   return Startup{*std::move(security), *std::move(options)};
 }
 
+// --help lists this daemon's flags and the security and transport ones
+// (absl's default looks for a file named after the program, and finds none).
+void ListOwnFlagsInHelp() {
+  absl::FlagsUsageConfig usage;
+  usage.contains_help_flags = [](absl::string_view f) {
+    return absl::StrContains(f, "worker/main.cc") ||
+           absl::StrContains(f, "grpc/security_flags.cc") ||
+           absl::StrContains(f, "grpc/transport_flags.cc");
+  };
+  absl::SetFlagsUsageConfig(usage);
+}
+
 // Before any library loads (OpenBLAS starts threads as it does): see
 // common/signals.h.
 __attribute__((section(".preinit_array"), used)) void (*const kBlockSignalsAtLoad)(
@@ -188,15 +200,7 @@ int main(int argc, char** argv) {
       "its shard of the data and synchronises gradients by the job's strategy. "
       "Stops cleanly on SIGINT/SIGTERM. The token and TLS flags (a token "
       "file wins over GRADSYNC_TOKEN): --helpon=security_flags.");
-  // --help lists this daemon's flags (absl's default looks for a file
-  // named after the program, and found none).
-  absl::FlagsUsageConfig usage;
-  usage.contains_help_flags = [](absl::string_view f) {
-    return absl::StrContains(f, "worker/main.cc") ||
-           absl::StrContains(f, "grpc/security_flags.cc") ||
-           absl::StrContains(f, "grpc/transport_flags.cc");
-  };
-  absl::SetFlagsUsageConfig(usage);
+  ListOwnFlagsInHelp();
   // --token-file as well as --token_file, as the CLI takes them.
   gradsync::CommandLine command_line(argc, argv);
   absl::ParseCommandLine(command_line.argc(), command_line.argv());
