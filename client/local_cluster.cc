@@ -21,6 +21,7 @@
 #include "common/grpc/job_secret.h"
 #include "common/grpc/security_flags.h"
 #include "common/grpc/transport_flags.h"
+#include "common/signals.h"
 #include "gradsync/v1/gradsync.grpc.pb.h"
 
 namespace gradsync {
@@ -97,11 +98,8 @@ absl::StatusOr<LocalCluster::Process> LocalCluster::Spawn(
   // that one sent while the daemon's libraries load waits for it (the
   // daemons block them and sigwait, common/signals.h) rather than killing it
   // by the default action.
-  sigset_t termination;
+  const sigset_t termination = TerminationSignals();
   sigset_t old_mask;
-  sigemptyset(&termination);
-  sigaddset(&termination, SIGINT);
-  sigaddset(&termination, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &termination, &old_mask);
   pid_t pid = fork();
   if (pid != 0) pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);

@@ -8,14 +8,6 @@
 namespace gradsync {
 namespace {
 
-sigset_t TerminationSet() {
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGTERM);
-  return set;
-}
-
 // The thread in WaitForTerminationSignal, once there is one; a signal that
 // comes before is kept in `early`.
 pthread_t waiter;
@@ -38,8 +30,16 @@ void ForwardToWaiter(int sig) {
 
 }  // namespace
 
+sigset_t TerminationSignals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  return set;
+}
+
 void BlockTerminationSignals() {
-  sigset_t set = TerminationSet();
+  sigset_t set = TerminationSignals();
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
   struct sigaction forward = {};
   forward.sa_handler = ForwardToWaiter;
@@ -56,7 +56,7 @@ int WaitForTerminationSignal() {
   waiter = pthread_self();
   have_waiter.store(true, std::memory_order_release);
   if (early != 0) return early;
-  sigset_t set = TerminationSet();
+  sigset_t set = TerminationSignals();
   int sig = 0;
   while (sigwait(&set, &sig) != 0) {
   }

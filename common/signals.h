@@ -2,7 +2,13 @@
 #ifndef GRADSYNC_COMMON_SIGNALS_H_
 #define GRADSYNC_COMMON_SIGNALS_H_
 
+#include <signal.h>
+
 namespace gradsync {
+
+// {SIGINT, SIGTERM}: what a launcher blocks through fork and exec so that a
+// daemon it starts never has them unblocked.
+sigset_t TerminationSignals();
 
 // Blocks SIGINT, SIGTERM (and ignores SIGPIPE) in the calling thread; call
 // first in main so that every thread started afterwards inherits the mask.

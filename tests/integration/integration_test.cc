@@ -26,6 +26,7 @@
 #include "absl/time/clock.h"
 #include "client/local_cluster.h"
 #include "common/grpc/grpc_util.h"
+#include "common/signals.h"
 #include "common/spec/job_spec.h"
 #include "gradsync/v1/gradsync.grpc.pb.h"
 #include "tests/integration/cluster_fixture.h"
@@ -518,11 +519,8 @@ int TerminateAfter(const std::vector<std::string>& argv, absl::Duration after) {
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
   // Blocked before the fork, so that the child never has them unblocked.
-  sigset_t termination;
+  const sigset_t termination = TerminationSignals();
   sigset_t old;
-  sigemptyset(&termination);
-  sigaddset(&termination, SIGINT);
-  sigaddset(&termination, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &termination, &old);
   const pid_t pid = fork();
   if (pid == 0) {
