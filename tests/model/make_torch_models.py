@@ -171,6 +171,14 @@ def make(out):
         "data_one.pt": {"x": x[:1], "y": y[:1]},
         "data_test_width.pt": {"x": x, "y": y, "x_test": x[:, :2], "y_test": y},
     }
+    # Tensors whose sizes claim more values than their storage holds (a
+    # shrunken storage saves as it is; libtorch's reader does not check).
+    short_x = x.float().clone()
+    short_x.storage().resize_(3)
+    short_y = y.clone()
+    short_y.storage().resize_(10)
+    data["data_short_storage.pt"] = {"x": short_x, "y": y}
+    data["data_short_label_storage.pt"] = {"x": x, "y": short_y}
     for name, value in data.items():
         torch.save(value, os.path.join(out, name))
     with open(os.path.join(out, "not_torchscript.pt"), "wb") as f:

@@ -423,6 +423,11 @@ TEST_F(TorchModelTest, RefusesTensorDataThatBreaksTheFormat) {
       {"data_half_split.pt", "only one of"},
       {"data_one.pt", "nothing to hold out"},
       {"data_test_width.pt", "test samples have 10 values"},
+      // Found by fuzz_tensor_data: reading these ran off the allocation.
+      {"data_short_storage.pt",
+       "training inputs [50, 4, 5] claims more values than the 12"},
+      {"data_short_label_storage.pt",
+       "training labels [50] claims more values than the 80"},
       {"not_torchscript.pt", "not a torch.save file"},
       {"lenet.pt", "not a torch.save file"},  // a TorchScript module is no data file
   };

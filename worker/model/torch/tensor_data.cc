@@ -49,9 +49,45 @@ class BoundedReader : public caffe2::serialize::ReadAdapterInterface {
   const std::vector<char> bytes_;
 };
 
+// Whether every element t's sizes and strides name lies inside its storage.
+// A pickled tensor is rebuilt from a storage, an offset, sizes and strides
+// as the file gives them, and libtorch does not check that they agree: a
+// file whose tensor claims more elements than its storage holds made reading
+// it run off the end of the allocation (found by fuzz_tensor_data).
+absl::Status CheckInsideStorage(const std::string& path, const std::string& what,
+                                const at::Tensor& t) {
+  if (t.layout() != at::kStrided || t.is_quantized() || !t.device().is_cpu()) {
+    return Bad(path, absl::StrCat(what, " is not a plain dense CPU tensor"));
+  }
+  if (t.numel() == 0) return absl::OkStatus();
+  if (!t.has_storage()) return Bad(path, absl::StrCat(what, " has no storage"));
+  // The last element's index, in elements from the storage's start; every
+  // term is checked so that a hostile size or stride cannot wrap it around.
+  constexpr int64_t kLimit = int64_t{1} << 62;
+  int64_t last = t.storage_offset();
+  bool ok = last >= 0 && last < kLimit;
+  for (int64_t d = 0; ok && d < t.dim(); ++d) {
+    const int64_t size = t.size(d);
+    const int64_t stride = t.stride(d);
+    ok =
+        size >= 1 && stride >= 0 && (stride == 0 || size - 1 <= (kLimit - last) / stride);
+    if (ok) last += (size - 1) * stride;
+  }
+  const int64_t item = static_cast<int64_t>(t.element_size());
+  const int64_t have = static_cast<int64_t>(t.storage().nbytes());
+  if (!ok || last >= kLimit / item || (last + 1) * item > have) {
+    return Bad(path, absl::StrCat(what, " ", ShapeOf(t), " claims more values than the ",
+                                  have, " bytes stored for it"));
+  }
+  return absl::OkStatus();
+}
+
 // x [N, ...] and y [N] as a Dataset; `name` says which pair in errors.
 absl::StatusOr<Dataset> ToDataset(const std::string& path, const std::string& name,
                                   const at::Tensor& x, const at::Tensor& y) {
+  absl::Status inside = CheckInsideStorage(path, name + " inputs", x);
+  if (inside.ok()) inside = CheckInsideStorage(path, name + " labels", y);
+  if (!inside.ok()) return inside;
   if (x.dim() < 1 || x.size(0) < 1) {
     return Bad(path, absl::StrCat(name, " inputs ", ShapeOf(x), " hold no samples"));
   }
