@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Fails when the worker or the servers read the clock or sleep without their
-# Env (common/env.h): every absl::Now(), absl::SleepFor,
+# Fails when the worker, the servers or the code they share read the clock or
+# sleep without their Env (common/env.h): every absl::Now(), absl::SleepFor,
 # std::this_thread::sleep_for, sleep( / usleep( and std::chrono *_clock::now()
-# in worker/ and server/ (*.cc, *.h, *.cu) is printed as FILE:LINE: TEXT and
+# in worker/, server/ and common/ (*.cc, *.h, *.cu) is printed as FILE:LINE: TEXT and
 # the script exits 1; 0 when there is none. Text after // on a line is a
 # comment and is not checked. The Env's own files (common/env.*,
 # common/testing/fake_env.*) are the only places that may call them.
@@ -18,10 +18,10 @@ while IFS= read -r -d '' f; do
     common/env.*|common/testing/fake_env.*) continue ;;
   esac
   files+=("$f")
-done < <(find worker server -type f \( -name '*.cc' -o -name '*.h' -o -name '*.cu' \) -print0 | sort -z)
+done < <(find worker server common -type f \( -name '*.cc' -o -name '*.h' -o -name '*.cu' \) -print0 | sort -z)
 
 if [ "${#files[@]}" -eq 0 ]; then
-  echo "check-env: no sources found under worker/ and server/" >&2
+  echo "check-env: no sources found under worker/, server/ and common/" >&2
   exit 2
 fi
 
@@ -34,7 +34,7 @@ hits=$(awk -v re="$pattern" '
 if [ -n "$hits" ]; then
   found=1
   printf '%s\n' "$hits"
-  echo "check-env: the clock or a sleep used directly in worker/ or server/;" \
+  echo "check-env: the clock or a sleep used directly in worker/, server/ or common/;" \
        "go through the Env (common/env.h)" >&2
 fi
 exit "$found"

@@ -9,7 +9,6 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -64,22 +63,24 @@ std::string Sha256Hex(absl::string_view data) {
   return Hex(d, n);
 }
 
-absl::StatusOr<std::string> Sha256OfFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot open ", path));
-  EVP_MD_CTX* ctx = EVP_MD_CTX_new();
-  EVP_DigestInit_ex(ctx, EVP_sha256(), nullptr);
+absl::StatusOr<std::string> Sha256OfFile(const std::string& path, const Env* env) {
+  absl::StatusOr<std::unique_ptr<SequentialFile>> f = env->NewSequentialFile(path);
+  if (!f.ok()) return f.status();
+  struct Digest {
+    EVP_MD_CTX* ctx = EVP_MD_CTX_new();
+    ~Digest() { EVP_MD_CTX_free(ctx); }
+  } hash;
+  EVP_DigestInit_ex(hash.ctx, EVP_sha256(), nullptr);
   std::vector<char> buf(1 << 20);
-  while (in) {
-    in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
-    EVP_DigestUpdate(ctx, buf.data(), static_cast<size_t>(in.gcount()));
+  while (true) {
+    absl::StatusOr<size_t> n = (*f)->Read(buf.data(), buf.size());
+    if (!n.ok()) return absl::DataLossError(n.status().message());
+    if (*n == 0) break;
+    EVP_DigestUpdate(hash.ctx, buf.data(), *n);
   }
-  const bool failed = in.bad();
   unsigned char d[EVP_MAX_MD_SIZE];
   unsigned n = 0;
-  EVP_DigestFinal_ex(ctx, d, &n);
-  EVP_MD_CTX_free(ctx);
-  if (failed) return absl::DataLossError(absl::StrCat("error reading ", path));
+  EVP_DigestFinal_ex(hash.ctx, d, &n);
   return Hex(d, n);
 }
 

@@ -13,12 +13,16 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "common/env.h"
 
 namespace gradsync {
 
-// SHA-256 of `data` / of a file's content, as 64 lowercase hex digits.
+// SHA-256 of `data` / of a file's content, as 64 lowercase hex digits. The
+// file is read through `env` (Env::NewSequentialFile: a regular file only,
+// its errors); DATA_LOSS naming the file when a read fails.
 std::string Sha256Hex(absl::string_view data);
-absl::StatusOr<std::string> Sha256OfFile(const std::string& path);
+absl::StatusOr<std::string> Sha256OfFile(const std::string& path,
+                                         const Env* env = Env::Default());
 
 // The data of one BlobChunk message (Coordinator.PutBlob / GetBlob).
 inline constexpr size_t kBlobChunkBytes = 1 << 20;

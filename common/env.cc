@@ -9,7 +9,7 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -46,6 +46,27 @@ absl::Status SyncParentDirectory(const std::string& path) {
   return ok ? absl::OkStatus() : IoError("fsync directory", dir);
 }
 
+class PosixSequentialFile final : public SequentialFile {
+ public:
+  PosixSequentialFile(std::string path, int fd, uint64_t size)
+      : path_(std::move(path)), fd_(fd), size_(size) {}
+  ~PosixSequentialFile() override { ::close(fd_); }
+
+  absl::StatusOr<size_t> Read(char* scratch, size_t n) override {
+    while (true) {
+      const ssize_t r = ::read(fd_, scratch, n);
+      if (r >= 0) return static_cast<size_t>(r);
+      if (errno != EINTR) return IoError("read", path_);
+    }
+  }
+  uint64_t size() const override { return size_; }
+
+ private:
+  const std::string path_;
+  const int fd_;
+  const uint64_t size_;
+};
+
 class PosixEnv final : public Env {
  public:
   absl::Time Now() const override { return absl::Now(); }
@@ -71,17 +92,54 @@ const Env* Env::Default() {
   return env;
 }
 
-absl::StatusOr<std::string> Env::ReadFileToString(const std::string& path) const {
-  std::ifstream in(path, std::ios::binary | std::ios::ate);
-  if (!in) {
-    if (!FileExists(path)) return absl::NotFoundError(absl::StrCat(path, " not found"));
+// O_NONBLOCK: opening a FIFO for reading does not wait for a writer, so
+// that it can be refused by its type like any other file that is not a
+// regular one (on a regular file the flag changes nothing).
+absl::StatusOr<std::unique_ptr<SequentialFile>> Env::NewSequentialFile(
+    const std::string& path) const {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+  if (fd < 0) {
+    if (errno == ENOENT) return absl::NotFoundError(absl::StrCat(path, " not found"));
     return IoError("open", path);
   }
-  std::string bytes(static_cast<size_t>(in.tellg()), '\0');
-  in.seekg(0);
-  if (!in.read(bytes.data(), static_cast<std::streamsize>(bytes.size()))) {
-    return absl::InternalError(absl::StrCat(path, ": read failed"));
+  struct stat st;
+  if (::fstat(fd, &st) != 0) {
+    absl::Status err = IoError("stat", path);
+    ::close(fd);
+    return err;
   }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return absl::FailedPreconditionError(
+        absl::StrCat(path, " is not a regular file (",
+                     S_ISDIR(st.st_mode)    ? "a directory"
+                     : S_ISFIFO(st.st_mode) ? "a FIFO"
+                     : S_ISCHR(st.st_mode)  ? "a character device"
+                     : S_ISBLK(st.st_mode)  ? "a block device"
+                     : S_ISSOCK(st.st_mode) ? "a socket"
+                                            : "not a plain file",
+                     ")"));
+  }
+  return std::unique_ptr<SequentialFile>(
+      new PosixSequentialFile(path, fd, static_cast<uint64_t>(st.st_size)));
+}
+
+absl::StatusOr<std::string> Env::ReadFileToString(const std::string& path) const {
+  absl::StatusOr<std::unique_ptr<SequentialFile>> f = NewSequentialFile(path);
+  if (!f.ok()) return f.status();
+  std::string bytes;
+  bytes.resize(static_cast<size_t>((*f)->size()));
+  size_t have = 0;
+  while (true) {
+    // Full: grow, so that a file that grew since it was opened is read to
+    // its end (the read that returns 0 needs room too).
+    if (have == bytes.size()) bytes.resize(bytes.size() + (bytes.size() / 2) + 4096);
+    absl::StatusOr<size_t> n = (*f)->Read(bytes.data() + have, bytes.size() - have);
+    if (!n.ok()) return n.status();
+    if (*n == 0) break;
+    have += *n;
+  }
+  bytes.resize(have);
   return bytes;
 }
 

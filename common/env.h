@@ -23,6 +23,9 @@
 #ifndef GRADSYNC_COMMON_ENV_H_
 #define GRADSYNC_COMMON_ENV_H_
 
+#include <cstddef>
+#include <cstdint>
+#include <memory>
 #include <string>
 
 #include "absl/status/status.h"
@@ -32,6 +35,18 @@
 #include "absl/time/time.h"
 
 namespace gradsync {
+
+// A file read from its start to its end, a piece at a time (LevelDB's
+// SequentialFile). One thread at a time.
+class SequentialFile {
+ public:
+  virtual ~SequentialFile() = default;
+  // Reads up to `n` bytes into `scratch`: how many it read, 0 at the end.
+  // INTERNAL naming the file on an I/O error.
+  virtual absl::StatusOr<size_t> Read(char* scratch, size_t n) = 0;
+  // The file's size when it was opened.
+  virtual uint64_t size() const = 0;
+};
 
 // Threading: every method may be called from any thread, concurrently; an
 // Env outlives every object it was given to (Env::Default() is never
@@ -67,10 +82,17 @@ class Env {
     return AwaitWithDeadline(mu, cond, Now() + timeout);
   }
 
-  // Files (the checkpoint files of common/checkpoint.h go through these).
+  // Files: checkpoints (common/checkpoint.h), uploaded and fetched blobs
+  // (common/content_store.h), data files, the coordinator's history.
   //
-  // The whole of file `path`. NOT_FOUND when it does not exist, INTERNAL
-  // naming the file on another error.
+  // Only regular files are read: a FIFO, a device such as /dev/zero or a
+  // directory is FAILED_PRECONDITION naming the path, at once, never an
+  // open that blocks or a read that does not end. NOT_FOUND when the file
+  // does not exist, INTERNAL naming the file on another error.
+  virtual absl::StatusOr<std::unique_ptr<SequentialFile>> NewSequentialFile(
+      const std::string& path) const;
+
+  // The whole of file `path` (a regular file, as NewSequentialFile).
   virtual absl::StatusOr<std::string> ReadFileToString(const std::string& path) const;
 
   // Writes `contents` to `path` atomically: <path>.tmp, fsync, rename, fsync

@@ -158,14 +158,15 @@ std::string LocalAddress(const std::string& listen, int port) {
 
 absl::Status WaitForConnected(grpc::Channel* channel, const std::string& target,
                               absl::Time deadline,
-                              const std::function<absl::Status()>& abandon) {
+                              const std::function<absl::Status()>& abandon,
+                              const Env* env) {
   while (true) {
     grpc_connectivity_state state = channel->GetState(/*try_to_connect=*/true);
     if (state == GRPC_CHANNEL_READY) return absl::OkStatus();
     if (abandon) {
       if (absl::Status st = abandon(); !st.ok()) return st;
     }
-    const absl::Time now = absl::Now();
+    const absl::Time now = env->Now();
     const absl::Time until =
         abandon ? std::min(deadline, now + kConnectPollInterval) : deadline;
     if (now >= deadline ||

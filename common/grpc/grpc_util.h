@@ -14,6 +14,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/env.h"
 
 namespace gradsync {
 
@@ -131,9 +132,12 @@ std::string LocalAddress(const std::string& listen, int port);
 // kConnectPollInterval and a non-OK answer ends the wait with that status
 // (a transport aborted while it connects to a peer that is gone).
 inline constexpr absl::Duration kConnectPollInterval = absl::Milliseconds(100);
+// `env` reads the clock that `deadline` is on; it must keep real time, as
+// the wait itself is gRPC's.
 absl::Status WaitForConnected(grpc::Channel* channel, const std::string& target,
                               absl::Time deadline,
-                              const std::function<absl::Status()>& abandon = nullptr);
+                              const std::function<absl::Status()>& abandon = nullptr,
+                              const Env* env = Env::Default());
 
 inline std::chrono::system_clock::time_point ToChrono(absl::Time t) {
   return absl::ToChronoTime(t);

@@ -3,7 +3,6 @@
 #include <spdlog/spdlog.h>
 
 #include "absl/strings/str_cat.h"
-#include "absl/time/clock.h"
 
 namespace gradsync {
 namespace {
@@ -30,7 +29,7 @@ std::string Printable(absl::string_view field) {
 
 void RefusalLog::Refused(absl::string_view what, absl::string_view peer,
                          absl::string_view why) {
-  if (std::optional<std::string> line = Line(what, peer, why, absl::Now())) {
+  if (std::optional<std::string> line = Line(what, peer, why, env_->Now())) {
     spdlog::warn("{}", *line);
   }
 }

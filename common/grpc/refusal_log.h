@@ -21,6 +21,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/env.h"
 
 namespace gradsync {
 
@@ -29,17 +30,21 @@ class RefusalLog {
   static constexpr int kLines = 10;
   static constexpr absl::Duration kWindow = absl::Seconds(10);
 
+  // `env`: the clock of the windows (not owned; outlives the log).
+  explicit RefusalLog(const Env* env) : env_(env) {}
+  RefusalLog() : RefusalLog(Env::Default()) {}
+
   // Logs "refused WHAT from PEER: WHY" at warn level, unless this window's
   // lines are spent (then it is only counted).
   void Refused(absl::string_view what, absl::string_view peer, absl::string_view why);
 
   // What Refused logs when it is called at `now`: the line, or nullopt when
-  // it is left out (and counted). Refused without the clock and the logger,
-  // for tests.
+  // it is left out (and counted). Refused without the logger, for tests.
   std::optional<std::string> Line(absl::string_view what, absl::string_view peer,
                                   absl::string_view why, absl::Time now);
 
  private:
+  const Env* const env_;
   absl::Mutex mu_;
   absl::Time window_start_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   int lines_ ABSL_GUARDED_BY(mu_) = 0;

@@ -5,13 +5,12 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "absl/time/clock.h"
 #include "common/metrics/metrics_server.h"
 
 namespace gradsync {
 
-HttpListener::HttpListener(int threads, std::string what)
-    : what_(std::move(what)), server_(std::make_unique<httplib::Server>()) {
+HttpListener::HttpListener(int threads, std::string what, const Env* env)
+    : what_(std::move(what)), env_(env), server_(std::make_unique<httplib::Server>()) {
   // httplib owns the queue it gets from this factory.
   server_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   // httplib's default sets SO_REUSEPORT, with which a second daemon could
@@ -46,11 +45,11 @@ absl::StatusOr<std::string> HttpListener::Start(const std::string& listen,
     finished_ = true;
   });
   while (!server_->is_running() && !finished_) {
-    if (absl::Now() > deadline) {
+    if (env_->Now() > deadline) {
       return absl::UnavailableError(
           absl::StrCat(what_, ": server on ", listen, " did not start in time"));
     }
-    absl::SleepFor(absl::Milliseconds(1));
+    env_->SleepFor(absl::Milliseconds(1));
   }
   if (finished_) {
     return absl::UnavailableError(
@@ -68,7 +67,7 @@ void HttpListener::Stop() {
   if (server_ == nullptr) return;
   if (thread_.joinable()) {
     while (!server_->is_running() && !finished_) {
-      absl::SleepFor(absl::Milliseconds(1));
+      env_->SleepFor(absl::Milliseconds(1));
     }
     if (!finished_) server_->stop();
     thread_.join();

@@ -13,6 +13,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "common/env.h"
 
 namespace httplib {
 class Server;
@@ -26,7 +27,9 @@ class HttpListener {
  public:
   // `threads`: requests served at once (a keep-alive connection holds one
   // thread while it stays open). `what` names the listener in errors.
-  HttpListener(int threads, std::string what);
+  // `env`: the clock of Start's deadline and of the polls in Start and Stop
+  // (not owned; outlives the listener).
+  HttpListener(int threads, std::string what, const Env* env = Env::Default());
   ~HttpListener();
   HttpListener(const HttpListener&) = delete;
   HttpListener& operator=(const HttpListener&) = delete;
@@ -46,6 +49,7 @@ class HttpListener {
 
  private:
   const std::string what_;
+  const Env* const env_;
   std::unique_ptr<httplib::Server> server_;
   std::atomic<bool> finished_{false};  // the serving thread has returned
   std::thread thread_;

@@ -6,7 +6,6 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/time/clock.h"
 
 namespace gradsync {
 
@@ -27,19 +26,21 @@ absl::StatusOr<std::pair<std::string, int>> SplitHostPort(const std::string& add
 
 absl::Status StartMetricsEndpoint(MetricsServer* server, const std::string& listen) {
   if (listen.empty()) return absl::OkStatus();
-  absl::StatusOr<std::string> at = server->Start(listen, absl::Now() + absl::Seconds(5));
+  absl::StatusOr<std::string> at =
+      server->Start(listen, server->env()->Now() + absl::Seconds(5));
   if (!at.ok()) return at.status();
   std::cout << "metrics at http://" << *at << "/metrics" << std::endl;
   return absl::OkStatus();
 }
 
-MetricsServer::MetricsServer(const MetricsRegistry* registry) : registry_(registry) {}
+MetricsServer::MetricsServer(const MetricsRegistry* registry, const Env* env)
+    : registry_(registry), env_(env) {}
 
 MetricsServer::~MetricsServer() { Stop(); }
 
 absl::StatusOr<std::string> MetricsServer::Start(const std::string& listen,
                                                  absl::Time deadline) {
-  listener_ = std::make_unique<HttpListener>(kMetricsServerThreads, "metrics");
+  listener_ = std::make_unique<HttpListener>(kMetricsServerThreads, "metrics", env_);
   const MetricsRegistry* registry = registry_;
   listener_->server()->Get(
       "/metrics", [registry](const httplib::Request&, httplib::Response& res) {

@@ -13,6 +13,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/env.h"
 #include "common/metrics/http_listener.h"
 #include "common/metrics/metrics.h"
 
@@ -25,8 +26,10 @@ inline constexpr int kMetricsServerThreads = 2;
 // thread-safe with each other; rendering runs on the server's own threads.
 class MetricsServer {
  public:
-  // `registry` must outlive the server.
-  explicit MetricsServer(const MetricsRegistry* registry);
+  // `registry` and `env` (the clock of Start's deadline) must outlive the
+  // server.
+  explicit MetricsServer(const MetricsRegistry* registry,
+                         const Env* env = Env::Default());
   ~MetricsServer();
   MetricsServer(const MetricsServer&) = delete;
   MetricsServer& operator=(const MetricsServer&) = delete;
@@ -41,14 +44,18 @@ class MetricsServer {
   // finishes first). Idempotent; a no-op if Start failed before serving.
   void Stop();
 
+  const Env* env() const { return env_; }
+
  private:
   const MetricsRegistry* const registry_;
+  const Env* const env_;
   std::unique_ptr<HttpListener> listener_;
 };
 
 // Starts `server` on `listen` (nothing when it is empty) and announces it on
 // stdout as "metrics at http://HOST:PORT/metrics" (the local launcher reads
-// that line). MetricsServer::Start's errors; waits at most 5 s.
+// that line). MetricsServer::Start's errors; waits at most 5 s on the
+// server's Env.
 absl::Status StartMetricsEndpoint(MetricsServer* server, const std::string& listen);
 
 // Splits "HOST:PORT" ("[::1]:9090" for IPv6). INVALID_ARGUMENT when there is

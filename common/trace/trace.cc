@@ -2,7 +2,6 @@
 
 #include <utility>
 
-#include "absl/time/clock.h"
 #include "absl/time/time.h"
 
 namespace gradsync {
@@ -19,7 +18,7 @@ const char* TraceThreadName(int thread) {
   return "other";
 }
 
-int64_t TraceRecorder::NowUs() { return absl::ToUnixMicros(absl::Now()); }
+int64_t TraceRecorder::NowUs(const Env* env) { return absl::ToUnixMicros(env->Now()); }
 
 void TraceRecorder::Record(const TraceEvent& e) {
   absl::MutexLock lock(&mu_);

@@ -15,6 +15,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "common/env.h"
 
 namespace gradsync {
 
@@ -48,9 +49,10 @@ class TraceRecorder {
   TraceRecorder(const TraceRecorder&) = delete;
   TraceRecorder& operator=(const TraceRecorder&) = delete;
 
-  // Wall-clock unix microseconds (absl::Now): ranks on different hosts line
-  // up to within their clock sync, without a handshake.
-  static int64_t NowUs();
+  // Wall-clock unix microseconds on `env`'s clock (the real one by
+  // default): ranks on different hosts line up to within their clock sync,
+  // without a handshake.
+  static int64_t NowUs(const Env* env = Env::Default());
 
   void Record(const TraceEvent& e) ABSL_LOCKS_EXCLUDED(mu_);
 

@@ -39,10 +39,10 @@ grpc::Status ShuttingDown() { return grpc::Status(grpc::UNAVAILABLE, "shutting d
 
 }  // namespace
 
-Coordinator::Coordinator(CoordinatorOptions options, const Env* clock)
+Coordinator::Coordinator(CoordinatorOptions options, const Env* env)
     : options_(std::move(options)),
-      clock_(clock),
-      jobs_(MakeJobTableOptions(options_, clock_->Now()), &workers_, clock_) {
+      env_(env),
+      jobs_(MakeJobTableOptions(options_, env_->Now()), &workers_, env_) {
   monitor_ = std::thread([this] { MonitorLoop(); });
   background_thread_ = std::thread([this] { BackgroundLoop(); });
 }
@@ -119,7 +119,7 @@ void Coordinator::EndJobOnShards(const ShardEndJob& end) {
     if (addr.empty()) continue;
     auto stub = v1::ParameterServer::NewStub(MakeChannel(addr));
     grpc::ClientContext ctx;
-    // A gRPC deadline is real time: the real Env's, whatever clock_ is.
+    // A gRPC deadline is real time: the real Env's, whatever env_ is.
     ctx.set_deadline(ToChrono(Env::Default()->Now() + kEndJobDeadline));
     ctx.AddMetadata(kJobWorldMetadata, std::to_string(end.world));
     ctx.AddMetadata(kJobSecretMetadata, end.secret);
@@ -160,7 +160,7 @@ void Coordinator::MonitorLoop() {
 }
 
 void Coordinator::MonitorOnce() {
-  const absl::Time now = clock_->Now();
+  const absl::Time now = env_->Now();
   Decisions d;
   for (const std::string& id : workers_.Expired(now, options_.heartbeat_timeout)) {
     const absl::Duration silent = now - workers_.Find(id)->last_seen;
@@ -207,7 +207,7 @@ grpc::Status Coordinator::AwaitRegister(grpc::ServerContext* ctx, Stream* stream
   {
     absl::MutexLock lock(&mu_);
     if (shutdown_) return ShuttingDown();
-    unregistered_[ctx] = clock_->Now();
+    unregistered_[ctx] = env_->Now();
   }
   const bool got = stream->Read(first);
   {
@@ -230,7 +230,7 @@ grpc::Status Coordinator::OpenSession(grpc::ServerContext* ctx,
   absl::MutexLock lock(&mu_);
   if (shutdown_) return ShuttingDown();
   absl::Status st = workers_.Register(reg.worker_id(), reg.peer_address(), reg.num_gpus(),
-                                      clock_->Now(), reg.bulk_peer_address());
+                                      env_->Now(), reg.bulk_peer_address());
   if (!st.ok()) return ToGrpcStatus(st);
   sessions_[reg.worker_id()] = Session{ctx, chan};
   v1::CoordinatorMessage msg;
@@ -273,7 +273,7 @@ void Coordinator::CloseSession(grpc::ServerContext* ctx, const std::string& id) 
 }
 
 void Coordinator::HandleMessage(const std::string& id, const v1::WorkerMessage& m) {
-  workers_.Touch(id, clock_->Now());
+  workers_.Touch(id, env_->Now());
   Decisions d;
   switch (m.msg_case()) {
     case v1::WorkerMessage::kProgress:

@@ -67,9 +67,9 @@ struct CoordinatorOptions {
 
 class Coordinator final : public v1::Coordinator::Service, public DashboardSource {
  public:
-  // `clock` must outlive the coordinator; it times heartbeats and jobs (the
+  // `env` must outlive the coordinator; it times heartbeats and jobs (the
   // threads' own waits use real time).
-  explicit Coordinator(CoordinatorOptions options, const Env* clock = Env::Default());
+  explicit Coordinator(CoordinatorOptions options, const Env* env = Env::Default());
   ~Coordinator() override;
 
   grpc::Status SubmitJob(grpc::ServerContext* ctx, const v1::SubmitJobRequest* req,
@@ -215,7 +215,7 @@ class Coordinator final : public v1::Coordinator::Service, public DashboardSourc
 
   // Constant after construction.
   const CoordinatorOptions options_;
-  const Env* const clock_;
+  const Env* const env_;
 
   absl::Mutex mu_;
   // Signalled on any job change (WatchJob waits on it) and on shutdown.

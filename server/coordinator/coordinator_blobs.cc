@@ -1,6 +1,5 @@
 // Coordinator.PutBlob and GetBlob: files that travel with jobs (TorchScript
 // models), kept by content hash in options.blobs (common/content_store.h).
-#include <fstream>
 #include <optional>
 #include <vector>
 
@@ -78,17 +77,23 @@ grpc::Status Coordinator::GetBlobUnguarded(grpc::ServerContext* ctx,
   if (options_.blobs == nullptr) return NoBlobs();
   absl::StatusOr<std::string> path = options_.blobs->Find(req->sha256());
   if (!path.ok()) return ToGrpcStatus(path.status());
-  std::ifstream in(*path, std::ios::binary | std::ios::ate);
-  if (!in) return grpc::Status(grpc::INTERNAL, absl::StrCat("cannot open ", *path));
-  const uint64_t size = static_cast<uint64_t>(in.tellg());
-  in.seekg(0);
+  absl::StatusOr<std::unique_ptr<SequentialFile>> in = env_->NewSequentialFile(*path);
+  if (!in.ok()) {
+    return grpc::Status(grpc::INTERNAL, std::string(in.status().message()));
+  }
+  const uint64_t size = (*in)->size();
   std::vector<char> buf(kBlobChunkBytes);
   uint64_t sent = 0;
   bool first = true;
   while (first || sent < size) {
     const uint64_t n = std::min<uint64_t>(buf.size(), size - sent);
-    in.read(buf.data(), static_cast<std::streamsize>(n));
-    if (static_cast<uint64_t>(in.gcount()) != n) {
+    uint64_t got = 0;
+    while (got < n) {
+      absl::StatusOr<size_t> r = (*in)->Read(buf.data() + got, n - got);
+      if (!r.ok() || *r == 0) break;
+      got += *r;
+    }
+    if (got != n) {
       return grpc::Status(grpc::DATA_LOSS, absl::StrCat("short read of ", *path));
     }
     v1::BlobChunk chunk;

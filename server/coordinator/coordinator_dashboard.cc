@@ -6,7 +6,7 @@ namespace gradsync {
 
 ClusterLive Coordinator::DashboardOverview(size_t max_ended) {
   ClusterLive cluster;
-  cluster.now_ms = absl::ToUnixMillis(clock_->Now());
+  cluster.now_ms = absl::ToUnixMillis(env_->Now());
   absl::MutexLock lock(&mu_);
   cluster.jobs = jobs_.Listing(max_ended);
   for (const RegisteredWorker* w : workers_.Live()) {

@@ -20,12 +20,12 @@ std::string Tag(const std::string& job_id) { return absl::StrCat("[job ", job_id
 
 }  // namespace
 
-JobTable::JobTable(JobTableOptions options, WorkerRegistry* workers, const Env* clock)
+JobTable::JobTable(JobTableOptions options, WorkerRegistry* workers, const Env* env)
     : id_prefix_(std::move(options.id_prefix)),
       store_(options.store),
       job_key_(KeyOrNew(std::move(options.job_key))),
       workers_(workers),
-      clock_(clock),
+      env_(env),
       ps_addresses_(std::move(options.ps_addresses)),
       retention_(options.retention) {}
 
@@ -33,7 +33,7 @@ void JobTable::SetShardAddress(int shard, const std::string& address) {
   if (shard >= 0 && shard < num_ps_shards()) ps_addresses_[shard] = address;
 }
 
-int64_t JobTable::NowMs() const { return absl::ToUnixMillis(clock_->Now()); }
+int64_t JobTable::NowMs() const { return absl::ToUnixMillis(env_->Now()); }
 
 JobTable::JobEntry* JobTable::Entry(const std::string& id) {
   auto it = jobs_.find(id);
@@ -94,7 +94,7 @@ absl::StatusOr<v1::Job> JobTable::Submit(const v1::JobSpec& request, Decisions* 
   *e.job.mutable_spec() = *std::move(spec);
   e.job.set_state(v1::QUEUED);
   e.job.set_submit_time_ms(NowMs());
-  e.queued = clock_->Now();
+  e.queued = env_->Now();
   AppendStateEvent(&e, "queued", out);
   if (absl::Status saved = Save(&e); !saved.ok()) {
     jobs_.erase(id);  // never seen by anyone: the id is simply skipped
@@ -131,7 +131,7 @@ std::string UniqueIdPrefix(absl::Time start, uint32_t random) {
 
 bool JobTable::Reserves(const JobEntry& e) const {
   return e.backfill_passes >= kMaxBackfillPasses ||
-         clock_->Now() - e.queued >= kBackfillReserveAfter;
+         env_->Now() - e.queued >= kBackfillReserveAfter;
 }
 
 // 1. walk the queue oldest first, dropping entries that are no longer QUEUED;
@@ -217,7 +217,7 @@ void JobTable::Place(JobEntry* e, const std::vector<const RegisteredWorker*>& pi
   e->job.clear_workers();
   if (first) {
     e->job.set_start_time_ms(NowMs());
-    e->started = clock_->Now();
+    e->started = env_->Now();
   }
   e->reforming = false;
   const int n = static_cast<int>(picked.size());

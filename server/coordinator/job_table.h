@@ -150,9 +150,9 @@ inline constexpr char kCoordinatorRestarted[] = "coordinator restarted";
 
 class JobTable {
  public:
-  // `workers` and `clock` must outlive the table. The table marks workers
+  // `workers` and `env` must outlive the table. The table marks workers
   // busy, idle and dead in `workers`.
-  JobTable(JobTableOptions options, WorkerRegistry* workers, const Env* clock);
+  JobTable(JobTableOptions options, WorkerRegistry* workers, const Env* env);
 
   JobTable(const JobTable&) = delete;
   JobTable& operator=(const JobTable&) = delete;
@@ -426,7 +426,7 @@ class JobTable {
   JobStore* const store_;
   std::shared_ptr<const JobKey> job_key_;  // null only if urandom failed
   WorkerRegistry* const workers_;
-  const Env* const clock_;
+  const Env* const env_;
   std::vector<std::string> ps_addresses_;
   std::map<std::string, JobEntry> jobs_;
   std::vector<std::string> job_order_;  // submission order

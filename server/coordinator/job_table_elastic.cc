@@ -115,7 +115,7 @@ void JobTable::Reform(JobEntry* e, const std::string& why, const std::string& lo
   e->stalls.clear();
   e->pending_error = absl::OkStatus();
   e->reforming = true;
-  e->reform_since = clock_->Now();
+  e->reform_since = env_->Now();
   reforming_.push_back(id);
   AddStateEvent(e,
                 absl::StrCat("generation ", gen, " ended at step ", e->job.step(), ": ",
@@ -143,7 +143,7 @@ bool JobTable::PlaceReforming(Decisions* out) {
     // Enough idle workers for the whole job (spares): go now. Else wait a
     // moment for the survivors, which were cancelled, to become idle.
     const bool survivors_pending = stopping > 0 && idle < spec.workers() &&
-                                   clock_->Now() - e->reform_since < kSurvivorWait;
+                                   env_->Now() - e->reform_since < kSurvivorWait;
     const int n = std::min(spec.workers(), idle);
     if (!survivors_pending && n >= spec.min_workers()) {
       std::vector<const RegisteredWorker*> picked = workers_->PickIdle(n);
@@ -172,7 +172,7 @@ bool JobTable::PlaceReforming(Decisions* out) {
 
 void JobTable::ExpireReforming(Decisions* out) {
   if (reforming_.empty()) return;
-  const absl::Time now = clock_->Now();
+  const absl::Time now = env_->Now();
   const std::vector<std::string> ids(reforming_.begin(), reforming_.end());
   for (const std::string& id : ids) {
     JobEntry* e = Entry(id);
@@ -207,7 +207,7 @@ void JobTable::GenerationReported(JobEntry* e, const v1::WorkerMessage::Progress
   std::string text = absl::StrCat("generation ", g->generation(), " training from step ",
                                   p.step(), " on ", g->workers_size(), " workers");
   if (g->generation() > 0) {
-    g->set_reform_seconds(absl::ToDoubleSeconds(clock_->Now() - e->reform_since));
+    g->set_reform_seconds(absl::ToDoubleSeconds(env_->Now() - e->reform_since));
     UpdateStepsRedone(e);
     absl::StrAppend(&text, " (re-formed in ",
                     absl::StrFormat("%.2f", g->reform_seconds()), " s; ",

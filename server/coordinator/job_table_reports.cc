@@ -177,7 +177,7 @@ void JobTable::RankFailed(JobEntry* e, const std::string& worker_id,
   absl::StrAppend(&message, "]");
   if (e->pending_error.ok()) {
     e->pending_error = absl::Status(code, message);
-    e->pending_since = clock_->Now();
+    e->pending_since = env_->Now();
   }
 }
 
@@ -212,7 +212,7 @@ void JobTable::WorkerLost(const std::string& worker_id, const std::string& why,
 }
 
 void JobTable::ExpireSymptoms(Decisions* out) {
-  const absl::Time now = clock_->Now();
+  const absl::Time now = env_->Now();
   for (auto& [id, e] : jobs_) {
     if (e.job.state() == v1::RUNNING && !e.pending_error.ok() &&
         now - e.pending_since >= kSymptomGrace) {
@@ -234,7 +234,7 @@ void JobTable::Finalize(JobEntry* e, Decisions* out) {
         MergeBenchResults(e->job.spec().bench(), e->results);
     if (merged.ok()) *e->job.mutable_result()->mutable_bench() = *merged;
     e->job.mutable_result()->set_wall_seconds(
-        absl::ToDoubleSeconds(clock_->Now() - e->started));
+        absl::ToDoubleSeconds(env_->Now() - e->started));
     EndJob(e, merged.ok() ? v1::SUCCEEDED : v1::FAILED, merged.status(), out);
     return;
   }
@@ -277,7 +277,7 @@ void JobTable::Finalize(JobEntry* e, Decisions* out) {
       static_cast<int64_t>(spec.batch_size()) * (spec.elastic() ? spec.workers() : n);
   res->set_global_batch(global);
   res->set_ps_shards(spec.strategy() == v1::STRATEGY_PS ? spec.ps_shards() : 0);
-  res->set_wall_seconds(absl::ToDoubleSeconds(clock_->Now() - e->started));
+  res->set_wall_seconds(absl::ToDoubleSeconds(env_->Now() - e->started));
   res->set_samples_per_second(max_wall > 0 ? samples / max_wall : 0);
   if (spec.elastic() && e->job.generation() > 0 && res->wall_seconds() > 0) {
     // Every generation's work (redone steps not counted twice).

@@ -8,7 +8,6 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <system_error>
 #include <utility>
@@ -91,13 +90,13 @@ absl::Status SqliteStatus(const std::string& path, sqlite3* db, int rc,
   }
 }
 
-absl::Status MakeStateDir(const std::string& dir) {
+absl::Status MakeStateDir(const std::string& dir, const Env* env) {
+  absl::Status made = env->CreateDirectories(dir);
   std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec || !std::filesystem::is_directory(dir)) {
+  if (!made.ok() || !std::filesystem::is_directory(dir, ec)) {
     return absl::PermissionDeniedError(
         absl::StrCat("cannot create state directory ", dir, ": ",
-                     ec ? ec.message() : "not a directory"));
+                     !made.ok() ? std::string(made.message()) : "not a directory"));
   }
   if (access(dir.c_str(), W_OK | X_OK) != 0) {
     return absl::PermissionDeniedError(absl::StrCat(
@@ -108,15 +107,20 @@ absl::Status MakeStateDir(const std::string& dir) {
 
 // Step 2 of Open: read-only look at the first bytes, so that a file that is
 // not SQLite is refused before SQLite opens (and could write) it.
-absl::Status CheckHeader(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::OkStatus();  // missing: created; unreadable: step 3
+absl::Status CheckHeader(const std::string& path, const Env* env) {
+  absl::StatusOr<std::unique_ptr<SequentialFile>> in = env->NewSequentialFile(path);
+  // Not a regular file (a FIFO, a directory): SQLite would block or fail.
+  if (absl::IsFailedPrecondition(in.status())) return in.status();
+  if (!in.ok()) return absl::OkStatus();  // missing: created; unreadable: step 3
   char head[sizeof(kSqliteHeader)] = {};
-  in.read(head, sizeof(head));
-  const std::streamsize n = in.gcount();
+  size_t n = 0;
+  while (n < sizeof(head)) {
+    absl::StatusOr<size_t> got = (*in)->Read(head + n, sizeof(head) - n);
+    if (!got.ok() || *got == 0) break;
+    n += *got;
+  }
   if (n == 0) return absl::OkStatus();  // empty: SQLite's empty database
-  if (n < static_cast<std::streamsize>(sizeof(head)) ||
-      std::memcmp(head, kSqliteHeader, sizeof(head)) != 0) {
+  if (n < sizeof(head) || std::memcmp(head, kSqliteHeader, sizeof(head)) != 0) {
     return absl::DataLossError(
         absl::StrCat(path,
                      " is not an SQLite database (corrupt or foreign file); left "
@@ -148,10 +152,10 @@ SqliteJobStore::SqliteJobStore(std::string path, Db db)
     : path_(std::move(path)), db_(std::move(db)) {}
 
 absl::StatusOr<std::unique_ptr<SqliteJobStore>> SqliteJobStore::Open(
-    const std::string& dir) {
-  if (absl::Status st = MakeStateDir(dir); !st.ok()) return st;
+    const std::string& dir, const Env* env) {
+  if (absl::Status st = MakeStateDir(dir, env); !st.ok()) return st;
   const std::string path = (std::filesystem::path(dir) / kFileName).string();
-  if (absl::Status st = CheckHeader(path); !st.ok()) return st;
+  if (absl::Status st = CheckHeader(path, env); !st.ok()) return st;
   sqlite3* raw = nullptr;
   const int rc = sqlite3_open_v2(path.c_str(), &raw,
                                  SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr);

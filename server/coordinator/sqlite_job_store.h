@@ -29,6 +29,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "common/env.h"
 #include "server/coordinator/job_store.h"
 
 struct sqlite3;
@@ -46,7 +47,8 @@ class SqliteJobStore final : public JobStore {
   //   1. create `dir`; PERMISSION_DENIED (naming it) when it cannot be
   //      created or written;
   //   2. an existing non-empty file must start with SQLite's header, else
-  //      DATA_LOSS "... is not an SQLite database";
+  //      DATA_LOSS "... is not an SQLite database" (FAILED_PRECONDITION
+  //      when it is not a regular file: a FIFO, a directory);
   //   3. open read-write with the exclusive lock; PERMISSION_DENIED for a
   //      read-only file, FAILED_PRECONDITION when another process holds it;
   //   4. PRAGMA quick_check; DATA_LOSS with SQLite's first complaint;
@@ -54,8 +56,11 @@ class SqliteJobStore final : public JobStore {
   //      (written by a newer gradsync-server), tables without it are
   //      FAILED_PRECONDITION (not a gradsync database);
   //   6. WAL, synchronous=NORMAL, and the schema of an empty database.
-  // Every error message names the file and fits on one line.
-  static absl::StatusOr<std::unique_ptr<SqliteJobStore>> Open(const std::string& dir);
+  // Every error message names the file and fits on one line. Steps 1 and 2
+  // go through `env` (the directory, the header's read); SQLite does its
+  // own file I/O from step 3 on.
+  static absl::StatusOr<std::unique_ptr<SqliteJobStore>> Open(
+      const std::string& dir, const Env* env = Env::Default());
 
   ~SqliteJobStore() override = default;
   SqliteJobStore(const SqliteJobStore&) = delete;

@@ -3,10 +3,12 @@
 #include "common/env.h"
 
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
 
+#include <memory>
 #include <string>
 #include <thread>
 
@@ -84,6 +86,50 @@ TEST(DefaultEnv, FilesRoundTrip) {
   EXPECT_EQ(env->WriteFileAtomically(std::string(dir_template) + "/no/f", "x").code(),
             absl::StatusCode::kInternal);
   std::remove(path.c_str());
+  rmdir(dir_template);
+}
+
+// A FIFO with no writer, a device that never ends and a directory are
+// refused at once by their type: no open that waits, no read that does not
+// end (a job's data path may name any of them).
+TEST(DefaultEnv, OnlyRegularFilesAreRead) {
+  const Env* env = Env::Default();
+  char dir_template[] = "/tmp/gradsync_env_test_XXXXXX";
+  ASSERT_NE(mkdtemp(dir_template), nullptr);
+  const std::string dir = dir_template;
+  const std::string fifo = dir + "/fifo";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  struct Case {
+    std::string path;
+    const char* says;
+  };
+  for (const Case& c : {Case{fifo, "a FIFO"}, Case{"/dev/zero", "a character device"},
+                        Case{dir, "a directory"}}) {
+    absl::StatusOr<std::string> got = env->ReadFileToString(c.path);
+    ASSERT_FALSE(got.ok()) << c.path;
+    EXPECT_EQ(got.status().code(), absl::StatusCode::kFailedPrecondition) << got.status();
+    EXPECT_NE(got.status().message().find(c.says), std::string::npos) << got.status();
+    EXPECT_NE(got.status().message().find(c.path), std::string::npos) << got.status();
+    EXPECT_FALSE(env->NewSequentialFile(c.path).ok()) << c.path;
+  }
+  // A regular file reads to its end in pieces, and its size is known.
+  const std::string path = dir + "/f";
+  const std::string bytes(10000, 'x');
+  ASSERT_TRUE(env->WriteFileAtomically(path, bytes).ok());
+  absl::StatusOr<std::unique_ptr<SequentialFile>> f = env->NewSequentialFile(path);
+  ASSERT_TRUE(f.ok()) << f.status();
+  EXPECT_EQ((*f)->size(), bytes.size());
+  std::string read;
+  char buf[4096];
+  while (true) {
+    absl::StatusOr<size_t> n = (*f)->Read(buf, sizeof(buf));
+    ASSERT_TRUE(n.ok()) << n.status();
+    if (*n == 0) break;
+    read.append(buf, *n);
+  }
+  EXPECT_EQ(read, bytes);
+  std::remove(path.c_str());
+  std::remove(fifo.c_str());
   rmdir(dir_template);
 }
 

@@ -1,5 +1,6 @@
 #include "worker/model/dataset.h"
 
+#include <sys/stat.h>
 #include <zlib.h>
 
 #include <algorithm>
@@ -126,6 +127,58 @@ TEST(LoadFashionMnistTest, LoadsSmallSyntheticFiles) {
     EXPECT_FLOAT_EQ(ds->images[i], static_cast<uint8_t>(i * 37) / 255.0f);
   }
   EXPECT_EQ(ds->labels, (std::vector<uint8_t>{0, 1, 2}));
+}
+
+// Files larger than one read (64 KiB) in both forms, and a gzip file of two
+// members (as `cat a.gz b.gz` writes), read to the same values.
+TEST(LoadFashionMnistTest, LargeFilesAndConcatenatedGzipMembersReadWhole) {
+  const std::string dir = MakeTempDir("large");
+  const uint32_t n = 300;
+  std::string images = ImagesFile(0x803, n, 28, 28, 0);
+  uint32_t x = 12345;  // pixels that do not compress: the .gz is > 64 KiB too
+  for (uint32_t i = 0; i < n * 784; ++i) {
+    x = x * 1103515245u + 12345u;
+    images.push_back(static_cast<char>(x >> 24));
+  }
+  const std::string labels = LabelsFile(0x801, n, n);
+  WriteGz(dir + "/train-images-idx3-ubyte.gz", images.substr(0, 100000));
+  {
+    gzFile f = gzopen((dir + "/train-images-idx3-ubyte.gz").c_str(), "ab");
+    ASSERT_NE(f, nullptr);
+    const std::string rest = images.substr(100000);
+    ASSERT_EQ(gzwrite(f, rest.data(), static_cast<unsigned>(rest.size())),
+              static_cast<int>(rest.size()));
+    ASSERT_EQ(gzclose(f), Z_OK);
+  }
+  EXPECT_GT(fs::file_size(dir + "/train-images-idx3-ubyte.gz"), size_t{1} << 16);
+  WriteRaw(dir + "/train-labels-idx1-ubyte", labels);
+  WriteRaw(dir + "/t10k-images-idx3-ubyte", images);
+  WriteRaw(dir + "/t10k-labels-idx1-ubyte", labels);
+  for (bool train : {true, false}) {
+    absl::StatusOr<Dataset> ds = LoadFashionMnist(dir, train);
+    ASSERT_TRUE(ds.ok()) << ds.status();
+    ASSERT_EQ(ds->n, static_cast<int64_t>(n));
+    ASSERT_EQ(ds->images.size(), size_t{n} * 784);
+    for (size_t i = 0; i < ds->images.size(); i += 997) {
+      EXPECT_FLOAT_EQ(ds->images[i], static_cast<uint8_t>(images[16 + i]) / 255.0f) << i;
+    }
+    EXPECT_FLOAT_EQ(ds->images.back(), static_cast<uint8_t>(images.back()) / 255.0f);
+  }
+}
+
+// A data directory whose file is a FIFO (or a device) is refused at once by
+// the file's type: no open that waits for a writer, no read that never ends.
+TEST(LoadFashionMnistTest, AFileThatIsNotARegularOneIsRefusedAtOnce) {
+  const std::string dir = MakeTempDir("fifo");
+  WriteGz(dir + "/train-images-idx3-ubyte.gz", ImagesFile(0x803, 2, 2, 2, 8));
+  ASSERT_EQ(mkfifo((dir + "/train-labels-idx1-ubyte.gz").c_str(), 0600), 0);
+  absl::StatusOr<Dataset> ds = LoadFashionMnist(dir, true);
+  ASSERT_EQ(ds.status().code(), absl::StatusCode::kFailedPrecondition) << ds.status();
+  EXPECT_NE(ds.status().message().find("a FIFO"), std::string::npos) << ds.status();
+  fs::remove(dir + "/train-labels-idx1-ubyte.gz");
+  fs::create_symlink("/dev/zero", dir + "/train-labels-idx1-ubyte.gz");
+  ds = LoadFashionMnist(dir, true);
+  ASSERT_EQ(ds.status().code(), absl::StatusCode::kFailedPrecondition) << ds.status();
 }
 
 TEST(LoadFashionMnistTest, BogusGzIsDataLoss) {

@@ -77,7 +77,7 @@ TEST_F(DashboardTableTest, ProgressHistoryIsBoundedWhateverTheJobsLength) {
   constexpr int64_t kReports = 200000;  // 0.5 s apart: 28 hours
   Decisions d;
   for (int64_t step = 1; step <= kReports; ++step) {
-    clock_.Advance(absl::Milliseconds(500));
+    env_.Advance(absl::Milliseconds(500));
     table_.HandleProgress("w0", Report(id, 0, step), &d);
     if (step % 7 == 0) table_.HandleProgress("w1", Report(id, 1, step - 1), &d);
   }

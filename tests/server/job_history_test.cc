@@ -73,13 +73,13 @@ class JobHistoryTest : public ::testing::Test {
     o.ps_addresses = std::move(ps_addresses);
     o.id_prefix = id_prefix;
     o.store = store;
-    table_ = std::make_unique<JobTable>(o, workers_.get(), &clock_);
+    table_ = std::make_unique<JobTable>(o, workers_.get(), &env_);
     recovered_ = Decisions();
     recover_status_ = table_->Recover(&recovered_);
   }
 
   Decisions Join(const std::string& id) {
-    EXPECT_TRUE(workers_->Register(id, id + ":7000", 0, clock_.Now()).ok());
+    EXPECT_TRUE(workers_->Register(id, id + ":7000", 0, env_.Now()).ok());
     Decisions d;
     table_->Schedule(&d);
     return d;
@@ -128,7 +128,7 @@ class JobHistoryTest : public ::testing::Test {
     char tmpl[] = "/tmp/gradsync-history-test-XXXXXX";
     return std::string(mkdtemp(tmpl));
   }();
-  FakeEnv clock_;
+  FakeEnv env_;
   std::unique_ptr<SqliteJobStore> sqlite_;
   std::unique_ptr<WorkerRegistry> workers_;
   std::unique_ptr<JobTable> table_;

@@ -26,7 +26,7 @@ class JobRetentionTest : public ::testing::Test {
   }
 
   void Join(JobTable* table, const std::string& id) {
-    ASSERT_TRUE(workers_.Register(id, id + ":7000", 0, clock_.Now()).ok());
+    ASSERT_TRUE(workers_.Register(id, id + ":7000", 0, env_.Now()).ok());
     Decisions d;
     table->Schedule(&d);
   }
@@ -40,12 +40,12 @@ class JobRetentionTest : public ::testing::Test {
 
   static size_t Known(const JobTable& table) { return table.Jobs().size(); }
 
-  FakeEnv clock_;
+  FakeEnv env_;
   WorkerRegistry workers_;
 };
 
 TEST_F(JobRetentionTest, EndedJobsBeyondTheLimitGoOldestEndedFirst) {
-  JobTable table(Options(/*max_ended=*/3, 100), &workers_, &clock_);
+  JobTable table(Options(/*max_ended=*/3, 100), &workers_, &env_);
   Join(&table, "w0");
   const std::string running = Submit(&table, Spec(v1::STRATEGY_RING, 1));
   ASSERT_EQ(table.Find(running)->state(), v1::RUNNING);
@@ -80,7 +80,7 @@ TEST_F(JobRetentionTest, EndedJobsBeyondTheLimitGoOldestEndedFirst) {
 }
 
 TEST_F(JobRetentionTest, EventsBeyondTheCapAreDroppedButStateChangesKept) {
-  JobTable table(Options(100, /*max_events=*/3), &workers_, &clock_);
+  JobTable table(Options(100, /*max_events=*/3), &workers_, &env_);
   Join(&table, "w0");
   const std::string id = Submit(&table, Spec(v1::STRATEGY_RING, 1));
   v1::WorkerMessage::Stall s;
@@ -110,15 +110,15 @@ TEST_F(JobRetentionTest, EventsBeyondTheCapAreDroppedButStateChangesKept) {
 }
 
 TEST_F(JobRetentionTest, DeadWorkersAreForgottenAfterTheirGrace) {
-  JobTable table(Options(100, 100), &workers_, &clock_);
+  JobTable table(Options(100, 100), &workers_, &env_);
   Join(&table, "w0");
   Join(&table, "w1");
   Decisions d;
   table.WorkerLost("w0", "gone", &d);
-  EXPECT_EQ(workers_.ForgetDead(clock_.Now(), absl::Minutes(10)), 0u);
+  EXPECT_EQ(workers_.ForgetDead(env_.Now(), absl::Minutes(10)), 0u);
   ASSERT_NE(workers_.Find("w0"), nullptr);
-  clock_.Advance(absl::Minutes(11));
-  EXPECT_EQ(workers_.ForgetDead(clock_.Now(), absl::Minutes(10)), 1u);
+  env_.Advance(absl::Minutes(11));
+  EXPECT_EQ(workers_.ForgetDead(env_.Now(), absl::Minutes(10)), 1u);
   EXPECT_EQ(workers_.Find("w0"), nullptr);
   EXPECT_NE(workers_.Find("w1"), nullptr);  // alive, however long silent
   EXPECT_EQ(workers_.size(), 1u);

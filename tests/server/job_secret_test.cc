@@ -96,7 +96,7 @@ TEST(PsAccess, OnlyTheJobsSecretAndRanksGetIn) {
 // A JobTable with a known key and two or three workers.
 class JobSecretTable : public ::testing::Test {
  protected:
-  JobSecretTable() : key_(NewKey()), table_(TableOptions(key_), &workers_, &clock_) {}
+  JobSecretTable() : key_(NewKey()), table_(TableOptions(key_), &workers_, &env_) {}
 
   static JobTableOptions TableOptions(std::shared_ptr<const JobKey> key) {
     JobTableOptions o;
@@ -110,7 +110,7 @@ class JobSecretTable : public ::testing::Test {
   std::string Start(const v1::JobSpec& spec, Decisions* d) {
     for (int i = 0; i < spec.workers(); ++i) {
       const std::string w = "w" + std::to_string(i);
-      EXPECT_TRUE(workers_.Register(w, w + ":7000", 0, clock_.Now()).ok());
+      EXPECT_TRUE(workers_.Register(w, w + ":7000", 0, env_.Now()).ok());
     }
     absl::StatusOr<v1::Job> job = table_.Submit(spec, d);
     EXPECT_TRUE(job.ok()) << job.status();
@@ -125,7 +125,7 @@ class JobSecretTable : public ::testing::Test {
   v1::JobState State(const std::string& id) { return table_.Find(id)->state(); }
 
   std::shared_ptr<const JobKey> key_;
-  FakeEnv clock_;
+  FakeEnv env_;
   WorkerRegistry workers_;
   JobTable table_;
 };
@@ -160,9 +160,9 @@ TEST_F(JobSecretTable, TheSecretIsInAssignmentsAndShardEndJobsOnly) {
 TEST_F(JobSecretTable, AFakeWorkersReportsAreIgnored) {
   Decisions d;
   const std::string id = Start(Spec(v1::STRATEGY_PS, 2), &d);
-  ASSERT_TRUE(workers_.Register("evil", "evil:7000", 0, clock_.Now()).ok());
+  ASSERT_TRUE(workers_.Register("evil", "evil:7000", 0, env_.Now()).ok());
   // A second session cannot take a live worker's id.
-  EXPECT_EQ(workers_.Register("w0", "evil:7000", 0, clock_.Now()).code(),
+  EXPECT_EQ(workers_.Register("w0", "evil:7000", 0, env_.Now()).code(),
             absl::StatusCode::kAlreadyExists);
   Report("evil", Done(id, 0));
   Report("evil", Done(id, 1));

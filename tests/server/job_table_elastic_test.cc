@@ -150,15 +150,15 @@ TEST_F(JobTableElasticTest, ATracedJobsTimelineShowsEveryGeneration) {
   spec.set_trace(true);
   const std::string id = Submit(spec);
   Report("w0", Progress(id, 0, 0, true));
-  clock_.Advance(absl::Seconds(2));
+  env_.Advance(absl::Seconds(2));
   Lost("w2");
   JobDone("w0", Done(id, 0, absl::CancelledError("x")));
-  clock_.Advance(absl::Milliseconds(30));
+  env_.Advance(absl::Milliseconds(30));
   JobDone("w1", Done(id, 1, absl::CancelledError("x")));
   const std::string g1 = GenerationJobId(id, 1);
-  clock_.Advance(absl::Milliseconds(20));
+  env_.Advance(absl::Milliseconds(20));
   Report("w0", Progress(g1, 0, 0, true));
-  clock_.Advance(absl::Seconds(1));
+  env_.Advance(absl::Seconds(1));
   for (int r = 0; r < 2; ++r) JobDone(WorkersOf(id)[r], Done(g1, r));
   ASSERT_EQ(Job(id).state(), v1::SUCCEEDED) << Job(id).error();
   const v1::JobResult& res = Job(id).result();
@@ -219,11 +219,11 @@ TEST_F(JobTableElasticTest, TooFewWorkersFailsAfterTheWaitNamingWhy) {
   EXPECT_EQ(Job(id).state(), v1::RUNNING);
   EXPECT_TRUE(absl::StrContains(Job(id).waiting_for(), "needs at least 3 of 3 workers"))
       << Job(id).waiting_for();
-  clock_.Advance(absl::Milliseconds(999));
+  env_.Advance(absl::Milliseconds(999));
   Decisions d;
   table_.ExpireSymptoms(&d);
   EXPECT_EQ(Job(id).state(), v1::RUNNING);
-  clock_.Advance(absl::Milliseconds(1));
+  env_.Advance(absl::Milliseconds(1));
   table_.ExpireSymptoms(&d);
   EXPECT_EQ(Job(id).state(), v1::FAILED);
   EXPECT_TRUE(absl::StrContains(Job(id).error(), "needs at least 3 of 3 workers"))
@@ -259,7 +259,7 @@ TEST_F(JobTableElasticTest, SurvivorsThatDoNotStopAreLeftBehindAfterTheWait) {
   Lost("w1");
   JobDone("w0", Done(id, 0, absl::CancelledError("x")));
   EXPECT_EQ(Job(id).workers_size(), 0);  // w2 has not stopped yet
-  clock_.Advance(kSurvivorWait);
+  env_.Advance(kSurvivorWait);
   Decisions d;
   table_.ExpireSymptoms(&d);
   ASSERT_EQ(Job(id).workers_size(), 1);
@@ -288,7 +288,7 @@ TEST_F(JobTableElasticTest, SymptomErrorsReFormInsteadOfFailing) {
   for (const char* w : {"w0", "w1", "w2"}) Join(w);
   const std::string id = Submit(Elastic(v1::STRATEGY_RING, 3, 2));
   JobDone("w1", Done(id, 1, absl::UnavailableError("rank 2 vanished")));
-  clock_.Advance(kSurvivorWait);  // > kSymptomGrace; nobody reported lost
+  env_.Advance(kSurvivorWait);  // > kSymptomGrace; nobody reported lost
   Decisions d;
   table_.ExpireSymptoms(&d);
   EXPECT_EQ(Job(id).state(), v1::RUNNING);

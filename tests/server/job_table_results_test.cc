@@ -21,7 +21,7 @@ TEST_F(JobTableTest, FinalizeAveragesOverRanks) {
   Join("w0");
   Join("w1");
   const std::string id = Submit(Spec(v1::STRATEGY_RING, 2));
-  clock_.Advance(absl::Seconds(10));
+  env_.Advance(absl::Seconds(10));
   v1::WorkerMessage::JobDone d0 = Done(id, 0), d1 = Done(id, 1);
   d0.set_comm_seconds(1);
   d1.set_comm_seconds(3);

@@ -72,9 +72,9 @@ TEST_F(JobTableTest, AJobThatCannotRunYetDoesNotBlockSmallerOnes) {
   Join("w1");
   const std::string huge = Submit(Spec(v1::STRATEGY_RING, 50));
   const std::string big = Submit(Spec(v1::STRATEGY_RING, 2));
-  EXPECT_EQ(Job(huge).state(), v1::QUEUED);   // 50 > 2 registered: waits
-  EXPECT_EQ(Job(big).state(), v1::RUNNING);   // ...without blocking
-  clock_.Advance(kBackfillReserveAfter * 2);  // it never reserves
+  EXPECT_EQ(Job(huge).state(), v1::QUEUED);  // 50 > 2 registered: waits
+  EXPECT_EQ(Job(big).state(), v1::RUNNING);  // ...without blocking
+  env_.Advance(kBackfillReserveAfter * 2);   // it never reserves
   JobDone("w0", Done(big, 0));
   JobDone("w1", Done(big, 1));
   const std::string next = Submit(Spec(v1::STRATEGY_RING, 1));
@@ -126,7 +126,7 @@ TEST_F(JobTableTest, AWaitingJobReservesAfterWaitingTooLong) {
   const std::string early = Submit(Spec(v1::STRATEGY_RING, 1));
   EXPECT_EQ(Job(early).state(), v1::RUNNING);  // backfilled onto w1
   JobDone("w1", Done(early, 0));
-  clock_.Advance(kBackfillReserveAfter);
+  env_.Advance(kBackfillReserveAfter);
   const std::string late = Submit(Spec(v1::STRATEGY_RING, 1));
   EXPECT_EQ(Job(late).state(), v1::QUEUED);  // `pair` has waited too long
   // Cancelling the head re-runs scheduling: `late` starts at once.
@@ -325,11 +325,11 @@ TEST_F(JobTableTest, SymptomErrorWaitsForTheGracePeriodThenFails) {
   Decisions d;
   table_.ExpireSymptoms(&d);
   EXPECT_EQ(Job(id).state(), v1::RUNNING);
-  clock_.Advance(kSymptomGrace - absl::Milliseconds(1));
+  env_.Advance(kSymptomGrace - absl::Milliseconds(1));
   table_.ExpireSymptoms(&d);
   EXPECT_EQ(Job(id).state(), v1::RUNNING);
   EXPECT_TRUE(d.sends.empty());
-  clock_.Advance(absl::Milliseconds(1));
+  env_.Advance(absl::Milliseconds(1));
   table_.ExpireSymptoms(&d);
   EXPECT_EQ(Job(id).state(), v1::FAILED);
   EXPECT_EQ(Job(id).error_code(), static_cast<int>(absl::StatusCode::kUnavailable));
@@ -342,7 +342,7 @@ TEST_F(JobTableTest, LostWorkerReportedWithinTheGraceIsTheError) {
   Join("w1");
   const std::string id = Submit(Spec(v1::STRATEGY_RING, 2));
   JobDone("w0", Done(id, 0, absl::DeadlineExceededError("step 3 timed out")));
-  clock_.Advance(kSymptomGrace / 2);
+  env_.Advance(kSymptomGrace / 2);
   Decisions d;
   table_.WorkerLost("w1", "no heartbeat for 6s", &d);
   EXPECT_EQ(Job(id).state(), v1::FAILED);

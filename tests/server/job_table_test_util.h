@@ -52,7 +52,7 @@ inline v1::WorkerMessage::JobDone Done(const std::string& job, int rank,
 // FakeEnv, with helpers that act as a worker's Join and JobDone do.
 class JobTableTest : public ::testing::Test {
  protected:
-  JobTableTest() : table_(Options(), &workers_, &clock_) {}
+  JobTableTest() : table_(Options(), &workers_, &env_) {}
 
   static JobTableOptions Options() {
     JobTableOptions o;
@@ -64,8 +64,7 @@ class JobTableTest : public ::testing::Test {
   // Registers a worker (peer "<id>:7000", bulk peer "<id>:7001") and
   // schedules, as a Join does.
   Decisions Join(const std::string& id, int gpus = 0) {
-    EXPECT_TRUE(
-        workers_.Register(id, id + ":7000", gpus, clock_.Now(), id + ":7001").ok());
+    EXPECT_TRUE(workers_.Register(id, id + ":7000", gpus, env_.Now(), id + ":7001").ok());
     Decisions d;
     table_.Schedule(&d);
     return d;
@@ -112,7 +111,7 @@ class JobTableTest : public ::testing::Test {
     return ended.value_or(false);
   }
 
-  FakeEnv clock_;
+  FakeEnv env_;
   WorkerRegistry workers_;
   JobTable table_;
 };

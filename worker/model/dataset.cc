@@ -20,80 +20,131 @@ constexpr uint32_t kLabelsMagic = 0x00000801;
 // allocate absurd amounts before noticing the file is short.
 constexpr uint32_t kMaxDim = 1 << 12;
 
-struct GzCloser {
-  void operator()(gzFile_s* f) const { gzclose(f); }
-};
-using GzPtr = std::unique_ptr<gzFile_s, GzCloser>;
-
-bool FileExists(const std::string& path) {
-  FILE* f = std::fopen(path.c_str(), "rb");
-  if (f == nullptr) return false;
-  std::fclose(f);
-  return true;
-}
-
 // Resolves "<dir>/<base>.gz", falling back to "<dir>/<base>" (uncompressed).
-absl::StatusOr<std::string> FindFile(const std::string& dir, const std::string& base) {
+absl::StatusOr<std::string> FindFile(const std::string& dir, const std::string& base,
+                                     const Env* env) {
   const std::string gz = absl::StrCat(dir, "/", base, ".gz");
-  if (FileExists(gz)) return gz;
+  if (env->FileExists(gz)) return gz;
   const std::string raw = absl::StrCat(dir, "/", base);
-  if (FileExists(raw)) return raw;
+  if (env->FileExists(raw)) return raw;
   return absl::NotFoundError(
       absl::StrCat("Fashion-MNIST file not found: ", gz, " (nor ", raw,
                    "). Install it with `apt-get install dataset-fashion-mnist` or point "
                    "--data-dir at a directory holding the IDX files."));
 }
 
-// Reads exactly `len` bytes; DATA_LOSS on a short read or a zlib error.
-// gzread reads non-gzip files transparently, so this serves both forms.
-absl::Status ReadExact(gzFile f, const std::string& path, void* buf, size_t len) {
-  char* p = static_cast<char*>(buf);
-  while (len > 0) {
-    const unsigned chunk = static_cast<unsigned>(std::min<size_t>(len, 1u << 30));
-    const int got = gzread(f, p, chunk);
-    if (got < 0) {
-      int errnum = 0;
-      const char* msg = gzerror(f, &errnum);
-      return absl::DataLossError(
-          absl::StrCat("reading ", path, ": ", msg ? msg : "zlib error"));
+// A file read through the Env, gunzipped when it starts with gzip's magic
+// and read as it is otherwise (as gzread reads it, which this replaces so
+// that data files, too, are opened by the Env: regular files only).
+class IdxFile {
+ public:
+  static absl::StatusOr<std::unique_ptr<IdxFile>> Open(const std::string& path,
+                                                       const Env* env) {
+    absl::StatusOr<std::unique_ptr<SequentialFile>> f = env->NewSequentialFile(path);
+    if (!f.ok()) {
+      if (absl::IsNotFound(f.status())) {
+        return absl::NotFoundError(absl::StrCat("cannot open ", path));
+      }
+      return f.status();
     }
-    if (got == 0) {
-      return absl::DataLossError(absl::StrCat("truncated file: ", path));
+    std::unique_ptr<IdxFile> idx(new IdxFile(path, *std::move(f)));
+    if (absl::Status st = idx->Fill(); !st.ok()) return st;
+    idx->gz_ = idx->in_.size() >= 2 && idx->in_[0] == 0x1f && idx->in_[1] == 0x8b;
+    if (idx->gz_ && inflateInit2(&idx->zs_, 16 + MAX_WBITS) != Z_OK) {
+      return absl::ResourceExhaustedError(absl::StrCat("zlib cannot start on ", path));
     }
-    p += got;
-    len -= static_cast<size_t>(got);
+    return idx;
   }
-  return absl::OkStatus();
-}
 
-absl::StatusOr<uint32_t> ReadBigEndian32(gzFile f, const std::string& path) {
+  ~IdxFile() {
+    if (gz_) inflateEnd(&zs_);
+  }
+
+  // Exactly `len` bytes; DATA_LOSS on a short read or a zlib error.
+  absl::Status ReadExact(void* buf, size_t len) {
+    unsigned char* out = static_cast<unsigned char*>(buf);
+    while (len > 0) {
+      if (pos_ == in_.size()) {
+        if (absl::Status st = Fill(); !st.ok()) return st;
+        if (in_.empty()) {
+          return absl::DataLossError(absl::StrCat("truncated file: ", path_));
+        }
+      }
+      if (!gz_) {
+        const size_t n = std::min(len, in_.size() - pos_);
+        std::memcpy(out, in_.data() + pos_, n);
+        pos_ += n;
+        out += n;
+        len -= n;
+        continue;
+      }
+      zs_.next_in = in_.data() + pos_;
+      zs_.avail_in = static_cast<uInt>(in_.size() - pos_);
+      zs_.next_out = out;
+      zs_.avail_out = static_cast<uInt>(std::min<size_t>(len, 1u << 30));
+      const uInt asked = zs_.avail_out;
+      const int rc = inflate(&zs_, Z_NO_FLUSH);
+      const size_t made = asked - zs_.avail_out;
+      pos_ = in_.size() - zs_.avail_in;
+      out += made;
+      len -= made;
+      if (rc == Z_STREAM_END) {
+        // Another gzip member may follow (as gzread reads them on).
+        if (inflateReset(&zs_) != Z_OK) {
+          return absl::DataLossError(absl::StrCat("reading ", path_, ": zlib error"));
+        }
+      } else if (rc != Z_OK && !(rc == Z_BUF_ERROR && made == 0 && pos_ == in_.size())) {
+        return absl::DataLossError(absl::StrCat(
+            "reading ", path_, ": ", zs_.msg != nullptr ? zs_.msg : "zlib error"));
+      }
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  IdxFile(std::string path, std::unique_ptr<SequentialFile> file)
+      : path_(std::move(path)), file_(std::move(file)) {}
+
+  // The next piece of the file into in_ (empty at its end).
+  absl::Status Fill() {
+    in_.resize(kPiece);
+    absl::StatusOr<size_t> n = file_->Read(reinterpret_cast<char*>(in_.data()), kPiece);
+    if (!n.ok()) return absl::DataLossError(n.status().message());
+    in_.resize(*n);
+    pos_ = 0;
+    return absl::OkStatus();
+  }
+
+  static constexpr size_t kPiece = 1 << 16;
+  const std::string path_;
+  const std::unique_ptr<SequentialFile> file_;
+  std::vector<unsigned char> in_;
+  size_t pos_ = 0;
+  bool gz_ = false;
+  z_stream zs_{};
+};
+
+absl::StatusOr<uint32_t> ReadBigEndian32(IdxFile* f) {
   unsigned char b[4];
-  absl::Status s = ReadExact(f, path, b, 4);
+  absl::Status s = f->ReadExact(b, 4);
   if (!s.ok()) return s;
   return (uint32_t{b[0]} << 24) | (uint32_t{b[1]} << 16) | (uint32_t{b[2]} << 8) |
          uint32_t{b[3]};
 }
 
-absl::StatusOr<GzPtr> Open(const std::string& path) {
-  GzPtr f(gzopen(path.c_str(), "rb"));
-  if (f == nullptr) {
-    return absl::NotFoundError(absl::StrCat("cannot open ", path));
-  }
-  return f;
-}
-
 // Reads an IDX label file: magic, count, then `count` bytes.
 absl::StatusOr<std::vector<uint8_t>> ReadLabels(const std::string& path, int64_t limit,
-                                                int classes, int64_t* count_in_header) {
-  absl::StatusOr<GzPtr> f = Open(path);
+                                                int classes, int64_t* count_in_header,
+                                                const Env* env) {
+  absl::StatusOr<std::unique_ptr<IdxFile>> f = IdxFile::Open(path, env);
   if (!f.ok()) return f.status();
-  absl::StatusOr<uint32_t> magic = ReadBigEndian32(f->get(), path);
+  absl::StatusOr<uint32_t> magic = ReadBigEndian32(f->get());
   if (!magic.ok()) return magic.status();
   if (*magic != kLabelsMagic) {
     return absl::DataLossError(absl::StrCat("bad magic number in label file ", path,
                                             ": 0x", absl::Hex(*magic), " (want 0x801)"));
   }
-  absl::StatusOr<uint32_t> n = ReadBigEndian32(f->get(), path);
+  absl::StatusOr<uint32_t> n = ReadBigEndian32(f->get());
   if (!n.ok()) return n.status();
   *count_in_header = *n;
   const int64_t keep =
@@ -104,8 +155,7 @@ absl::StatusOr<std::vector<uint8_t>> ReadLabels(const std::string& path, int64_t
   for (int64_t done = 0; done < keep;) {
     const int64_t m = std::min(kChunk, keep - done);
     labels.resize(static_cast<size_t>(done + m));
-    absl::Status s =
-        ReadExact(f->get(), path, labels.data() + done, static_cast<size_t>(m));
+    absl::Status s = (*f)->ReadExact(labels.data() + done, static_cast<size_t>(m));
     if (!s.ok()) return s;
     done += m;
   }
@@ -121,26 +171,28 @@ absl::StatusOr<std::vector<uint8_t>> ReadLabels(const std::string& path, int64_t
 }  // namespace
 
 absl::StatusOr<Dataset> LoadFashionMnist(const std::string& dir, bool train,
-                                         int64_t limit) {
+                                         int64_t limit, const Env* env) {
   const std::string prefix = train ? "train" : "t10k";
-  absl::StatusOr<std::string> images_path = FindFile(dir, prefix + "-images-idx3-ubyte");
+  absl::StatusOr<std::string> images_path =
+      FindFile(dir, prefix + "-images-idx3-ubyte", env);
   if (!images_path.ok()) return images_path.status();
-  absl::StatusOr<std::string> labels_path = FindFile(dir, prefix + "-labels-idx1-ubyte");
+  absl::StatusOr<std::string> labels_path =
+      FindFile(dir, prefix + "-labels-idx1-ubyte", env);
   if (!labels_path.ok()) return labels_path.status();
 
   Dataset ds;
   ds.classes = 10;
   int64_t label_count = 0;
   absl::StatusOr<std::vector<uint8_t>> labels =
-      ReadLabels(*labels_path, limit, ds.classes, &label_count);
+      ReadLabels(*labels_path, limit, ds.classes, &label_count, env);
   if (!labels.ok()) return labels.status();
 
   const std::string& path = *images_path;
-  absl::StatusOr<GzPtr> f = Open(path);
+  absl::StatusOr<std::unique_ptr<IdxFile>> f = IdxFile::Open(path, env);
   if (!f.ok()) return f.status();
   uint32_t header[4];
   for (uint32_t& h : header) {
-    absl::StatusOr<uint32_t> v = ReadBigEndian32(f->get(), path);
+    absl::StatusOr<uint32_t> v = ReadBigEndian32(f->get());
     if (!v.ok()) return v.status();
     h = *v;
   }
@@ -175,7 +227,7 @@ absl::StatusOr<Dataset> LoadFashionMnist(const std::string& dir, bool train,
     const int64_t m = std::min(per_chunk, ds.n - done);
     const size_t bytes = static_cast<size_t>(m) * features;
     raw.resize(bytes);
-    absl::Status s = ReadExact(f->get(), path, raw.data(), bytes);
+    absl::Status s = (*f)->ReadExact(raw.data(), bytes);
     if (!s.ok()) return s;
     const size_t old = ds.images.size();
     ds.images.resize(old + bytes);

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/env.h"
 
 namespace gradsync {
 
@@ -25,14 +26,18 @@ constexpr char kDefaultFashionMnistDir[] = "/usr/share/datasets/fashion-mnist";
 
 // Loads "<dir>/train-images-idx3-ubyte.gz" + "train-labels-idx1-ubyte.gz"
 // (train=true) or the "t10k-" pair (train=false). Reads gzip through zlib;
-// also accepts the files without ".gz". Errors:
+// also accepts the files without ".gz". Files are opened and read through
+// `env` (Env::NewSequentialFile). Errors:
 //   NOT_FOUND naming the missing file and suggesting
 //     `apt-get install dataset-fashion-mnist` or --data-dir;
+//   FAILED_PRECONDITION for a file that is not a regular one (a FIFO, a
+//     device);
 //   DATA_LOSS on a bad magic number, truncated file or label/image count
 //     mismatch.
 // `limit` > 0 keeps only the first `limit` samples (tests).
 absl::StatusOr<Dataset> LoadFashionMnist(const std::string& dir, bool train,
-                                         int64_t limit = 0);
+                                         int64_t limit = 0,
+                                         const Env* env = Env::Default());
 
 // Sharded sampler for synchronous data parallelism.
 //

@@ -8,8 +8,6 @@
 #include <algorithm>
 #include <cstring>
 #include <exception>
-#include <fstream>
-#include <iterator>
 #include <memory>
 #include <vector>
 
@@ -139,11 +137,18 @@ Dataset Rows(const Dataset& d, int64_t begin, int64_t end) {
 
 }  // namespace
 
-absl::StatusOr<TensorData> LoadTensorData(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("data file ", path, " not found"));
-  std::vector<char> bytes((std::istreambuf_iterator<char>(in)),
-                          std::istreambuf_iterator<char>());
+absl::StatusOr<TensorData> LoadTensorData(const std::string& path, const Env* env) {
+  absl::StatusOr<std::string> read = env->ReadFileToString(path);
+  if (!read.ok()) {
+    if (absl::IsNotFound(read.status())) {
+      return absl::NotFoundError(absl::StrCat("data file ", path, " not found"));
+    }
+    return absl::Status(read.status().code(),
+                        absl::StrCat("data file: ", read.status().message()));
+  }
+  std::vector<char> bytes(read->begin(), read->end());
+  read->clear();
+  read->shrink_to_fit();
   try {
     // What torch::jit::pickle_load does, through BoundedReader.
     caffe2::serialize::PyTorchStreamReader reader(

@@ -15,6 +15,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "common/env.h"
 #include "worker/model/dataset.h"
 
 namespace gradsync {
@@ -27,8 +28,12 @@ struct TensorData {
 // INVALID_ARGUMENT naming the file and what is wrong (not a torch.save
 // file, no "x" or "y", lengths that differ, labels that are not integers
 // or lie outside [0, 256), train and test rows of different widths, fewer
-// than 2 samples without a test split); NOT_FOUND for a missing file.
-absl::StatusOr<TensorData> LoadTensorData(const std::string& path);
+// than 2 samples without a test split, tensors that claim more values than
+// they store); NOT_FOUND for a missing file; the Env's errors for a file
+// that cannot be read (FAILED_PRECONDITION for one that is not a regular
+// file: a FIFO, /dev/zero). The file is read through `env`.
+absl::StatusOr<TensorData> LoadTensorData(const std::string& path,
+                                          const Env* env = Env::Default());
 
 }  // namespace gradsync
 

@@ -7,7 +7,8 @@ GradsyncTorchPluginApi() {
     gradsync::TorchPluginApi a;
     a.abi = gradsync::kTorchPluginAbi;
     a.make_model = &gradsync::MakeTorchScriptModel;
-    a.load_data = &gradsync::LoadTensorData;
+    // The plugin reads files on its own copy of the real Env.
+    a.load_data = [](const std::string& path) { return gradsync::LoadTensorData(path); };
     return a;
   }();
   return &api;
