@@ -133,11 +133,16 @@ def check_cycles(files, problems):
 PROTO_CHECKED = ("worker/collectives/", "worker/sync/", "worker/metrics/", "worker/train/",
                  "worker/model/", "worker/bench_job/", "common/spec/job_options.h")
 PROTO_ALLOWED = {
-    # The gRPC transport moves TensorFrames.
+    # The gRPC transport moves TensorFrames: its Peer service (the
+    # generated service base), senders, mailboxes and the transport.
     "worker/collectives/transport/grpc/grpc_transport.h",
     "worker/collectives/transport/grpc/grpc_transport.cc",
     "worker/collectives/transport/grpc/peer_mailboxes.h",
     "worker/collectives/transport/grpc/peer_mailboxes.cc",
+    "worker/collectives/transport/grpc/peer_sender.h",
+    "worker/collectives/transport/grpc/peer_sender.cc",
+    "worker/collectives/transport/grpc/peer_service.h",
+    "worker/collectives/transport/grpc/peer_service.cc",
     # The PS client: its calls, streams, credentials, the shard configuration
     # it installs, resumption and allreduce checkpoints kept on the shards.
     "worker/sync/ps_client.h",

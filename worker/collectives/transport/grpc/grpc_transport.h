@@ -1,9 +1,12 @@
-// Transport over gRPC: each rank serves the Peer service; frames for a job
-// land in that job's mailbox (peer_mailboxes.h), one bounded FIFO per
-// sending rank, and are reduced straight out of the received slices. Sending
-// opens one client stream per destination. Payloads are written once, into
-// pooled send blocks (a copy for Send, the reduction's output for SendSum);
-// Forward re-sends received slices without touching the data.
+// Transport over gRPC, cut as Gloo cuts a transport: each rank serves the
+// Peer service (peer_service.h), whose streams deliver a job's frames into
+// that job's mailbox (peer_mailboxes.h), one bounded FIFO per sending rank;
+// each destination gets a sender (peer_sender.h), one client stream per
+// lane; and GrpcTransport below is the Transport the collectives call, which
+// owns the senders and reads its mailbox. Frames are reduced straight out
+// of the received slices. Payloads are written once, into pooled send
+// blocks (a copy for Send, the reduction's output for SendSum); Forward
+// re-sends received slices without touching the data.
 //
 // Every stream is authenticated when it opens: its metadata names the job,
 // the sending rank and the job's secret (GrpcTransportOptions.job_secret),
@@ -14,16 +17,11 @@
 #ifndef GRADSYNC_WORKER_COLLECTIVES_TRANSPORT_GRPC_GRPC_TRANSPORT_H_
 #define GRADSYNC_WORKER_COLLECTIVES_TRANSPORT_GRPC_GRPC_TRANSPORT_H_
 
-#include <atomic>
-#include <deque>
-#include <functional>
 #include <map>
 #include <memory>
-#include <set>
 #include <string>
 #include <vector>
 
-#include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 
 #include "absl/base/thread_annotations.h"
@@ -31,40 +29,13 @@
 #include "absl/time/time.h"
 #include "common/env.h"
 #include "common/grpc/block_pool.h"
-#include "common/grpc/refusal_log.h"
 #include "common/grpc/tensor_frame.h"
-#include "common/metrics/metrics.h"
-#include "gradsync/v1/gradsync.grpc.pb.h"
 #include "worker/collectives/transport.h"
 #include "worker/collectives/transport/grpc/peer_mailboxes.h"
+#include "worker/collectives/transport/grpc/peer_sender.h"
+#include "worker/collectives/transport/grpc/peer_service.h"
 
 namespace gradsync {
-
-// The Peer service: one reactor per incoming stream, one read in flight.
-// A stream refused PERMISSION_DENIED is logged with the caller's address
-// (rate-limited, RefusalLog).
-class PeerService final
-    : public v1::Peer::WithRawCallbackMethod_Stream<v1::Peer::Service> {
- public:
-  // `streams`, when not null, counts the streams opened (a metric).
-  explicit PeerService(PeerMailboxes* mailboxes, Counter* streams = nullptr)
-      : mailboxes_(mailboxes),
-        streams_metric_(streams),
-        refusals_(std::make_shared<RefusalLog>()) {}
-  grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* Stream(
-      grpc::CallbackServerContext* ctx) override;
-  // Streams opened to this service so far (admitted or not).
-  int64_t streams_accepted() const { return streams_.load(); }
-
- private:
-  PeerMailboxes* const mailboxes_;
-  Counter* const streams_metric_;
-  std::atomic<int64_t> streams_{0};
-  // Shared with the reactors, whose admission may be answered late.
-  const std::shared_ptr<RefusalLog> refusals_;
-};
-
-class PeerSender;
 
 struct GrpcTransportOptions {
   absl::Duration connect_timeout = absl::Seconds(10);
