@@ -1,6 +1,3 @@
-// WorkerDaemon's session half: its Peer servers, the coordinator session
-// (register, heartbeats, messages) with retries. The job half is in
-// worker_jobs.cc.
 #include "worker/worker_daemon.h"
 
 #include <unistd.h>
@@ -36,16 +33,21 @@ std::string AdvertiseAddress(const std::string& advertise, const std::string& li
 }  // namespace
 
 WorkerDaemon::WorkerDaemon(WorkerOptions options)
-    : options_(std::move(options)),
-      env_(options_.env),
-      data_dirs_(options_.data_dir, options_.allowed_data_dirs) {
+    : options_(std::move(options)), env_(options_.env) {
   id_ = options_.id;
   if (id_.empty()) id_ = absl::StrCat(HostName(), "-", getpid());
+  JobRunnerContext jobs;
+  jobs.options = &options_;
+  jobs.worker_id = id_;
+  jobs.metrics = &metrics_;
+  jobs.mailboxes = &mailboxes_;
+  jobs.write = [this](const v1::WorkerMessage& m) { return Write(m); };
+  jobs_ = std::make_unique<JobRunner>(std::move(jobs));
 }
 
 WorkerDaemon::~WorkerDaemon() {
   Stop();
-  JoinJobThread();
+  jobs_.reset();  // joins the job thread while the servers still run
   for (grpc::Server* s : {server_.get(), bulk_server_.get()}) {
     if (s == nullptr) continue;
     s->Shutdown(ToChrono(env_->Now() + absl::Seconds(1)));
@@ -83,8 +85,7 @@ void WorkerDaemon::Stop() {
   absl::MutexLock lock(&mu_);
   stopping_ = true;
   if (session_ctx_ != nullptr) session_ctx_->TryCancel();
-  cancelled_ = true;
-  AbortJobLocked(absl::CancelledError("worker stopping"));
+  jobs_->Stop();
 }
 
 bool WorkerDaemon::Write(const v1::WorkerMessage& m) {
@@ -113,7 +114,7 @@ void WorkerDaemon::Run() {
     env_->AwaitWithTimeout(&mu_, absl::Condition(&stopping_), backoff);
     backoff = std::min(backoff * 2, absl::Seconds(2));
   }
-  JoinJobThread();
+  jobs_->Join();
 }
 
 // Writes a heartbeat every heartbeat_interval on its own thread until
@@ -162,10 +163,10 @@ void WorkerDaemon::ReadCoordinatorMessages(SessionStream* stream) {
                      options_.coordinator, advertise_);
         break;
       case v1::CoordinatorMessage::kAssignment:
-        StartJob(m.assignment());
+        jobs_->Start(m.assignment());
         break;
       case v1::CoordinatorMessage::kCancel:
-        CancelJob(m.cancel().job_id(), m.cancel().reason());
+        jobs_->Cancel(m.cancel().job_id(), m.cancel().reason());
         break;
       default:
         break;
@@ -178,10 +179,12 @@ absl::Status WorkerDaemon::Session() {
   // Abandoned as soon as Stop is called: a SIGTERM while the coordinator
   // is unreachable ends the worker at once, not 2 s later.
   absl::Status st = WaitForConnected(
-      channel.get(), options_.coordinator, env_->Now() + absl::Seconds(2), [this] {
+      channel.get(), options_.coordinator, env_->Now() + absl::Seconds(2),
+      [this] {
         absl::MutexLock lock(&mu_);
         return stopping_ ? absl::CancelledError("stopping") : absl::OkStatus();
-      });
+      },
+      env_);
   if (!st.ok()) return st;
   auto stub = v1::Coordinator::NewStub(channel);
   grpc::ClientContext ctx;
@@ -206,14 +209,8 @@ absl::Status WorkerDaemon::Session() {
   ReadCoordinatorMessages(&stream);
   heartbeats.Stop();
   // The coordinator is gone: a running job cannot report, cancel it.
-  {
-    absl::MutexLock lock(&mu_);
-    if (!job_id_.empty()) {
-      cancelled_ = true;
-      AbortJobLocked(absl::UnavailableError("lost the coordinator"));
-    }
-  }
-  JoinJobThread();
+  jobs_->AbortRunning(absl::UnavailableError("lost the coordinator"));
+  jobs_->Join();
   {
     absl::MutexLock lock(&write_mu_);
     stream_ = nullptr;

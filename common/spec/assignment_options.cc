@@ -136,6 +136,12 @@ absl::StatusOr<JobOptions> JobOptionsOf(const v1::Assignment& a) {
                             o.world_size, " ranks"));
   }
   o.trace = spec.trace();
+  o.cuda = spec.device() == v1::DEVICE_CUDA;
+  o.allow_tf32 = spec.tf32();
+  o.max_batch = o.global_batch > 0
+                    ? static_cast<int>((o.global_batch + o.world_size - 1) /
+                                       std::max(1, o.world_size))
+                    : o.batch_size;
   o.is_bench = IsBench(spec);
   if (o.is_bench) {
     if (absl::Status st = SetBench(spec.bench(), &o); !st.ok()) return st;

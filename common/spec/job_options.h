@@ -97,6 +97,17 @@ struct JobOptions {
   int64_t global_batch = 0;
   bool trace = false;
 
+  // Where the rank computes (JobSpec.device, .tf32): on a GPU (which one is
+  // the worker's choice) or on the CPU, and whether CUDA may use TF32 for
+  // float32 matrix products.
+  bool cuda = false;
+  bool allow_tf32 = false;
+  // The most samples one step gives this rank, which a GPU model sizes its
+  // buffers for: ceil(global_batch / world_size) when the global batch is
+  // set (an elastic generation of fewer ranks takes larger slices), else
+  // batch_size.
+  int max_batch = 1;
+
   // Bench jobs (kind bench) instead of training.
   bool is_bench = false;
   BenchOptions bench;

@@ -78,6 +78,23 @@ TEST(JobOptionsOf, CarriesEveryFieldTheWorkerReads) {
   EXPECT_EQ(o->train_limit, 900);
   EXPECT_TRUE(o->trace);
   EXPECT_FALSE(o->is_bench);
+  EXPECT_FALSE(o->cuda);
+  EXPECT_FALSE(o->allow_tf32);
+  EXPECT_EQ(o->max_batch, 16);  // no global batch: the job's batch size
+}
+
+// The device settings the worker builds its model from: device, TF32 and
+// the largest slice of an elastic generation's global batch (rounded up).
+TEST(JobOptionsOf, CarriesTheDeviceAndTheLargestBatchOfAGeneration) {
+  v1::Assignment a = Valid(v1::STRATEGY_RING, v1::SYNC_MODE_SYNC);
+  a.mutable_spec()->set_device(v1::DEVICE_CUDA);
+  a.mutable_spec()->set_tf32(true);
+  a.set_global_batch(50);  // over 3 ranks: 16, 17 or 17 samples
+  absl::StatusOr<JobOptions> o = JobOptionsOf(a);
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_TRUE(o->cuda);
+  EXPECT_TRUE(o->allow_tf32);
+  EXPECT_EQ(o->max_batch, 17);
 }
 
 TEST(JobOptionsOf, AllreduceAsyncGetsTheValidatorsStaleness) {

@@ -1,6 +1,5 @@
-// WorkerDaemon's job half: starting, running, cancelling and reporting the
-// jobs the coordinator assigns (training and bench jobs). The session half
-// (servers, the coordinator stream, heartbeats) is in worker_daemon.cc.
+#include "worker/job_runner.h"
+
 #include <algorithm>
 #include <thread>
 
@@ -25,7 +24,6 @@
 #include "worker/torch_file_check.h"
 #include "worker/train/trainer.h"
 #include "worker/train/training_steps.h"
-#include "worker/worker_daemon.h"
 
 namespace gradsync {
 namespace {
@@ -53,26 +51,25 @@ GrpcTransportOptions TransportOptions(const v1::Assignment& a, const Env* env) {
 // BLAS threads for a cpu job: `configured` (--cpu_threads) when set, else
 // this host's cores shared among the job's ranks on this host (ranks whose
 // peer addresses name the same host).
-int CpuThreadsFor(const v1::Assignment& a, int configured) {
+int CpuThreadsFor(const JobOptions& job, int configured) {
   if (configured > 0) return configured;
-  const std::vector<int> groups = GroupsByHost(
-      std::vector<std::string>(a.peer_addresses().begin(), a.peer_addresses().end()));
+  const std::vector<int> groups = GroupsByHost(job.peer_addresses);
   int here = 1;
-  if (a.rank() >= 0 && a.rank() < static_cast<int>(groups.size())) {
-    here = static_cast<int>(std::count(groups.begin(), groups.end(), groups[a.rank()]));
+  if (job.rank >= 0 && job.rank < static_cast<int>(groups.size())) {
+    here = static_cast<int>(std::count(groups.begin(), groups.end(), groups[job.rank]));
   }
   const int threads =
       CpuComputeThreads(static_cast<int>(std::thread::hardware_concurrency()), here);
-  spdlog::info("{} ranks of job {} on this host: {} BLAS threads each", here, a.job_id(),
+  spdlog::info("{} ranks of job {} on this host: {} BLAS threads each", here, job.job_id,
                threads);
   return threads;
 }
 
 }  // namespace
 
-class WorkerDaemon::Reporter final : public TrainingReporter {
+class JobRunner::Reporter final : public TrainingReporter {
  public:
-  explicit Reporter(WorkerDaemon* d) : d_(d) {}
+  explicit Reporter(JobRunner* d) : d_(d) {}
   void Progress(const ProgressReport& p) override {
     d_->metrics_.OnProgress(p.step, p.samples_per_second);
     v1::WorkerMessage m;
@@ -86,30 +83,60 @@ class WorkerDaemon::Reporter final : public TrainingReporter {
   }
 
  private:
-  WorkerDaemon* d_;
+  JobRunner* d_;
 };
 
-void WorkerDaemon::AbortJobLocked(const absl::Status& status) {
+JobRunner::JobRunner(JobRunnerContext context)
+    : context_(std::move(context)),
+      options_(*context_.options),
+      env_(options_.env),
+      data_dirs_(options_.data_dir, options_.allowed_data_dirs),
+      metrics_(*context_.metrics),
+      mailboxes_(*context_.mailboxes),
+      id_(context_.worker_id) {}
+
+JobRunner::~JobRunner() {
+  Stop();
+  Join();
+}
+
+void JobRunner::Stop() {
+  absl::MutexLock lock(&mu_);
+  stopped_ = true;
+  cancelled_ = true;
+  AbortJobLocked(absl::CancelledError("worker stopping"));
+}
+
+void JobRunner::AbortRunning(const absl::Status& status) {
+  absl::MutexLock lock(&mu_);
+  if (job_id_.empty()) return;
+  cancelled_ = true;
+  AbortJobLocked(status);
+}
+
+void JobRunner::AbortJobLocked(const absl::Status& status) {
   if (sync_ != nullptr) sync_->Abort(status);
   if (bench_ != nullptr) bench_->Abort(status);
 }
 
-void WorkerDaemon::JoinJobThread() {
-  if (job_thread_.joinable() && job_thread_.get_id() != std::this_thread::get_id()) {
-    job_thread_.join();
+void JobRunner::Join() {
+  if (thread_.joinable() && thread_.get_id() != std::this_thread::get_id()) {
+    thread_.join();
   }
 }
 
-void WorkerDaemon::StartJob(const v1::Assignment& a) {
+void JobRunner::Start(const v1::Assignment& a) {
   {
     absl::MutexLock lock(&mu_);
-    if (!job_id_.empty()) {
-      spdlog::error("assignment of {} while running {}: refused", a.job_id(), job_id_);
+    if (!job_id_.empty() || stopped_) {
+      const std::string why = stopped_ ? absl::StrCat("worker ", id_, " is stopping")
+                                       : absl::StrCat("worker busy with ", job_id_);
+      spdlog::error("assignment of {} refused: {}", a.job_id(), why);
       v1::WorkerMessage m;
       m.mutable_job_done()->set_job_id(a.job_id());
       m.mutable_job_done()->set_rank(a.rank());
       m.mutable_job_done()->set_code(static_cast<int>(absl::StatusCode::kUnavailable));
-      m.mutable_job_done()->set_error(absl::StrCat("worker busy with ", job_id_));
+      m.mutable_job_done()->set_error(why);
       Write(m);
       return;
     }
@@ -118,16 +145,16 @@ void WorkerDaemon::StartJob(const v1::Assignment& a) {
     cancel_requested_ = false;
   }
   // Peers' streams for this job are admitted from now on (not only once the
-  // job thread has loaded its data); JobMain closes it.
+  // job thread has loaded its data); Run closes it.
   mailboxes_.Open(a.job_id(), a.job_secret(), a.world_size());
-  JoinJobThread();  // previous job's thread has finished its work
-  job_thread_ = std::thread([this, a] { GuardedJobMain(a); });
+  Join();  // previous job's thread has finished its work
+  thread_ = std::thread([this, a] { GuardedRun(a); });
 }
 
-void WorkerDaemon::GuardedJobMain(const v1::Assignment& a) {
+void JobRunner::GuardedRun(const v1::Assignment& a) {
   const absl::Status failure =
       GuardStatus(absl::StrCat("rank ", a.rank(), " on worker ", id_), [&] {
-        JobMain(a);
+        Run(a);
         return absl::OkStatus();
       });
   if (failure.ok()) return;
@@ -147,7 +174,7 @@ void WorkerDaemon::GuardedJobMain(const v1::Assignment& a) {
   ReportJobDone(done);
 }
 
-void WorkerDaemon::CancelJob(const std::string& job_id, const std::string& reason) {
+void JobRunner::Cancel(const std::string& job_id, const std::string& reason) {
   absl::MutexLock lock(&mu_);
   if (job_id_ != job_id) return;
   spdlog::warn("{}cancelled: {}", JobTag(job_id, -1), reason);
@@ -156,15 +183,15 @@ void WorkerDaemon::CancelJob(const std::string& job_id, const std::string& reaso
   AbortJobLocked(absl::CancelledError(absl::StrCat("job cancelled: ", reason)));
 }
 
-absl::StatusOr<std::shared_ptr<const Dataset>> WorkerDaemon::LoadData(
-    const std::string& dir, bool train) {
+absl::StatusOr<std::shared_ptr<const Dataset>> JobRunner::LoadData(const std::string& dir,
+                                                                   bool train) {
   const std::string key = absl::StrCat(dir, train ? "#train" : "#test");
   {
     absl::MutexLock lock(&mu_);
     auto it = data_cache_.find(key);
     if (it != data_cache_.end()) return it->second;
   }
-  absl::StatusOr<Dataset> d = LoadFashionMnist(dir, train);
+  absl::StatusOr<Dataset> d = LoadFashionMnist(dir, train, /*limit=*/0, env_);
   if (!d.ok()) return d.status();
   auto shared = std::make_shared<const Dataset>(std::move(*d));
   absl::MutexLock lock(&mu_);
@@ -172,9 +199,9 @@ absl::StatusOr<std::shared_ptr<const Dataset>> WorkerDaemon::LoadData(
   return shared;
 }
 
-absl::Status WorkerDaemon::LoadTensorData(const JobOptions& job,
-                                          std::shared_ptr<const Dataset>* train,
-                                          std::shared_ptr<const Dataset>* test) {
+absl::Status JobRunner::LoadTensorData(const JobOptions& job,
+                                       std::shared_ptr<const Dataset>* train,
+                                       std::shared_ptr<const Dataset>* test) {
   const std::string key = absl::StrCat("tensors:", job.data_sha256);
   {
     absl::MutexLock lock(&mu_);
@@ -213,8 +240,8 @@ absl::Status WorkerDaemon::LoadTensorData(const JobOptions& job,
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::string> WorkerDaemon::CheckWorkerDataFile(const JobOptions& job) {
-  absl::StatusOr<std::string> got = Sha256OfFile(job.data_path);
+absl::StatusOr<std::string> JobRunner::CheckWorkerDataFile(const JobOptions& job) {
+  absl::StatusOr<std::string> got = Sha256OfFile(job.data_path, env_);
   if (!got.ok()) {
     return absl::NotFoundError(absl::StrCat(
         "rank ", job.rank, " cannot read ", job.data_path, " (", got.status().message(),
@@ -230,7 +257,7 @@ absl::StatusOr<std::string> WorkerDaemon::CheckWorkerDataFile(const JobOptions& 
   return job.data_path;
 }
 
-absl::Status WorkerDaemon::CheckInHelper(const std::string& arg) {
+absl::Status JobRunner::CheckInHelper(const std::string& arg) {
   if (options_.helper_binary.empty()) return absl::OkStatus();
   TorchFileCheck check;
   check.helper = options_.helper_binary;
@@ -240,11 +267,7 @@ absl::Status WorkerDaemon::CheckInHelper(const std::string& arg) {
   return CheckTorchFileInHelper(check);
 }
 
-absl::StatusOr<std::string> WorkerDaemon::FetchModel(const JobOptions& job) {
-  return FetchBlobOfJob(job.torchscript_sha256);
-}
-
-absl::StatusOr<std::string> WorkerDaemon::FetchBlobOfJob(const std::string& sha256) {
+absl::StatusOr<std::string> JobRunner::FetchBlobOfJob(const std::string& sha256) {
   absl::MutexLock lock(&cache_mu_);  // one fetch at a time; jobs run one at a time
   if (blob_cache_ == nullptr) {
     absl::StatusOr<std::unique_ptr<ContentStore>> opened =
@@ -263,8 +286,8 @@ absl::StatusOr<std::string> WorkerDaemon::FetchBlobOfJob(const std::string& sha2
   return FetchBlob(sha256, blob_cache_.get(), fetch);
 }
 
-absl::StatusOr<std::unique_ptr<DeviceModel>> WorkerDaemon::MakeDevice(
-    const v1::Assignment& a, const JobOptions& job, const Dataset& train) {
+absl::StatusOr<std::unique_ptr<DeviceModel>> JobRunner::MakeDevice(const JobOptions& job,
+                                                                   const Dataset& train) {
   DeviceRequest req;
   if (job.torchscript_sha256.empty()) {
     absl::StatusOr<MlpSpec> model = ModelOf(job);
@@ -275,7 +298,7 @@ absl::StatusOr<std::unique_ptr<DeviceModel>> WorkerDaemon::MakeDevice(
     if (absl::Status st = TorchScriptAvailable(); !st.ok()) {
       return absl::Status(st.code(), absl::StrCat("worker ", id_, ": ", st.message()));
     }
-    absl::StatusOr<std::string> path = FetchModel(job);
+    absl::StatusOr<std::string> path = FetchBlobOfJob(job.torchscript_sha256);
     if (!path.ok()) {
       return absl::Status(
           path.status().code(),
@@ -293,21 +316,17 @@ absl::StatusOr<std::unique_ptr<DeviceModel>> WorkerDaemon::MakeDevice(
                                        ": ", st.message()));
     }
   }
-  if (a.spec().device() == v1::DEVICE_CUDA) {
+  if (job.cuda) {
     if (options_.num_gpus <= 0) {
       return absl::FailedPreconditionError(
           absl::StrCat("worker ", id_, " has no GPU; device=cuda unavailable"));
     }
     req.cuda = true;
-    req.gpu = options_.gpu >= 0 ? options_.gpu : a.rank() % options_.num_gpus;
-    req.allow_tf32 = a.spec().tf32();
-    // An elastic generation of fewer ranks takes larger slices.
-    req.max_batch = a.global_batch() > 0
-                        ? static_cast<int>((a.global_batch() + a.world_size() - 1) /
-                                           std::max(1, a.world_size()))
-                        : a.spec().batch_size();
+    req.gpu = options_.gpu >= 0 ? options_.gpu : job.rank % options_.num_gpus;
+    req.allow_tf32 = job.allow_tf32;
+    req.max_batch = job.max_batch;
   } else {
-    req.cpu_threads = CpuThreadsFor(a, options_.cpu_threads);
+    req.cpu_threads = CpuThreadsFor(job, options_.cpu_threads);
   }
   absl::StatusOr<std::unique_ptr<DeviceModel>> m = MakeDeviceModel(req);
   if (!m.ok()) {
@@ -317,7 +336,7 @@ absl::StatusOr<std::unique_ptr<DeviceModel>> WorkerDaemon::MakeDevice(
   return m;
 }
 
-absl::StatusOr<std::shared_ptr<const TuningTable>> WorkerDaemon::JobTuning(
+absl::StatusOr<std::shared_ptr<const TuningTable>> JobRunner::JobTuning(
     const v1::Assignment& a) const {
   if (a.spec().tuning_table().empty()) return options_.tuning;
   absl::StatusOr<TuningTable> table =
@@ -327,8 +346,8 @@ absl::StatusOr<std::shared_ptr<const TuningTable>> WorkerDaemon::JobTuning(
       std::make_shared<TuningTable>(*std::move(table)));
 }
 
-absl::StatusOr<WorkerDaemon::JobParts> WorkerDaemon::PrepareJob(const v1::Assignment& a,
-                                                                const JobOptions* job) {
+absl::StatusOr<JobRunner::JobParts> JobRunner::Prepare(const v1::Assignment& a,
+                                                       const JobOptions* job) {
   JobParts parts;
   if (!job->data_sha256.empty()) {
     absl::Status st = LoadTensorData(*job, &parts.train, &parts.test);
@@ -344,7 +363,7 @@ absl::StatusOr<WorkerDaemon::JobParts> WorkerDaemon::PrepareJob(const v1::Assign
     parts.train = *train;
     parts.test = *test;
   }
-  absl::StatusOr<std::unique_ptr<DeviceModel>> model = MakeDevice(a, *job, *parts.train);
+  absl::StatusOr<std::unique_ptr<DeviceModel>> model = MakeDevice(*job, *parts.train);
   if (!model.ok()) return model.status();
   parts.model = std::move(*model);
   parts.stall = MakeStallWatch(a);
@@ -370,12 +389,12 @@ absl::StatusOr<WorkerDaemon::JobParts> WorkerDaemon::PrepareJob(const v1::Assign
   return parts;
 }
 
-void WorkerDaemon::JobMain(v1::Assignment a) {
+void JobRunner::Run(v1::Assignment a) {
   if (options_.throw_in_job_for_test != nullptr) {
     options_.throw_in_job_for_test(a);
   }
   if (IsBench(a.spec())) {
-    ReportJobDone(RunBenchJob(a));
+    ReportJobDone(RunBench(a));
     return;
   }
   const std::string tag = JobTag(a.job_id(), a.rank());
@@ -388,7 +407,7 @@ void WorkerDaemon::JobMain(v1::Assignment a) {
   outcome.done.job_id = a.job_id();
   outcome.done.rank = a.rank();
   absl::StatusOr<JobParts> parts =
-      job.ok() ? PrepareJob(a, &*job) : absl::StatusOr<JobParts>(job.status());
+      job.ok() ? Prepare(a, &*job) : absl::StatusOr<JobParts>(job.status());
   if (parts.ok()) {
     spdlog::info("{}training on {}", tag, parts->model->name());
     {
@@ -423,7 +442,7 @@ void WorkerDaemon::JobMain(v1::Assignment a) {
   ReportJobDone(JobDoneProto(outcome.done));
 }
 
-void WorkerDaemon::ClassifyCancelledPeerFailure(TrainingOutcome* outcome) {
+void JobRunner::ClassifyCancelledPeerFailure(TrainingOutcome* outcome) {
   const absl::StatusCode code = outcome->status.code();
   if (code != absl::StatusCode::kUnavailable && code != absl::StatusCode::kAborted) {
     return;
@@ -438,7 +457,7 @@ void WorkerDaemon::ClassifyCancelledPeerFailure(TrainingOutcome* outcome) {
                 outcome);
 }
 
-std::unique_ptr<StallWatch> WorkerDaemon::MakeStallWatch(const v1::Assignment& a) {
+std::unique_ptr<StallWatch> JobRunner::MakeStallWatch(const v1::Assignment& a) {
   return std::make_unique<StallWatch>(
       StallThreshold(a.spec()),
       [this, job_id = a.job_id(), rank = a.rank()](const StallReport& r) {
@@ -447,8 +466,7 @@ std::unique_ptr<StallWatch> WorkerDaemon::MakeStallWatch(const v1::Assignment& a
       env_);
 }
 
-void WorkerDaemon::ReportStall(const std::string& job_id, int rank,
-                               const StallReport& r) {
+void JobRunner::ReportStall(const std::string& job_id, int rank, const StallReport& r) {
   v1::WorkerMessage m;
   v1::WorkerMessage::Stall* s = m.mutable_stall();
   s->set_job_id(job_id);
@@ -468,7 +486,7 @@ void WorkerDaemon::ReportStall(const std::string& job_id, int rank,
   Write(m);
 }
 
-void WorkerDaemon::ReportJobDone(const v1::WorkerMessage::JobDone& done) {
+void JobRunner::ReportJobDone(const v1::WorkerMessage::JobDone& done) {
   // Idle before the coordinator hears of it: it may assign the next job at
   // once (StartJob then joins this thread, which is about to end).
   metrics_.OnJobDone(static_cast<absl::StatusCode>(done.code()), done.comm_seconds(),
@@ -482,7 +500,7 @@ void WorkerDaemon::ReportJobDone(const v1::WorkerMessage::JobDone& done) {
   Write(m);
 }
 
-v1::WorkerMessage::JobDone WorkerDaemon::RunBenchJob(const v1::Assignment& a) {
+v1::WorkerMessage::JobDone JobRunner::RunBench(const v1::Assignment& a) {
   const std::string tag = JobTag(a.job_id(), a.rank());
   spdlog::info("{}bench: {} of {} sizes, world {}", tag,
                BenchOpName(a.spec().bench().op()), a.spec().bench().sizes_size(),
