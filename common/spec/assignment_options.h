@@ -1,6 +1,6 @@
 // The one conversion from the wire's Assignment to a rank's plain
 // JobOptions (common/spec/job_options.h), done where the worker accepts a
-// job (worker/worker_jobs.cc).
+// job (worker/job_runner.cc).
 #ifndef GRADSYNC_COMMON_SPEC_ASSIGNMENT_OPTIONS_H_
 #define GRADSYNC_COMMON_SPEC_ASSIGNMENT_OPTIONS_H_
 

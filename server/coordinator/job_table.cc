@@ -1,4 +1,4 @@
-// The job table and scheduler (see job_table.h): submission, placement,
+// The job table (see job_table.h): submission, scheduling and placement,
 // ending jobs and the event log. What workers report, and the results it
 // leads to, is in job_table_reports.cc.
 #include "server/coordinator/job_table.h"
@@ -22,12 +22,13 @@ std::string Tag(const std::string& job_id) { return absl::StrCat("[job ", job_id
 
 JobTable::JobTable(JobTableOptions options, WorkerRegistry* workers, const Env* env)
     : id_prefix_(std::move(options.id_prefix)),
-      store_(options.store),
       job_key_(KeyOrNew(std::move(options.job_key))),
       workers_(workers),
       env_(env),
       ps_addresses_(std::move(options.ps_addresses)),
-      retention_(options.retention) {}
+      history_(options.store),
+      retention_(options.retention, &jobs_, &history_),
+      queue_(&jobs_, workers, env) {}
 
 void JobTable::SetShardAddress(int shard, const std::string& address) {
   if (shard >= 0 && shard < num_ps_shards()) ps_addresses_[shard] = address;
@@ -35,18 +36,18 @@ void JobTable::SetShardAddress(int shard, const std::string& address) {
 
 int64_t JobTable::NowMs() const { return absl::ToUnixMillis(env_->Now()); }
 
-JobTable::JobEntry* JobTable::Entry(const std::string& id) {
+JobEntry* JobTable::Entry(const std::string& id) {
   auto it = jobs_.find(id);
   return it == jobs_.end() ? nullptr : &it->second;
 }
 
-const JobTable::JobEntry* JobTable::Entry(const std::string& id) const {
+const JobEntry* JobTable::Entry(const std::string& id) const {
   auto it = jobs_.find(id);
   return it == jobs_.end() ? nullptr : &it->second;
 }
 
-JobTable::JobEntry* JobTable::RankEntry(const std::string& data_plane_id, int rank,
-                                        const std::string& worker_id) {
+JobEntry* JobTable::RankEntry(const std::string& data_plane_id, int rank,
+                              const std::string& worker_id) {
   // A rank of an ended generation is fenced: its reports change nothing.
   const auto [id, generation] = SplitGenerationJobId(data_plane_id);
   JobEntry* e = Entry(id);
@@ -101,7 +102,7 @@ absl::StatusOr<v1::Job> JobTable::Submit(const v1::JobSpec& request, Decisions* 
     return saved;
   }
   job_order_.push_back(id);
-  queue_.push_back(id);
+  queue_.Push(id);
   const v1::JobSpec& s = e.job.spec();
   spdlog::info("{}queued: {} {} workers={} model={} batch={}", Tag(id),
                StrategyName(s.strategy()), SyncModeName(s.mode()), s.workers(), s.model(),
@@ -129,16 +130,6 @@ std::string UniqueIdPrefix(absl::Time start, uint32_t random) {
                       base36(random % (36 * 36), 2), "-");
 }
 
-bool JobTable::Reserves(const JobEntry& e) const {
-  return e.backfill_passes >= kMaxBackfillPasses ||
-         env_->Now() - e.queued >= kBackfillReserveAfter;
-}
-
-// 1. walk the queue oldest first, dropping entries that are no longer QUEUED;
-// 2. a job that fits the idle workers starts (and counts as a pass against
-//    the oldest waiting job that could run, the "head");
-// 3. the first job that does not fit but could run on the registered
-//    workers becomes the head; if it reserves, nothing behind it starts.
 void JobTable::Schedule(Decisions* out) {
   Reschedule(out);
   PruneEnded();
@@ -151,28 +142,10 @@ void JobTable::Reschedule(Decisions* out) {
     SayWhatQueuedJobsWaitFor(out);
     return;
   }
-  const int registered = static_cast<int>(workers_->Live().size());
-  JobEntry* head = nullptr;
-  for (auto it = queue_.begin(); it != queue_.end();) {
-    JobEntry* e = Entry(*it);
-    if (e == nullptr || e->job.state() != v1::QUEUED) {
-      it = queue_.erase(it);
-      continue;
-    }
-    std::vector<const RegisteredWorker*> picked =
-        workers_->PickIdle(e->job.spec().workers());
-    if (!picked.empty()) {
-      it = queue_.erase(it);
-      if (head != nullptr) ++head->backfill_passes;
-      Place(e, picked, out);
-      continue;
-    }
-    if (head == nullptr && e->job.spec().workers() <= registered) {
-      head = e;
-      if (Reserves(*e)) break;
-    }
-    ++it;
-  }
+  queue_.Schedule(
+      [this, out](JobEntry* e, const std::vector<const RegisteredWorker*>& picked) {
+        Place(e, picked, out);
+      });
   SayWhatQueuedJobsWaitFor(out);
 }
 
@@ -181,7 +154,7 @@ void JobTable::SayWhatQueuedJobsWaitFor(Decisions* out) {
   const int idle = static_cast<int>(
       std::count_if(live.begin(), live.end(),
                     [](const RegisteredWorker* w) { return w->job_id.empty(); }));
-  for (const std::string& id : queue_) {
+  for (const std::string& id : queue_.ids()) {
     JobEntry* e = Entry(id);
     if (e == nullptr || e->job.state() != v1::QUEUED) continue;
     const int wanted = e->job.spec().workers();
@@ -190,7 +163,7 @@ void JobTable::SayWhatQueuedJobsWaitFor(Decisions* out) {
                      live.size(), " registered, ", idle, " idle");
     if (text == e->job.waiting_for()) continue;
     e->job.set_waiting_for(text);
-    if (RoomForEvent(e)) AppendStateEvent(e, text, out);
+    if (retention_.RoomForEvent(e)) AppendStateEvent(e, text, out);
   }
 }
 
@@ -239,13 +212,9 @@ void JobTable::Place(JobEntry* e, const std::vector<const RegisteredWorker*>& pi
   std::string running_on =
       absl::StrCat("running on ", absl::StrJoin(e->job.workers(), ","));
   if (spec.elastic()) {
-    v1::JobGeneration* g = e->job.add_generations();
-    g->set_generation(e->job.generation());
-    *g->mutable_workers() = e->job.workers();
-    g->set_start_time_ms(NowMs());
-    g->set_lost_rank(-1);
+    Generations(&e->job).Start(NowMs());
     if (e->job.generation() > 0) {
-      const int from = CommittedGeneration(e->job);
+      const int from = Generations::Committed(e->job);
       running_on = absl::StrCat(
           "generation ", e->job.generation(), " ", running_on, " (", n, " of ",
           spec.workers(), " workers), ",
@@ -327,9 +296,7 @@ void JobTable::EndJob(JobEntry* e, v1::JobState state, const absl::Status& statu
   e->job.set_error(std::string(status.message()));
   e->job.set_error_code(static_cast<int>(status.code()));
   e->job.set_end_time_ms(NowMs());
-  ended_.push_back(id);
-  DropOldCurves();
-  store_needs_pruning_ = true;
+  retention_.Ended(id);
   if (state == v1::FAILED) {
     spdlog::warn("{}failed: {}", Tag(id), status.ToString());
   } else {

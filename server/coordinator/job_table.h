@@ -1,8 +1,12 @@
-// The coordinator's job table and scheduler: jobs in submission order, the
-// FIFO queue, placement onto idle workers (ranks in registration order, PS
-// shard partition), per-rank progress / epoch / JobDone reports, the checksum
-// comparisons, the symptom-grace rule, cancellation, lost workers, results
-// and the event log that WatchJob streams.
+// The coordinator's job table: jobs in submission order, placement onto
+// idle workers (ranks in registration order, PS shard partition), per-rank
+// progress / epoch / JobDone reports, the checksum comparisons, the
+// symptom-grace rule, cancellation, lost workers, results and the event log
+// that WatchJob streams. Its parts are classes of their own, each over the
+// table's entries (job_entry.h): the queue and its backfill rule
+// (job_queue.h), the elastic generations' records (generations.h), the
+// history it saves and recovers (job_history.h) and what it keeps of ended
+// jobs (retention.h).
 //
 // Plain logic: no gRPC, no threads, no sleeps, time from an injected Env (common/env.h).
 // What must happen outside (a message to a worker, EndJob on PS shards) is
@@ -32,8 +36,13 @@
 #include "common/message_limits.h"
 #include "common/spec/model_spec.h"
 #include "gradsync/v1/gradsync.pb.h"
+#include "server/coordinator/generations.h"
 #include "server/coordinator/job_curves.h"
+#include "server/coordinator/job_entry.h"
+#include "server/coordinator/job_history.h"
+#include "server/coordinator/job_queue.h"
 #include "server/coordinator/job_store.h"
+#include "server/coordinator/retention.h"
 #include "server/coordinator/worker_registry.h"
 
 namespace gradsync {
@@ -42,14 +51,6 @@ namespace gradsync {
 // DEADLINE_EXCEEDED: a peer may have vanished) waits for the root cause, a
 // lost worker, to be reported before it becomes the job's error.
 inline constexpr absl::Duration kSymptomGrace = absl::Milliseconds(1500);
-
-// Scheduling is FIFO with backfill: a queued job that does not fit the idle
-// workers lets later jobs that fit start ahead of it, until it has been
-// passed kMaxBackfillPasses times or has waited kBackfillReserveAfter; from
-// then on it reserves the cluster (nothing behind it starts, and workers that
-// become idle wait for it). A job that wants more workers than are registered
-// never reserves: it cannot run until more join, and must not block anyone.
-inline constexpr int kMaxBackfillPasses = 16;
 
 // Elastic jobs (job_table_elastic.cc). A re-formation waits up to
 // kSurvivorWait for the ended generation's live ranks to stop (they were
@@ -62,14 +63,6 @@ inline constexpr int kMaxGenerations = 64;
 // trained: a PS shard that is gone, a start-up error on every placement)
 // fail the job with the last one's reason rather than re-forming again.
 inline constexpr int kMaxUnstartedGenerations = 3;
-
-// The data-plane id of generation `generation` of job `job_id`: the job id
-// for generation 0, "<job_id>.g<generation>" after (PS slices, peer streams,
-// checkpoints and secrets of one generation are never another's).
-std::string GenerationJobId(const std::string& job_id, int generation);
-// The job id and generation of a data-plane id (generation 0 for a plain id).
-std::pair<std::string, int> SplitGenerationJobId(const std::string& data_plane_id);
-inline constexpr absl::Duration kBackfillReserveAfter = absl::Minutes(5);
 
 // SUCCEEDED, FAILED or CANCELLED: the job has ended.
 bool IsTerminal(v1::JobState s);
@@ -108,22 +101,6 @@ struct WatchCursor {
   size_t next_event = 0;      // index into the STATE / EPOCH log
   int64_t seen_progress = 0;  // progress_seq of the last PROGRESS sent
   int64_t seen_seq = -1;      // the job's seq when last read
-};
-
-// What the coordinator keeps of ended jobs (docs/operations.md "Limits"; server flags
-// --max_ended_jobs, --max_events_per_job, --max_stored_jobs). Queued and
-// running jobs are never pruned.
-struct JobRetention {
-  // Ended jobs kept in memory (GetJob, ListJobs, WatchJob); beyond it the
-  // job that ended first is forgotten (NOT_FOUND from then on). At least 1.
-  size_t max_ended_jobs = 1000;
-  // EPOCH and STALL events kept per job for WatchJob; later ones are not
-  // recorded (the job's result.epochs and stalls still carry them). STATE
-  // events are always kept.
-  size_t max_events_per_job = 10000;
-  // Ended jobs kept in the job history (--state_dir), oldest submitted go
-  // first; 0 = unlimited.
-  size_t max_stored_jobs = 10000;
 };
 
 struct JobTableOptions {
@@ -248,54 +225,15 @@ class JobTable {
                                   std::vector<v1::JobEvent>* events) const;
 
  private:
-  struct JobEntry {
-    v1::Job job;
-    MlpSpec model;                     // parsed once, at submission
-    int64_t seq = 0;                   // bumped on every change
-    std::vector<v1::JobEvent> events;  // STATE and EPOCH events
-    size_t saved_events = 0;           // events[0, saved_events) stored
-    v1::JobEvent progress;             // latest PROGRESS event
-    int64_t progress_seq = 0;
-    std::vector<bool> done;  // per rank: JobDone received
-    std::vector<v1::WorkerMessage::JobDone> results;
-    std::vector<double> rank_wall;  // per rank training seconds
-    std::map<int, std::vector<v1::WorkerMessage::EpochDone>> epochs;
-    std::vector<std::string> init_checksums;
-    std::vector<double> rank_samples_per_second;
-    absl::Time started;
-    absl::Time queued;        // submission, by the clock
-    int backfill_passes = 0;  // later jobs started ahead of it
-    // A rank's error that may be a symptom (a peer vanished): held for
-    // kSymptomGrace so that a lost worker, the likely cause, is reported.
-    absl::Status pending_error;
-    absl::Time pending_since;
-    std::map<int, std::string> stalls;  // rank -> its latest stall report
-    int64_t dropped_events = 0;         // beyond max_events_per_job
-    JobCurves curves;                   // bounded: kCurvePoints per series
-    // Elastic jobs: the generation ended and the next is not placed yet
-    // (the job stays RUNNING; waiting_for says what it waits for).
-    bool reforming = false;
-    absl::Time reform_since;  // the last generation's end
-  };
-
   // A copy of e's job without the result's traces (moved aside meanwhile).
   static v1::Job CopyWithoutTraces(JobEntry* e);
-  // Frees the curves of the ended job that just fell out of the newest
-  // kMaxCurveJobs (call after appending to ended_).
-  void DropOldCurves();
 
   int64_t NowMs() const;
-  // Pruning (job_table_prune.cc). True when `e` may record another EPOCH or
-  // STALL event (counts the refused one otherwise).
-  bool RoomForEvent(JobEntry* e);
-  // Forgets the ended jobs beyond max_ended_jobs (the one that ended first
-  // goes first) and prunes the store to max_stored_jobs. Called at the end of
-  // every public method that may end a job, when no JobEntry* is held.
-  void PruneEnded();
+  // Retention::PruneEnded on the table's order. Called at the end of every
+  // public method that may end a job, when no JobEntry* is held.
+  void PruneEnded() { retention_.PruneEnded(&job_order_); }
   // Schedule without pruning (for callers that still hold a JobEntry*).
   void Reschedule(Decisions* out);
-  // True once a waiting job may no longer be passed by later ones.
-  bool Reserves(const JobEntry& e) const;
   JobEntry* Entry(const std::string& id);
   const JobEntry* Entry(const std::string& id) const;
   // The running-or-ended job `id` if `worker_id` holds `rank` in it.
@@ -308,9 +246,8 @@ class JobTable {
   // registered, I idle") and, when it changed, records it as a STATE event
   // (watch shows it).
   void SayWhatQueuedJobsWaitFor(Decisions* out);
-  // Saves the job and its unsaved events in one transaction (OK without a
-  // store).
-  absl::Status Save(JobEntry* e);
+  // JobHistory::Save (OK without a store; an error is logged there).
+  absl::Status Save(JobEntry* e) { return history_.Save(e); }
   // Recover's steps for one stored job.
   // OK when `old` is empty or a known job that has ended (Submit).
   absl::Status CheckResumable(const std::string& old) const;
@@ -333,27 +270,13 @@ class JobTable {
   // commit boundary while workers are idle re-forms to take them in.
   void MaybeScaleUp(JobEntry* e, int64_t previous_step,
                     const v1::WorkerMessage::Progress& p, Decisions* out);
-  // Rank 0's first report of a generation: it is committed (its starting
-  // state is checkpointed) and its start step, re-formation time and redone
-  // steps are known.
+  // Rank 0's first report of a generation (Generations::Commit): logged,
+  // recorded and saved.
   void GenerationReported(JobEntry* e, const v1::WorkerMessage::Progress& p);
-  // Sets every committed generation's steps_redone from the end step of
-  // the committed generation before it.
-  static void UpdateStepsRedone(JobEntry* e);
-  // JobDone of a rank of an ended generation (fenced): its step count
-  // moves that generation's end_step forward (rank 0's progress reports
-  // lag) and with it the next one's steps_redone.
+  // JobDone of a rank of an ended generation (fenced):
+  // Generations::EndedRankDone.
   void EndedGenerationDone(const std::string& worker_id,
                            const v1::WorkerMessage::JobDone& d);
-  // spec.trace of an elastic job: the coordinator's lane (rank -1) of its
-  // timeline, one span per generation and per re-formation, an instant
-  // event where each generation ended (thread kGenerationsThread /
-  // kReformationsThread).
-  v1::WorkerTrace GenerationsTrace(const v1::Job& job) const;
-  // The generation whose checkpoint the next one starts from, or -1.
-  static int CommittedGeneration(const v1::Job& job);
-  // The ranks of generation `g` of `job` (0 when it has no record).
-  static int GenerationWorld(const v1::Job& job, int g);
   // Places `e` on `picked` (spec.workers idle workers, rank order; fewer for
   // an elastic job's later generation).
   void Place(JobEntry* e, const std::vector<const RegisteredWorker*>& picked,
@@ -398,44 +321,29 @@ class JobTable {
   // The MLP a job trains, parsed from its (validated) spec; empty for bench
   // jobs and TorchScript models, whose workers learn the shape themselves.
   static absl::StatusOr<MlpSpec> MlpOf(const v1::JobSpec& spec);
-  // spec.trace (job_traces.cc): moves each rank's timeline from its JobDone
-  // into the result (at most kMaxTraceEventsPerRank events per rank and
-  // kMaxTraceBytesPerJob / ranks bytes, the rest counted as dropped), and
-  // clears the traces of older jobs so that at most kMaxTracedJobs keep
-  // theirs in memory.
-  void KeepTraces(JobEntry* e);
 
  public:
-  static constexpr int kMaxTraceEventsPerRank = 200000;
-  // The threads of an elastic job's coordinator lane (GenerationsTrace).
-  static constexpr int kGenerationsThread = 0;
-  static constexpr int kReformationsThread = 1;
-  // Ended jobs whose curves (job_curves.h) are kept, newest first; older
-  // ended jobs keep their epochs (result.epochs) only.
-  static constexpr size_t kMaxCurveJobs = 64;
-  static constexpr size_t kMaxTracedJobs = 4;
-  // Every rank's trace together, so that GetJob of a traced job stays below
-  // the message limit with room for the rest of the Job.
-  static constexpr size_t kMaxTraceBytesPerJob = size_t{32} << 20;
-  static_assert(kMaxTraceBytesPerJob + (size_t{8} << 20) <=
-                    static_cast<size_t>(kMaxControlMessageBytes),
-                "a traced job must fit in one control message");
+  // The limits of what is kept (Retention's), and the threads of an elastic
+  // job's coordinator lane (Generations'), by their older names.
+  static constexpr int kMaxTraceEventsPerRank = Retention::kMaxTraceEventsPerRank;
+  static constexpr size_t kMaxCurveJobs = Retention::kMaxCurveJobs;
+  static constexpr size_t kMaxTracedJobs = Retention::kMaxTracedJobs;
+  static constexpr size_t kMaxTraceBytesPerJob = Retention::kMaxTraceBytesPerJob;
+  static constexpr int kGenerationsThread = Generations::kGenerationsThread;
+  static constexpr int kReformationsThread = Generations::kReformationsThread;
 
  private:
   const std::string id_prefix_;
-  JobStore* const store_;
   std::shared_ptr<const JobKey> job_key_;  // null only if urandom failed
   WorkerRegistry* const workers_;
   const Env* const env_;
   std::vector<std::string> ps_addresses_;
-  std::map<std::string, JobEntry> jobs_;
+  JobEntries jobs_;
   std::vector<std::string> job_order_;  // submission order
-  std::deque<std::string> queue_;       // FIFO of QUEUED job ids
-  std::deque<std::string> reforming_;   // elastic jobs between generations
-  std::deque<std::string> traced_;      // jobs holding traces, oldest first
-  std::deque<std::string> ended_;       // ended jobs in memory, in end order
-  bool store_needs_pruning_ = true;
-  const JobRetention retention_;
+  JobHistory history_;
+  Retention retention_;                // over jobs_ and history_
+  JobQueue queue_;                     // QUEUED jobs, over jobs_
+  std::deque<std::string> reforming_;  // elastic jobs between generations
   int64_t next_job_ = 1;
 };
 

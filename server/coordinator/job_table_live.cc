@@ -1,6 +1,7 @@
 // The job table's views for the dashboard (see job_table.h, job_curves.h):
 // jobs copied without their traces, with their curves and per-rank
-// progress, and the bound on how many ended jobs keep curves.
+// progress.
+#include <deque>
 #include <set>
 #include <string>
 #include <vector>
@@ -16,12 +17,6 @@ v1::Job JobTable::CopyWithoutTraces(JobEntry* e) {
   v1::Job copy = e->job;
   traces.Swap(e->job.mutable_result()->mutable_traces());
   return copy;
-}
-
-void JobTable::DropOldCurves() {
-  if (ended_.size() <= kMaxCurveJobs) return;
-  JobEntry* old = Entry(ended_[ended_.size() - 1 - kMaxCurveJobs]);
-  if (old != nullptr) old->curves.Clear();
 }
 
 absl::StatusOr<JobLive> JobTable::Live(const std::string& id) {
@@ -43,9 +38,10 @@ absl::StatusOr<JobLive> JobTable::Live(const std::string& id) {
 }
 
 std::vector<JobLive> JobTable::Listing(size_t max_ended) {
-  // ended_ is in end order, job_order_ in submission order.
-  const size_t skip = ended_.size() > max_ended ? ended_.size() - max_ended : 0;
-  const std::set<std::string> left_out(ended_.begin(), ended_.begin() + skip);
+  // ended is in end order, job_order_ in submission order.
+  const std::deque<std::string>& ended = retention_.ended();
+  const size_t skip = ended.size() > max_ended ? ended.size() - max_ended : 0;
+  const std::set<std::string> left_out(ended.begin(), ended.begin() + skip);
   std::vector<JobLive> out;
   for (const std::string& id : job_order_) {
     if (left_out.count(id) > 0) continue;

@@ -120,7 +120,7 @@ void JobTable::HandleEpochDone(const std::string& worker_id,
   ev.set_step(e->job.step());
   ev.set_total_steps(e->job.total_steps());
   *ev.mutable_epoch_result() = er;
-  if (RoomForEvent(e)) e->events.push_back(std::move(ev));
+  if (retention_.RoomForEvent(e)) e->events.push_back(std::move(ev));
   ++e->seq;
   e->epochs.erase(d.epoch());
   Save(e).IgnoreError();  // logged by Save
@@ -293,7 +293,12 @@ void JobTable::Finalize(JobEntry* e, Decisions* out) {
     return;
   }
   e->job.set_step(res->steps());
-  KeepTraces(e);
+  if (spec.trace()) {
+    // An elastic job's ranks traced the last generation; the coordinator's
+    // lane shows every generation and re-formation.
+    const v1::WorkerTrace lane = Generations::Trace(e->job, NowMs());
+    retention_.KeepTraces(e, spec.elastic() ? &lane : nullptr);
+  }
   EndJob(e, v1::SUCCEEDED, absl::OkStatus(), out);
 }
 

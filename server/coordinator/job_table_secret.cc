@@ -33,15 +33,15 @@ void JobTable::AddSecrets(const JobEntry& e, v1::Assignment* a) const {
   // generation, else spec.resume_from's (its newest committed generation
   // when it was elastic).
   const v1::Job* from = nullptr;
-  if (e.job.generation() > 0 && CommittedGeneration(e.job) >= 0) {
+  if (e.job.generation() > 0 && Generations::Committed(e.job) >= 0) {
     from = &e.job;
   } else if (const JobEntry* old = Entry(spec.resume_from()); old != nullptr) {
     from = &old->job;
   }
   if (from == nullptr) return;  // a fresh start
-  const int g = CommittedGeneration(*from);
+  const int g = Generations::Committed(*from);
   const std::string id = GenerationJobId(from->id(), std::max(g, 0));
-  const int world = g >= 0 ? GenerationWorld(*from, g) : from->spec().workers();
+  const int world = g >= 0 ? Generations::World(*from, g) : from->spec().workers();
   a->set_resume_job_id(id);
   a->set_resume_world(world);
   a->set_resume_secret(SecretOf(id, world));

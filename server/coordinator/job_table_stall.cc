@@ -32,7 +32,7 @@ void JobTable::HandleStall(const std::string& worker_id,
   ev.set_step(s.step());
   ev.set_total_steps(e->job.total_steps());
   ev.set_message(text);
-  if (RoomForEvent(e)) e->events.push_back(std::move(ev));
+  if (retention_.RoomForEvent(e)) e->events.push_back(std::move(ev));
   ++e->seq;
   out->events_changed = true;
 }

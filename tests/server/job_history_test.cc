@@ -10,6 +10,7 @@
 
 #include <gtest/gtest.h>
 
+#include "server/coordinator/job_history.h"
 #include "server/coordinator/job_table.h"
 #include "server/coordinator/sqlite_job_store.h"
 #include "server/coordinator/worker_registry.h"
@@ -135,6 +136,38 @@ class JobHistoryTest : public ::testing::Test {
   Decisions recovered_;
   absl::Status recover_status_;
 };
+
+// JobHistory on its own: a save carries the events not saved yet, without
+// the timelines, and a failed save leaves them to the next one.
+TEST(JobHistoryClassTest, SavesUnsavedEventsWithoutTracesAndRetriesAFailure) {
+  RecordingStore store;
+  JobHistory history(&store);
+  JobEntry e;
+  e.job.set_id("j-7");
+  e.job.mutable_result()->add_traces()->set_rank(0);
+  e.events.resize(2);
+  ASSERT_TRUE(history.Save(&e).ok());
+  ASSERT_EQ(store.saves.size(), 1u);
+  EXPECT_EQ(store.saves[0].events.size(), 2u);
+  EXPECT_EQ(store.saves[0].job.result().traces_size(), 0);  // kept out
+  EXPECT_EQ(e.job.result().traces_size(), 1);               // kept in memory
+  EXPECT_EQ(e.saved_events, 2u);
+  e.events.resize(3);
+  store.fail_saves = 1;
+  EXPECT_FALSE(history.Save(&e).ok());
+  EXPECT_EQ(e.saved_events, 2u);
+  ASSERT_TRUE(history.Save(&e).ok());
+  ASSERT_EQ(store.saves.size(), 2u);
+  EXPECT_EQ(store.saves[1].events.size(), 1u);  // only the new one
+
+  JobHistory memory_only(nullptr);
+  EXPECT_FALSE(memory_only.enabled());
+  e.events.resize(5);
+  ASSERT_TRUE(memory_only.Save(&e).ok());
+  EXPECT_EQ(e.saved_events, 5u);
+  EXPECT_EQ(JobHistory::IdNumber("j-abc-42"), 42);
+  EXPECT_EQ(JobHistory::IdNumber("j-x"), 0);
+}
 
 TEST_F(JobHistoryTest, AnEndedJobComesBackWithItsResultsAndEvents) {
   Restart("a-");

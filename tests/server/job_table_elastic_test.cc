@@ -66,17 +66,6 @@ class JobTableElasticTest : public JobTableTest {
   }
 };
 
-TEST(GenerationJobIdTest, RoundTripsAndLeavesOtherIdsAlone) {
-  EXPECT_EQ(GenerationJobId("j-1", 0), "j-1");
-  EXPECT_EQ(GenerationJobId("j-1", 3), "j-1.g3");
-  EXPECT_EQ(SplitGenerationJobId("j-1.g3"), std::make_pair(std::string("j-1"), 3));
-  EXPECT_EQ(SplitGenerationJobId("j-1"), std::make_pair(std::string("j-1"), 0));
-  for (const char* plain : {"j-1.g0", "j-1.gx", "j-1.g", ".g2", "j-1.g02", "j-1.g-2"}) {
-    EXPECT_EQ(SplitGenerationJobId(plain), std::make_pair(std::string(plain), 0))
-        << plain;
-  }
-}
-
 TEST_F(JobTableElasticTest, LostRankReFormsFromTheCommittedGenerationAndFencesTheOld) {
   for (const char* w : {"w0", "w1", "w2", "w3"}) Join(w);
   Decisions placed;

@@ -1,60 +1,19 @@
-// The job table's history (see job_table.h): saving jobs to the JobStore
-// and recovering them after a coordinator restart.
+// The job table's recovery after a coordinator restart (see job_table.h):
+// what it does with each job its history (job_history.h) gives back.
 #include <algorithm>
 #include <utility>
 
 #include <spdlog/spdlog.h>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/types/span.h"
 #include "common/spec/job_spec.h"
 #include "server/coordinator/job_table.h"
 
 namespace gradsync {
-namespace {
-
-// n of a job id "j-<prefix><n>" (the digits after the last '-'); 0 when the
-// id does not end so.
-int64_t IdNumber(const std::string& id) {
-  const size_t dash = id.rfind('-');
-  int64_t n = 0;
-  if (dash == std::string::npos ||
-      !absl::SimpleAtoi(absl::string_view(id).substr(dash + 1), &n)) {
-    return 0;
-  }
-  return n;
-}
-
-}  // namespace
-
-absl::Status JobTable::Save(JobEntry* e) {
-  if (store_ == nullptr) {
-    e->saved_events = e->events.size();
-    return absl::OkStatus();
-  }
-  const absl::Span<const v1::JobEvent> unsaved =
-      absl::MakeConstSpan(e->events).subspan(e->saved_events);
-  absl::Status st;
-  if (e->job.result().traces_size() == 0) {
-    st = store_->Save(e->job, unsaved);
-  } else {  // timelines stay out of the history (they can be megabytes)
-    v1::Job job = e->job;
-    job.mutable_result()->clear_traces();
-    st = store_->Save(job, unsaved);
-  }
-  if (!st.ok()) {
-    spdlog::error("[job {}] not saved to the job history: {}", e->job.id(),
-                  st.ToString());
-    return st;
-  }
-  e->saved_events = e->events.size();
-  return absl::OkStatus();
-}
 
 absl::Status JobTable::Recover(Decisions* out) {
-  if (store_ == nullptr) return absl::OkStatus();
-  absl::StatusOr<std::vector<StoredJob>> stored = store_->LoadAll();
+  if (!history_.enabled()) return absl::OkStatus();
+  absl::StatusOr<std::vector<StoredJob>> stored = history_.LoadAll();
   if (!stored.ok()) return stored.status();
   for (StoredJob& s : *stored) Restore(std::move(s), out);
   PruneEnded();
@@ -72,7 +31,7 @@ void JobTable::Restore(StoredJob stored, Decisions* out) {
         id);
     return;
   }
-  next_job_ = std::max(next_job_, IdNumber(id) + 1);
+  next_job_ = std::max(next_job_, JobHistory::IdNumber(id) + 1);
   JobEntry& e = jobs_[id];
   e.job = std::move(stored.job);
   e.events = std::move(stored.events);
@@ -94,7 +53,7 @@ void JobTable::Restore(StoredJob stored, Decisions* out) {
     e.rank_samples_per_second.assign(n, 0);
     EndJob(&e, v1::FAILED, absl::UnavailableError(kCoordinatorRestarted), out);
   } else {
-    ended_.push_back(id);  // an ended job is history only
+    retention_.Restored(id);  // an ended job is history only
   }
 }
 
@@ -113,7 +72,7 @@ void JobTable::RequeueRestored(JobEntry* e, Decisions* out) {
     return;
   }
   e->model = *std::move(model);
-  queue_.push_back(e->job.id());
+  queue_.Push(e->job.id());
 }
 
 }  // namespace gradsync
