@@ -19,6 +19,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
+#include "client/job_watch.h"
 #include "client/local_cluster.h"
 #include "client/report.h"
 #include "common/cost_model.h"
@@ -368,12 +369,6 @@ v1::JobSpec BenchSpecOf(const BenchCommandOptions& o, v1::Algorithm algorithm) {
   return s;
 }
 
-std::string RpcError(const grpc::Status& st) {
-  return absl::StrCat(
-      absl::StatusCodeToString(static_cast<absl::StatusCode>(st.error_code())), ": ",
-      st.error_message());
-}
-
 // A bench job's event as a line: progress as "size D/T done".
 std::string BenchEventLine(const v1::JobEvent& ev, const std::string& label) {
   if (ev.kind() != v1::JobEvent::PROGRESS) return EventLine(ev, label);
@@ -382,42 +377,24 @@ std::string BenchEventLine(const v1::JobEvent& ev, const std::string& label) {
 }
 
 // Streams job `id`'s events (printed unless quiet) until it ends, then reads
-// the final job. On Ctrl-C cancels the job. The stream has no deadline (a
-// job may run for hours); the channel's keepalive ends it if the server
-// vanishes. GetJob / CancelJob have deadlines.
+// the final job (WatchToEnd). On Ctrl-C cancels the job: CANCELLED.
 absl::StatusOr<v1::Job> WatchBench(v1::Coordinator::Stub* stub, const std::string& id,
                                    const std::string& label, bool quiet,
                                    const CommandHooks& hooks) {
-  grpc::ClientContext ctx;
-  if (hooks.set_watch_context) hooks.set_watch_context(&ctx);
-  v1::WatchJobRequest req;
-  req.set_id(id);
-  auto reader = stub->WatchJob(&ctx, req);
-  v1::JobEvent ev;
-  while (reader->Read(&ev)) {
+  WatchHooks watch;
+  watch.on_event = [&label, quiet](const v1::JobEvent& ev) {
     const std::string line = quiet ? "" : BenchEventLine(ev, label);
     if (!line.empty()) std::printf("%s\n", line.c_str());
     std::fflush(stdout);
-  }
-  grpc::Status st = reader->Finish();
-  if (hooks.set_watch_context) hooks.set_watch_context(nullptr);
-  grpc::ClientContext gctx;
-  gctx.set_deadline(ToChrono(absl::Now() + absl::Seconds(5)));
-  v1::Job job;
-  if (hooks.interrupted != nullptr && *hooks.interrupted) {
-    v1::CancelJobRequest creq;
-    creq.set_id(id);
-    stub->CancelJob(&gctx, creq, &job);
+  };
+  watch.set_context = hooks.set_watch_context;
+  watch.interrupted = hooks.interrupted;
+  absl::StatusOr<WatchEnd> end = WatchToEnd(stub, id, watch);
+  if (!end.ok()) return end.status();
+  if (end->interrupted) {
     return absl::CancelledError(absl::StrCat("interrupted; cancelled ", id));
   }
-  if (!st.ok())
-    return absl::UnavailableError(absl::StrCat("watch ", id, ": ", RpcError(st)));
-  v1::GetJobRequest greq;
-  greq.set_id(id);
-  st = stub->GetJob(&gctx, greq, &job);
-  if (!st.ok())
-    return absl::UnavailableError(absl::StrCat("status ", id, ": ", RpcError(st)));
-  return job;
+  return std::move(end->job);
 }
 
 // Submits one bench job and watches it to its end.

@@ -11,22 +11,13 @@
 #include "absl/strings/str_cat.h"
 #include "client/blob_upload.h"
 #include "client/cli.h"
+#include "client/job_watch.h"
 #include "client/report.h"
 #include "client/trace_json.h"
 #include "common/grpc/grpc_util.h"
 
 namespace gradsync {
 namespace {
-
-std::string RpcError(const grpc::Status& st) {
-  return absl::StrCat(
-      absl::StatusCodeToString(static_cast<absl::StatusCode>(st.error_code())), ": ",
-      st.error_message(),
-      st.error_code() == grpc::StatusCode::UNAUTHENTICATED
-          ? " (give the cluster's token: --token_file=PATH "
-            "or GRADSYNC_TOKEN)"
-          : "");
-}
 
 // submit --resume=ID: job ID's spec, resuming from its checkpoint.
 v1::JobSpec ResumeSpec(v1::Coordinator::Stub* stub, const std::string& id) {
@@ -42,40 +33,48 @@ v1::JobSpec ResumeSpec(v1::Coordinator::Stub* stub, const std::string& id) {
   return spec;
 }
 
-// Prints the job's events as they come (progress on one line on a
-// terminal, every 2 s otherwise) and feeds them to `timeline` when given.
-// Returns when the stream ends; its status.
-grpc::Status PrintEvents(grpc::ClientReader<v1::JobEvent>* reader,
-                         const std::string& label, bool quiet, JobTimeline* timeline) {
-  const bool tty = isatty(1);
-  v1::JobEvent ev;
-  absl::Time last_line = absl::InfinitePast();
-  bool pending_cr = false;
-  while (reader->Read(&ev)) {
-    if (timeline != nullptr) timeline->Add(ev, absl::Now());
-    if (quiet) continue;
-    std::string line = EventLine(ev, label);
-    if (line.empty()) continue;
+// Prints a job's events as they come (progress on one line on a terminal,
+// every 2 s otherwise) and feeds them to `timeline` when given.
+class EventPrinter {
+ public:
+  EventPrinter(std::string label, bool quiet, JobTimeline* timeline)
+      : label_(std::move(label)), quiet_(quiet), timeline_(timeline), tty_(isatty(1)) {}
+  // Ends a progress line left open.
+  ~EventPrinter() {
+    if (pending_cr_) std::printf("\n");
+  }
+
+  void operator()(const v1::JobEvent& ev) {
+    if (timeline_ != nullptr) timeline_->Add(ev, absl::Now());
+    if (quiet_) return;
+    const std::string line = EventLine(ev, label_);
+    if (line.empty()) return;
     if (ev.kind() == v1::JobEvent::PROGRESS) {
-      if (ev.step() == 0) continue;
-      if (tty) {
+      if (ev.step() == 0) return;
+      if (tty_) {
         std::printf("\r\033[K%s", line.c_str());
         std::fflush(stdout);
-        pending_cr = true;
-      } else if (absl::Now() - last_line > absl::Seconds(2)) {
+        pending_cr_ = true;
+      } else if (absl::Now() - last_line_ > absl::Seconds(2)) {
         std::printf("%s\n", line.c_str());
-        last_line = absl::Now();
+        last_line_ = absl::Now();
       }
-      continue;
+      return;
     }
-    if (pending_cr) std::printf("\r\033[K");
-    pending_cr = false;
+    if (pending_cr_) std::printf("\r\033[K");
+    pending_cr_ = false;
     std::printf("%s\n", line.c_str());
     std::fflush(stdout);
   }
-  if (pending_cr) std::printf("\n");
-  return reader->Finish();
-}
+
+ private:
+  const std::string label_;
+  const bool quiet_;
+  JobTimeline* const timeline_;
+  const bool tty_;
+  absl::Time last_line_ = absl::InfinitePast();
+  bool pending_cr_ = false;
+};
 
 // Streams the job's events (into `timeline` too, when given); returns the
 // final job (GetJob after the end). Interrupted: cancels the job instead
@@ -83,35 +82,25 @@ grpc::Status PrintEvents(grpc::ClientReader<v1::JobEvent>* reader,
 v1::Job Watch(v1::Coordinator::Stub* stub, const std::string& id,
               const std::string& label, const CliOptions& o, Interruption* interruption,
               JobTimeline* timeline = nullptr) {
-  grpc::ClientContext ctx;
-  // A Ctrl-C that came before the watch existed still ends it.
-  interruption->SetWatched(&ctx);
-  v1::WatchJobRequest req;
-  req.set_id(id);
-  auto reader = stub->WatchJob(&ctx, req);
-  grpc::Status st = PrintEvents(reader.get(), label, o.quiet, timeline);
-  interruption->SetWatched(nullptr);
-  if (interruption->interrupted()) {
-    grpc::ClientContext cctx;
-    cctx.set_deadline(ToChrono(absl::Now() + absl::Seconds(3)));
-    v1::CancelJobRequest creq;
-    creq.set_id(id);
-    v1::Job j;
-    stub->CancelJob(&cctx, creq, &j);
+  absl::StatusOr<WatchEnd> end;
+  {
+    EventPrinter printer(label, o.quiet, timeline);
+    WatchHooks hooks;
+    hooks.on_event = [&printer](const v1::JobEvent& ev) { printer(ev); };
+    // A Ctrl-C that came before the watch existed still ends it.
+    hooks.set_context = [interruption](grpc::ClientContext* ctx) {
+      interruption->SetWatched(ctx);
+    };
+    hooks.interrupted = interruption->flag();
+    end = WatchToEnd(stub, id, hooks);
+  }
+  if (!end.ok()) Die(std::string(end.status().message()));
+  if (end->interrupted) {
     const std::string why = interruption->reason();
     std::cerr << "gradsync: " << (why.empty() ? "interrupted" : why) << "; cancelled "
               << id << std::endl;
-    return j;
   }
-  if (!st.ok()) Die(absl::StrCat("watch ", id, ": ", RpcError(st)));
-  grpc::ClientContext gctx;
-  gctx.set_deadline(ToChrono(absl::Now() + absl::Seconds(5)));
-  v1::GetJobRequest greq;
-  greq.set_id(id);
-  v1::Job job;
-  st = stub->GetJob(&gctx, greq, &job);
-  if (!st.ok()) Die(absl::StrCat("status ", id, ": ", RpcError(st)));
-  return job;
+  return end->job;
 }
 
 void PrintListJson(const v1::ListJobsResponse& resp) {
