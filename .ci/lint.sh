@@ -14,6 +14,7 @@ check bash .ci/lint-python.sh
 check python3 .ci/check-links.py
 check python3 .ci/check-includes.py
 check bash .ci/check-env.sh
+check bash .ci/check-vocabulary.sh
 if [ "${#failed[@]}" -gt 0 ]; then
   printf 'lint: FAILED: %s\n' "${failed[@]}" >&2
   exit 1

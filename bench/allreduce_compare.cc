@@ -56,7 +56,7 @@ ABSL_FLAG(int, base_port, 47300,
           "gradsync ranks listen on base_port + rank on 127.0.0.1.");
 ABSL_FLAG(int64_t, segment_bytes, 1 << 20, "gradsync ring segment size.");
 ABSL_FLAG(std::string, algorithm, "ring",
-          "gradsync's allreduce: ring, hd (halving-doubling) or tree "
+          "gradsync's allreduce: ring, hd (halving-doubling) or rd (recursive doubling) "
           "(recursive doubling); Gloo always runs its ring.");
 ABSL_FLAG(int, connections, 1,
           "gradsync: TCP connections per peer (segments striped over them).");
@@ -319,7 +319,7 @@ int Main() {
       ParseAllreduceAlgorithm(absl::GetFlag(FLAGS_algorithm));
   if (!algorithm.ok() || *algorithm == AllreduceAlgorithm::kHierarchical ||
       *algorithm == AllreduceAlgorithm::kAuto) {
-    std::fprintf(stderr, "--algorithm: want ring, hd or tree\n");
+    std::fprintf(stderr, "--algorithm: want ring, hd or rd\n");
     return 2;
   }
   if (c.ranks < 2 || c.iters < 1 || c.warmup < 0) {

@@ -55,7 +55,7 @@ class Bench {
   v1::JobSpec Spec(int epochs) const {
     v1::JobSpec s;
     s.set_strategy(absl::GetFlag(FLAGS_strategy) == "ps" ? v1::STRATEGY_PS
-                                                         : v1::STRATEGY_RING);
+                                                         : v1::STRATEGY_ALLREDUCE);
     s.set_mode(absl::GetFlag(FLAGS_mode) == "async" ? v1::SYNC_MODE_ASYNC
                                                     : v1::SYNC_MODE_SYNC);
     s.set_workers(absl::GetFlag(FLAGS_workers));

@@ -18,8 +18,8 @@ with the alpha-beta model's verdict beside the measured one (issue 35).
      --algorithm=ring`) and one PS shard's push and pull (`--op=pushpull
      --ps_shards=1`), --iters runs each. Each bench job also measures the
      link by ping-pong (alpha: seconds per message, beta: bytes per second);
-  3. trains each model ps-sync and ring-sync (`local --compare
-     --pairs=ps-sync,ring-sync --algorithm=ring`) for --epochs epochs on at
+  3. trains each model ps-sync and allreduce-sync (`local --compare
+     --pairs=ps-sync,allreduce-sync --algorithm=ring`) for --epochs epochs on at
      most --train-limit samples.
 Then it does what `plot` does: for each model and N,
 
@@ -334,7 +334,7 @@ def run(opts):
                      "--results=" + os.path.join(out, "bench-%s-N%d.json" % (op, n))]
                     + flags, failed, "bench %s N=%d" % (op, n))
         for name, (path, data, _) in models.items():
-            cmd = [binary, "local", "--compare", "--pairs=ps-sync,ring-sync",
+            cmd = [binary, "local", "--compare", "--pairs=ps-sync,allreduce-sync",
                    "--workers=%d" % n, "--epochs=%d" % opts["epochs"],
                    "--model=torchscript:" + path, "--data=" + data, "--algorithm=ring",
                    "--autotune=false", "--quiet",
@@ -356,15 +356,15 @@ def collect(out):
                 continue
             n = int(f[len(prefix):-len(".json")])
             train = common.read_json(os.path.join(out, f), "experiment_models")
-            jobs = {"%s-%s" % (j["strategy"], j["mode"]): j for j in train.get("jobs", [])}
+            jobs = {common.mode_label(j): j for j in train.get("jobs", [])}
             ring_b = os.path.join(out, "bench-ring-N%d.json" % n)
             pp_b = os.path.join(out, "bench-pushpull-N%d.json" % n)
-            if "ps-sync" not in jobs or "ring-sync" not in jobs or not (
+            if "ps-sync" not in jobs or "allreduce-sync" not in jobs or not (
                     os.path.exists(ring_b) and os.path.exists(pp_b)):
                 print("experiment_models: %s N=%d is incomplete; left out" % (name, n),
                       file=sys.stderr)
                 continue
-            rows.append(analyse(name, n, m["params"], jobs["ps-sync"], jobs["ring-sync"],
+            rows.append(analyse(name, n, m["params"], jobs["ps-sync"], jobs["allreduce-sync"],
                                 common.read_json(ring_b, "experiment_models"),
                                 common.read_json(pp_b, "experiment_models")))
     rows.sort(key=lambda r: (r["workers"], r["gradient_bytes"]))

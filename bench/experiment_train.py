@@ -8,7 +8,7 @@ against N.
                                          [--build-dir=build] [--data-dir=DIR]
                                          [--model=mlp:784-256-128-10]
                                          [--data=fashion-mnist]
-                                         [--pairs=ps-sync,ps-async,ring-sync,ring-async]
+                                         [--pairs=ps-sync,ps-async,allreduce-sync,allreduce-async]
                                          [--train-limit=0]
                                          [--network=loopback|emulated]
                                          [--rate=1gbit] [--burst=73728]
@@ -63,8 +63,8 @@ from gradsync_experiment.cli import parse_command  # noqa: E402
 from gradsync_experiment.plots import have_matplotlib  # noqa: E402
 from gradsync_experiment.sweep import Cluster, exit_on_sigterm  # noqa: E402
 
-MODES = ["ps-sync", "ps-async", "ring-sync", "ring-async"]
-STYLE = {"ps-sync": "C3", "ps-async": "C1", "ring-sync": "C0", "ring-async": "C2"}
+MODES = ["ps-sync", "ps-async", "allreduce-sync", "allreduce-async"]
+STYLE = {"ps-sync": "C3", "ps-async": "C1", "allreduce-sync": "C0", "allreduce-async": "C2"}
 FIELDS = ["workers", "mode", "state", "samples_per_second", "wall_seconds",
           "test_accuracy", "final_train_loss", "comm_seconds",
           "exposed_comm_seconds", "epochs"]
@@ -105,7 +105,7 @@ def parse_args(argv):
 
 
 def mode_of(job):
-    return "%s-%s" % (job["strategy"], job["mode"])
+    return common.mode_label(job)
 
 
 CONFIG_NAME = "config.json"

@@ -11,7 +11,7 @@ Prints one JSON object per configuration: samples/s over the timed steps.
   python3 bench/torch_compare.py --data-dir DIR --widths 784-256-128-10 \
       --batch-size 32 --steps 300 --workers 4
 Compare with:
-  gradsync local --device=cuda --workers 1|4 --strategy=ring --mode=sync \
+  gradsync local --device=cuda --workers 1|4 --strategy=allreduce --mode=sync \
       --batch-size 32 --steps 300 --results=r.json   (samples_per_second)
 """
 import argparse

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""gradsync ring-sync against PyTorch DDP on the same TorchScript model, CPU.
+"""gradsync allreduce-sync against PyTorch DDP on the same TorchScript model, CPU.
 
     /usr/bin/python3 bench/torch_ddp_compare.py --model lenet.pt --ranks 2,4
     /usr/bin/python3 bench/torch_ddp_compare.py --model charlm.pt --data corpus.pt
@@ -11,7 +11,7 @@ threads per rank as gradsync gives its workers on this machine (the cores
 left after one per rank for communication, at least 1). DDP uses the gloo
 backend, one process per rank, default buckets (25 MB, small first bucket);
 its timed window starts after --warmup steps. gradsync runs
-`gradsync local --strategy=ring --mode=sync` for the same number of steps
+`gradsync local --strategy=allreduce --mode=sync` for the same number of steps
 and its samples/s is the job result's (slowest rank's training-loop wall,
 warm-up steps included, so the comparison leans against gradsync).
 
@@ -112,7 +112,7 @@ def ddp_samples_per_second(world, args, port):
 def gradsync_samples_per_second(world, args):
     with tempfile.TemporaryDirectory() as tmp:
         results = os.path.join(tmp, "r.json")
-        cmd = [args.gradsync, "local", "--workers", str(world), "--strategy=ring",
+        cmd = [args.gradsync, "local", "--workers", str(world), "--strategy=allreduce",
                "--mode=sync", "--autotune=false", f"--model=torchscript:{args.model}",
                f"--steps={args.warmup + args.steps}", f"--batch_size={args.batch}",
                "--optimizer=adam", "--lr=0.001", f"--results={results}"]

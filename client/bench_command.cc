@@ -438,7 +438,7 @@ absl::Status WriteFile(const std::string& path, const std::string& text) {
   return absl::OkStatus();
 }
 
-// The bench (one job, or ring/hd/tree with --tune) against `server`;
+// The bench (one job, or ring/hd/rd with --tune) against `server`;
 // writes the results and tuning files. Returns the exit code.
 int BenchAgainst(const std::string& server, const BenchCommandOptions& o,
                  const CommandHooks& hooks) {
@@ -451,10 +451,11 @@ int BenchAgainst(const std::string& server, const BenchCommandOptions& o,
   auto stub = v1::Coordinator::NewStub(channel);
   std::vector<v1::Algorithm> algorithms = {o.algorithm};
   if (!o.tune.empty()) {
-    // Pass after pass, ring-hd-tree then tree-hd-ring, so that a load that
+    // Pass after pass, ring-hd-rd then rd-hd-ring, so that a load that
     // drifts during the passes favours no algorithm by its place.
-    const std::vector<v1::Algorithm> order = {
-        v1::ALGORITHM_RING, v1::ALGORITHM_HALVING_DOUBLING, v1::ALGORITHM_TREE};
+    const std::vector<v1::Algorithm> order = {v1::ALGORITHM_RING,
+                                              v1::ALGORITHM_HALVING_DOUBLING,
+                                              v1::ALGORITHM_RECURSIVE_DOUBLING};
     algorithms.clear();
     for (int pass = 0; pass < o.tune_passes; ++pass) {
       if (pass % 2 == 0) {

@@ -42,7 +42,7 @@ struct BenchCommandOptions {
   std::string groups;   // hier: a host group id per rank, "0,0,1,1"
   std::string results;  // results JSON path; empty = none
   std::string tune;     // tuning file path; empty = no tuning run
-  // --tune: passes over ring, hd and tree, in alternating order.
+  // --tune: passes over ring, hd and rd, in alternating order.
   int tune_passes = 2;
   bool quiet = false;
   // local only

@@ -24,12 +24,12 @@ ABSL_FLAG(std::string, sizes, "4K:256M",
 ABSL_FLAG(int, iters, 20, "bench: timed iterations per size; every result is verified.");
 ABSL_FLAG(int, warmup, 5, "bench: untimed iterations per size before timing.");
 ABSL_FLAG(std::string, tune, "",
-          "bench: run allreduce with ring, hd and tree over --sizes and write "
+          "bench: run allreduce with ring, hd and rd over --sizes and write "
           "a tuning table (the fastest per size, lines WORLD MAX_BYTES "
           "ALGORITHM, common/spec/tuning_table.h format) to this file.");
 ABSL_FLAG(int, tune_passes, 2,
-          "bench --tune: how many times to run each of ring, hd and tree "
-          "(1..10; alternating ring-hd-tree and tree-hd-ring); a size goes to "
+          "bench --tune: how many times to run each of ring, hd and rd "
+          "(1..10; alternating ring-hd-rd and rd-hd-ring); a size goes to "
           "the lowest mean time over the passes.");
 
 // Shared with the other commands (client/main.cc).

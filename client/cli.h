@@ -38,7 +38,7 @@ struct CliOptions {
   std::string trace_file;  // its path (TracePath); empty: the default
   // local only
   bool compare = false;        // run the job under each of `pairs`
-  std::string pairs;           // "ps-sync,ring-async,..."
+  std::string pairs;           // "ps-sync,allreduce-async,..."
   bool compare_warmup = true;  // --compare: a one-step job first, unreported
   bool autotune = true;        // ring + auto: tune on the cluster first
   std::string strategy;        // without --compare: the one pair

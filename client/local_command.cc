@@ -67,7 +67,8 @@ Pairs PairsFromOptions(const CliOptions& o) {
     absl::StatusOr<v1::SyncMode> mode =
         sm.size() == 2 ? ParseSyncMode(sm[1]) : absl::InvalidArgumentError("");
     if (!strategy.ok() || !mode.ok()) {
-      Die(absl::StrCat("--pairs: '", p, "' is not STRATEGY-MODE (e.g. ring-async)"), 2);
+      Die(absl::StrCat("--pairs: '", p, "' is not STRATEGY-MODE (e.g. allreduce-async)"),
+          2);
     }
     pairs.emplace_back(*strategy, *mode);
   }
@@ -122,7 +123,7 @@ LocalClusterOptions ClusterOptions(const CliOptions& cli,
 void SetPair(v1::Strategy strategy, v1::SyncMode mode, v1::JobSpec* spec) {
   spec->set_strategy(strategy);
   spec->set_mode(mode);
-  if (strategy != v1::STRATEGY_RING || mode != v1::SYNC_MODE_ASYNC) {
+  if (strategy != v1::STRATEGY_ALLREDUCE || mode != v1::SYNC_MODE_ASYNC) {
     if (spec->weight_prediction() == v1::WEIGHT_PREDICTION_ON) {
       spec->set_weight_prediction(v1::WEIGHT_PREDICTION_UNSPECIFIED);
     }
@@ -171,25 +172,26 @@ bool WantsAutotune(const CliOptions& cli, const v1::JobSpec& spec, const Pairs& 
     return false;
   }
   for (const auto& [strategy, mode] : pairs) {
-    if (strategy == v1::STRATEGY_RING) return true;
+    if (strategy == v1::STRATEGY_ALLREDUCE) return true;
   }
   return false;
 }
 
-// Runs the trials of --autotune (AutotuneSteps-step ring-sync runs of the
+// Runs the trials of --autotune (AutotuneSteps-step allreduce-sync runs of the
 // job, one per algorithm and pass) and returns the tuning table that makes
 // every bucket run the algorithm with the least communication per step,
 // summed over the passes; "" when a trial does not succeed (a line says so;
-// the jobs then use the workers' table). The passes run ring-hd-tree, then
-// tree-hd-ring, so that a machine whose load drifts favours no algorithm by
+// the jobs then use the workers' table). The passes run ring-hd-rd, then
+// rd-hd-ring, so that a machine whose load drifts favours no algorithm by
 // its place in the order.
 std::string Autotune(v1::Coordinator::Stub* stub, const CliOptions& cli,
                      const v1::JobSpec& spec, Interruption* interruption) {
-  const std::vector<v1::Algorithm> order = {
-      v1::ALGORITHM_RING, v1::ALGORITHM_HALVING_DOUBLING, v1::ALGORITHM_TREE};
+  const std::vector<v1::Algorithm> order = {v1::ALGORITHM_RING,
+                                            v1::ALGORITHM_HALVING_DOUBLING,
+                                            v1::ALGORITHM_RECURSIVE_DOUBLING};
   const int64_t steps = AutotuneSteps(spec);
   std::printf(
-      "autotune: %lld-step ring-sync trials with ring, hd and tree "
+      "autotune: %lld-step allreduce-sync trials with ring, hd and rd "
       "allreduce, %d passes (--autotune=false skips them)\n",
       static_cast<long long>(steps), kAutotunePasses);
   std::fflush(stdout);
@@ -202,7 +204,7 @@ std::string Autotune(v1::Coordinator::Stub* stub, const CliOptions& cli,
       const v1::Algorithm algorithm = order[pass % 2 == 0 ? i : order.size() - 1 - i];
       v1::JobSpec s = spec;
       s.set_name(absl::StrCat("autotune ", AlgorithmName(algorithm)));
-      SetPair(v1::STRATEGY_RING, v1::SYNC_MODE_SYNC, &s);
+      SetPair(v1::STRATEGY_ALLREDUCE, v1::SYNC_MODE_SYNC, &s);
       s.clear_staleness();
       s.set_algorithm(algorithm);
       s.set_steps(steps);
@@ -217,7 +219,7 @@ std::string Autotune(v1::Coordinator::Stub* stub, const CliOptions& cli,
       if (interruption->interrupted()) return "";
       if (rc != 0 || job.result().steps() <= 0) {
         std::printf(
-            "autotune: the %s trial %s did not succeed (%s); ring jobs "
+            "autotune: the %s trial %s did not succeed (%s); allreduce jobs "
             "use the workers' table\n",
             AlgorithmName(algorithm).c_str(), job.id().c_str(),
             JobErrorText(job).c_str());
@@ -236,7 +238,7 @@ std::string Autotune(v1::Coordinator::Stub* stub, const CliOptions& cli,
     if (per_step[algorithm] < per_step[best]) best = algorithm;
   }
   std::printf(
-      "autotune: %.1f s; communication per step %s; ring jobs with "
+      "autotune: %.1f s; communication per step %s; allreduce jobs with "
       "--algorithm=auto run %s\n",
       absl::ToDoubleSeconds(absl::Now() - began), figures.c_str(),
       AlgorithmName(best).c_str());
@@ -244,7 +246,7 @@ std::string Autotune(v1::Coordinator::Stub* stub, const CliOptions& cli,
   return absl::StrCat(
       "# gradsync local --autotune: least communication per "
       "step in ",
-      steps, "-step ring-sync trials (", figures, ")\n", spec.workers(), " inf ",
+      steps, "-step allreduce-sync trials (", figures, ")\n", spec.workers(), " inf ",
       AlgorithmName(best), "\n");
 }
 
@@ -354,7 +356,7 @@ int LocalCommand(const CliOptions& cli, Interruption* interruption) {
     if (interruption->interrupted()) break;
     v1::JobSpec spec = cli.spec();
     SetPair(strategy, mode, &spec);
-    if (strategy == v1::STRATEGY_RING && !tuned.empty()) {
+    if (strategy == v1::STRATEGY_ALLREDUCE && !tuned.empty()) {
       spec.set_tuning_table(tuned);
     }
     v1::Job job;

@@ -29,12 +29,12 @@
 
 ABSL_FLAG(std::string, server, "127.0.0.1:50051",
           "submit/watch/status/list/cancel: HOST:PORT of the coordinator.");
-ABSL_FLAG(std::string, strategy, "ring",
-          "Gradient synchronisation: ps (parameter server) or ring (allreduce "
-          "among the workers, by --algorithm; 'allreduce' is the same).");
+ABSL_FLAG(std::string, strategy, "allreduce",
+          "Gradient synchronisation: ps (parameter server) or allreduce (among "
+          "the workers, by --algorithm; 'ring', its old name, is the same).");
 ABSL_FLAG(std::string, mode, "sync",
           "sync (BSP / synchronous allreduce) or async (ASGD/SSP for ps, "
-          "bounded-staleness pipelining for ring).");
+          "bounded-staleness pipelining for allreduce).");
 ABSL_FLAG(int, staleness, -1,
           "Async staleness bound. ps: SSP bound s (a worker may run at most s "
           "steps ahead of the slowest; -1 = unbounded). ring: allreduces in "
@@ -97,7 +97,7 @@ ABSL_FLAG(int, connections_per_peer, 1,
           "them (1..8; more helps where one connection's transport work "
           "saturates a core).");
 ABSL_FLAG(int64_t, peer_bulk_bytes, 0,
-          "Ring strategy and benches: collectives over at least this many "
+          "Allreduce strategy and benches: collectives over at least this many "
           "bytes travel, between ranks on the same host, on the workers' "
           "bulk connections, whose receivers "
           "keep gRPC's initial flow-control windows instead of growing them "
@@ -114,7 +114,7 @@ ABSL_FLAG(std::string, weight_prediction, "auto",
           "extrapolated over the steps still in flight from the last update "
           "(w + staleness x last update), and apply the averaged gradient to "
           "the plain parameters. It recovers most of the accuracy that stale "
-          "gradients cost (docs/user-guide.md). auto = on for ring async on "
+          "gradients cost (docs/user-guide.md). auto = on for allreduce async on "
           "the CPU, off otherwise; on; off = plain delayed gradients.");
 ABSL_FLAG(std::string, tuning_file, "",
           "The allreduce tuning table for --algorithm=auto (lines 'WORLD "
@@ -124,18 +124,19 @@ ABSL_FLAG(std::string, tuning_file, "",
           "workers' table (their --tuning_file, else the built-in one), or "
           "with local's --autotune one measured at the start.");
 ABSL_FLAG(bool, autotune, true,
-          "local: before ring jobs with --algorithm=auto on 2 or more workers "
-          "and no --tuning_file, run the job for 60 steps (ring-sync; "
+          "local: before allreduce jobs with --algorithm=auto on 2 or more workers "
+          "and no --tuning_file, run the job for 60 steps (allreduce-sync; "
           "fewer, down to 10, for models over 1 M parameters) with "
           "each of ring, halving-doubling and tree allreduce, twice, and send "
-          "'WORKERS inf BEST' with the ring jobs (JobSpec.tuning_table), BEST "
+          "'WORKERS inf BEST' with the allreduce jobs (JobSpec.tuning_table), BEST "
           "being the one with the least communication per step (a few "
           "seconds). The built-in table assumes a 10 Gbit network; on one "
           "machine, where CPU time rather than links decides, other "
           "algorithms win. false: the workers' table.");
 ABSL_FLAG(std::string, algorithm, "auto",
-          "Ring strategy: allreduce algorithm per gradient bucket: ring, hd "
-          "(halving-doubling), tree (recursive doubling), hier (reduce in "
+          "Allreduce strategy: algorithm per gradient bucket: ring, hd "
+          "(halving-doubling), rd (recursive doubling; 'tree' is its old name), "
+          "hier (reduce in "
           "host groups, ring among group leaders, broadcast), or auto (the "
           "workers' tuning table chooses by world size and bucket bytes).");
 ABSL_FLAG(std::string, groups, "",
@@ -154,7 +155,7 @@ ABSL_FLAG(std::string, name, "", "Free-text job name.");
 ABSL_FLAG(int64_t, checkpoint_every, 0,
           "Checkpoint every K steps under the PS shards' --state_dir "
           "(ps sync: each slice after every K-th step; ps async: each slice "
-          "when its slowest rank reaches a multiple of K; ring sync: rank 0 "
+          "when its slowest rank reaches a multiple of K; allreduce sync: rank 0 "
           "sends parameters + optimizer state to shard 0; 0 = off).");
 ABSL_FLAG(bool, elastic, false,
           "Elastic job: when a rank is lost (worker gone, heartbeat missed, peer "
@@ -181,7 +182,7 @@ ABSL_FLAG(std::string, trace_file, "",
           "several jobs, -<job id> is inserted before .json).");
 ABSL_FLAG(bool, compare, false,
           "local: run the same job under each of --pairs and print a table.");
-ABSL_FLAG(std::string, pairs, "ps-sync,ps-async,ring-sync,ring-async",
+ABSL_FLAG(std::string, pairs, "ps-sync,ps-async,allreduce-sync,allreduce-async",
           "--compare: comma-separated strategy-mode pairs to run.");
 ABSL_FLAG(bool, compare_warmup, true,
           "--compare: first run a one-step job (the first pair's, not in the "
@@ -222,7 +223,7 @@ Commands:
             pushpull) timed over --sizes on --workers workers, --iters timed
             runs after --warmup, every result verified; prints one row per
             size (time, algbw, busbw, the alpha-beta model, OK/FAILED);
-            --results=FILE.json, --tune=FILE (ring/hd/tree --tune_passes
+            --results=FILE.json, --tune=FILE (ring/hd/rd --tune_passes
             times each, the lowest mean per size)
   local bench   the same on a loopback cluster of its own
   watch ID  stream a job's progress until it ends
@@ -268,6 +269,10 @@ v1::JobSpec SpecFromFlags() {
   s.set_connections_per_peer(absl::GetFlag(FLAGS_connections_per_peer));
   s.set_peer_bulk_bytes(absl::GetFlag(FLAGS_peer_bulk_bytes));
   s.set_algorithm(EnumFlag(ParseAlgorithm(absl::GetFlag(FLAGS_algorithm))));
+  if (const std::string note = OldAlgorithmSpellingNote(absl::GetFlag(FLAGS_algorithm));
+      !note.empty()) {
+    std::cerr << note << std::endl;
+  }
   s.set_groups(absl::GetFlag(FLAGS_groups));
   s.set_wire_dtype(EnumFlag(ParseWireDtype(absl::GetFlag(FLAGS_wire_dtype))));
   s.set_weight_prediction(

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/cost_model.h"
+#include "common/spec/allreduce_algorithm.h"
 
 namespace gradsync {
 
@@ -155,9 +156,9 @@ std::string AllreduceShape(const std::string& algorithm, int n, double k_mb) {
         "worker",
         2 * log_p + fold, (2.0 * (p - 1) / p + (fold ? 1 : 0)) * k_mb);
   }
-  if (algorithm == "tree") {
+  if (algorithm == "rd" || algorithm == kOldRecursiveDoublingName) {
     return absl::StrFormat(
-        "tree (recursive doubling): %d sequential exchanges of the whole "
+        "rd (recursive doubling): %d sequential exchanges of the whole "
         "vector, %.2f MB sent per worker",
         log_p + fold, (log_p + (fold ? 1 : 0)) * k_mb);
   }
@@ -169,7 +170,7 @@ std::string AllreduceShape(const std::string& algorithm, int n, double k_mb) {
 std::vector<std::string> RingAlgorithms(const std::vector<v1::Job>& jobs) {
   std::vector<std::string> out;
   for (const v1::Job& j : jobs) {
-    if (j.spec().strategy() != v1::STRATEGY_RING) continue;
+    if (j.spec().strategy() != v1::STRATEGY_ALLREDUCE) continue;
     for (const std::string& a : j.result().bucket_algorithms()) {
       if (std::find(out.begin(), out.end(), a) == out.end()) out.push_back(a);
     }
@@ -190,10 +191,10 @@ std::string WhatAStepMoves(const std::vector<v1::Job>& jobs, int n, double k_mb)
   }
   std::string out = absl::StrFormat("each step moves K = %.2f MB of gradient. ", k_mb);
   if (algorithms.size() == 1 && algorithms[0] == "ring") {
-    absl::StrAppend(&out, "The ring jobs ran the ", shapes, "; ");
+    absl::StrAppend(&out, "The allreduce jobs ran the ", shapes, "; ");
   } else {
     absl::StrAppend(
-        &out, "The ring jobs' buckets ran ", shapes,
+        &out, "The allreduce jobs' buckets ran ", shapes,
         absl::StrFormat(" (a ring allreduce would take %d hops); ", 2 * (n - 1)));
   }
   absl::StrAppend(&out, absl::StrFormat("a single PS takes one round trip per worker but "

@@ -125,7 +125,7 @@ double Allreduce(v1::Algorithm algorithm, const CostInputs& in) {
         return GroupedPowerOfTwo(/*halving=*/true, in, a_local, b_local);
       }
       return 2.0 * lp * a + 2.0 * (p - 1) / p * k / b + fold;
-    case v1::ALGORITHM_TREE:
+    case v1::ALGORITHM_RECURSIVE_DOUBLING:
       if (!in.groups.empty()) {
         return GroupedPowerOfTwo(/*halving=*/false, in, a_local, b_local);
       }

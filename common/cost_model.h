@@ -46,7 +46,7 @@ struct CostInputs {
 //                   {0,0,1}: 3 crossings, where the mean counts 2.67).
 //            hd:    2·log2(P)·α + 2(P−1)/P·K/β + fold
 //            tree:  log2(P)·(α + K/β) + fold   (recursive doubling)
-//                   With groups, hd and tree round by round as the code
+//                   With groups, hd and rd round by round as the code
 //                   pairs ranks (hd: halving round k over K/2^(k+1) bytes at
 //                   distance P/2^(k+1), doubling mirrored; tree: round j over
 //                   K at distance 2^j; the fold's two rounds over K), each

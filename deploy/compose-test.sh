@@ -16,11 +16,11 @@
 #      ps1, GRADSYNC_WORKERS workers (--scale), waits until they have joined
 #      with distinct peer addresses; checks that a CLI without the token is
 #      refused UNAUTHENTICATED;
-#   6. submits ps-sync, ps-async on 2 shards and ring-sync from the host CLI
-#      (build/bin/gradsync, from the README's first command) and ring-async
+#   6. submits ps-sync, ps-async on 2 shards and allreduce-sync from the host CLI
+#      (build/bin/gradsync, from the README's first command) and allreduce-async
 #      from the one-shot `submit` service (profile submit); each must end
 #      SUCCEEDED;
-#      then an elastic ring-sync job from the host CLI, one of whose worker
+#      then an elastic allreduce-sync job from the host CLI, one of whose worker
 #      containers is killed (docker kill) mid-job: SUCCEEDED in >= 2
 #      generations;
 #   7. docker-compose down, always (trap), and prunes dangling images;
@@ -248,8 +248,8 @@ run_jobs() {
   expect_refused
   submit ps-sync --strategy=ps --mode=sync
   submit ps-async-2shards --strategy=ps --mode=async --ps_shards=2
-  submit ring-sync --strategy=ring --mode=sync
-  log "job ring-async (compose --profile submit run submit)"
+  submit allreduce-sync --strategy=allreduce --mode=sync
+  log "job allreduce-async (compose --profile submit run submit)"
   timeout 300 docker-compose "${COMPOSE_FILES[@]}" --profile submit run --rm submit \
     >"$LOGS/submit-service.log" 2>&1 \
     || { cat "$LOGS/submit-service.log"; echo "submit service failed" >&2; return 1; }
@@ -258,14 +258,14 @@ run_jobs() {
   elastic_job
 }
 
-# An elastic ring-sync job survives one worker container killed mid-job
+# An elastic allreduce-sync job survives one worker container killed mid-job
 # (docker kill of one replica: docker-compose kill takes whole services): it
 # must end SUCCEEDED in two or more generations, the first ended by the lost
 # worker.
 elastic_job() {
-  log "job elastic-ring-sync: one worker container killed mid-job"
+  log "job elastic-allreduce-sync: one worker container killed mid-job"
   timeout 300 "$CLI" submit --server="$SERVER" "${AUTH[@]}" --workers="$WORKERS" \
-    --strategy=ring --mode=sync --elastic --min_workers=2 --epochs=2 --quiet \
+    --strategy=allreduce --mode=sync --elastic --min_workers=2 --epochs=2 --quiet \
     --wait --results="$LOGS/elastic.json" >"$LOGS/elastic.log" 2>&1 &
   local pid=$! step=0 victim
   for _ in $(seq 240); do

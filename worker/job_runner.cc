@@ -367,7 +367,7 @@ absl::StatusOr<JobRunner::JobParts> JobRunner::Prepare(const v1::Assignment& a,
   if (!model.ok()) return model.status();
   parts.model = std::move(*model);
   parts.stall = MakeStallWatch(a);
-  if (a.spec().strategy() == v1::STRATEGY_RING) {
+  if (a.spec().strategy() == v1::STRATEGY_ALLREDUCE) {
     parts.transport = std::make_unique<GrpcTransport>(
         a.job_id(), a.rank(),
         std::vector<std::string>(a.peer_addresses().begin(), a.peer_addresses().end()),

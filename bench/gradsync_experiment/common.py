@@ -25,3 +25,13 @@ def read_json(path, prog="experiment"):
 def die(msg, code=2, prog="experiment"):
     print(prog + ": " + msg, file=sys.stderr)
     sys.exit(code)
+
+
+def mode_label(job):
+    """A results job's "STRATEGY-MODE" label ("allreduce-sync"). Results
+    written before the strategy was renamed say "ring" for allreduce; they
+    read under the new name."""
+    strategy = job["strategy"]
+    if strategy == "ring":
+        strategy = "allreduce"
+    return "%s-%s" % (strategy, job["mode"])

@@ -17,7 +17,7 @@ from .results import CONFIG_NAME
 ALGORITHMS = {
     "ring": ["--op=allreduce", "--algorithm=ring"],
     "hd": ["--op=allreduce", "--algorithm=hd"],
-    "tree": ["--op=allreduce", "--algorithm=tree"],
+    "tree": ["--op=allreduce", "--algorithm=rd"],  # key: older results say tree
     "ps1": ["--op=pushpull", "--ps_shards=1"],
     "psN": ["--op=pushpull"],  # --ps_shards=N added per N
     "hier": ["--op=allreduce", "--algorithm=hier"],

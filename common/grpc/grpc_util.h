@@ -46,7 +46,7 @@ inline constexpr int kMinConnectTimeoutMs = 5000;
 // Measured on 2 cores (docs/lab-notes/bdp-probing.md): off is faster for large
 // tensors (64 MiB ring, 4 ranks: 0.73-0.76x -> 0.84-0.94x of Gloo's busbw)
 // and slower for messages of 128 KiB - 1 MiB (hd at 256 KiB: 1.45 -> 2.0
-// ms, `local --compare` ring-sync 5.2-5.6 -> 6.2-6.8 ms per step), so it
+// ms, `local --compare` allreduce-sync 5.2-5.6 -> 6.2-6.8 ms per step), so it
 // stays on unless a job is known to move large tensors. GRPC_ARG_HTTP2_
 // STREAM_LOOKAHEAD_BYTES measured no effect here (16 KiB and 4 MiB alike).
 void SetPeerBdpProbe(bool on);

@@ -13,7 +13,7 @@ constexpr std::pair<AllreduceAlgorithm, absl::string_view> kNames[] = {
     {AllreduceAlgorithm::kAuto, "auto"},
     {AllreduceAlgorithm::kRing, "ring"},
     {AllreduceAlgorithm::kHalvingDoubling, "hd"},
-    {AllreduceAlgorithm::kRecursiveDoubling, "tree"},
+    {AllreduceAlgorithm::kRecursiveDoubling, "rd"},
     {AllreduceAlgorithm::kHierarchical, "hier"}};
 
 }  // namespace
@@ -26,6 +26,7 @@ absl::string_view AllreduceAlgorithmName(AllreduceAlgorithm algorithm) {
 }
 
 absl::StatusOr<AllreduceAlgorithm> ParseAllreduceAlgorithm(absl::string_view text) {
+  if (text == kOldRecursiveDoublingName) return AllreduceAlgorithm::kRecursiveDoubling;
   std::string want;
   for (const auto& [value, name] : kNames) {
     if (text == name) return value;
@@ -33,6 +34,12 @@ absl::StatusOr<AllreduceAlgorithm> ParseAllreduceAlgorithm(absl::string_view tex
   }
   return absl::InvalidArgumentError(
       absl::StrCat("unknown algorithm '", text, "' (want ", want, ")"));
+}
+
+std::string OldAlgorithmSpellingNote(absl::string_view text) {
+  if (text != kOldRecursiveDoublingName) return "";
+  return "note: algorithm 'tree' is recursive doubling, now spelled 'rd'; 'tree' "
+         "will name a real (pipelined) tree algorithm once it lands, so write 'rd'";
 }
 
 }  // namespace gradsync

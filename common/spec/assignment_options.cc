@@ -59,7 +59,7 @@ absl::Status SetSync(const v1::JobSpec& spec, int world, JobOptions* o) {
       o->strategy = SyncStrategy::kPs;
       break;
     case v1::STRATEGY_UNSPECIFIED:  // bench jobs: ValidateJobSpec's default
-    case v1::STRATEGY_RING:
+    case v1::STRATEGY_ALLREDUCE:
       o->strategy = SyncStrategy::kAllreduce;
       break;
     default:

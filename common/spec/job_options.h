@@ -19,7 +19,7 @@
 namespace gradsync {
 
 // The strategy that is not the PS is "allreduce" in the code; users may
-// spell it --strategy=ring (docs/user-guide.md).
+// spell it --strategy=allreduce (docs/user-guide.md).
 enum class SyncStrategy { kPs, kAllreduce };
 enum class SyncMode { kSync, kAsync };
 

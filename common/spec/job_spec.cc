@@ -33,7 +33,7 @@ absl::Status ValidateWeightPrediction(v1::JobSpec* s) {
       Known(kWeightPredictions, "weight_prediction", s->weight_prediction(),
             v1::WEIGHT_PREDICTION_UNSPECIFIED);
   if (!w.ok()) return w.status();
-  const bool ring_async = !IsBench(*s) && s->strategy() == v1::STRATEGY_RING &&
+  const bool ring_async = !IsBench(*s) && s->strategy() == v1::STRATEGY_ALLREDUCE &&
                           s->mode() == v1::SYNC_MODE_ASYNC;
   const bool cpu = s->device() == v1::DEVICE_CPU;
   if (*w == v1::WEIGHT_PREDICTION_UNSPECIFIED) {
@@ -41,7 +41,7 @@ absl::Status ValidateWeightPrediction(v1::JobSpec* s) {
   }
   if (*w == v1::WEIGHT_PREDICTION_ON && !ring_async) {
     return Bad("weight_prediction",
-               "only ring async training computes on parameters a fixed number of "
+               "only allreduce async training computes on parameters a fixed number of "
                "steps old; use weight_prediction=off or auto");
   }
   if (*w == v1::WEIGHT_PREDICTION_ON && !cpu) {
@@ -56,7 +56,7 @@ absl::Status ValidateWeightPrediction(v1::JobSpec* s) {
 // Strategy, mode and staleness; fills their defaults into *s.
 absl::Status ValidateSwitches(v1::JobSpec* s) {
   absl::StatusOr<v1::Strategy> strategy =
-      Known(kStrategies, "strategy", s->strategy(), v1::STRATEGY_RING);
+      Known(kStrategies, "strategy", s->strategy(), v1::STRATEGY_ALLREDUCE);
   if (!strategy.ok()) return strategy.status();
   s->set_strategy(*strategy);
   absl::StatusOr<v1::SyncMode> mode =
@@ -67,17 +67,17 @@ absl::Status ValidateSwitches(v1::JobSpec* s) {
     return Bad("staleness", absl::StrCat("must be >= 0, got ", s->staleness()));
   }
   const bool ring_async =
-      s->strategy() == v1::STRATEGY_RING && s->mode() == v1::SYNC_MODE_ASYNC;
+      s->strategy() == v1::STRATEGY_ALLREDUCE && s->mode() == v1::SYNC_MODE_ASYNC;
   if (ring_async && !s->has_staleness()) {
     s->set_staleness(kDefaultAllreduceAsyncStaleness);
   }
   if (ring_async && s->staleness() == 0) {
-    return Bad("staleness", "ring async needs staleness >= 1 (0 is ring sync)");
+    return Bad("staleness", "allreduce async needs staleness >= 1 (0 is allreduce sync)");
   }
   if (ring_async && s->staleness() > kMaxAllreduceAsyncStaleness) {
-    return Bad("staleness",
-               absl::StrCat("ring async allows at most ", kMaxAllreduceAsyncStaleness,
-                            " steps in flight, got ", s->staleness()));
+    return Bad("staleness", absl::StrCat("allreduce async allows at most ",
+                                         kMaxAllreduceAsyncStaleness,
+                                         " steps in flight, got ", s->staleness()));
   }
   absl::StatusOr<v1::Device> device =
       Known(kDevices, "device", s->device(), v1::DEVICE_CPU);
@@ -376,9 +376,9 @@ absl::Status ValidateCaps(const v1::JobSpec& s) {
 // restarts its pipeline at t).
 const char* NoCheckpoints(const v1::JobSpec& s) {
   if (IsBench(s)) return "bench jobs do not checkpoint or resume";
-  if (s.strategy() != v1::STRATEGY_RING) return nullptr;
+  if (s.strategy() != v1::STRATEGY_ALLREDUCE) return nullptr;
   if (s.device() == v1::DEVICE_CUDA) {
-    return "ring jobs on cuda do not checkpoint: the CUDA model does not "
+    return "allreduce jobs on cuda do not checkpoint: the CUDA model does not "
            "export its optimizer state";
   }
   return nullptr;

@@ -30,7 +30,7 @@ namespace gradsync {
 // INVALID_ARGUMENT naming the field for: workers <= 0, unknown strategy, mode,
 // model, dataset, optimizer or device, batch_size <= 0, a model whose input /
 // output widths do not match the dataset, staleness < 0, lr < 0 or not finite,
-// momentum outside [0, 1), epochs or steps < 0, ring-async staleness above
+// momentum outside [0, 1), epochs or steps < 0, allreduce-async staleness above
 // kMaxAllreduceAsyncStaleness, or any value beyond the caps above, ps_shards < 0 or more than
 // `available_ps_shards`, negative sizes, bad groups (ParseGroups),
 // checkpoint_every < 0, checkpoint_every or resume_from on a bench job, a
@@ -75,13 +75,15 @@ OptimizerOptions OptimizerFromSpec(const v1::JobSpec& spec);
 // anything but sgd and adam.
 absl::StatusOr<OptimizerKind> ToOptimizerKind(v1::Optimizer o);
 
-// Text names: "ps" / "ring", "sync" / "async", "cpu" / "cuda", "sgd" / "adam";
-// "unspecified" for the zero value, "unknown(N)" for values out of range.
+// Text names: "ps" / "allreduce", "sync" / "async", "cpu" / "cuda", "sgd" /
+// "adam"; "unspecified" for the zero value, "unknown(N)" for values out of
+// range.
 std::string StrategyName(v1::Strategy s);
 std::string SyncModeName(v1::SyncMode m);
 std::string DeviceName(v1::Device d);
 std::string OptimizerName(v1::Optimizer o);
-// "auto", "ring", "hd" (halving-doubling), "tree", "hier" (hierarchical).
+// "auto", "ring", "hd" (halving-doubling), "rd" (recursive doubling), "hier"
+// (hierarchical).
 std::string AlgorithmName(v1::Algorithm a);
 // "fp32", "bf16", "fp16".
 std::string WireDtypeName(v1::WireDtype d);
@@ -89,15 +91,16 @@ std::string WireDtypeName(v1::WireDtype d);
 std::string WeightPredictionName(v1::WeightPrediction w);
 
 // Parses the text names above. INVALID_ARGUMENT starting with the field name
-// ("strategy: unknown strategy 'x' (want ps or ring)"). ParseStrategy also
-// takes "allreduce" for the strategy that StrategyName calls "ring".
+// ("strategy: unknown strategy 'x' (want ps or allreduce or ring)").
+// ParseStrategy also takes the strategy's old name "ring", ParseAlgorithm
+// recursive doubling's old name "tree" (kOldRecursiveDoublingName).
 absl::StatusOr<v1::Strategy> ParseStrategy(absl::string_view text);
 absl::StatusOr<v1::SyncMode> ParseSyncMode(absl::string_view text);
 absl::StatusOr<v1::Device> ParseDevice(absl::string_view text);
 absl::StatusOr<v1::Optimizer> ParseOptimizer(absl::string_view text);
 absl::StatusOr<v1::Algorithm> ParseAlgorithm(absl::string_view text);
 // The wire's algorithm as the collectives know it (UNSPECIFIED is kAuto,
-// ALGORITHM_TREE is kRecursiveDoubling), and back.
+// ALGORITHM_RECURSIVE_DOUBLING is kRecursiveDoubling), and back.
 AllreduceAlgorithm AllreduceAlgorithmOf(v1::Algorithm algorithm);
 v1::Algorithm WireAlgorithm(AllreduceAlgorithm algorithm);
 absl::StatusOr<v1::WireDtype> ParseWireDtype(absl::string_view text);
@@ -105,8 +108,8 @@ absl::StatusOr<v1::WireDtype> ParseWireDtype(absl::string_view text);
 // the CPU, off otherwise).
 absl::StatusOr<v1::WeightPrediction> ParseWeightPrediction(absl::string_view text);
 
-// Short label of a job's strategy and mode: "ps-sync", "ring-async(s=1)",
-// "ring-async(s=1,wp)" with weight prediction.
+// Short label of a job's strategy and mode: "ps-sync", "allreduce-async(s=1)",
+// "allreduce-async(s=1,wp)" with weight prediction.
 std::string StrategyLabel(const v1::JobSpec& spec);
 
 // The host group id of each rank from JobSpec.groups ("0,0,1,1"; spaces

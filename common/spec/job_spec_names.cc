@@ -52,9 +52,6 @@ bool UsesPs(const v1::JobSpec& spec) {
 }
 
 absl::StatusOr<v1::Strategy> ParseStrategy(absl::string_view text) {
-  // "allreduce" names the strategy in the code and docs; "ring" is the
-  // spelling results files and tables keep (StrategyName).
-  if (text == "allreduce") return v1::STRATEGY_RING;
   return ParseIn(kStrategies, "strategy", text);
 }
 absl::StatusOr<v1::SyncMode> ParseSyncMode(absl::string_view text) {
@@ -67,6 +64,7 @@ absl::StatusOr<v1::Optimizer> ParseOptimizer(absl::string_view text) {
   return ParseIn(kOptimizers, "optimizer", text);
 }
 absl::StatusOr<v1::Algorithm> ParseAlgorithm(absl::string_view text) {
+  if (text == kOldRecursiveDoublingName) return v1::ALGORITHM_RECURSIVE_DOUBLING;
   return ParseIn(kAlgorithms, "algorithm", text);
 }
 
@@ -76,7 +74,7 @@ AllreduceAlgorithm AllreduceAlgorithmOf(v1::Algorithm algorithm) {
       return AllreduceAlgorithm::kRing;
     case v1::ALGORITHM_HALVING_DOUBLING:
       return AllreduceAlgorithm::kHalvingDoubling;
-    case v1::ALGORITHM_TREE:
+    case v1::ALGORITHM_RECURSIVE_DOUBLING:
       return AllreduceAlgorithm::kRecursiveDoubling;
     case v1::ALGORITHM_HIERARCHICAL:
       return AllreduceAlgorithm::kHierarchical;
@@ -92,7 +90,7 @@ v1::Algorithm WireAlgorithm(AllreduceAlgorithm algorithm) {
     case AllreduceAlgorithm::kHalvingDoubling:
       return v1::ALGORITHM_HALVING_DOUBLING;
     case AllreduceAlgorithm::kRecursiveDoubling:
-      return v1::ALGORITHM_TREE;
+      return v1::ALGORITHM_RECURSIVE_DOUBLING;
     case AllreduceAlgorithm::kHierarchical:
       return v1::ALGORITHM_HIERARCHICAL;
     case AllreduceAlgorithm::kAuto:

@@ -29,8 +29,12 @@ struct NameOf {
   const char* name;
 };
 
-inline constexpr NameOf<v1::Strategy> kStrategies[] = {{v1::STRATEGY_PS, "ps"},
-                                                       {v1::STRATEGY_RING, "ring"}};
+// The first name of a value is the one printed; "ring" is the strategy's
+// old name, still read (the strategy is allreduce; ring is one algorithm).
+inline constexpr NameOf<v1::Strategy> kStrategies[] = {
+    {v1::STRATEGY_PS, "ps"},
+    {v1::STRATEGY_ALLREDUCE, "allreduce"},
+    {v1::STRATEGY_ALLREDUCE, "ring"}};
 inline constexpr NameOf<v1::SyncMode> kModes[] = {{v1::SYNC_MODE_SYNC, "sync"},
                                                   {v1::SYNC_MODE_ASYNC, "async"}};
 inline constexpr NameOf<v1::Device> kDevices[] = {{v1::DEVICE_CPU, "cpu"},
@@ -41,7 +45,7 @@ inline constexpr NameOf<v1::Algorithm> kAlgorithms[] = {
     {v1::ALGORITHM_AUTO, "auto"},
     {v1::ALGORITHM_RING, "ring"},
     {v1::ALGORITHM_HALVING_DOUBLING, "hd"},
-    {v1::ALGORITHM_TREE, "tree"},
+    {v1::ALGORITHM_RECURSIVE_DOUBLING, "rd"},
     {v1::ALGORITHM_HIERARCHICAL, "hier"}};
 inline constexpr NameOf<v1::WireDtype> kWireDtypes[] = {{v1::WIRE_DTYPE_FP32, "fp32"},
                                                         {v1::WIRE_DTYPE_BF16, "bf16"},

@@ -32,38 +32,38 @@ const char kDefaultTuningTable[] = R"(# gradsync built-in allreduce tuning table
 #
 # World of one: nothing is sent.
 1   inf     ring
-# N = 2: tree is one exchange (alpha + K/B), ring and hd two steps
+# N = 2: rd (recursive doubling) is one exchange (alpha + K/B), ring and hd two steps
 # (2·alpha + K/B); the saved alpha is over 5% of the time up to ~18·alpha·B.
-2   1MiB    tree
+2   1MiB    rd
 2   inf     ring
-# N = 2^k >= 4: tree beats hd while K < k·alpha·B / (k - 2(N-1)/N), that is
+# N = 2^k >= 4: rd beats hd while K < k·alpha·B / (k - 2(N-1)/N), that is
 # below 4, 2.4, 1.9, 1.6, 1.4 x alpha·B at N = 4, 8, 16, 32, 64: 64 KiB is
 # at or under every crossover. hd beats ring by 2(N-1-log2 N)·alpha at any
 # size; hd is kept while that gain is >= 5% of the ring's time, i.e. while
 # K < 20·alpha·B·N(N-1-log2 N)/(N-1): about 1.7, 5.9, 15, 34, 74 MB at
 # N = 4, 8, 16, 32, 64 (rounded down below). Above it the ring's
 # neighbour-only traffic, which the model does not price, is worth more.
-4   64KiB   tree
+4   64KiB   rd
 4   1536KiB hd
 4   inf     ring
-8   64KiB   tree
+8   64KiB   rd
 8   4MiB    hd
 8   inf     ring
-16  64KiB   tree
+16  64KiB   rd
 16  12MiB   hd
 16  inf     ring
-32  64KiB   tree
+32  64KiB   rd
 32  32MiB   hd
 32  inf     ring
-64  64KiB   tree
+64  64KiB   rd
 64  64MiB   hd
 64  inf     ring
-# Other world sizes (not powers of two, or over 64): tree with the fold,
+# Other world sizes (not powers of two, or over 64): rd with the fold,
 # (log2 p + 2)(alpha + K/B), beats the ring below 0.6, 1.7, 2.6 x alpha·B at
 # N = 3, 5, 6: 32 KiB is under all of them. hd with the fold pays 2·K/B more
 # than the ring, which then wins at every size for small N; large
 # non-power-of-two worlds are left to `gradsync bench --tune`.
-*   32KiB   tree
+*   32KiB   rd
 *   inf     ring
 )";
 
@@ -132,7 +132,7 @@ absl::StatusOr<TuningTable::Rule> ParseRule(absl::string_view line) {
   absl::StatusOr<AllreduceAlgorithm> algorithm = ParseAllreduceAlgorithm(f[2]);
   if (!algorithm.ok() || *algorithm == AllreduceAlgorithm::kAuto) {
     return absl::InvalidArgumentError(
-        absl::StrCat("ALGORITHM '", f[2], "' is not ring, hd, tree or hier"));
+        absl::StrCat("ALGORITHM '", f[2], "' is not ring, hd, rd or hier"));
   }
   rule.algorithm = *algorithm;
   return rule;

@@ -22,7 +22,7 @@ namespace gradsync {
 //   WORLD      a world size >= 1, or '*' for any world size
 //   MAX_BYTES  the largest message (bytes) the rule covers: digits with an
 //              optional KiB / MiB / GiB suffix, or 'inf'
-//   ALGORITHM  ring, hd, tree or hier (AllreduceAlgorithmName; not auto)
+//   ALGORITHM  ring, hd, rd or hier (AllreduceAlgorithmName; not auto)
 //
 // Choose(world, bytes) takes the rules for exactly `world`, then the '*'
 // rules, each set in ascending MAX_BYTES, and returns the algorithm of the

@@ -6,7 +6,7 @@
 #      proctrack/linuxproc, no accounting); slurmctld and slurmd in the
 #      foreground (-D), found through SLURM_CONF; waits until the node is idle;
 #   2. sbatch --ntasks=4, polled until the job ends: a ps-sync job on 2 PS shards
-#      (GRADSYNC_PS_SHARDS=2, --results=ps.json) and a ring-sync job (the
+#      (GRADSYNC_PS_SHARDS=2, --results=ps.json) and an allreduce-sync job (the
 #      default results file); each must exit 0 and its results file say
 #      SUCCEEDED with 4 workers;
 #   3. a job that cannot be submitted (--strategy=bogus) must fail the batch
@@ -185,7 +185,7 @@ job_ps_and_ring() {
   [ "$JOB_RC" -eq 0 ] || fail "the ps job's batch script exited $JOB_RC"
   check_results "$T/submit/ps.json" ps 2
   grep -q 'PS shards 1..1: ' "$T/submit/ps.out" || fail "no extra PS shard started"
-  run_job ring -- --strategy=ring --mode=sync "${JOB_ARGS[@]}"
+  run_job ring -- --strategy=allreduce --mode=sync "${JOB_ARGS[@]}"
   [ "$JOB_RC" -eq 0 ] || fail "the ring job's batch script exited $JOB_RC"
   check_results "$T/submit/gradsync-$JOB_ID.json" ring 1
   [ ! -e "$T/submit/.gradsync-$JOB_ID" ] || fail "a successful job left its private directory"
@@ -207,14 +207,14 @@ job_that_fails() {
 # --gpu where no GPU is, so the jobs may fail; they must leave nothing behind.
 gpu_binding() {
   local t line seen=""
-  run_job gpu-all GRADSYNC_KEEP_LOGS=1 --gres=gpu:4 -- --strategy=ring "${JOB_ARGS[@]}"
+  run_job gpu-all GRADSYNC_KEEP_LOGS=1 --gres=gpu:4 -- --strategy=allreduce "${JOB_ARGS[@]}"
   for t in 0 1 2 3; do
     line=$(head -1 "$T/submit/.gradsync-$JOB_ID/worker-$t.log" 2>/dev/null || true)
     [[ $line == *": CUDA_VISIBLE_DEVICES=0,1,2,3 --gpu=$t" ]] \
       || fail "--gres=gpu:4: task $t's worker started as '$line'"
   done
   no_daemons_left "after the --gres=gpu:4 job"
-  run_job gpu-task GRADSYNC_KEEP_LOGS=1 --gpus-per-task=1 -- --strategy=ring "${JOB_ARGS[@]}"
+  run_job gpu-task GRADSYNC_KEEP_LOGS=1 --gpus-per-task=1 -- --strategy=allreduce "${JOB_ARGS[@]}"
   for t in 0 1 2 3; do
     line=$(head -1 "$T/submit/.gradsync-$JOB_ID/worker-$t.log" 2>/dev/null || true)
     [[ $line =~ :\ CUDA_VISIBLE_DEVICES=([0-3])\ --gpu=0$ ]] \
@@ -229,7 +229,7 @@ gpu_binding() {
 job_cancelled() {
   local id out run
   id=$(cd "$T/submit" && sbatch --parsable --ntasks=4 --output=long.out \
-         --job-name=gradsync-long "$SBATCH_SCRIPT" --strategy=ring --epochs=1000 --quiet)
+         --job-name=gradsync-long "$SBATCH_SCRIPT" --strategy=allreduce --epochs=1000 --quiet)
   out=$T/submit/long.out
   run=$T/submit/.gradsync-$id
   for _ in $(seq 120); do

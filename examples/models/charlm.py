@@ -22,8 +22,8 @@ by attention and feed-forward matrices rather than convolutions. The corpus
 gives 136,377 training and 15,153 test samples (stride 2). Measured
 (2026-11-29, 2 cores): one epoch of `local --compare --workers 4` (Adam, lr
 0.001, batch 32 per worker) ends with a training loss of 1.74-1.76 nats per
-character in the sync modes and test accuracy 0.47 (ps-sync, ring-sync
-0.468, ring-async 0.471, ps-async 0.414); guessing the most frequent
+character in the sync modes and test accuracy 0.47 (ps-sync, allreduce-sync
+0.468, allreduce-async 0.471, ps-async 0.414); guessing the most frequent
 character (a space) scores 0.20.
 """
 import argparse

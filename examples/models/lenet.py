@@ -9,10 +9,10 @@ gradsync hands every data set to a model) and returns 10 class logits.
 61,706 parameters (241 KiB of gradient per step): much compute per byte of
 gradient, ten small tensors. Measured (2026-11-29, 2 cores): `local --compare
 --workers 4 --epochs 3 --lr=0.003` (Adam, batch 32 per worker) reaches test
-accuracy 0.882 in ring-sync and 0.881-0.882 in ring-async (weight
+accuracy 0.882 in allreduce-sync and 0.881-0.882 in allreduce-async (weight
 prediction on, the default; 0.867-0.872 with --weight_prediction=off),
 0.877-0.884 in ps-sync and 0.872-0.882 in ps-async (seeds 1-4; one seed
-of ring-sync, 4, ended 0.871); with the default lr 0.001,
+of allreduce-sync, 4, ended 0.871); with the default lr 0.001,
 0.864 / 0.863 sync.
 """
 import argparse

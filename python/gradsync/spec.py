@@ -6,6 +6,7 @@ CLI and the results files spell them (common/spec/job_spec.cc).
 import dataclasses
 import os
 import re
+import warnings
 from typing import Optional
 
 import grpc
@@ -13,19 +14,28 @@ import grpc
 from .errors import ConfigError, SpecError
 
 # Text name -> wire enum value name, per JobSpec field (kStrategies, ... in
-# common/spec/job_spec.cc). "allreduce" is another spelling of "ring".
+# common/spec/spec_enum_names.h). The first name of a value is the one
+# printed; _OLD_NAMES are read too.
 _NAMES = {
-    "strategy": {"ps": "STRATEGY_PS", "ring": "STRATEGY_RING", "allreduce": "STRATEGY_RING"},
+    "strategy": {"ps": "STRATEGY_PS", "allreduce": "STRATEGY_ALLREDUCE"},
     "mode": {"sync": "SYNC_MODE_SYNC", "async": "SYNC_MODE_ASYNC"},
     "device": {"cpu": "DEVICE_CPU", "cuda": "DEVICE_CUDA"},
     "optimizer": {"sgd": "OPTIMIZER_SGD", "adam": "OPTIMIZER_ADAM"},
     "algorithm": {"auto": "ALGORITHM_AUTO", "ring": "ALGORITHM_RING",
-                  "hd": "ALGORITHM_HALVING_DOUBLING", "tree": "ALGORITHM_TREE",
+                  "hd": "ALGORITHM_HALVING_DOUBLING", "rd": "ALGORITHM_RECURSIVE_DOUBLING",
                   "hier": "ALGORITHM_HIERARCHICAL"},
     "wire_dtype": {"fp32": "WIRE_DTYPE_FP32", "bf16": "WIRE_DTYPE_BF16",
                    "fp16": "WIRE_DTYPE_FP16"},
     "weight_prediction": {"auto": "WEIGHT_PREDICTION_UNSPECIFIED",
                           "on": "WEIGHT_PREDICTION_ON", "off": "WEIGHT_PREDICTION_OFF"},
+}
+
+# Old spellings, still read: the strategy was called "ring" (one of its
+# algorithms), and recursive doubling "tree" (the name is kept for a real
+# tree algorithm; common/spec/allreduce_algorithm.h).
+_OLD_NAMES = {
+    "strategy": {"ring": "allreduce"},
+    "algorithm": {"tree": "rd"},
 }
 
 # Files that travel with a job (client/blob_upload.cc): a prefix names a path
@@ -41,12 +51,12 @@ class JobOptions:
     """A training job, as `gradsync submit`'s job flags describe it, with the
     CLI's defaults (`gradsync --help` explains each flag at length).
 
-    strategy       "ps" (parameter server) or "ring" (allreduce among the
-                   workers by `algorithm`; "allreduce" is the same)
+    strategy       "ps" (parameter server) or "allreduce" (among the
+                   workers by `algorithm`; "ring", its old name, is the same)
     mode           "sync" or "async"
     staleness      async bound: ps, SSP steps ahead of the slowest (None:
-                   unbounded); ring, allreduces in flight (None: 1)
-    weight_prediction  ring async: "auto" (on on the CPU), "on" or "off"
+                   unbounded); allreduce, allreduces in flight (None: 1)
+    weight_prediction  allreduce async: "auto" (on on the CPU), "on" or "off"
                    (compute on the parameters extrapolated over the steps
                    in flight; "off" = plain delayed gradients)
     workers        world size
@@ -63,7 +73,8 @@ class JobOptions:
     seed           initial parameters and data order
     train_limit    use only the first N training samples (0 = all)
     device         "cpu" or "cuda"; tf32 allows TF32 GEMMs on cuda
-    algorithm      ring: "auto", "ring", "hd", "tree" or "hier"
+    algorithm      allreduce: "auto", "ring", "hd", "rd" (recursive
+                   doubling; "tree" is its old name) or "hier"
     groups         hier: a host group id per rank, "0,0,1,1"
     wire_dtype     "fp32", "bf16" or "fp16"
     tuning_file    a tuning table file (`gradsync bench --tune`) sent with
@@ -76,7 +87,7 @@ class JobOptions:
     flags of the same names.
     """
 
-    strategy: str = "ring"
+    strategy: str = "allreduce"
     mode: str = "sync"
     staleness: Optional[int] = None
     weight_prediction: str = "auto"
@@ -139,8 +150,15 @@ class JobOptions:
 
 def _enum(pb, field, text):
     names = _NAMES[field]
+    old = _OLD_NAMES.get(field, {})
+    if text in old:
+        if field == "algorithm":
+            warnings.warn("algorithm %r is recursive doubling, now spelled %r; %r will "
+                          "name a real tree algorithm once it lands" % (text, old[text], text),
+                          FutureWarning, stacklevel=3)
+        text = old[text]
     if text not in names:
-        want = " or ".join(n for n in names if n != "allreduce")
+        want = " or ".join(names)
         raise SpecError("%s: unknown %s %r (want %s)" % (field, field, text, want))
     return getattr(pb, names[text])
 
@@ -177,6 +195,6 @@ def enum_name(pb, field, value):
     if value == 0:
         return "unspecified"
     for text, wire in _NAMES[field].items():
-        if getattr(pb, wire) == value and text != "allreduce":
+        if getattr(pb, wire) == value:
             return text
     return "unknown(%d)" % value

@@ -285,7 +285,7 @@ void JobTable::Finalize(JobEntry* e, Decisions* out) {
                                 res->wall_seconds());
   }
   if (absl::Status same =
-          CheckFinalChecksums(*res, spec.strategy() == v1::STRATEGY_RING
+          CheckFinalChecksums(*res, spec.strategy() == v1::STRATEGY_ALLREDUCE
                                         ? "ring replicas diverged"
                                         : "PS ranks ended with different parameters");
       !same.ok()) {

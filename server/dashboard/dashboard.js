@@ -37,7 +37,7 @@ function el(tag, attrs, ...children) {
 const num = (v) => (v === null || v === undefined || v === '' ? 0 : Number(v));
 const fmt = (v, digits) => (Number.isFinite(v) ? v.toFixed(digits) : '–');
 const enumName = (v, prefix) => String(v || '').replace(prefix, '').toLowerCase();
-const ALGORITHMS = { halving_doubling: 'hd', hierarchical: 'hier' };
+const ALGORITHMS = { halving_doubling: 'hd', recursive_doubling: 'rd', hierarchical: 'hier' };
 
 function strategyLabel(spec) {
   const strategy = enumName(spec.strategy, 'STRATEGY_') || 'ps';
@@ -46,7 +46,7 @@ function strategyLabel(spec) {
 }
 
 function algorithmLabel(spec) {
-  if (enumName(spec.strategy, 'STRATEGY_') !== 'ring') return '';
+  if (enumName(spec.strategy, 'STRATEGY_') !== 'allreduce') return '';
   const a = enumName(spec.algorithm, 'ALGORITHM_');
   return ALGORITHMS[a] || a;
 }

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """bench/experiment_train.py run --network=emulated end to end, small: 1 + 2
-emulated hosts, ps-sync and ring-sync on 2000 training samples; both jobs
+emulated hosts, ps-sync and allreduce-sync on 2000 training samples; both jobs
 must succeed, with a timeline (loss and test accuracy on the wall clock),
 and the run's network must be recorded. Prints SKIPPED and passes where the
 emulated cluster cannot run (not root, no network namespaces)."""
@@ -33,7 +33,7 @@ def main():
     try:
         rc = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "experiment_train.py"),
                              "run", "--network=emulated", "--workers=2", "--epochs=1",
-                             "--train-limit=2000", "--pairs=ps-sync,ring-sync", "--curves=2",
+                             "--train-limit=2000", "--pairs=ps-sync,allreduce-sync", "--curves=2",
                              "--build-dir=" + BUILD, "--out=" + out]).returncode
         if rc == 3:
             print("experiment_train_run_test: SKIPPED: the emulated cluster cannot run here")
@@ -45,10 +45,10 @@ def main():
         if (d["network"].get("network"), d["network"].get("rate")) != ("emulated", "1gbit"):
             return fail("network %s: want the emulated 1gbit network recorded" % d["network"])
         states = {(r["workers"], r["mode"]): r.get("state") for r in d["rows"]}
-        want = {(2, "ps-sync"): "SUCCEEDED", (2, "ring-sync"): "SUCCEEDED"}
+        want = {(2, "ps-sync"): "SUCCEEDED", (2, "allreduce-sync"): "SUCCEEDED"}
         if states != want:
             return fail("rows %s, want %s" % (states, want))
-        for mode in ("ps-sync", "ring-sync"):
+        for mode in ("ps-sync", "allreduce-sync"):
             tl = d["curves"].get(mode) or {}
             if not tl.get("progress") or not tl.get("epochs"):
                 return fail("%s has no timeline (progress and epochs): %s" % (mode, tl))

@@ -50,8 +50,8 @@ class TrainTablesTest(unittest.TestCase):
         rows, jobs, network = et.collect(self.dir)
         self.assertEqual(network, {"network": "loopback"})   # files from before it was kept
         self.assertEqual([(r["workers"], r["mode"]) for r in rows],
-                         [(1, "ps-sync"), (1, "ring-sync"), (4, "ps-sync"),
-                          (4, "ps-async"), (4, "ring-sync"), (4, "ring-async")])
+                         [(1, "ps-sync"), (1, "allreduce-sync"), (4, "ps-sync"),
+                          (4, "ps-async"), (4, "allreduce-sync"), (4, "allreduce-async")])
         self.assertEqual(rows[3]["state"], "FAILED")
         et.write_tables(self.dir, rows, jobs, 4, network)
         with open(os.path.join(self.dir, "train.csv")) as f:
@@ -61,8 +61,8 @@ class TrainTablesTest(unittest.TestCase):
         with open(os.path.join(self.dir, "train.json")) as f:
             summary = json.load(f)
         self.assertEqual(sorted(summary["curves"]),
-                         ["ps-async", "ps-sync", "ring-async", "ring-sync"])
-        self.assertEqual(summary["curves"]["ring-async"]["epochs"][0]["test_accuracy"], 0.8)
+                         ["allreduce-async", "allreduce-sync", "ps-async", "ps-sync"])
+        self.assertEqual(summary["curves"]["allreduce-async"]["epochs"][0]["test_accuracy"], 0.8)
 
     def test_no_results_is_an_error(self):
         r = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "experiment_train.py"),
@@ -91,7 +91,7 @@ class TrainTablesTest(unittest.TestCase):
         self.assertNotIn("Traceback", r.stderr)
 
     def test_bad_flag_is_refused(self):
-        for bad in ("--workers=0", "--network=wan", "--pairs=ring-sync,ps-bsp", "--limit=8M"):
+        for bad in ("--workers=0", "--network=wan", "--pairs=allreduce-sync,ps-bsp", "--limit=8M"):
             r = subprocess.run([sys.executable,
                                 os.path.join(ROOT, "bench", "experiment_train.py"), "run", bad],
                                capture_output=True, text=True)
@@ -125,7 +125,7 @@ class TrainTablesTest(unittest.TestCase):
                         "error": "gradsync submit exited 1"}])
         rows, _, _ = et.collect(self.dir)
         self.assertEqual([(r["mode"], r.get("state")) for r in rows],
-                         [("ps-sync", "NO_RESULTS"), ("ring-sync", "SUCCEEDED")])
+                         [("ps-sync", "NO_RESULTS"), ("allreduce-sync", "SUCCEEDED")])
 
 
 if __name__ == "__main__":

@@ -200,30 +200,30 @@ TEST(BenchTune, FastestPerSizeParsesAsATuningTable) {
        Row(16 << 20, "ring", 1e-2)},
       {Row(4096, "hd", 2e-4), Row(65536, "hd", 3e-4), Row(1 << 20, "hd", 2e-3),
        Row(16 << 20, "hd", 2e-2, /*ok=*/false)},
-      {Row(4096, "tree", 1e-4), Row(65536, "tree", 5e-4), Row(1 << 20, "tree", 5e-3),
-       Row(16 << 20, "tree", 1e-3, /*ok=*/false)}};
+      {Row(4096, "rd", 1e-4), Row(65536, "rd", 5e-4), Row(1 << 20, "rd", 5e-3),
+       Row(16 << 20, "rd", 1e-3, /*ok=*/false)}};
   const std::string text = TuningLines(4, runs);
   absl::StatusOr<TuningTable> table = TuningTable::Parse(text, "tune");
   ASSERT_TRUE(table.ok()) << table.status() << "\n" << text;
   EXPECT_EQ(table->Choose(4, 4096), AllreduceAlgorithm::kRecursiveDoubling) << text;
   EXPECT_EQ(table->Choose(4, 65536), AllreduceAlgorithm::kHalvingDoubling) << text;
-  // A FAILED row never wins: ring for 16 MiB although tree's time is lower.
+  // A FAILED row never wins: ring for 16 MiB although rd's time is lower.
   EXPECT_EQ(table->Choose(4, 1 << 20), AllreduceAlgorithm::kRing) << text;
   EXPECT_EQ(table->Choose(4, 16 << 20), AllreduceAlgorithm::kRing) << text;
   EXPECT_EQ(table->Choose(4, int64_t{1} << 40), AllreduceAlgorithm::kRing) << text;
-  // Consecutive sizes with one winner are one rule: tree, hd, ring(inf).
+  // Consecutive sizes with one winner are one rule: rd, hd, ring(inf).
   EXPECT_EQ(table->rules().size(), 3u) << text;
 }
 
 TEST(BenchTune, PassesAreAveragedAndOneFailedPassDisqualifies) {
-  // Two passes. At 4 KiB tree has the single fastest row (1e-4) but the
+  // Two passes. At 4 KiB rd has the single fastest row (1e-4) but the
   // higher mean (5.5e-4 against hd's 2e-4): hd. At 1 MiB ring is faster on
   // average, but one of its rows FAILED, so hd (the better of the rest).
   const std::vector<std::vector<BenchRowReport>> runs = {
       {Row(4096, "ring", 9e-4), Row(1 << 20, "ring", 1e-3)},
       {Row(4096, "hd", 2e-4), Row(1 << 20, "hd", 3e-3)},
-      {Row(4096, "tree", 1e-4), Row(1 << 20, "tree", 4e-3)},
-      {Row(4096, "tree", 1e-3), Row(1 << 20, "tree", 4e-3)},
+      {Row(4096, "rd", 1e-4), Row(1 << 20, "rd", 4e-3)},
+      {Row(4096, "rd", 1e-3), Row(1 << 20, "rd", 4e-3)},
       {Row(4096, "hd", 2e-4), Row(1 << 20, "hd", 3e-3)},
       {Row(4096, "ring", 9e-4), Row(1 << 20, "ring", 1e-3, /*ok=*/false)}};
   const std::string text = TuningLines(2, runs);
@@ -233,7 +233,7 @@ TEST(BenchTune, PassesAreAveragedAndOneFailedPassDisqualifies) {
   EXPECT_EQ(table->Choose(2, 1 << 20), AllreduceAlgorithm::kHalvingDoubling) << text;
   EXPECT_EQ(table->rules().size(), 1u) << text;
   // The means behind the choice are in the file, failures named.
-  EXPECT_NE(text.find("# 4096 B: hd 200.0 us, ring 900.0 us, tree 550.0 us"),
+  EXPECT_NE(text.find("# 4096 B: hd 200.0 us, rd 550.0 us, ring 900.0 us"),
             std::string::npos)
       << text;
   EXPECT_NE(text.find("ring FAILED"), std::string::npos) << text;

@@ -30,27 +30,28 @@ v1::Job Finished(v1::Strategy strategy, double samples_per_second,
 TEST(CompareTable, WhyDescribesTheAlgorithmsTheRingJobsRan) {
   const std::string tree =
       CompareTable({Finished(v1::STRATEGY_PS, 100, {}),
-                    Finished(v1::STRATEGY_RING, 200, {"tree", "tree"})});
+                    Finished(v1::STRATEGY_ALLREDUCE, 200, {"rd", "rd"})});
   // N = 4: log2 4 = 2 exchanges of the whole 1 MB vector, 2 MB sent.
-  EXPECT_NE(tree.find("tree (recursive doubling): 2 sequential exchanges of "
+  EXPECT_NE(tree.find("rd (recursive doubling): 2 sequential exchanges of "
                       "the whole vector, 2.00 MB sent per worker"),
             std::string::npos)
       << tree;
   EXPECT_NE(tree.find("a ring allreduce would take 6 hops"), std::string::npos) << tree;
   EXPECT_NE(tree.find("N*K = 4.00 MB"), std::string::npos) << tree;
 
+  // Results written before the rename say "tree": still described.
   const std::string mixed =
       CompareTable({Finished(v1::STRATEGY_PS, 100, {}),
-                    Finished(v1::STRATEGY_RING, 200, {"tree", "hd"})});
-  EXPECT_NE(mixed.find("tree (recursive doubling)"), std::string::npos) << mixed;
+                    Finished(v1::STRATEGY_ALLREDUCE, 200, {"tree", "hd"})});
+  EXPECT_NE(mixed.find("rd (recursive doubling)"), std::string::npos) << mixed;
   EXPECT_NE(mixed.find("hd (halving-doubling): 4 sequential exchanges, 1.50 MB"),
             std::string::npos)
       << mixed;
 
   // Jobs that report no algorithm (or ran the ring) are described as a ring.
   const std::string ring = CompareTable(
-      {Finished(v1::STRATEGY_PS, 100, {}), Finished(v1::STRATEGY_RING, 200, {})});
-  EXPECT_NE(ring.find("The ring jobs ran the ring: 2(N-1) = 6 sequential hops, "
+      {Finished(v1::STRATEGY_PS, 100, {}), Finished(v1::STRATEGY_ALLREDUCE, 200, {})});
+  EXPECT_NE(ring.find("The allreduce jobs ran the ring: 2(N-1) = 6 sequential hops, "
                       "2(N-1)/N*K = 1.50 MB sent per worker"),
             std::string::npos)
       << ring;

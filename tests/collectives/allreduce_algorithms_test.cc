@@ -44,7 +44,7 @@ std::string AlgoName(AllreduceAlgorithm a) {
     case AllreduceAlgorithm::kHalvingDoubling:
       return "halving_doubling";
     case AllreduceAlgorithm::kRecursiveDoubling:
-      return "tree";
+      return "rd";
     case AllreduceAlgorithm::kHierarchical:
       return "hierarchical";
     case AllreduceAlgorithm::kAuto:
@@ -79,7 +79,7 @@ std::vector<std::unique_ptr<Allreduce>> Build(AllreduceAlgorithm algorithm,
 
 using Case = std::tuple<AllreduceAlgorithm, TransportKind, int, size_t>;
 
-// "tree_grpc_world5_n1048579".
+// "rd_grpc_world5_n1048579".
 std::string CaseName(const ::testing::TestParamInfo<Case>& info) {
   const auto [algorithm, kind, world, n] = info.param;
   return absl::StrCat(AlgoName(algorithm), "_", TransportKindName(kind), "_world", world,
@@ -303,7 +303,7 @@ TEST_P(AllreduceFailureTest, StrayChunkIsRejectedNotSummed) {
     ASSERT_NE(group, nullptr);
     // Rank 1 sends a chunk tagged for step 7 while rank 0 runs step 0.
     std::vector<float> junk(50, 100.0f);
-    const ChunkTag stray{/*step=*/7, /*bucket=*/0, RingPhase::kHalving,
+    const ChunkTag stray{/*step=*/7, /*bucket=*/0, CollectivePhase::kHalving,
                          /*index=*/0, /*segment=*/0};
     ASSERT_TRUE(group->transport(1)->Send(0, stray, junk.data(), 50).ok());
     auto algo = MakeAllreduce(algorithm, group->transport(0), 100, opts);

@@ -202,7 +202,7 @@ TEST(SubTransport, RenumbersRanksAndForwardsToTheirGlobalPeers) {
   EXPECT_EQ((*a)->size(), 2);
   EXPECT_EQ((*b)->GlobalRank(0), 1);
   std::vector<float> sent = {1, 2, 3};
-  const ChunkTag tag{5, 0, RingPhase::kAllgather, 1, 0};
+  const ChunkTag tag{5, 0, CollectivePhase::kAllgather, 1, 0};
   ASSERT_TRUE((*a)->Send(1, tag, sent.data(), 3).ok());
   // Global rank 3 sees it from global rank 1.
   auto got = group->transport(3)->Recv(1, tag, 3, absl::Now() + absl::Seconds(5));

@@ -179,7 +179,7 @@ TEST_P(RingFailureTest, StrayChunkIsRejectedNotSummed) {
   // Rank 1 sends a chunk tagged for step 7 while rank 0 runs step 0 and
   // expects (step 0, reduce-scatter, index 0) of its elements [50, 100).
   std::vector<float> junk(50, 100.0f);
-  const ChunkTag stray{/*step=*/7, /*bucket=*/0, RingPhase::kReduceScatter,
+  const ChunkTag stray{/*step=*/7, /*bucket=*/0, CollectivePhase::kReduceScatter,
                        /*index=*/0, /*segment=*/0};
   ASSERT_TRUE(group->transport(1)->Send(0, stray, junk.data(), 50).ok());
   RingAllreduce algo(group->transport(0), 100);
@@ -195,16 +195,16 @@ TEST_P(RingFailureTest, StrayChunkIsRejectedNotSummed) {
 INSTANTIATE_TEST_SUITE_P(Transports, RingFailureTest, ::testing::ValuesIn(kTransports),
                          KindName);
 
-TEST(RingPhase, ChunkTagPrintsThePhaseByName) {
-  ChunkTag tag{3, 1, RingPhase::kAllgather, 2, 0};
+TEST(CollectivePhase, ChunkTagPrintsThePhaseByName) {
+  ChunkTag tag{3, 1, CollectivePhase::kAllgather, 2, 0};
   EXPECT_EQ(tag.ToString(), "(step 3 bucket 1 allgather index 2 segment 0)");
-  tag.phase = RingPhase::kReduceScatter;
+  tag.phase = CollectivePhase::kReduceScatter;
   EXPECT_NE(tag.ToString().find("reduce-scatter"), std::string::npos);
-  tag.phase = RingPhase::kBroadcast;
+  tag.phase = CollectivePhase::kBroadcast;
   EXPECT_NE(tag.ToString().find("broadcast"), std::string::npos);
-  tag.phase = RingPhase::kHalving;
+  tag.phase = CollectivePhase::kHalving;
   EXPECT_NE(tag.ToString().find("halving"), std::string::npos);
-  tag.phase = static_cast<RingPhase>(77);  // as a corrupt frame may carry
+  tag.phase = static_cast<CollectivePhase>(77);  // as a corrupt frame may carry
   EXPECT_NE(tag.ToString().find("phase 77"), std::string::npos);
 }
 

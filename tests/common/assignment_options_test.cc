@@ -86,7 +86,7 @@ TEST(JobOptionsOf, CarriesEveryFieldTheWorkerReads) {
 // The device settings the worker builds its model from: device, TF32 and
 // the largest slice of an elastic generation's global batch (rounded up).
 TEST(JobOptionsOf, CarriesTheDeviceAndTheLargestBatchOfAGeneration) {
-  v1::Assignment a = Valid(v1::STRATEGY_RING, v1::SYNC_MODE_SYNC);
+  v1::Assignment a = Valid(v1::STRATEGY_ALLREDUCE, v1::SYNC_MODE_SYNC);
   a.mutable_spec()->set_device(v1::DEVICE_CUDA);
   a.mutable_spec()->set_tf32(true);
   a.set_global_batch(50);  // over 3 ranks: 16, 17 or 17 samples
@@ -99,7 +99,7 @@ TEST(JobOptionsOf, CarriesTheDeviceAndTheLargestBatchOfAGeneration) {
 
 TEST(JobOptionsOf, AllreduceAsyncGetsTheValidatorsStaleness) {
   absl::StatusOr<JobOptions> o =
-      JobOptionsOf(Valid(v1::STRATEGY_RING, v1::SYNC_MODE_ASYNC));
+      JobOptionsOf(Valid(v1::STRATEGY_ALLREDUCE, v1::SYNC_MODE_ASYNC));
   ASSERT_TRUE(o.ok()) << o.status();
   EXPECT_EQ(o->strategy, SyncStrategy::kAllreduce);
   ASSERT_TRUE(o->staleness.has_value());
@@ -133,19 +133,19 @@ TEST(JobOptionsOf, ABenchJobsUnsetSwitchesReadAsTheDefaults) {
 }
 
 TEST(JobOptionsOf, WhatValidationRefusesIsRefused) {
-  v1::Assignment a = Valid(v1::STRATEGY_RING, v1::SYNC_MODE_SYNC);
+  v1::Assignment a = Valid(v1::STRATEGY_ALLREDUCE, v1::SYNC_MODE_SYNC);
   a.mutable_spec()->set_strategy(static_cast<v1::Strategy>(99));
   EXPECT_TRUE(absl::IsInvalidArgument(JobOptionsOf(a).status()));
-  a = Valid(v1::STRATEGY_RING, v1::SYNC_MODE_SYNC);
+  a = Valid(v1::STRATEGY_ALLREDUCE, v1::SYNC_MODE_SYNC);
   a.mutable_spec()->set_mode(static_cast<v1::SyncMode>(99));
   EXPECT_TRUE(absl::IsInvalidArgument(JobOptionsOf(a).status()));
-  a = Valid(v1::STRATEGY_RING, v1::SYNC_MODE_SYNC);
+  a = Valid(v1::STRATEGY_ALLREDUCE, v1::SYNC_MODE_SYNC);
   a.mutable_spec()->set_groups("0,1");  // three ranks
   EXPECT_TRUE(absl::IsInvalidArgument(JobOptionsOf(a).status()));
-  a = Valid(v1::STRATEGY_RING, v1::SYNC_MODE_SYNC);
+  a = Valid(v1::STRATEGY_ALLREDUCE, v1::SYNC_MODE_SYNC);
   a.mutable_spec()->set_wire_dtype(static_cast<v1::WireDtype>(99));
   EXPECT_TRUE(absl::IsInvalidArgument(JobOptionsOf(a).status()));
-  a = Valid(v1::STRATEGY_RING, v1::SYNC_MODE_SYNC);
+  a = Valid(v1::STRATEGY_ALLREDUCE, v1::SYNC_MODE_SYNC);
   a.set_rank(3);  // world 3
   EXPECT_TRUE(absl::IsInvalidArgument(JobOptionsOf(a).status()));
 }

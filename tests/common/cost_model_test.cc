@@ -50,10 +50,12 @@ TEST(CostModel, HalvingDoublingAddsTwoFoldStepsForNonPowersOfTwo) {
 
 TEST(CostModel, TreeIsLogarithmicInWholeMessages) {
   const double k = 4096;
-  EXPECT_DOUBLE_EQ(Predict(v1::BENCH_OP_ALLREDUCE, v1::ALGORITHM_TREE, In(4, k)),
-                   2 * (kAlpha + k / kBeta));
-  EXPECT_DOUBLE_EQ(Predict(v1::BENCH_OP_ALLREDUCE, v1::ALGORITHM_TREE, In(3, k)),
-                   1 * (kAlpha + k / kBeta) + 2 * (kAlpha + k / kBeta));
+  EXPECT_DOUBLE_EQ(
+      Predict(v1::BENCH_OP_ALLREDUCE, v1::ALGORITHM_RECURSIVE_DOUBLING, In(4, k)),
+      2 * (kAlpha + k / kBeta));
+  EXPECT_DOUBLE_EQ(
+      Predict(v1::BENCH_OP_ALLREDUCE, v1::ALGORITHM_RECURSIVE_DOUBLING, In(3, k)),
+      1 * (kAlpha + k / kBeta) + 2 * (kAlpha + k / kBeta));
 }
 
 TEST(CostModel, HierarchicalWithGroupsOfOneIsTheRing) {
@@ -135,7 +137,8 @@ TEST(CostModel, PowerOfTwoAlgorithmsOverGroupsGoRoundByRound) {
     in.groups = std::move(groups);
     return Predict(v1::BENCH_OP_ALLREDUCE, a, in);
   };
-  const v1::Algorithm hd = v1::ALGORITHM_HALVING_DOUBLING, tree = v1::ALGORITHM_TREE;
+  const v1::Algorithm hd = v1::ALGORITHM_HALVING_DOUBLING,
+                      tree = v1::ALGORITHM_RECURSIVE_DOUBLING;
   // A host each: the closed forms.
   for (int n : {2, 3, 4, 5, 8}) {
     std::vector<int> own(n);

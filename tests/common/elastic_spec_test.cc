@@ -34,7 +34,7 @@ TEST(JobSpec, ElasticJobsGetDefaultsAndRefuseWhatCannotReForm) {
   ok = ValidateJobSpec(s, 1);
   ASSERT_TRUE(ok.ok()) << ok.status();
   EXPECT_EQ(ok->checkpoint_every(), 7);
-  for (v1::Strategy strategy : {v1::STRATEGY_PS, v1::STRATEGY_RING}) {
+  for (v1::Strategy strategy : {v1::STRATEGY_PS, v1::STRATEGY_ALLREDUCE}) {
     for (v1::SyncMode mode : {v1::SYNC_MODE_SYNC, v1::SYNC_MODE_ASYNC}) {
       s.set_strategy(strategy);
       s.set_mode(mode);
@@ -54,7 +54,7 @@ TEST(JobSpec, ElasticJobsGetDefaultsAndRefuseWhatCannotReForm) {
   s.set_groups("0,0,1,1");
   ExpectBad(s, "elastic");  // groups are per rank
   s.clear_groups();
-  s.set_strategy(v1::STRATEGY_RING);
+  s.set_strategy(v1::STRATEGY_ALLREDUCE);
   s.set_device(v1::DEVICE_CUDA);
   ExpectBad(s, "elastic");  // ring on cuda cannot checkpoint
 }

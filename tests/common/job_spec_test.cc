@@ -14,7 +14,7 @@ using spec_testing::Good;
 TEST(JobSpec, DefaultsAreFilledIn) {
   auto r = ValidateJobSpec(Good(), 1);
   ASSERT_TRUE(r.ok()) << r.status();
-  EXPECT_EQ(r->strategy(), v1::STRATEGY_RING);
+  EXPECT_EQ(r->strategy(), v1::STRATEGY_ALLREDUCE);
   EXPECT_EQ(r->mode(), v1::SYNC_MODE_SYNC);
   EXPECT_EQ(r->device(), v1::DEVICE_CPU);
   EXPECT_EQ(r->optimizer(), v1::OPTIMIZER_SGD);
@@ -191,7 +191,7 @@ TEST(JobSpec, CapsRefuseSpecsThatWouldExhaustADaemon) {
 }
 
 TEST(JobSpecNames, ParseAndNameRoundTrip) {
-  for (const char* n : {"ps", "ring"}) {
+  for (const char* n : {"ps", "allreduce"}) {
     auto v = ParseStrategy(n);
     ASSERT_TRUE(v.ok()) << v.status();
     EXPECT_EQ(StrategyName(*v), n);
@@ -211,17 +211,29 @@ TEST(JobSpecNames, ParseAndNameRoundTrip) {
     ASSERT_TRUE(v.ok()) << v.status();
     EXPECT_EQ(OptimizerName(*v), n);
   }
-  for (const char* n : {"auto", "ring", "hd", "tree", "hier"}) {
+  for (const char* n : {"auto", "ring", "hd", "rd", "hier"}) {
     auto v = ParseAlgorithm(n);
     ASSERT_TRUE(v.ok()) << v.status();
     EXPECT_EQ(AlgorithmName(*v), n);
   }
-  // The strategy that is not the PS is "allreduce" in the code; the CLI
-  // takes that spelling too, and results keep naming it "ring".
-  auto allreduce = ParseStrategy("allreduce");
-  ASSERT_TRUE(allreduce.ok()) << allreduce.status();
-  EXPECT_EQ(*allreduce, v1::STRATEGY_RING);
-  EXPECT_EQ(StrategyName(*allreduce), "ring");
+  // The old names still read: the strategy was "ring" (STRATEGY_RING on the
+  // wire, an alias), recursive doubling "tree"; both are printed anew.
+  auto ring = ParseStrategy("ring");
+  ASSERT_TRUE(ring.ok()) << ring.status();
+  EXPECT_EQ(*ring, v1::STRATEGY_ALLREDUCE);
+  // The wire's old name is an alias (saved histories and clients read it).
+  const auto* old_name =                                            // the old name
+      v1::Strategy_descriptor()->FindValueByName("STRATEGY_RING");  // old name
+  ASSERT_NE(old_name, nullptr);
+  EXPECT_EQ(old_name->number(), v1::STRATEGY_ALLREDUCE);
+  EXPECT_EQ(v1::Strategy_Name(v1::STRATEGY_ALLREDUCE), "STRATEGY_ALLREDUCE");
+  EXPECT_EQ(StrategyName(*ring), "allreduce");
+  auto tree = ParseAlgorithm("tree");
+  ASSERT_TRUE(tree.ok()) << tree.status();
+  EXPECT_EQ(*tree, v1::ALGORITHM_RECURSIVE_DOUBLING);
+  EXPECT_EQ(AlgorithmName(*tree), "rd");
+  EXPECT_NE(OldAlgorithmSpellingNote("tree").find("'rd'"), std::string::npos);
+  EXPECT_EQ(OldAlgorithmSpellingNote("rd"), "");
   EXPECT_EQ(StrategyName(static_cast<v1::Strategy>(42)), "unknown(42)");
   EXPECT_EQ(SyncModeName(v1::SYNC_MODE_UNSPECIFIED), "unspecified");
 }
@@ -273,12 +285,12 @@ TEST(JobSpecValidation, WireDtypeDefaultsToFp32AndRejectsUnknownValues) {
 
 TEST(JobSpecNames, LabelShowsStaleness) {
   v1::JobSpec s = Good();
-  s.set_strategy(v1::STRATEGY_RING);
+  s.set_strategy(v1::STRATEGY_ALLREDUCE);
   s.set_mode(v1::SYNC_MODE_ASYNC);
   s.set_staleness(2);
-  EXPECT_EQ(StrategyLabel(s), "ring-async(s=2)");
+  EXPECT_EQ(StrategyLabel(s), "allreduce-async(s=2)");
   s.set_weight_prediction(v1::WEIGHT_PREDICTION_ON);
-  EXPECT_EQ(StrategyLabel(s), "ring-async(s=2,wp)");
+  EXPECT_EQ(StrategyLabel(s), "allreduce-async(s=2,wp)");
   s.set_weight_prediction(v1::WEIGHT_PREDICTION_OFF);
   s.set_strategy(v1::STRATEGY_PS);
   s.set_mode(v1::SYNC_MODE_SYNC);
@@ -551,7 +563,7 @@ TEST(JobSpec, CheckpointsAndResumeArePsAndRingOnCpu) {
   s.set_checkpoint_every(5);
   s.set_mode(v1::SYNC_MODE_ASYNC);
   EXPECT_TRUE(ValidateJobSpec(s, 1).ok()) << "ps async checkpoints";
-  s.set_strategy(v1::STRATEGY_RING);
+  s.set_strategy(v1::STRATEGY_ALLREDUCE);
   // Ring async: a checkpoint after step t holds the gradients of steps < t;
   // a resumed run restarts its pipeline at t.
   EXPECT_TRUE(ValidateJobSpec(s, 1).ok()) << "ring async checkpoints";

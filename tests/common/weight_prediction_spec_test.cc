@@ -28,35 +28,35 @@ v1::WeightPrediction Resolved(const v1::JobSpec& s) {
 }
 
 TEST(WeightPredictionSpec, AutoIsOnForRingAsyncOnTheCpuOnly) {
-  EXPECT_EQ(Resolved(With(v1::STRATEGY_RING, v1::SYNC_MODE_ASYNC)),
+  EXPECT_EQ(Resolved(With(v1::STRATEGY_ALLREDUCE, v1::SYNC_MODE_ASYNC)),
             v1::WEIGHT_PREDICTION_ON);
-  EXPECT_EQ(Resolved(With(v1::STRATEGY_RING, v1::SYNC_MODE_SYNC)),
+  EXPECT_EQ(Resolved(With(v1::STRATEGY_ALLREDUCE, v1::SYNC_MODE_SYNC)),
             v1::WEIGHT_PREDICTION_OFF);
   EXPECT_EQ(Resolved(With(v1::STRATEGY_PS, v1::SYNC_MODE_ASYNC)),
             v1::WEIGHT_PREDICTION_OFF);
   EXPECT_EQ(Resolved(With(v1::STRATEGY_PS, v1::SYNC_MODE_SYNC)),
             v1::WEIGHT_PREDICTION_OFF);
-  v1::JobSpec cuda = With(v1::STRATEGY_RING, v1::SYNC_MODE_ASYNC);
+  v1::JobSpec cuda = With(v1::STRATEGY_ALLREDUCE, v1::SYNC_MODE_ASYNC);
   cuda.set_device(v1::DEVICE_CUDA);
   EXPECT_EQ(Resolved(cuda), v1::WEIGHT_PREDICTION_OFF);
   // Validating a validated spec keeps the choice (a resumed or re-formed job).
-  v1::JobSpec again = With(v1::STRATEGY_RING, v1::SYNC_MODE_ASYNC);
+  v1::JobSpec again = With(v1::STRATEGY_ALLREDUCE, v1::SYNC_MODE_ASYNC);
   again.set_weight_prediction(Resolved(again));
   EXPECT_EQ(Resolved(again), v1::WEIGHT_PREDICTION_ON);
 }
 
 TEST(WeightPredictionSpec, OffIsKeptAndOnIsRefusedWhereItCannotApply) {
-  v1::JobSpec off = With(v1::STRATEGY_RING, v1::SYNC_MODE_ASYNC);
+  v1::JobSpec off = With(v1::STRATEGY_ALLREDUCE, v1::SYNC_MODE_ASYNC);
   off.set_weight_prediction(v1::WEIGHT_PREDICTION_OFF);
   EXPECT_EQ(Resolved(off), v1::WEIGHT_PREDICTION_OFF);
-  for (auto [strategy, mode] : {std::pair{v1::STRATEGY_RING, v1::SYNC_MODE_SYNC},
+  for (auto [strategy, mode] : {std::pair{v1::STRATEGY_ALLREDUCE, v1::SYNC_MODE_SYNC},
                                 std::pair{v1::STRATEGY_PS, v1::SYNC_MODE_ASYNC},
                                 std::pair{v1::STRATEGY_PS, v1::SYNC_MODE_SYNC}}) {
     v1::JobSpec s = With(strategy, mode);
     s.set_weight_prediction(v1::WEIGHT_PREDICTION_ON);
     ExpectBad(s, "weight_prediction");
   }
-  v1::JobSpec cuda = With(v1::STRATEGY_RING, v1::SYNC_MODE_ASYNC);
+  v1::JobSpec cuda = With(v1::STRATEGY_ALLREDUCE, v1::SYNC_MODE_ASYNC);
   cuda.set_device(v1::DEVICE_CUDA);
   cuda.set_weight_prediction(v1::WEIGHT_PREDICTION_ON);
   ExpectBad(cuda, "weight_prediction");

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The dashboard in a real browser: a gradsync-server with
 --dashboard_listen, 2 gradsync-workers on loopback and two short jobs (ps-sync
-then ring-sync, 2 workers each; the second waits in the queue while the first
+then allreduce-sync, 2 workers each; the second waits in the queue while the first
 runs), loaded in headless Chromium (Debian's `chromium`).
 
 Checks:
@@ -242,7 +242,7 @@ def run(chromium, work, shots):
               "/api/overview without the token: 401")
         wait_for(cluster, lambda o: len(o["workers"]) == 2, "2 workers", START_TIMEOUT)
         first = cluster.submit("dash-ps", "ps")
-        second = cluster.submit("dash-ring", "ring")
+        second = cluster.submit("dash-allreduce", "allreduce")
 
         def first_has_points(o):
             j = jobs_of(o).get(first)

@@ -131,7 +131,7 @@ int main(int argc, char** argv) {
     spec.set_train_limit(1000);
     Write(dir + "seed-ps-async", spec.SerializeAsString());
     gradsync::v1::JobSpec ring;
-    ring.set_strategy(gradsync::v1::STRATEGY_RING);
+    ring.set_strategy(gradsync::v1::STRATEGY_ALLREDUCE);
     ring.set_workers(2);
     ring.set_batch_size(16);
     ring.set_steps(10);

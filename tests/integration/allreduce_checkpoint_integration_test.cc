@@ -1,4 +1,4 @@
-// Integration: checkpoints of ring-sync and ps-async jobs with real
+// Integration: checkpoints of allreduce-sync and ps-async jobs with real
 // daemons. As checkpoint_integration_test.cc: the server (coordinator and
 // PS shard 0, which keeps allreduce checkpoints too) is killed mid-job and
 // restarted, and `--resume` of the failed job finishes it.

@@ -57,7 +57,7 @@ TEST(Integration, LocalCompareFourPairsOneEpochReach80PercentAccuracy) {
     EXPECT_EQ(j["per_epoch"].size(), 1u) << label;
     EXPECT_GT(j["samples_per_second"].get<double>(), 0) << label;
     EXPECT_FALSE(j["init_checksum"].get<std::string>().empty()) << label;
-    if (j["strategy"] == "ring") {
+    if (j["strategy"] == "allreduce") {
       for (const auto& c : j["param_checksums"]) {
         EXPECT_EQ(c, j["param_checksums"][0]) << label << " replicas differ";
       }
@@ -65,8 +65,8 @@ TEST(Integration, LocalCompareFourPairsOneEpochReach80PercentAccuracy) {
     RecordProperty(label + "_test_accuracy",
                    std::to_string(j["test_accuracy"].get<double>()));
   }
-  EXPECT_EQ(pairs,
-            (std::set<std::string>{"ps-sync", "ps-async", "ring-sync", "ring-async"}));
+  EXPECT_EQ(pairs, (std::set<std::string>{"ps-sync", "ps-async", "allreduce-sync",
+                                          "allreduce-async"}));
 }
 
 // --compare runs a one-step warm-up job first (so that the first compared
@@ -78,7 +78,7 @@ TEST(Integration, LocalCompareRunsAnUnreportedWarmUpJobFirst) {
     const std::string dir = TempDir();
     const std::string json = dir + "/results.json";
     const int rc = Shell(
-        absl::StrCat(GRADSYNC_BIN_DIR, "/gradsync local --compare --pairs=ring-sync",
+        absl::StrCat(GRADSYNC_BIN_DIR, "/gradsync local --compare --pairs=allreduce-sync",
                      " --workers 2 --steps 2 --autotune=false --compare_warmup=",
                      warm ? "true" : "false", " --results=", json, " --log_dir=", dir,
                      " > ", dir, "/out.txt 2>&1"),

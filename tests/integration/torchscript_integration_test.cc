@@ -87,7 +87,8 @@ TEST(TorchScript, AnUploadedModelTrainsInBothStrategiesAndIsFetchedOnce) {
   const std::string hash = spec.model().substr(sizeof("torchscript:sha256:") - 1);
   for (const char* strategy : {"ring", "ps"}) {
     v1::JobSpec s = spec;
-    s.set_strategy(std::string(strategy) == "ps" ? v1::STRATEGY_PS : v1::STRATEGY_RING);
+    s.set_strategy(std::string(strategy) == "ps" ? v1::STRATEGY_PS
+                                                 : v1::STRATEGY_ALLREDUCE);
     const v1::Job job = RunToEnd(c, s);
     ASSERT_EQ(job.state(), v1::SUCCEEDED) << strategy << ": " << job.error();
     EXPECT_GT(job.result().test_accuracy(), 0.6) << strategy;

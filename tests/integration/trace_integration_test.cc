@@ -80,12 +80,13 @@ TEST(TraceIntegration, RingJobTraceShowsEarlyBucketCommOverlappingBackward) {
   const std::string dir = TempDir();
   const std::string bin = GRADSYNC_BIN_DIR;
   // 4 KiB buckets: each layer of mlp:784-256-128-10 is its own bucket.
-  const int rc = Shell(absl::StrCat(bin, "/gradsync submit ", c.CliFlags(),
-                                    " --strategy=ring --mode=sync --workers=2 --steps=40",
-                                    " --batch_size=64 --bucket_bytes=4096 --trace --wait",
-                                    " --trace_file=", dir, "/t.json --results=", dir,
-                                    "/r.json > ", dir, "/out.txt 2>&1"),
-                       180);
+  const int rc =
+      Shell(absl::StrCat(bin, "/gradsync submit ", c.CliFlags(),
+                         " --strategy=allreduce --mode=sync --workers=2 --steps=40",
+                         " --batch_size=64 --bucket_bytes=4096 --trace --wait",
+                         " --trace_file=", dir, "/t.json --results=", dir, "/r.json > ",
+                         dir, "/out.txt 2>&1"),
+            180);
   ASSERT_EQ(rc, 0) << Slurp(dir + "/out.txt");
   const nlohmann::json r = nlohmann::json::parse(Slurp(dir + "/r.json"));
   ASSERT_GE(r["bucket_bytes"].size(), 3u) << r.dump();

@@ -19,7 +19,8 @@ namespace gradsync {
 namespace {
 
 // `gradsync local bench --tuning_file` hands the table to the workers it
-// starts: a table that says "tree for everything" makes auto pick tree at a
+// starts: a table that says "tree for everything" (the old spelling of rd,
+// still read) makes auto pick rd at a
 // size where the built-in table picks another algorithm; a bf16 wire still
 // verifies (the bench's integer patterns are exact in bf16 up to 8 ranks).
 TEST(Integration, LocalBenchPassesTheTuningFileAndTheWireDtypeToWorkers) {
@@ -40,13 +41,13 @@ TEST(Integration, LocalBenchPassesTheTuningFileAndTheWireDtypeToWorkers) {
   nlohmann::json r = nlohmann::json::parse(Slurp(dir + "/r.json"));
   EXPECT_EQ(r["wire_dtype"], "bf16");
   ASSERT_EQ(r["rows"].size(), 1u);
-  EXPECT_EQ(r["rows"][0]["algorithm"], "tree") << Slurp(out);
+  EXPECT_EQ(r["rows"][0]["algorithm"], "rd") << Slurp(out);
   EXPECT_EQ(r["rows"][0]["ok"], true) << Slurp(out);
 }
 
 // `gradsync submit --tuning_file` sends the table with the job
 // (JobSpec.tuning_table): workers started without it choose by it. At N=2
-// the built-in table picks tree for both of the default model's buckets; a
+// the built-in table picks rd for both of the default model's buckets; a
 // table of "hd everywhere" makes them hd. A table that does not parse is
 // refused before anything is submitted, naming the flag.
 TEST(Integration, SubmittedTuningTableDecidesWhatAutoRuns) {
@@ -64,7 +65,7 @@ TEST(Integration, SubmittedTuningTableDecidesWhatAutoRuns) {
     const std::string r = dir + (with_table ? "/hd.json" : "/builtin.json");
     const int rc =
         Shell(absl::StrCat(bin, "/gradsync submit ", c.CliFlags(),
-                           " --strategy=ring --workers=2 --steps=3 --wait",
+                           " --strategy=allreduce --workers=2 --steps=3 --wait",
                            with_table ? absl::StrCat(" --tuning_file=", dir, "/hd.txt")
                                       : std::string(),
                            " --results=", r, " > ", dir, "/submit.txt 2>&1"),
@@ -73,11 +74,11 @@ TEST(Integration, SubmittedTuningTableDecidesWhatAutoRuns) {
     nlohmann::json j = nlohmann::json::parse(Slurp(r));
     ASSERT_EQ(j["bucket_algorithms"].size(), 2u) << j.dump();
     for (const auto& algorithm : j["bucket_algorithms"]) {
-      EXPECT_EQ(algorithm, with_table ? "hd" : "tree") << j.dump();
+      EXPECT_EQ(algorithm, with_table ? "hd" : "rd") << j.dump();
     }
   }
   EXPECT_EQ(Shell(absl::StrCat(bin, "/gradsync submit ", c.CliFlags(),
-                               " --strategy=ring --workers=2 --steps=3",
+                               " --strategy=allreduce --workers=2 --steps=3",
                                " --tuning_file=", dir, "/bad.txt 2> ", dir, "/err.txt"),
                   30),
             2);
@@ -87,9 +88,9 @@ TEST(Integration, SubmittedTuningTableDecidesWhatAutoRuns) {
       << Slurp(dir + "/err.txt");
 }
 
-// The algorithm `gradsync local --autotune` said ring jobs run ("" if none).
+// The algorithm `gradsync local --autotune` said allreduce jobs run ("" if none).
 std::string AutotunedAlgorithm(const std::string& out) {
-  const std::string key = "ring jobs with --algorithm=auto run ";
+  const std::string key = "allreduce jobs with --algorithm=auto run ";
   const size_t at = out.find(key);
   if (at == std::string::npos) return "";
   const size_t begin = at + key.size();
@@ -97,7 +98,7 @@ std::string AutotunedAlgorithm(const std::string& out) {
 }
 
 // `gradsync local` with a ring job and --algorithm=auto first runs short
-// ring-sync trials with ring, hd and tree on its cluster (--autotune) and
+// allreduce-sync trials with ring, hd and rd on its cluster (--autotune) and
 // says which had the least communication per step; every bucket of the job
 // then runs that one. With --autotune=false nothing is tried and the
 // workers' (built-in) table chooses.
@@ -106,7 +107,7 @@ TEST(Integration, LocalAutotuneTriesTheAlgorithmsAndRingJobsRunTheBest) {
     const std::string dir = TempDir();
     const std::string out = dir + "/out.txt";
     const int rc = Shell(
-        absl::StrCat(GRADSYNC_BIN_DIR, "/gradsync local --strategy=ring",
+        absl::StrCat(GRADSYNC_BIN_DIR, "/gradsync local --strategy=allreduce",
                      " --workers=2 --steps=3 --autotune=", autotune ? "true" : "false",
                      " --results=", dir, "/r.json --log_dir=", dir, " > ", out, " 2>&1"),
         180);
@@ -115,9 +116,9 @@ TEST(Integration, LocalAutotuneTriesTheAlgorithmsAndRingJobsRunTheBest) {
     EXPECT_EQ(text.find("autotune:") != std::string::npos, autotune) << text;
     const std::string chosen = AutotunedAlgorithm(text);
     if (autotune) {
-      EXPECT_TRUE(chosen == "ring" || chosen == "hd" || chosen == "tree") << text;
+      EXPECT_TRUE(chosen == "ring" || chosen == "hd" || chosen == "rd") << text;
       // The trials ran and are reported: one figure per algorithm.
-      for (const char* a : {"ring ", "hd ", "tree "}) {
+      for (const char* a : {"ring ", "hd ", "rd "}) {
         EXPECT_NE(text.find(absl::StrCat(a)), std::string::npos) << text;
       }
     }
@@ -138,7 +139,7 @@ TEST(Integration, LocalAutotuneTriesTheAlgorithmsAndRingJobsRunTheBest) {
   }
 }
 
-// `bench --tune` runs ring, hd and tree --tune_passes times each, in
+// `bench --tune` runs ring, hd and rd --tune_passes times each, in
 // alternating order, and writes a table that parses and names, for every
 // size, an algorithm that ran there; the results hold every run. A pass
 // count out of range is refused before anything runs.
@@ -154,7 +155,7 @@ TEST(Integration, BenchTuneRunsEveryPassAndWritesATableThatParses) {
   ASSERT_EQ(rc, 0) << Slurp(out);
   nlohmann::json r = nlohmann::json::parse(Slurp(dir + "/r.json"));
   ASSERT_EQ(r["runs"].size(), 6u) << r.dump();
-  const std::vector<std::string> order = {"ring", "hd", "tree", "tree", "hd", "ring"};
+  const std::vector<std::string> order = {"ring", "hd", "rd", "rd", "hd", "ring"};
   for (size_t i = 0; i < order.size(); ++i) {
     EXPECT_EQ(r["runs"][i]["algorithm_requested"], order[i]) << i;
     ASSERT_EQ(r["runs"][i]["rows"].size(), 2u) << i;

@@ -215,9 +215,10 @@ class ClientTest(unittest.TestCase):
         self.check_tiny(job, events, r, "ps")
         self.assertEqual(r["ps_shards"], 1)
 
-    def test_ring_job_is_watched_to_success_with_identical_replicas(self):
+    def test_allreduce_job_is_watched_to_success_with_identical_replicas(self):
+        # "ring", the strategy's old name, still reads; results say "allreduce".
         job, events, r = self.run_tiny("ring")
-        self.check_tiny(job, events, r, "ring")
+        self.check_tiny(job, events, r, "allreduce")
         self.assertEqual(r["param_checksums"][0], r["param_checksums"][1])
         self.assertEqual(r["ps_shards"], 0)
         self.assertTrue(r["bucket_algorithms"])
@@ -225,7 +226,7 @@ class ClientTest(unittest.TestCase):
     def test_a_ring_async_job_predicts_weights_unless_told_not_to(self):
         for option, want in (("auto", True), ("off", False)):
             with self.subTest(weight_prediction=option):
-                job = self.client.submit(strategy="ring", mode="async", name="py-wp-" + option,
+                job = self.client.submit(strategy="allreduce", mode="async", name="py-wp-" + option,
                                          weight_prediction=option, **TINY)
                 self.assertEqual(job.wait(timeout=120), "SUCCEEDED", job.status())
                 r = job.results()
@@ -246,7 +247,7 @@ class ClientTest(unittest.TestCase):
         self.assertEqual(g["worker_ids"], r["worker_ids"])
 
     def test_a_running_job_times_out_a_wait_then_is_cancelled(self):
-        job = self.client.submit(strategy="ring", workers=2, epochs=50, model="mlp:784-32-10")
+        job = self.client.submit(strategy="allreduce", workers=2, epochs=50, model="mlp:784-32-10")
         for ev in job.watch(timeout=60):
             if ev["kind"] == "progress" or ev.get("state") == "RUNNING":
                 break   # ends the stream, not the job
@@ -380,7 +381,7 @@ class TlsTest(unittest.TestCase):
         with gradsync.Client(cluster.server, token_file=cluster.token_file,
                              tls=os.path.join(certs, "ok")) as c:
             c.wait_for_workers(2, timeout=START_TIMEOUT)
-            job = c.submit(strategy="ring", **TINY)
+            job = c.submit(strategy="allreduce", **TINY)
             self.assertEqual(job.wait(timeout=120), "SUCCEEDED", job.status())
             self.assertEqual(job.results()["steps"], 16)
         for tls in (None, make_certs(os.path.join(certs, "other"))):

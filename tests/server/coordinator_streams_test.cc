@@ -47,7 +47,7 @@ TEST(CoordinatorStreams, StreamsBeyondTheLimitGetResourceExhausted) {
     grpc::ClientContext ctx;
     ctx.set_deadline(ToChrono(absl::Now() + absl::Seconds(5)));
     v1::SubmitJobRequest req;
-    *req.mutable_spec() = Spec(v1::STRATEGY_RING, 2);
+    *req.mutable_spec() = Spec(v1::STRATEGY_ALLREDUCE, 2);
     ASSERT_TRUE(stub->SubmitJob(&ctx, req, &job).ok());
   }
   std::vector<std::unique_ptr<OpenWatch>> open;

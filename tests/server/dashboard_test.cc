@@ -73,7 +73,7 @@ class DashboardTableTest : public JobTableTest {
 TEST_F(DashboardTableTest, ProgressHistoryIsBoundedWhateverTheJobsLength) {
   Join("w0");
   Join("w1");
-  const std::string id = Submit(Spec(v1::STRATEGY_RING, 2));
+  const std::string id = Submit(Spec(v1::STRATEGY_ALLREDUCE, 2));
   constexpr int64_t kReports = 200000;  // 0.5 s apart: 28 hours
   Decisions d;
   for (int64_t step = 1; step <= kReports; ++step) {
@@ -99,7 +99,7 @@ TEST_F(DashboardTableTest, ProgressHistoryIsBoundedWhateverTheJobsLength) {
 
 TEST_F(DashboardTableTest, EpochsBecomeAccuracyPoints) {
   Join("w0");
-  const std::string id = Submit(Spec(v1::STRATEGY_RING, 1));
+  const std::string id = Submit(Spec(v1::STRATEGY_ALLREDUCE, 1));
   Decisions d;
   table_.HandleProgress("w0", Report(id, 0, 40), &d);
   v1::WorkerMessage::EpochDone e;
@@ -122,7 +122,7 @@ TEST_F(DashboardTableTest, OldEndedJobsDropTheirCurves) {
   Join("w0");
   std::vector<std::string> ids;
   for (size_t i = 0; i < JobTable::kMaxCurveJobs + 2; ++i) {
-    const std::string id = Submit(Spec(v1::STRATEGY_RING, 1));
+    const std::string id = Submit(Spec(v1::STRATEGY_ALLREDUCE, 1));
     Decisions d;
     table_.HandleProgress("w0", Report(id, 0, 5), &d);
     JobDone("w0", Done(id, 0));
@@ -146,7 +146,7 @@ TEST(DashboardJson, QuotesAndWritesNonFiniteNumbersAsNull) {
   EXPECT_EQ(JsonQuote("a\"b\\c\n<x>\x01"), R"("a\"b\\c\n\u003cx\u003e\u0001")");
   JobLive live;
   live.job.set_id("j-1");
-  live.job.mutable_spec()->set_strategy(v1::STRATEGY_RING);
+  live.job.mutable_spec()->set_strategy(v1::STRATEGY_ALLREDUCE);
   CurvePoint p;
   p.step = 3;
   p.loss = std::numeric_limits<double>::quiet_NaN();
@@ -156,7 +156,7 @@ TEST(DashboardJson, QuotesAndWritesNonFiniteNumbersAsNull) {
   const std::string json = JobJson(live);
   EXPECT_TRUE(absl::StrContains(json, R"("loss":[null])")) << json;
   EXPECT_TRUE(absl::StrContains(json, R"("step":[3])")) << json;
-  EXPECT_TRUE(absl::StrContains(json, R"("strategy":"STRATEGY_RING")")) << json;
+  EXPECT_TRUE(absl::StrContains(json, R"("strategy":"STRATEGY_ALLREDUCE")")) << json;
   EXPECT_TRUE(absl::StrContains(json, R"("stall":"rank 0 waiting 2.0 s for rank 1")"))
       << json;
 }

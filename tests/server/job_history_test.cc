@@ -172,7 +172,7 @@ TEST(JobHistoryClassTest, SavesUnsavedEventsWithoutTracesAndRetriesAFailure) {
 TEST_F(JobHistoryTest, AnEndedJobComesBackWithItsResultsAndEvents) {
   Restart("a-");
   Join("w0");
-  const std::string id = Submit(Spec(v1::STRATEGY_RING, 1));
+  const std::string id = Submit(Spec(v1::STRATEGY_ALLREDUCE, 1));
   RunOneRankToSuccess(id, "w0");
   ASSERT_EQ(Job(id).state(), v1::SUCCEEDED) << Job(id).error();
   const v1::Job before = Job(id);
@@ -204,7 +204,7 @@ TEST_F(JobHistoryTest, RunningJobsFailAndQueuedJobsWaitForWorkers) {
   Restart("a-");
   Join("w0");
   const std::string running = Submit(Spec(v1::STRATEGY_PS, 1));
-  const std::string queued = Submit(Spec(v1::STRATEGY_RING, 1));
+  const std::string queued = Submit(Spec(v1::STRATEGY_ALLREDUCE, 1));
   ASSERT_EQ(Job(running).state(), v1::RUNNING);
   ASSERT_EQ(Job(queued).state(), v1::QUEUED);
 
@@ -237,11 +237,11 @@ TEST_F(JobHistoryTest, RunningJobsFailAndQueuedJobsWaitForWorkers) {
 
 TEST_F(JobHistoryTest, IdsContinueAfterTheLargestStoredId) {
   Restart("a-");
-  EXPECT_EQ(Submit(Spec(v1::STRATEGY_RING, 5)), "j-a-1");
-  EXPECT_EQ(Submit(Spec(v1::STRATEGY_RING, 5)), "j-a-2");
-  EXPECT_EQ(Submit(Spec(v1::STRATEGY_RING, 5)), "j-a-3");
+  EXPECT_EQ(Submit(Spec(v1::STRATEGY_ALLREDUCE, 5)), "j-a-1");
+  EXPECT_EQ(Submit(Spec(v1::STRATEGY_ALLREDUCE, 5)), "j-a-2");
+  EXPECT_EQ(Submit(Spec(v1::STRATEGY_ALLREDUCE, 5)), "j-a-3");
   Restart("b-");
-  EXPECT_EQ(Submit(Spec(v1::STRATEGY_RING, 5)), "j-b-4");
+  EXPECT_EQ(Submit(Spec(v1::STRATEGY_ALLREDUCE, 5)), "j-b-4");
   // Submission order survives too.
   std::vector<std::string> ids;
   for (const v1::Job* job : table_->Jobs()) ids.push_back(job->id());
@@ -268,7 +268,7 @@ TEST_F(JobHistoryTest, EveryTransitionAndEpochIsSavedButNotProgress) {
   RecordingStore store;
   StartOn(&store, "a-");
   Join("w0");
-  const std::string id = Submit(Spec(v1::STRATEGY_RING, 1));
+  const std::string id = Submit(Spec(v1::STRATEGY_ALLREDUCE, 1));
   RunOneRankToSuccess(id, "w0");
   std::vector<std::pair<v1::JobState, size_t>> saved;
   for (const RecordingStore::SaveCall& s : store.saves) {
@@ -291,14 +291,14 @@ TEST_F(JobHistoryTest, ASubmissionThatCannotBeSavedIsRefused) {
   Join("w0");
   store.fail_saves = 1;
   Decisions d;
-  absl::StatusOr<v1::Job> job = table_->Submit(Spec(v1::STRATEGY_RING, 1), &d);
+  absl::StatusOr<v1::Job> job = table_->Submit(Spec(v1::STRATEGY_ALLREDUCE, 1), &d);
   ASSERT_FALSE(job.ok());
   EXPECT_EQ(job.status().code(), absl::StatusCode::kUnavailable);
   EXPECT_TRUE(table_->Jobs().empty());
   EXPECT_TRUE(d.sends.empty());
   EXPECT_TRUE(workers_->Find("w0")->job_id.empty());
   // The next submission gets a new id and runs.
-  const std::string id = Submit(Spec(v1::STRATEGY_RING, 1));
+  const std::string id = Submit(Spec(v1::STRATEGY_ALLREDUCE, 1));
   EXPECT_EQ(id, "j-a-2");
   EXPECT_EQ(Job(id).state(), v1::RUNNING);
 }
@@ -306,7 +306,7 @@ TEST_F(JobHistoryTest, ASubmissionThatCannotBeSavedIsRefused) {
 TEST_F(JobHistoryTest, EventsOfAFailedSaveAreSavedWithTheNextOne) {
   RecordingStore store;
   StartOn(&store, "a-");
-  const std::string id = Submit(Spec(v1::STRATEGY_RING, 1));
+  const std::string id = Submit(Spec(v1::STRATEGY_ALLREDUCE, 1));
   store.fail_saves = 1;
   Join("w0");  // placed: the RUNNING save fails, the job runs on
   EXPECT_EQ(Job(id).state(), v1::RUNNING);

@@ -47,14 +47,14 @@ class JobRetentionTest : public ::testing::Test {
 TEST_F(JobRetentionTest, EndedJobsBeyondTheLimitGoOldestEndedFirst) {
   JobTable table(Options(/*max_ended=*/3, 100), &workers_, &env_);
   Join(&table, "w0");
-  const std::string running = Submit(&table, Spec(v1::STRATEGY_RING, 1));
+  const std::string running = Submit(&table, Spec(v1::STRATEGY_ALLREDUCE, 1));
   ASSERT_EQ(table.Find(running)->state(), v1::RUNNING);
   // Two-worker jobs wait (one worker is registered); five of them cancelled.
   std::vector<std::string> cancelled;
   for (int i = 0; i < 5; ++i) {
-    cancelled.push_back(Submit(&table, Spec(v1::STRATEGY_RING, 2)));
+    cancelled.push_back(Submit(&table, Spec(v1::STRATEGY_ALLREDUCE, 2)));
   }
-  const std::string queued = Submit(&table, Spec(v1::STRATEGY_RING, 2));
+  const std::string queued = Submit(&table, Spec(v1::STRATEGY_ALLREDUCE, 2));
   for (const std::string& id : cancelled) {
     Decisions d;
     ASSERT_TRUE(table.Cancel(id, &d).ok());
@@ -82,7 +82,7 @@ TEST_F(JobRetentionTest, EndedJobsBeyondTheLimitGoOldestEndedFirst) {
 TEST_F(JobRetentionTest, EventsBeyondTheCapAreDroppedButStateChangesKept) {
   JobTable table(Options(100, /*max_events=*/3), &workers_, &env_);
   Join(&table, "w0");
-  const std::string id = Submit(&table, Spec(v1::STRATEGY_RING, 1));
+  const std::string id = Submit(&table, Spec(v1::STRATEGY_ALLREDUCE, 1));
   v1::WorkerMessage::Stall s;
   s.set_job_id(id);
   s.set_rank(0);

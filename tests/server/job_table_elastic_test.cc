@@ -135,7 +135,7 @@ TEST_F(JobTableElasticTest, LostRankReFormsFromTheCommittedGenerationAndFencesTh
 
 TEST_F(JobTableElasticTest, ATracedJobsTimelineShowsEveryGeneration) {
   for (const char* w : {"w0", "w1", "w2"}) Join(w);
-  v1::JobSpec spec = Elastic(v1::STRATEGY_RING, 3, 2);
+  v1::JobSpec spec = Elastic(v1::STRATEGY_ALLREDUCE, 3, 2);
   spec.set_trace(true);
   const std::string id = Submit(spec);
   Report("w0", Progress(id, 0, 0, true));
@@ -171,7 +171,7 @@ TEST_F(JobTableElasticTest, ATracedJobsTimelineShowsEveryGeneration) {
 TEST_F(JobTableElasticTest, NextGenerationResumesFromTheCommittedGenerationsCheckpoint) {
   for (const char* w : {"w0", "w1", "w2"}) Join(w);
   Decisions placed;
-  const std::string id = Submit(Elastic(v1::STRATEGY_RING, 3, 1), &placed);
+  const std::string id = Submit(Elastic(v1::STRATEGY_ALLREDUCE, 3, 1), &placed);
   Report("w0", Progress(id, 0, 0, true));
   Lost("w2");
   JobDone("w0", Done(id, 0, absl::CancelledError("x")));
@@ -200,7 +200,7 @@ TEST_F(JobTableElasticTest, NextGenerationResumesFromTheCommittedGenerationsChec
 
 TEST_F(JobTableElasticTest, TooFewWorkersFailsAfterTheWaitNamingWhy) {
   for (const char* w : {"w0", "w1", "w2"}) Join(w);
-  const std::string id = Submit(Elastic(v1::STRATEGY_RING, 3, 3));
+  const std::string id = Submit(Elastic(v1::STRATEGY_ALLREDUCE, 3, 3));
   Report("w0", Progress(id, 0, 0, true));
   Lost("w1");
   JobDone("w0", Done(id, 0, absl::CancelledError("x")));
@@ -220,7 +220,7 @@ TEST_F(JobTableElasticTest, TooFewWorkersFailsAfterTheWaitNamingWhy) {
   EXPECT_TRUE(absl::StrContains(Job(id).error(), "w1")) << Job(id).error();
   EXPECT_EQ(Job(id).error_code(), static_cast<int>(absl::StatusCode::kUnavailable));
   // The idle workers take the next job.
-  const std::string next = Submit(Spec(v1::STRATEGY_RING, 2));
+  const std::string next = Submit(Spec(v1::STRATEGY_ALLREDUCE, 2));
   EXPECT_EQ(Job(next).state(), v1::RUNNING);
 }
 
@@ -242,7 +242,7 @@ TEST_F(JobTableElasticTest, CancelDuringReFormationEndsItAndFreesTheWorkers) {
 
 TEST_F(JobTableElasticTest, SurvivorsThatDoNotStopAreLeftBehindAfterTheWait) {
   for (const char* w : {"w0", "w1", "w2"}) Join(w);
-  v1::JobSpec spec = Elastic(v1::STRATEGY_RING, 3, 1);
+  v1::JobSpec spec = Elastic(v1::STRATEGY_ALLREDUCE, 3, 1);
   spec.set_elastic_wait_ms(60000);
   const std::string id = Submit(spec);
   Lost("w1");
@@ -258,7 +258,7 @@ TEST_F(JobTableElasticTest, SurvivorsThatDoNotStopAreLeftBehindAfterTheWait) {
 
 TEST_F(JobTableElasticTest, ASecondLossDuringTheReFormationIsLeftOut) {
   for (const char* w : {"w0", "w1", "w2", "w3", "w4"}) Join(w);
-  const std::string id = Submit(Elastic(v1::STRATEGY_RING, 4, 2));
+  const std::string id = Submit(Elastic(v1::STRATEGY_ALLREDUCE, 4, 2));
   Report("w0", Progress(id, 0, 0, true));
   Lost("w1");
   EXPECT_EQ(Job(id).generation(), 1);
@@ -275,7 +275,7 @@ TEST_F(JobTableElasticTest, ASecondLossDuringTheReFormationIsLeftOut) {
 
 TEST_F(JobTableElasticTest, SymptomErrorsReFormInsteadOfFailing) {
   for (const char* w : {"w0", "w1", "w2"}) Join(w);
-  const std::string id = Submit(Elastic(v1::STRATEGY_RING, 3, 2));
+  const std::string id = Submit(Elastic(v1::STRATEGY_ALLREDUCE, 3, 2));
   JobDone("w1", Done(id, 1, absl::UnavailableError("rank 2 vanished")));
   env_.Advance(kSurvivorWait);  // > kSymptomGrace; nobody reported lost
   Decisions d;
@@ -314,7 +314,7 @@ TEST_F(JobTableElasticTest, GenerationsThatNeverTrainEndTheJob) {
 
 TEST_F(JobTableElasticTest, IdleWorkersAreTakenInAtTheNextCommit) {
   for (const char* w : {"w0", "w1"}) Join(w);
-  v1::JobSpec spec = Elastic(v1::STRATEGY_RING, 3, 2);
+  v1::JobSpec spec = Elastic(v1::STRATEGY_ALLREDUCE, 3, 2);
   spec.set_workers(3);
   // Only 2 workers: an elastic job still waits for `workers` to start.
   const std::string id = Submit(spec);

@@ -20,7 +20,7 @@ namespace {
 TEST_F(JobTableTest, FinalizeAveragesOverRanks) {
   Join("w0");
   Join("w1");
-  const std::string id = Submit(Spec(v1::STRATEGY_RING, 2));
+  const std::string id = Submit(Spec(v1::STRATEGY_ALLREDUCE, 2));
   env_.Advance(absl::Seconds(10));
   v1::WorkerMessage::JobDone d0 = Done(id, 0), d1 = Done(id, 1);
   d0.set_comm_seconds(1);
@@ -38,7 +38,7 @@ TEST_F(JobTableTest, FinalizeAveragesOverRanks) {
   d0.set_device("cpu");
   d0.add_bucket_bytes(544);
   d0.add_bucket_bytes(3216);
-  d0.add_bucket_algorithms("tree");
+  d0.add_bucket_algorithms("rd");
   d0.add_bucket_algorithms("ring");
   d1.add_bucket_algorithms("other");  // only rank 0's are reported
   JobDone("w1", d1);
@@ -64,7 +64,7 @@ TEST_F(JobTableTest, FinalizeAveragesOverRanks) {
   EXPECT_EQ(r.bucket_bytes(0), 544);
   EXPECT_EQ(r.bucket_bytes(1), 3216);
   ASSERT_EQ(r.bucket_algorithms_size(), 2);  // rank 0's, bucket order
-  EXPECT_EQ(r.bucket_algorithms(0), "tree");
+  EXPECT_EQ(r.bucket_algorithms(0), "rd");
   EXPECT_EQ(r.bucket_algorithms(1), "ring");
   EXPECT_EQ(r.param_checksums_size(), 2);
   EXPECT_EQ(r.comm_seconds_per_worker_size(), 2);
@@ -76,7 +76,7 @@ TEST_F(JobTableTest, FinalizeAveragesOverRanks) {
 // carries none, and the result counts it from rank 0's buckets.
 TEST_F(JobTableTest, ATorchScriptJobsSizeComesFromItsBuckets) {
   Join("w0");
-  v1::JobSpec spec = Spec(v1::STRATEGY_RING, 1);
+  v1::JobSpec spec = Spec(v1::STRATEGY_ALLREDUCE, 1);
   spec.set_model("torchscript:sha256:" + std::string(64, 'c'));
   const std::string id = Submit(spec);
   v1::WorkerMessage::JobDone d0 = Done(id, 0);
@@ -90,7 +90,7 @@ TEST_F(JobTableTest, ATorchScriptJobsSizeComesFromItsBuckets) {
 TEST_F(JobTableTest, RingReplicasThatDivergeAreDataLoss) {
   Join("w0");
   Join("w1");
-  const std::string id = Submit(Spec(v1::STRATEGY_RING, 2));
+  const std::string id = Submit(Spec(v1::STRATEGY_ALLREDUCE, 2));
   v1::WorkerMessage::JobDone d1 = Done(id, 1);
   d1.set_param_checksum("beef");
   JobDone("w0", Done(id, 0));
@@ -237,7 +237,7 @@ TEST_F(JobTableTest, WatchersSeeStateProgressAndEpochEventsInOrder) {
   Join("w0");
   Join("w1");
   Decisions d;
-  const std::string id = Submit(Spec(v1::STRATEGY_RING, 2), &d);
+  const std::string id = Submit(Spec(v1::STRATEGY_ALLREDUCE, 2), &d);
   EXPECT_TRUE(d.events_changed);
   WatchCursor cursor;
   EXPECT_TRUE(table_.HasNews(id, cursor));
@@ -312,7 +312,7 @@ TEST_F(JobTableTest, WatchersSeeStateProgressAndEpochEventsInOrder) {
 
 TEST_F(JobTableTest, FailureEventCarriesTheStatus) {
   Join("w0");
-  const std::string id = Submit(Spec(v1::STRATEGY_RING, 1));
+  const std::string id = Submit(Spec(v1::STRATEGY_ALLREDUCE, 1));
   Decisions d;
   table_.WorkerLost("w0", "gone", &d);
   WatchCursor cursor;
@@ -329,7 +329,7 @@ TEST_F(JobTableTest, FailureEventCarriesTheStatus) {
 TEST_F(JobTableTest, StallReportsBecomeEventsAndOneStatusLinePerRank) {
   Join("w0");
   Join("w1");
-  const std::string id = Submit(Spec(v1::STRATEGY_RING, 2));
+  const std::string id = Submit(Spec(v1::STRATEGY_ALLREDUCE, 2));
   WatchCursor cursor;
   std::vector<v1::JobEvent> events;
   Read(id, &cursor, &events);
@@ -375,7 +375,7 @@ TEST_F(JobTableTest, StallReportsBecomeEventsAndOneStatusLinePerRank) {
 TEST_F(JobTableTest, TracesAreKeptForTheNewestSucceededJobsOnly) {
   Join("w0");
   Join("w1");
-  v1::JobSpec spec = Spec(v1::STRATEGY_RING, 2);
+  v1::JobSpec spec = Spec(v1::STRATEGY_ALLREDUCE, 2);
   spec.set_trace(true);
   auto traced_done = [](const std::string& id, int rank) {
     v1::WorkerMessage::JobDone d = Done(id, rank);

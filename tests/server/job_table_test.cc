@@ -22,7 +22,7 @@ namespace {
 TEST_F(JobTableTest, JobWaitsUntilEnoughWorkersAreIdle) {
   Join("w0");
   Decisions d;
-  const std::string id = Submit(Spec(v1::STRATEGY_RING, 2), &d);
+  const std::string id = Submit(Spec(v1::STRATEGY_ALLREDUCE, 2), &d);
   EXPECT_EQ(id, "j-t-1");
   EXPECT_EQ(Job(id).state(), v1::QUEUED);
   EXPECT_TRUE(d.sends.empty());
@@ -39,10 +39,10 @@ TEST_F(JobTableTest, JobWaitsUntilEnoughWorkersAreIdle) {
 TEST_F(JobTableTest, AQueuedJobSaysWhatItWaitsFor) {
   Join("w0");
   Join("w1");
-  const std::string two = Submit(Spec(v1::STRATEGY_RING, 2));
+  const std::string two = Submit(Spec(v1::STRATEGY_ALLREDUCE, 2));
   ASSERT_EQ(Job(two).state(), v1::RUNNING);
   EXPECT_EQ(Job(two).waiting_for(), "");
-  const std::string three = Submit(Spec(v1::STRATEGY_RING, 3));
+  const std::string three = Submit(Spec(v1::STRATEGY_ALLREDUCE, 3));
   EXPECT_EQ(Job(three).state(), v1::QUEUED);
   EXPECT_EQ(Job(three).waiting_for(), "needs 3 workers, 2 registered, 0 idle");
   Join("w2");
@@ -70,14 +70,14 @@ TEST_F(JobTableTest, AQueuedJobSaysWhatItWaitsFor) {
 TEST_F(JobTableTest, AJobThatCannotRunYetDoesNotBlockSmallerOnes) {
   Join("w0");
   Join("w1");
-  const std::string huge = Submit(Spec(v1::STRATEGY_RING, 50));
-  const std::string big = Submit(Spec(v1::STRATEGY_RING, 2));
+  const std::string huge = Submit(Spec(v1::STRATEGY_ALLREDUCE, 50));
+  const std::string big = Submit(Spec(v1::STRATEGY_ALLREDUCE, 2));
   EXPECT_EQ(Job(huge).state(), v1::QUEUED);  // 50 > 2 registered: waits
   EXPECT_EQ(Job(big).state(), v1::RUNNING);  // ...without blocking
   env_.Advance(kBackfillReserveAfter * 2);   // it never reserves
   JobDone("w0", Done(big, 0));
   JobDone("w1", Done(big, 1));
-  const std::string next = Submit(Spec(v1::STRATEGY_RING, 1));
+  const std::string next = Submit(Spec(v1::STRATEGY_ALLREDUCE, 1));
   EXPECT_EQ(Job(next).state(), v1::RUNNING);
   EXPECT_EQ(Job(huge).state(), v1::QUEUED);
 }
@@ -86,9 +86,9 @@ TEST_F(JobTableTest, SmallerJobsBackfillPastAWaitingJob) {
   Join("w0");
   Join("w1");
   Join("w2");
-  const std::string pair = Submit(Spec(v1::STRATEGY_RING, 2));  // w0, w1
-  const std::string all = Submit(Spec(v1::STRATEGY_RING, 3));   // must wait
-  const std::string one = Submit(Spec(v1::STRATEGY_RING, 1));
+  const std::string pair = Submit(Spec(v1::STRATEGY_ALLREDUCE, 2));  // w0, w1
+  const std::string all = Submit(Spec(v1::STRATEGY_ALLREDUCE, 3));   // must wait
+  const std::string one = Submit(Spec(v1::STRATEGY_ALLREDUCE, 1));
   EXPECT_EQ(Job(all).state(), v1::QUEUED);
   EXPECT_EQ(Job(one).state(), v1::RUNNING);  // backfilled onto w2
   EXPECT_EQ(WorkersOf(one), (Ids{"w2"}));
@@ -103,14 +103,14 @@ TEST_F(JobTableTest, AWaitingJobReservesAfterBeingPassedTooOften) {
   Join("w0");
   Join("w1");
   Join("w2");
-  const std::string pair = Submit(Spec(v1::STRATEGY_RING, 2));  // w0, w1
-  const std::string all = Submit(Spec(v1::STRATEGY_RING, 3));
+  const std::string pair = Submit(Spec(v1::STRATEGY_ALLREDUCE, 2));  // w0, w1
+  const std::string all = Submit(Spec(v1::STRATEGY_ALLREDUCE, 3));
   for (int i = 0; i < kMaxBackfillPasses; ++i) {
-    const std::string one = Submit(Spec(v1::STRATEGY_RING, 1));
+    const std::string one = Submit(Spec(v1::STRATEGY_ALLREDUCE, 1));
     ASSERT_EQ(Job(one).state(), v1::RUNNING) << "pass " << i;
     JobDone("w2", Done(one, 0));
   }
-  const std::string late = Submit(Spec(v1::STRATEGY_RING, 1));
+  const std::string late = Submit(Spec(v1::STRATEGY_ALLREDUCE, 1));
   EXPECT_EQ(Job(late).state(), v1::QUEUED);  // w2 is idle, but reserved
   JobDone("w0", Done(pair, 0));
   JobDone("w1", Done(pair, 1));
@@ -121,13 +121,13 @@ TEST_F(JobTableTest, AWaitingJobReservesAfterBeingPassedTooOften) {
 TEST_F(JobTableTest, AWaitingJobReservesAfterWaitingTooLong) {
   Join("w0");
   Join("w1");
-  const std::string one = Submit(Spec(v1::STRATEGY_RING, 1));  // w0
-  const std::string pair = Submit(Spec(v1::STRATEGY_RING, 2));
-  const std::string early = Submit(Spec(v1::STRATEGY_RING, 1));
+  const std::string one = Submit(Spec(v1::STRATEGY_ALLREDUCE, 1));  // w0
+  const std::string pair = Submit(Spec(v1::STRATEGY_ALLREDUCE, 2));
+  const std::string early = Submit(Spec(v1::STRATEGY_ALLREDUCE, 1));
   EXPECT_EQ(Job(early).state(), v1::RUNNING);  // backfilled onto w1
   JobDone("w1", Done(early, 0));
   env_.Advance(kBackfillReserveAfter);
-  const std::string late = Submit(Spec(v1::STRATEGY_RING, 1));
+  const std::string late = Submit(Spec(v1::STRATEGY_ALLREDUCE, 1));
   EXPECT_EQ(Job(late).state(), v1::QUEUED);  // `pair` has waited too long
   // Cancelling the head re-runs scheduling: `late` starts at once.
   Decisions d;
@@ -147,7 +147,7 @@ TEST(UniqueIdPrefix, DiffersWithinOneSecondAndAcrossStarts) {
 
 TEST_F(JobTableTest, BadSpecIsRefusedAndNeverQueued) {
   Join("w0");
-  v1::JobSpec spec = Spec(v1::STRATEGY_RING, 1);
+  v1::JobSpec spec = Spec(v1::STRATEGY_ALLREDUCE, 1);
   spec.set_model("mlp:100-10");  // does not fit the dataset
   Decisions d;
   absl::StatusOr<v1::Job> job = table_.Submit(spec, &d);
@@ -168,7 +168,7 @@ TEST_F(JobTableTest, RanksFollowRegistrationOrderAndAssignmentCarriesTheModel) {
   Join("w0");
   Join("w1");
   Decisions d;
-  const std::string id = Submit(Spec(v1::STRATEGY_RING, 3), &d);
+  const std::string id = Submit(Spec(v1::STRATEGY_ALLREDUCE, 3), &d);
   ASSERT_EQ(SentTo(d, kAssignment), (Ids{"w2", "w0", "w1"}));
   for (int r = 0; r < 3; ++r) {
     const v1::Assignment& a = d.sends[r].message.assignment();
@@ -232,10 +232,10 @@ TEST_F(JobTableTest, PsJobsPartitionSizeReachesTheWorkers) {
 TEST_F(JobTableTest, CudaJobOnAWorkerWithoutGpuFailsAtPlacement) {
   Join("w0", /*gpus=*/1);
   Join("w1", /*gpus=*/0);
-  v1::JobSpec spec = Spec(v1::STRATEGY_RING, 2);
+  v1::JobSpec spec = Spec(v1::STRATEGY_ALLREDUCE, 2);
   spec.set_device(v1::DEVICE_CUDA);
   const std::string cuda = Submit(spec);
-  const std::string cpu = Submit(Spec(v1::STRATEGY_RING, 1));
+  const std::string cpu = Submit(Spec(v1::STRATEGY_ALLREDUCE, 1));
   const v1::Job& failed = Job(cuda);
   EXPECT_EQ(failed.state(), v1::FAILED);
   EXPECT_EQ(failed.error_code(), static_cast<int>(absl::StatusCode::kFailedPrecondition));
@@ -250,7 +250,7 @@ TEST_F(JobTableTest, CudaJobOnAWorkerWithoutGpuFailsAtPlacement) {
 // ------------------------------------------------------------- cancel
 
 TEST_F(JobTableTest, CancelQueuedJobNeverPlacesIt) {
-  const std::string id = Submit(Spec(v1::STRATEGY_RING, 1));
+  const std::string id = Submit(Spec(v1::STRATEGY_ALLREDUCE, 1));
   Decisions d;
   absl::StatusOr<v1::Job> job = table_.Cancel(id, &d);
   ASSERT_TRUE(job.ok()) << job.status();
@@ -290,7 +290,7 @@ TEST_F(JobTableTest, CancelRunningJobCancelsWorkersWhoIdleAfterJobDone) {
   // Cancelling again returns it; a finished or unknown job cannot be.
   EXPECT_TRUE(table_.Cancel(id, &d).ok());
   EXPECT_EQ(table_.Cancel("j-nope", &d).status().code(), absl::StatusCode::kNotFound);
-  const std::string done = Submit(Spec(v1::STRATEGY_RING, 1));
+  const std::string done = Submit(Spec(v1::STRATEGY_ALLREDUCE, 1));
   JobDone("w0", Done(done, 0));
   EXPECT_EQ(table_.Cancel(done, &d).status().code(),
             absl::StatusCode::kFailedPrecondition);
@@ -302,7 +302,7 @@ TEST_F(JobTableTest, LostWorkerFailsItsJobNamingIt) {
   Join("w0");
   Join("w1");
   Join("w2");
-  const std::string id = Submit(Spec(v1::STRATEGY_RING, 3));
+  const std::string id = Submit(Spec(v1::STRATEGY_ALLREDUCE, 3));
   Decisions d;
   table_.WorkerLost("w2", "its session broke", &d);
   const v1::Job& job = Job(id);
@@ -320,7 +320,7 @@ TEST_F(JobTableTest, LostWorkerFailsItsJobNamingIt) {
 TEST_F(JobTableTest, SymptomErrorWaitsForTheGracePeriodThenFails) {
   Join("w0");
   Join("w1");
-  const std::string id = Submit(Spec(v1::STRATEGY_RING, 2));
+  const std::string id = Submit(Spec(v1::STRATEGY_ALLREDUCE, 2));
   JobDone("w0", Done(id, 0, absl::UnavailableError("peer 1 went away")));
   Decisions d;
   table_.ExpireSymptoms(&d);
@@ -340,7 +340,7 @@ TEST_F(JobTableTest, SymptomErrorWaitsForTheGracePeriodThenFails) {
 TEST_F(JobTableTest, LostWorkerReportedWithinTheGraceIsTheError) {
   Join("w0");
   Join("w1");
-  const std::string id = Submit(Spec(v1::STRATEGY_RING, 2));
+  const std::string id = Submit(Spec(v1::STRATEGY_ALLREDUCE, 2));
   JobDone("w0", Done(id, 0, absl::DeadlineExceededError("step 3 timed out")));
   env_.Advance(kSymptomGrace / 2);
   Decisions d;
@@ -352,7 +352,7 @@ TEST_F(JobTableTest, LostWorkerReportedWithinTheGraceIsTheError) {
 TEST_F(JobTableTest, SymptomHeldWhenAllRanksEndFailsWithIt) {
   Join("w0");
   Join("w1");
-  const std::string id = Submit(Spec(v1::STRATEGY_RING, 2));
+  const std::string id = Submit(Spec(v1::STRATEGY_ALLREDUCE, 2));
   JobDone("w0", Done(id, 0, absl::AbortedError("ring aborted")));
   JobDone("w1", Done(id, 1));
   EXPECT_EQ(Job(id).state(), v1::FAILED);
@@ -362,7 +362,7 @@ TEST_F(JobTableTest, SymptomHeldWhenAllRanksEndFailsWithIt) {
 TEST_F(JobTableTest, NonSymptomErrorFailsTheJobAtOnce) {
   Join("w0");
   Join("w1");
-  const std::string id = Submit(Spec(v1::STRATEGY_RING, 2));
+  const std::string id = Submit(Spec(v1::STRATEGY_ALLREDUCE, 2));
   Decisions d = JobDone("w1", Done(id, 1, absl::NotFoundError("/no/data: missing")));
   EXPECT_EQ(Job(id).state(), v1::FAILED);
   EXPECT_EQ(Job(id).error_code(), static_cast<int>(absl::StatusCode::kNotFound));
@@ -375,7 +375,7 @@ TEST_F(JobTableTest, NonSymptomErrorFailsTheJobAtOnce) {
 TEST_F(JobTableTest, DifferentInitialParametersAreDataLoss) {
   Join("w0");
   Join("w1");
-  const std::string id = Submit(Spec(v1::STRATEGY_RING, 2));
+  const std::string id = Submit(Spec(v1::STRATEGY_ALLREDUCE, 2));
   v1::WorkerMessage::Progress p;
   p.set_job_id(id);
   p.set_rank(0);
@@ -396,7 +396,7 @@ TEST_F(JobTableTest, ReportsFromAWorkerNotHoldingTheRankAreIgnored) {
   Join("w0");
   Join("w1");
   Join("w2");
-  const std::string id = Submit(Spec(v1::STRATEGY_RING, 2));
+  const std::string id = Submit(Spec(v1::STRATEGY_ALLREDUCE, 2));
   v1::WorkerMessage::Progress p;
   p.set_job_id(id);
   p.set_rank(0);  // w0's rank

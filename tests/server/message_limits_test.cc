@@ -55,7 +55,7 @@ TEST(MessageLimits, ATracedJobOfManyRanksStaysBelowTheLimit) {
     const std::string id = "w" + std::to_string(r);
     ASSERT_TRUE(workers.Register(id, id + ":7000", 0, clock.Now()).ok());
   }
-  v1::JobSpec spec = Spec(v1::STRATEGY_RING, kRanks);
+  v1::JobSpec spec = Spec(v1::STRATEGY_ALLREDUCE, kRanks);
   spec.set_trace(true);
   Decisions d;
   absl::StatusOr<v1::Job> job = table.Submit(spec, &d);

@@ -132,7 +132,7 @@ TEST(StallTransport, ReportsTheWaitAndStillDeliversTheMessage) {
       &env);
   InProcGroup group(2, WireDtype::kFp32, &env);
   StallTransport receiver(group.transport(1), &watch, {"host0:1", "host1:2"});
-  const ChunkTag tag = MakeTag(7, 2, RingPhase::kAllgather, 0, 0);
+  const ChunkTag tag = MakeTag(7, 2, CollectivePhase::kAllgather, 0, 0);
   std::vector<float> data = {1, 2, 3};
   std::thread sender([&] {
     // The receiver reports once the fake clock is 50 ms past the start of
@@ -180,7 +180,7 @@ TEST(StallTransport, DeadlineBeforeTheThresholdFailsWithoutReport) {
   const absl::Time deadline = env.Now() + absl::Milliseconds(50);
   std::thread clock([&] { env.Advance(absl::Milliseconds(50)); });
   absl::StatusOr<std::unique_ptr<RecvChunk>> got =
-      receiver.Recv(0, MakeTag(1, 0, RingPhase::kReduceScatter, 0, 0), 3, deadline);
+      receiver.Recv(0, MakeTag(1, 0, CollectivePhase::kReduceScatter, 0, 0), 3, deadline);
   clock.join();
   EXPECT_TRUE(absl::IsDeadlineExceeded(got.status())) << got.status();
   EXPECT_EQ(reports, 0);

@@ -1,6 +1,6 @@
 // Data-parallel semantics end to end through the real gRPC data path, in one
 // process: N workers x batch b follow the same trajectory as 1 worker x N*b
-// (ring-sync and ps-sync; the TorchScript models too), ring replicas stay
+// (allreduce-sync and ps-sync; the TorchScript models too), ring replicas stay
 // bit-identical. The async modes are in async_equivalence_test.cc.
 #include <cmath>
 #include <cstdlib>

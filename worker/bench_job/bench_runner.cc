@@ -406,7 +406,7 @@ absl::StatusOr<double> BenchRunner::PingPong(int a, int b, size_t count, int tri
     ChunkTag tag;
     tag.step = static_cast<int64_t>(count);
     tag.bucket = kPingBucket;
-    tag.phase = RingPhase::kBroadcast;
+    tag.phase = CollectivePhase::kBroadcast;
     tag.segment = a == 0 && b == 1 ? kFirstPair : kSecondPair;
     tag.index = i;
     const absl::Time deadline = i == 0 ? first_deadline : Deadline();

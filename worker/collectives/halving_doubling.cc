@@ -141,10 +141,10 @@ absl::Status HalvingDoublingAllreduce::Run(float* data, int64_t step, int bucket
 absl::Status HalvingDoublingAllreduce::FoldIn(float* data, int64_t step, int bucket,
                                               absl::Time deadline) {
   const size_t given_away = round0_send_.size();
-  ChunkTag out = MakeTag(step, bucket, RingPhase::kHalving, 0, 0);
+  ChunkTag out = MakeTag(step, bucket, CollectivePhase::kHalving, 0, 0);
   return ReceiveEach(
-      transport_, fold_peer_, MakeTag(step, bucket, RingPhase::kFoldIn, 0, 0), fold_in_,
-      deadline, [&](size_t t, const Range& seg, const RecvChunk& chunk) {
+      transport_, fold_peer_, MakeTag(step, bucket, CollectivePhase::kFoldIn, 0, 0),
+      fold_in_, deadline, [&](size_t t, const Range& seg, const RecvChunk& chunk) {
         float* d = data + seg.begin;
         if (t >= given_away) {
           chunk.AddTo(d);
@@ -160,8 +160,9 @@ absl::Status HalvingDoublingAllreduce::HalvingRound(int k, bool send_round0, flo
                                                     absl::Time deadline) {
   const bool last = k + 1 == fold_.levels();
   const int next = last ? DoublingPartner(0) : HalvingPartner(k + 1);
-  const ChunkTag next_tag = last ? MakeTag(step, bucket, RingPhase::kDoubling, 0, 0)
-                                 : MakeTag(step, bucket, RingPhase::kHalving, k + 1, 0);
+  const ChunkTag next_tag =
+      last ? MakeTag(step, bucket, CollectivePhase::kDoubling, 0, 0)
+           : MakeTag(step, bucket, CollectivePhase::kHalving, k + 1, 0);
   const size_t onward = onward_[k];
   auto on_received = [&](size_t t, const Range& seg, const RecvChunk& chunk) {
     float* d = data + seg.begin;
@@ -173,7 +174,7 @@ absl::Status HalvingDoublingAllreduce::HalvingRound(int k, bool send_round0, flo
     out.segment = static_cast<int32_t>(t);
     return transport_->SendSum(next, out, d, chunk, last ? d : nullptr);
   };
-  const ChunkTag tag = MakeTag(step, bucket, RingPhase::kHalving, k, 0);
+  const ChunkTag tag = MakeTag(step, bucket, CollectivePhase::kHalving, k, 0);
   if (!send_round0) {
     return ReceiveEach(transport_, HalvingPartner(k), tag, halving_recv_[k], deadline,
                        on_received);
@@ -201,34 +202,36 @@ absl::Status HalvingDoublingAllreduce::SendOwnBlock(float* data, int64_t step,
   const std::vector<Range>& own = block_segs_[vrank_];
   // Round 0's partner got it from the last halving round.
   for (int j = 1; j < fold_.levels(); ++j) {
-    absl::Status st = SendSegments(transport_, DoublingPartner(j),
-                                   MakeTag(step, bucket, RingPhase::kDoubling, j, 0),
-                                   data, own, 0, own.size());
+    absl::Status st =
+        SendSegments(transport_, DoublingPartner(j),
+                     MakeTag(step, bucket, CollectivePhase::kDoubling, j, 0), data, own,
+                     0, own.size());
     if (!st.ok()) return st;
   }
   if (fold_peer_ < 0) return absl::OkStatus();
   return SendSegments(transport_, fold_peer_,
-                      MakeTag(step, bucket, RingPhase::kFoldOut, 0, 0), data, own, 0,
-                      own.size());
+                      MakeTag(step, bucket, CollectivePhase::kFoldOut, 0, 0), data, own,
+                      0, own.size());
 }
 
 absl::Status HalvingDoublingAllreduce::DoublingRound(int j, float* data, int64_t step,
                                                      int bucket, absl::Time deadline) {
   const size_t offset = forward_offset_[j];
   return ReceiveEach(
-      transport_, DoublingPartner(j), MakeTag(step, bucket, RingPhase::kDoubling, j, 0),
-      doubling_recv_[j], deadline,
-      [&](size_t t, const Range& seg, const RecvChunk& chunk) {
+      transport_, DoublingPartner(j),
+      MakeTag(step, bucket, CollectivePhase::kDoubling, j, 0), doubling_recv_[j],
+      deadline, [&](size_t t, const Range& seg, const RecvChunk& chunk) {
         chunk.CopyTo(data + seg.begin);
         for (int i = j + 1; i < fold_.levels(); ++i) {
           absl::Status st = transport_->Forward(
               DoublingPartner(i),
-              MakeTag(step, bucket, RingPhase::kDoubling, i, offset + t), chunk);
+              MakeTag(step, bucket, CollectivePhase::kDoubling, i, offset + t), chunk);
           if (!st.ok()) return st;
         }
         if (fold_peer_ < 0) return absl::OkStatus();
         return transport_->Forward(
-            fold_peer_, MakeTag(step, bucket, RingPhase::kFoldOut, 0, offset + t), chunk);
+            fold_peer_, MakeTag(step, bucket, CollectivePhase::kFoldOut, 0, offset + t),
+            chunk);
       });
 }
 
@@ -257,16 +260,16 @@ absl::Status HalvingDoublingAllreduce::RunExtraInRounds(float* data, int64_t ste
   // while the rest arrives; then the result.
   const Halves h = Round0Halves();
   absl::Status st =
-      SendRange(transport_, fold_peer_, MakeTag(step, bucket, RingPhase::kFoldIn, 0, 0),
-                data, h.give);
+      SendRange(transport_, fold_peer_,
+                MakeTag(step, bucket, CollectivePhase::kFoldIn, 0, 0), data, h.give);
   if (st.ok()) {
     st = SendRange(transport_, fold_peer_,
-                   MakeTag(step, bucket, RingPhase::kFoldIn, 0, 1), data, h.keep);
+                   MakeTag(step, bucket, CollectivePhase::kFoldIn, 0, 1), data, h.keep);
   }
   if (st.ok()) {
     st = ReceiveRange(transport_, fold_peer_,
-                      MakeTag(step, bucket, RingPhase::kFoldOut, 0, 0), Range{0, count_},
-                      data, Into::kCopy, deadline);
+                      MakeTag(step, bucket, CollectivePhase::kFoldOut, 0, 0),
+                      Range{0, count_}, data, Into::kCopy, deadline);
   }
   if (!st.ok()) return st;
   return transport_->WaitSendsReleased(deadline);
@@ -277,17 +280,17 @@ absl::Status HalvingDoublingAllreduce::FoldInInRounds(float* data, int64_t step,
   // The extra rank's first message plus ours is our halving round-0 message.
   const Halves h = Round0Halves();
   if (h.give.size > 0) {
-    absl::StatusOr<std::unique_ptr<RecvChunk>> chunk =
-        transport_->Recv(fold_peer_, MakeTag(step, bucket, RingPhase::kFoldIn, 0, 0),
-                         h.give.size, deadline);
+    absl::StatusOr<std::unique_ptr<RecvChunk>> chunk = transport_->Recv(
+        fold_peer_, MakeTag(step, bucket, CollectivePhase::kFoldIn, 0, 0), h.give.size,
+        deadline);
     if (!chunk.ok()) return chunk.status();
     absl::Status st = transport_->SendSum(
-        HalvingPartner(0), MakeTag(step, bucket, RingPhase::kHalving, 0, 0),
+        HalvingPartner(0), MakeTag(step, bucket, CollectivePhase::kHalving, 0, 0),
         data + h.give.begin, **chunk, nullptr);
     if (!st.ok()) return st;
   }
   return ReceiveRange(transport_, fold_peer_,
-                      MakeTag(step, bucket, RingPhase::kFoldIn, 0, 1), h.keep, data,
+                      MakeTag(step, bucket, CollectivePhase::kFoldIn, 0, 1), h.keep, data,
                       Into::kAdd, deadline);
 }
 
@@ -303,7 +306,7 @@ absl::Status HalvingDoublingAllreduce::RunInRounds(float* data, int64_t step, in
   for (int k = 0, m = fold_.p(); k < fold_.levels() && st.ok(); ++k, m /= 2) {
     const int half = m / 2;
     const bool upper = (vrank_ & half) != 0;
-    const ChunkTag tag = MakeTag(step, bucket, RingPhase::kHalving, k, 0);
+    const ChunkTag tag = MakeTag(step, bucket, CollectivePhase::kHalving, k, 0);
     if (k > 0 || !folded) {  // a folded rank sent round 0 in FoldInInRounds
       st = SendRange(transport_, HalvingPartner(k), tag, data,
                      Blocks(upper ? base : base + half, half));
@@ -319,7 +322,7 @@ absl::Status HalvingDoublingAllreduce::RunInRounds(float* data, int64_t step, in
   for (int j = 0; j < fold_.levels() && st.ok(); ++j) {
     const int n = 1 << j;
     const int mine = vrank_ & ~(n - 1);
-    const ChunkTag tag = MakeTag(step, bucket, RingPhase::kDoubling, j, 0);
+    const ChunkTag tag = MakeTag(step, bucket, CollectivePhase::kDoubling, j, 0);
     st = SendRange(transport_, DoublingPartner(j), tag, data, Blocks(mine, n));
     if (st.ok()) {
       st = ReceiveRange(transport_, DoublingPartner(j), tag, Blocks(mine ^ n, n), data,
@@ -328,7 +331,7 @@ absl::Status HalvingDoublingAllreduce::RunInRounds(float* data, int64_t step, in
   }
   if (st.ok() && folded) {
     st = SendRange(transport_, fold_peer_,
-                   MakeTag(step, bucket, RingPhase::kFoldOut, 0, 0), data,
+                   MakeTag(step, bucket, CollectivePhase::kFoldOut, 0, 0), data,
                    Range{0, count_});
   }
   if (!st.ok()) return st;

@@ -110,14 +110,15 @@ absl::Status HierarchicalAllreduce::ReduceToLeader(float* data, int64_t step, in
   for (size_t s = 0; s < segments_.size(); ++s) {
     float* own = data + segments_[s].begin;
     const size_t n = segments_[s].size;
-    const ChunkTag out = MakeTag(step, bucket, RingPhase::kGroupReduce, p, s);
+    const ChunkTag out = MakeTag(step, bucket, CollectivePhase::kGroupReduce, p, s);
     if (down < 0) {  // the tail: nothing to add
       absl::Status st = transport_->Send(up, out, own, n);
       if (!st.ok()) return st;
       continue;
     }
     auto chunk = transport_->Recv(
-        down, MakeTag(step, bucket, RingPhase::kGroupReduce, p + 1, s), n, deadline);
+        down, MakeTag(step, bucket, CollectivePhase::kGroupReduce, p + 1, s), n,
+        deadline);
     if (!chunk.ok()) return chunk.status();
     // own + received, in that order, on every hop (see the class comment).
     if (up < 0) {  // the leader keeps the group's sum
@@ -140,14 +141,15 @@ absl::Status HierarchicalAllreduce::BroadcastFromLeader(float* data, int64_t ste
   for (size_t s = 0; s < segments_.size(); ++s) {
     float* dst = data + segments_[s].begin;
     const size_t n = segments_[s].size;
-    const ChunkTag out = MakeTag(step, bucket, RingPhase::kGroupBroadcast, p, s);
+    const ChunkTag out = MakeTag(step, bucket, CollectivePhase::kGroupBroadcast, p, s);
     if (up < 0) {  // the leader
       absl::Status st = transport_->Send(down, out, dst, n);
       if (!st.ok()) return st;
       continue;
     }
     auto chunk = transport_->Recv(
-        up, MakeTag(step, bucket, RingPhase::kGroupBroadcast, p - 1, s), n, deadline);
+        up, MakeTag(step, bucket, CollectivePhase::kGroupBroadcast, p - 1, s), n,
+        deadline);
     if (!chunk.ok()) return chunk.status();
     (*chunk)->CopyTo(dst);
     if (down >= 0) {

@@ -59,13 +59,13 @@ absl::Status SendSegments(Transport* transport, int peer, ChunkTag tag, float* d
 absl::Status RunExtraRank(Transport* transport, int fold_peer, float* data, int64_t step,
                           int bucket, const std::vector<Range>& fold_in,
                           const std::vector<Range>& fold_out, absl::Time deadline) {
-  absl::Status st =
-      SendSegments(transport, fold_peer, MakeTag(step, bucket, RingPhase::kFoldIn, 0, 0),
-                   data, fold_in, 0, fold_in.size());
+  absl::Status st = SendSegments(transport, fold_peer,
+                                 MakeTag(step, bucket, CollectivePhase::kFoldIn, 0, 0),
+                                 data, fold_in, 0, fold_in.size());
   if (!st.ok()) return st;
-  st = ReceiveEach(transport, fold_peer, MakeTag(step, bucket, RingPhase::kFoldOut, 0, 0),
-                   fold_out, deadline,
-                   [&](size_t, const Range& seg, const RecvChunk& chunk) {
+  st = ReceiveEach(transport, fold_peer,
+                   MakeTag(step, bucket, CollectivePhase::kFoldOut, 0, 0), fold_out,
+                   deadline, [&](size_t, const Range& seg, const RecvChunk& chunk) {
                      chunk.CopyTo(data + seg.begin);
                      return absl::OkStatus();
                    });

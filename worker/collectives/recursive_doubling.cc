@@ -43,10 +43,10 @@ absl::Status RecursiveDoublingAllreduce::Run(float* data, int64_t step, int buck
 absl::Status RecursiveDoublingAllreduce::FoldIn(float* data, int64_t step, int bucket,
                                                 absl::Time deadline) {
   // data + extra: the pair's sum is computed on this rank only.
-  const ChunkTag out = MakeTag(step, bucket, RingPhase::kDoubling, 0, 0);
+  const ChunkTag out = MakeTag(step, bucket, CollectivePhase::kDoubling, 0, 0);
   return ReceiveEach(transport_, fold_peer_,
-                     MakeTag(step, bucket, RingPhase::kFoldIn, 0, 0), segs_, deadline,
-                     [&](size_t t, const Range& seg, const RecvChunk& chunk) {
+                     MakeTag(step, bucket, CollectivePhase::kFoldIn, 0, 0), segs_,
+                     deadline, [&](size_t t, const Range& seg, const RecvChunk& chunk) {
                        ChunkTag tag = out;
                        tag.segment = static_cast<int32_t>(t);
                        float* d = data + seg.begin;
@@ -61,9 +61,10 @@ absl::Status RecursiveDoublingAllreduce::Round(int j, bool send_round0, float* d
   // Where this round's sums go next: the next partner, the folded extra rank
   // after the last round, or nowhere.
   const int next = !last ? Partner(j + 1) : fold_peer_;
-  const ChunkTag next_tag = !last ? MakeTag(step, bucket, RingPhase::kDoubling, j + 1, 0)
-                                  : MakeTag(step, bucket, RingPhase::kFoldOut, 0, 0);
-  const ChunkTag tag = MakeTag(step, bucket, RingPhase::kDoubling, j, 0);
+  const ChunkTag next_tag =
+      !last ? MakeTag(step, bucket, CollectivePhase::kDoubling, j + 1, 0)
+            : MakeTag(step, bucket, CollectivePhase::kFoldOut, 0, 0);
+  const ChunkTag tag = MakeTag(step, bucket, CollectivePhase::kDoubling, j, 0);
   size_t sent = 0;
   // Segment t goes out before we overwrite it with the sum of segment t.
   auto send_ahead = [&](size_t t) {

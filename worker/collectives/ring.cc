@@ -28,14 +28,14 @@ absl::Status RingAllreduce::Run(float* data, int64_t step, int bucket) {
   const int right = (r + 1) % n;
   const int left = (r + n - 1) % n;
   const absl::Time deadline = options_.env->Now() + options_.timeout;
-  auto tag = [&](RingPhase phase, int index, size_t segment) {
+  auto tag = [&](CollectivePhase phase, int index, size_t segment) {
     return MakeTag(step, bucket, phase, index, segment);
   };
   // 1.
   absl::Status st;
   const auto& own = segments_[Chunk(r)];
   for (size_t j = 0; j < own.size(); ++j) {
-    st = transport_->Send(right, tag(RingPhase::kReduceScatter, 0, j),
+    st = transport_->Send(right, tag(CollectivePhase::kReduceScatter, 0, j),
                           data + own[j].begin, own[j].size);
     if (!st.ok()) return st;
   }
@@ -44,13 +44,13 @@ absl::Status RingAllreduce::Run(float* data, int64_t step, int bucket) {
     const auto& segs = segments_[Chunk(r - k - 1)];
     for (size_t j = 0; j < segs.size(); ++j) {
       float* dst = data + segs[j].begin;
-      auto chunk = transport_->Recv(left, tag(RingPhase::kReduceScatter, k, j),
+      auto chunk = transport_->Recv(left, tag(CollectivePhase::kReduceScatter, k, j),
                                     segs[j].size, deadline);
       if (!chunk.ok()) return chunk.status();
       // Partial sums are only forwarded; the last one is also kept.
       const bool last = k == n - 2;
-      const ChunkTag next = last ? tag(RingPhase::kAllgather, 0, j)
-                                 : tag(RingPhase::kReduceScatter, k + 1, j);
+      const ChunkTag next = last ? tag(CollectivePhase::kAllgather, 0, j)
+                                 : tag(CollectivePhase::kReduceScatter, k + 1, j);
       st = transport_->SendSum(right, next, dst, **chunk, last ? dst : nullptr);
       if (!st.ok()) return st;
     }
@@ -60,12 +60,13 @@ absl::Status RingAllreduce::Run(float* data, int64_t step, int bucket) {
     const auto& segs = segments_[Chunk(r - k)];
     for (size_t j = 0; j < segs.size(); ++j) {
       float* dst = data + segs[j].begin;
-      auto chunk = transport_->Recv(left, tag(RingPhase::kAllgather, k, j), segs[j].size,
-                                    deadline);
+      auto chunk = transport_->Recv(left, tag(CollectivePhase::kAllgather, k, j),
+                                    segs[j].size, deadline);
       if (!chunk.ok()) return chunk.status();
       (*chunk)->CopyTo(dst);
       if (k < n - 2) {
-        st = transport_->Forward(right, tag(RingPhase::kAllgather, k + 1, j), **chunk);
+        st = transport_->Forward(right, tag(CollectivePhase::kAllgather, k + 1, j),
+                                 **chunk);
         if (!st.ok()) return st;
       }
     }
@@ -89,7 +90,7 @@ absl::Status RingBroadcast(Transport* transport, float* data, size_t count, int 
   uint64_t root_sum = 0;
   for (size_t j = 0; j < segs.size(); ++j) {
     ChunkTag t;
-    t.phase = RingPhase::kBroadcast;
+    t.phase = CollectivePhase::kBroadcast;
     t.segment = static_cast<int32_t>(j);
     float* dst = data + segs[j].begin;
     std::unique_ptr<RecvChunk> received;

@@ -21,11 +21,11 @@
 
 namespace gradsync {
 
-// Which part of a collective a message belongs to (the name is historical:
-// every algorithm tags with it). The values are the wire encoding
-// (TensorHeader.phase); a received frame may carry any int32, which ChunkTag
-// comparison then rejects.
-enum class RingPhase : int32_t {
+// Which part of a collective a message belongs to (every algorithm tags
+// with it). The values are the wire encoding (TensorHeader.phase); a
+// received frame may carry any int32, which ChunkTag comparison then
+// rejects.
+enum class CollectivePhase : int32_t {
   kReduceScatter = 0,   // ring
   kAllgather = 1,       // ring
   kBroadcast = 2,       // ring broadcast
@@ -37,26 +37,27 @@ enum class RingPhase : int32_t {
   kGroupBroadcast = 8,  // hierarchical: group leader -> members
 };
 
-// "reduce-scatter", "allgather", "broadcast"; "phase N" for other values.
-inline std::string RingPhaseName(RingPhase phase) {
+// "reduce-scatter", "allgather", "broadcast", ...; "phase N" for values
+// that are no CollectivePhase.
+inline std::string CollectivePhaseName(CollectivePhase phase) {
   switch (phase) {
-    case RingPhase::kReduceScatter:
+    case CollectivePhase::kReduceScatter:
       return "reduce-scatter";
-    case RingPhase::kAllgather:
+    case CollectivePhase::kAllgather:
       return "allgather";
-    case RingPhase::kBroadcast:
+    case CollectivePhase::kBroadcast:
       return "broadcast";
-    case RingPhase::kFoldIn:
+    case CollectivePhase::kFoldIn:
       return "fold-in";
-    case RingPhase::kHalving:
+    case CollectivePhase::kHalving:
       return "halving";
-    case RingPhase::kDoubling:
+    case CollectivePhase::kDoubling:
       return "doubling";
-    case RingPhase::kFoldOut:
+    case CollectivePhase::kFoldOut:
       return "fold-out";
-    case RingPhase::kGroupReduce:
+    case CollectivePhase::kGroupReduce:
       return "group-reduce";
-    case RingPhase::kGroupBroadcast:
+    case CollectivePhase::kGroupBroadcast:
       return "group-broadcast";
   }
   return absl::StrFormat("phase %d", static_cast<int32_t>(phase));
@@ -68,7 +69,7 @@ inline std::string RingPhaseName(RingPhase phase) {
 struct ChunkTag {
   int64_t step = 0;
   int32_t bucket = 0;
-  RingPhase phase = RingPhase::kReduceScatter;
+  CollectivePhase phase = CollectivePhase::kReduceScatter;
   int32_t index = 0;    // step within the phase
   int32_t segment = 0;  // pipelining unit within the chunk
 
@@ -79,12 +80,12 @@ struct ChunkTag {
   // E.g. "(step 3 bucket 0 allgather index 1 segment 0)".
   std::string ToString() const {
     return absl::StrFormat("(step %d bucket %d %s index %d segment %d)", step, bucket,
-                           RingPhaseName(phase), index, segment);
+                           CollectivePhaseName(phase), index, segment);
   }
 };
 
 // The tag of segment `segment` of message `index` of `phase`.
-inline ChunkTag MakeTag(int64_t step, int bucket, RingPhase phase, int index,
+inline ChunkTag MakeTag(int64_t step, int bucket, CollectivePhase phase, int index,
                         size_t segment) {
   ChunkTag t;
   t.step = step;

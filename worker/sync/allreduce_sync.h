@@ -1,5 +1,5 @@
-// GradientSync by allreduce (the strategy users spell --strategy=ring): every
-// bucket is summed by the job's allreduce algorithm (ring, hd, tree,
+// GradientSync by allreduce (the strategy users spell --strategy=allreduce): every
+// bucket is summed by the job's allreduce algorithm (ring, hd, rd,
 // hierarchical) and averaged; each rank then runs the same optimizer step.
 #ifndef GRADSYNC_WORKER_SYNC_ALLREDUCE_SYNC_H_
 #define GRADSYNC_WORKER_SYNC_ALLREDUCE_SYNC_H_

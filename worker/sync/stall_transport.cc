@@ -18,7 +18,7 @@ StallReport StallTransport::Describe(int peer, const ChunkTag& expected) const {
   }
   r.step = expected.step;
   r.bucket = expected.bucket;
-  r.phase = RingPhaseName(expected.phase);
+  r.phase = CollectivePhaseName(expected.phase);
   return r;
 }
 

@@ -6,7 +6,7 @@
 set -u
 dir=$1
 bin=$2
-timeout -k 5 90 "$bin/gradsync" local --pairs=ring-sync --workers 3 --epochs 100 \
+timeout -k 5 90 "$bin/gradsync" local --pairs=allreduce-sync --workers 3 --epochs 100 \
   --autotune=false --compare_warmup=false --log_dir="$dir" >"$dir/out.txt" 2>&1 &
 local_pid=$!
 for _ in $(seq 600); do

@@ -224,7 +224,7 @@ absl::StatusOr<std::unique_ptr<RecvChunk>> GrpcTransport::Recv(int peer,
   ChunkTag got;
   got.step = h.step();
   got.bucket = h.bucket();
-  got.phase = static_cast<RingPhase>(h.phase());  // may be no RingPhase
+  got.phase = static_cast<CollectivePhase>(h.phase());  // may be no CollectivePhase
   got.index = h.index();
   got.segment = h.segment();
   if (!(got == expected) || f->count() != n) {
