@@ -24,7 +24,7 @@ while IFS= read -r f; do
     .ci/check-vocabulary.sh) continue ;;
   esac
   files+=("$f")
-done < <(git ls-files -- '*.cc' '*.h' '*.cu' '*.proto' '*.py' '*.sh' '*.md' '*.yml' \
+done < <(git ls-files -- '*.cc' '*.h' '*.cu' '*.proto' '*.py' '*.sh' '*.md' '*.yml' 'CMakeLists.txt' '*.cmake' \
   '*.yaml' '*.sbatch' '*.js' '*.html')
 
 if [ "${#files[@]}" -eq 0 ]; then

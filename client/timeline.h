@@ -1,7 +1,7 @@
 // A job's course as the client watched it: loss and throughput at each
 // progress report, test accuracy at each epoch end, on one wall clock. Goes
 // into the results JSON ("timeline", docs/user-guide.md "Results format") so that loss and
-// accuracy can be plotted against time (bench/experiment.py train).
+// accuracy can be plotted against time (bench/experiments/experiment.py train).
 #ifndef GRADSYNC_CLIENT_TIMELINE_H_
 #define GRADSYNC_CLIENT_TIMELINE_H_
 

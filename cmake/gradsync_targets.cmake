@@ -3,6 +3,8 @@
 #   gradsync_library(NAME SOURCES a.cc ... [PUBLIC deps...] [PRIVATE deps...])
 #     A static library whose headers are included from the source root
 #     ("worker/collectives/ring.h"), compiled with GRADSYNC_WARNINGS.
+#   gradsync_executable(NAME SOURCES a.cc ... [LIBS deps...])
+#     A program (a benchmark, a probe) compiled with GRADSYNC_WARNINGS.
 #   gradsync_test(NAME SOURCES a_test.cc ... [LIBS deps...]
 #                 [PROPERTIES prop value ...])
 #     A GoogleTest executable (gtest_main) whose tests CTest discovers, each
@@ -17,6 +19,13 @@ function(gradsync_library name)
   target_include_directories(${name} PUBLIC ${PROJECT_SOURCE_DIR})
   target_compile_options(${name} PRIVATE ${GRADSYNC_WARNINGS})
   target_link_libraries(${name} PUBLIC ${ARG_PUBLIC} PRIVATE ${ARG_PRIVATE})
+endfunction()
+
+function(gradsync_executable name)
+  cmake_parse_arguments(ARG "" "" "SOURCES;LIBS" ${ARGN})
+  add_executable(${name} ${ARG_SOURCES})
+  target_compile_options(${name} PRIVATE ${GRADSYNC_WARNINGS})
+  target_link_libraries(${name} PRIVATE ${ARG_LIBS})
 endfunction()
 
 function(gradsync_test name)

@@ -18,7 +18,7 @@
 #                          # the small sizes in ~4 min (then plot --base here)
 #   bash .devbundle/run-train-sweep.sh NAME [experiment_train.py run flags]
 #                          # the four modes training on emulated hosts
-#   bash bench/latency_vs_n.sh --build-dir=.devbundle
+#   bash bench/experiments/latency_vs_n.sh --build-dir=.devbundle
 #                          # small-allreduce latency against N: bare gRPC,
 #                          # plain processes, daemons (~1 minute)
 # Each phase leaves at most 6 files in $OUT (the device tool returns 8):
@@ -48,12 +48,12 @@ for t in $TESTS; do
     echo "devbundle: $B/tests/$t not built; the checks will report it missing" >&2
   fi
 done
-# bench/latency_vs_n.sh --build-dir=.devbundle runs these beside gradsync.
+# bench/experiments/latency_vs_n.sh --build-dir=.devbundle runs these beside gradsync.
 for t in grpc_latency_probe allreduce_compare; do
   if [ -x "$B/bench/$t" ]; then
     cp "$B/bench/$t" .devbundle/bin/
   else
-    echo "devbundle: $B/bench/$t not built; bench/latency_vs_n.sh will say so" >&2
+    echo "devbundle: $B/bench/$t not built; bench/experiments/latency_vs_n.sh will say so" >&2
   fi
 done
 strip .devbundle/bin/*   # the carry limit is 64 MiB for the whole tree
@@ -63,7 +63,7 @@ for b in .devbundle/bin/*; do ldd "$b"; done | awk '/=>/{print $3}' | sort -u \
   | xargs -I{} cp -L {} .devbundle/lib/
 strip --strip-unneeded .devbundle/lib/* 2>/dev/null || true
 cp /usr/share/datasets/fashion-mnist/*.gz .devbundle/data/
-cp bench/torch_compare.py .devbundle/
+cp bench/peers/torch_compare.py .devbundle/
 
 # The scripts run on the device: files in deploy/devbundle/, copied to the
 # top of the bundle (tests/deploy/devbundle_test.sh checks that they exist).
@@ -73,7 +73,7 @@ for f in "${BUNDLE_SCRIPTS[@]}"; do
   chmod +x ".devbundle/$f"
 done
 
-# The emulated hosts of issue 8's experiment (bench/netem-cluster.sh) need
+# The emulated hosts of issue 8's experiment (bench/experiments/netem-cluster.sh) need
 # ip and tc, which the GPU machine lacks (its kernel has veth, bridge and
 # tbf; not sch_netem): this machine's iproute2 and its libraries, behind
 # wrappers that point the loader at them.

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # On the GPU machine (16 cores): issue 8's sweep on emulated hosts, e.g.
 #   bash .devbundle/run-sweep.sh a --workers=2,3,4,5 --hier-hosts=2,3,4 ...
-# NAME and bench/experiment.py run's flags; the results come back as
+# NAME and bench/experiments/experiment.py run's flags; the results come back as
 # $OUT/exp-NAME.tar.gz (merge and redraw here with experiment.py plot).
 # SWEEP_LIMIT (seconds, default 530) bounds the run so the tarball is
 # always written. experiment.py runs each small point in --repeats-small=3
@@ -23,6 +23,6 @@ else
   echo "probe: no veth or tbf here"; ip netns del gs-probe 2>/dev/null; exit 1
 fi
 ip netns del gs-probe
-timeout "${SWEEP_LIMIT:-530}" python3 "$D/../bench/experiment.py" run \
+timeout "${SWEEP_LIMIT:-530}" python3 "$D/../bench/experiments/experiment.py" run \
   --build-dir="$D" --out="/tmp/exp-$name" "$@" 2>&1 | tail -80
 tar -C /tmp -czf "$OUT/exp-$name.tar.gz" "exp-$name"

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Checks bench/experiment.py's token-bucket model of the emulated link
+"""Checks bench/experiments/experiment.py's token-bucket model of the emulated link
 (tbf) on synthetic data (no network, no root, no matplotlib): without a
 bucket it is the plain alpha-beta model; a message that fits a refilled
 bucket costs alpha alone; a long transfer takes K/beta less at most one
@@ -17,7 +17,7 @@ import unittest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 spec = importlib.util.spec_from_file_location(
-    "experiment", os.path.join(ROOT, "bench", "experiment.py"))
+    "experiment", os.path.join(ROOT, "bench", "experiments", "experiment.py"))
 experiment = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(experiment)
 

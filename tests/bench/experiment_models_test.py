@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Checks bench/experiment_models.py: its verdicts and crossover against the
+"""Checks bench/experiments/experiment_models.py: its verdicts and crossover against the
 alpha-beta model worked by hand, its tables and report from synthetic
 results files, its refusals, and (with GRADSYNC_BUILD_DIR set and Debian's
 python3-torch present) a small real run: one tiny model, 2 workers."""
@@ -14,7 +14,7 @@ import tempfile
 import unittest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-SCRIPT = os.path.join(ROOT, "bench", "experiment_models.py")
+SCRIPT = os.path.join(ROOT, "bench", "experiments", "experiment_models.py")
 spec = importlib.util.spec_from_file_location("experiment_models", SCRIPT)
 em = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(em)

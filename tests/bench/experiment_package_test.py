@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Checks the parts of bench/experiment.py's package
-(bench/gradsync_experiment/) that the model tests do not reach: the entry
+"""Checks the parts of bench/experiments/experiment.py's package
+(bench/experiments/gradsync_experiment/) that the model tests do not reach: the entry
 point (--help, its exit codes, the names it re-exports), the command line's
 refusals, the emulated cluster's command lines and failures (no network,
 no root needed: subprocess is faked), SIGTERM as SystemExit, the report's
@@ -21,12 +21,12 @@ import unittest
 from unittest import mock
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-ENTRY = os.path.join(ROOT, "bench", "experiment.py")
+ENTRY = os.path.join(ROOT, "bench", "experiments", "experiment.py")
 spec = importlib.util.spec_from_file_location("experiment", ENTRY)
 experiment = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(experiment)   # puts bench/ on sys.path
 
-import experiment_model  # noqa: E402  (bench/experiment_model.py)
+import experiment_model  # noqa: E402  (bench/experiments/experiment_model.py)
 import gradsync_experiment  # noqa: E402
 from gradsync_experiment import (  # noqa: E402
     analysis, cli, common, plots, report, results, sweep)
@@ -79,8 +79,8 @@ class EntryPointTest(unittest.TestCase):
             r = self.run_entry(*argv)
             self.assertEqual(r.returncode, code, argv)
             self.assertEqual(r.stdout, gradsync_experiment.USAGE + "\n", argv)
-        self.assertIn("python3 bench/experiment.py run", gradsync_experiment.USAGE)
-        self.assertIn("bench/netem-cluster.sh", gradsync_experiment.USAGE)
+        self.assertIn("python3 bench/experiments/experiment.py run", gradsync_experiment.USAGE)
+        self.assertIn("bench/experiments/netem-cluster.sh", gradsync_experiment.USAGE)
 
     def test_unknown_arguments_are_refused_in_one_line(self):
         r = self.run_entry("plot", "--colour=red")
@@ -133,7 +133,8 @@ class CommandLineTest(unittest.TestCase):
 
 class CommonTest(unittest.TestCase):
     def test_root_is_the_repository(self):
-        self.assertTrue(os.path.isfile(os.path.join(common.ROOT, "bench", "experiment.py")))
+        self.assertTrue(os.path.isfile(
+            os.path.join(common.ROOT, "bench", "experiments", "experiment.py")))
 
     def test_read_json_says_which_file(self):
         tmp = tempfile.mkdtemp(prefix="experiment-package-test.")
@@ -165,7 +166,8 @@ class SweepTest(unittest.TestCase):
 
     def test_the_cluster_script_is_in_bench(self):
         c = self.cluster()
-        self.assertEqual(c.cmd, ["bash", os.path.join(common.ROOT, "bench", "netem-cluster.sh")])
+        self.assertEqual(c.cmd, ["bash", os.path.join(common.ROOT, "bench", "experiments",
+                                                      "netem-cluster.sh")])
         self.assertTrue(os.path.isfile(c.cmd[1]), c.cmd[1])
         self.assertEqual(c.binary, os.path.join(common.ROOT, "b", "bin", "gradsync"))
         self.assertIn("--burst=73728", c.up)
@@ -188,7 +190,7 @@ class SweepTest(unittest.TestCase):
 
     def test_a_failed_up_exits_with_its_reason(self):
         for rc, code, said in ((3, 3, "cannot run on this machine"),
-                               (2, 1, "bench/netem-cluster.sh up failed (status 2)")):
+                               (2, 1, "bench/experiments/netem-cluster.sh up failed (status 2)")):
             c = self.cluster()
             with mock.patch.object(sweep.subprocess, "run",
                                    return_value=subprocess.CompletedProcess([], rc)):

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""bench/experiment.py run end to end, small: 1 + 2 emulated hosts (ring and
+"""bench/experiments/experiment.py run end to end, small: 1 + 2 emulated hosts (ring and
 ps1 at 4 KiB and 64 MiB, so a push/pull larger than one gRPC message goes
 through one shard) and 1 + 2 hosts with 2 workers each (ring and hier), the
 4 KiB points by two jobs each (--repeats-small=2); then every expected row
@@ -28,7 +28,8 @@ def main():
         return 1
     out = tempfile.mkdtemp(prefix="experiment-run-test.")
     try:
-        rc = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "experiment.py"), "run",
+        script = os.path.join(ROOT, "bench", "experiments", "experiment.py")
+        rc = subprocess.run([sys.executable, script, "run",
                              "--workers=2", "--sizes=4K,64M", "--algorithms=ring,ps1",
                              "--hier-hosts=2", "--iters=1", "--iters-small=2",
                              "--repeats-small=2",

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Checks bench/experiment.py's model fit and crossovers on synthetic data
+"""Checks bench/experiments/experiment.py's model fit and crossovers on synthetic data
 (no network, no matplotlib): the least-squares fit must recover alpha and
 beta from points made by the model itself, and must fail on data that is
 off the model."""
@@ -16,7 +16,7 @@ import unittest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 spec = importlib.util.spec_from_file_location(
-    "experiment", os.path.join(ROOT, "bench", "experiment.py"))
+    "experiment", os.path.join(ROOT, "bench", "experiments", "experiment.py"))
 experiment = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(experiment)
 
@@ -267,7 +267,7 @@ class FitTest(unittest.TestCase):
     def test_unreadable_results_are_said_not_a_traceback(self):
         def plot(out):
             return subprocess.run(
-                [sys.executable, os.path.join(ROOT, "bench", "experiment.py"),
+                [sys.executable, os.path.join(ROOT, "bench", "experiments", "experiment.py"),
                  "plot", "--out=" + out], capture_output=True, text=True)
         out = tempfile.mkdtemp()
         try:
@@ -365,8 +365,8 @@ class FitTest(unittest.TestCase):
         _, parsed = experiment.parse_args(["run", "--ps-reduce-threads=8"])
         self.assertEqual(experiment.run_config(parsed)["ps_reduce_threads"], 8)
         for bad in ("0", "65", "two"):
-            r = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "experiment.py"),
-                                "run", "--ps-reduce-threads=" + bad],
+            script = os.path.join(ROOT, "bench", "experiments", "experiment.py")
+            r = subprocess.run([sys.executable, script, "run", "--ps-reduce-threads=" + bad],
                                capture_output=True, text=True)
             self.assertEqual(r.returncode, 2, bad)
             self.assertIn("--ps-reduce-threads takes 1..64", r.stderr, bad)

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""bench/experiment_train.py run --network=emulated end to end, small: 1 + 2
+"""bench/experiments/experiment_train.py run --network=emulated end to end, small: 1 + 2
 emulated hosts, ps-sync and allreduce-sync on 2000 training samples; both jobs
 must succeed, with a timeline (loss and test accuracy on the wall clock),
 and the run's network must be recorded. Prints SKIPPED and passes where the
@@ -31,7 +31,8 @@ def main():
         return 0
     out = tempfile.mkdtemp(prefix="experiment-train-run-test.")
     try:
-        rc = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "experiment_train.py"),
+        script = os.path.join(ROOT, "bench", "experiments", "experiment_train.py")
+        rc = subprocess.run([sys.executable, script,
                              "run", "--network=emulated", "--workers=2", "--epochs=1",
                              "--train-limit=2000", "--pairs=ps-sync,allreduce-sync", "--curves=2",
                              "--build-dir=" + BUILD, "--out=" + out]).returncode

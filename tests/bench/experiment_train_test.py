@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Checks bench/experiment_train.py's collection and tables on synthetic
+"""Checks bench/experiments/experiment_train.py's collection and tables on synthetic
 results files (no cluster, no matplotlib): rows per (N, mode) in mode order,
 the --curves run's timelines kept, failed jobs marked, a missing directory
 and bad flags refused, the run's network recorded and named."""
@@ -14,8 +14,9 @@ import tempfile
 import unittest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SCRIPT = os.path.join(ROOT, "bench", "experiments", "experiment_train.py")
 spec = importlib.util.spec_from_file_location(
-    "experiment_train", os.path.join(ROOT, "bench", "experiment_train.py"))
+    "experiment_train", SCRIPT)
 et = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(et)
 
@@ -65,7 +66,7 @@ class TrainTablesTest(unittest.TestCase):
         self.assertEqual(summary["curves"]["allreduce-async"]["epochs"][0]["test_accuracy"], 0.8)
 
     def test_no_results_is_an_error(self):
-        r = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "experiment_train.py"),
+        r = subprocess.run([sys.executable, SCRIPT,
                             "plot", "--out=" + self.dir], capture_output=True, text=True)
         self.assertEqual(r.returncode, 1)
         self.assertIn("no train-N", r.stderr)
@@ -73,7 +74,7 @@ class TrainTablesTest(unittest.TestCase):
     def test_unreadable_results_are_said_not_a_traceback(self):
         def plot(out):
             return subprocess.run(
-                [sys.executable, os.path.join(ROOT, "bench", "experiment_train.py"),
+                [sys.executable, SCRIPT,
                  "plot", "--out=" + out], capture_output=True, text=True)
         path = os.path.join(self.dir, "train-N2.json")
         for content, said in (("{not json", "is not valid JSON"),
@@ -93,7 +94,7 @@ class TrainTablesTest(unittest.TestCase):
     def test_bad_flag_is_refused(self):
         for bad in ("--workers=0", "--network=wan", "--pairs=allreduce-sync,ps-bsp", "--limit=8M"):
             r = subprocess.run([sys.executable,
-                                os.path.join(ROOT, "bench", "experiment_train.py"), "run", bad],
+                                SCRIPT, "run", bad],
                                capture_output=True, text=True)
             self.assertEqual(r.returncode, 2, bad)
             self.assertIn("experiment_train:", r.stderr, bad)
@@ -114,7 +115,7 @@ class TrainTablesTest(unittest.TestCase):
             self.assertEqual(json.load(f)["network"], emulated)
         # A loopback result beside them (no network recorded: an old one).
         self.write(1, [job("ring", "sync", 500)])
-        r = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "experiment_train.py"),
+        r = subprocess.run([sys.executable, SCRIPT,
                             "plot", "--out=" + self.dir], capture_output=True, text=True)
         self.assertEqual(r.returncode, 1)
         self.assertIn("different networks", r.stderr)

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Checks bench/flow_model.py, the message-level model of the recursive-
+"""Checks bench/experiments/flow_model.py, the message-level model of the recursive-
 doubling allreduce on emulated links (no network, no root): links are
 shared fairly and limited by both ends, a message that fits the bucket
 costs alpha alone, a stream sends in order, every node of a schedule is
@@ -14,12 +14,12 @@ import unittest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 spec = importlib.util.spec_from_file_location(
-    "flow_model", os.path.join(ROOT, "bench", "flow_model.py"))
+    "flow_model", os.path.join(ROOT, "bench", "experiments", "flow_model.py"))
 flow = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(flow)
 
 exp_spec = importlib.util.spec_from_file_location(
-    "experiment", os.path.join(ROOT, "bench", "experiment.py"))
+    "experiment", os.path.join(ROOT, "bench", "experiments", "experiment.py"))
 experiment = importlib.util.module_from_spec(exp_spec)
 exp_spec.loader.exec_module(experiment)
 

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# bench/latency_vs_n.sh end to end on a tiny setting: every kind of run
+# bench/experiments/latency_vs_n.sh end to end on a tiny setting: every kind of run
 # gives a time, the table has them (no probe at N = 3, which is not a power
 # of two), and bad flags or a missing build exit 2 naming what is wrong.
 set -uo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 BUILD=${GRADSYNC_BUILD_DIR:-$ROOT/build}
-S=$ROOT/bench/latency_vs_n.sh
+S=$ROOT/bench/experiments/latency_vs_n.sh
 fail() { echo "FAIL: $*"; exit 1; }
 out=$(bash "$S" --build-dir="$BUILD" --workers=2,3 --iters=50 --rounds=1 2>&1); rc=$?
 echo "$out"

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""bench/trace_to_png.py: a bad trace is said in one line and exit 1, never a
+"""bench/experiments/trace_to_png.py: a bad trace is said in one line and exit 1, never a
 traceback; a good one is drawn (with a python3 that has matplotlib: this one,
 else Debian's /usr/bin/python3)."""
 import json
@@ -11,7 +11,7 @@ import tempfile
 import unittest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-SCRIPT = os.path.join(ROOT, "bench", "trace_to_png.py")
+SCRIPT = os.path.join(ROOT, "bench", "experiments", "trace_to_png.py")
 
 
 def has_matplotlib(python):

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tests/netem/netem_cluster_test.sh: bench/netem-cluster.sh end to end.
+# tests/netem/netem_cluster_test.sh: bench/experiments/netem-cluster.sh end to end.
 #
 # Brings up 3 hosts at 100mbit with 5 ms delay under a prefix of its own
 # (gst<pid>, state in a fresh temporary directory, so concurrent runs cannot
@@ -23,7 +23,7 @@
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-CLUSTER="$ROOT/bench/netem-cluster.sh"
+CLUSTER="$ROOT/bench/experiments/netem-cluster.sh"
 PROBE="$ROOT/tests/netem/netprobe.py"
 PREFIX="gst$$"
 RATE=100mbit

@@ -4,7 +4,7 @@
 //
 // The worker links neither libtorch nor cuBLAS. Mapping them costs about a
 // second and a quarter of a gigabyte at every start (measured:
-// bench/startup/startup.sh), job or not, and a worker must run CPU MLP jobs on
+// bench/micro/startup.sh), job or not, and a worker must run CPU MLP jobs on
 // a machine where they are missing. Each plugin is opened the first time a
 // job needs it; its file names what the dynamic loader could not find when
 // it fails.

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """gradsync allreduce-sync against PyTorch DDP on the same TorchScript model, CPU.
 
-    /usr/bin/python3 bench/torch_ddp_compare.py --model lenet.pt --ranks 2,4
-    /usr/bin/python3 bench/torch_ddp_compare.py --model charlm.pt --data corpus.pt
+    /usr/bin/python3 bench/peers/torch_ddp_compare.py --model lenet.pt --ranks 2,4
+    /usr/bin/python3 bench/peers/torch_ddp_compare.py --model charlm.pt --data corpus.pt
 
 Both sides train the same scripted module (DDP wraps the loaded
 ScriptModule), with the same per-rank batch, Adam (lr 0.001), the same data
@@ -37,7 +37,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def fashion_mnist(data_dir):

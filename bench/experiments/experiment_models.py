@@ -2,12 +2,12 @@
 """PS or ring for *your* model: the example TorchScript models side by side,
 with the alpha-beta model's verdict beside the measured one (issue 35).
 
-  python3 bench/experiment_models.py run    [--models=lenet,resnet,charlm]
+  python3 bench/experiments/experiment_models.py run    [--models=lenet,resnet,charlm]
                                             [--workers=4] [--epochs=1]
                                             [--train-limit=12000] [--iters=20]
                                             [--out=DIR] [--build-dir=build]
                                             [--data-dir=DIR]
-  python3 bench/experiment_models.py plot   [--out=DIR]
+  python3 bench/experiments/experiment_models.py plot   [--out=DIR]
 
 `run` does, for each N of --workers, on loopback (`gradsync local`):
   1. writes each model of --models with its script in examples/models/
@@ -24,7 +24,7 @@ with the alpha-beta model's verdict beside the measured one (issue 35).
 Then it does what `plot` does: for each model and N,
 
   predicted   the alpha-beta model (common/cost_model.h, as
-              bench/experiment_model.py computes it) of one step of each
+              bench/experiments/experiment_model.py computes it) of one step of each
               strategy with the ping-pong's alpha and beta: the same compute
               (the mean of the two sync jobs' measured compute per step)
               plus the predicted collective, nothing overlapped;
@@ -62,8 +62,8 @@ import os
 import subprocess
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "bench"))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from experiment_model import model, model_crossover, pushpull_model  # noqa: E402
 from gradsync_experiment import common  # noqa: E402
 from gradsync_experiment.cli import parse_command  # noqa: E402

@@ -1,11 +1,11 @@
-"""The models of bench/experiment.py: the alpha-beta model of
+"""The models of bench/experiments/experiment.py: the alpha-beta model of
 common/cost_model.h without host groups, the same on tbf's token-bucket
 links (the "link model":
 the ring (its hops inside a host at their own alpha), hd and hier in
 rounds, tree and push/pull message by message
-through bench/flow_model.py), their fit to the ring's points, and where
+through bench/experiments/flow_model.py), their fit to the ring's points, and where
 they put the crossovers. experiment.py's text explains them (its --help,
-bench/gradsync_experiment/__init__.py); this module only computes (no
+bench/experiments/gradsync_experiment/__init__.py); this module only computes (no
 files, no plots, no processes)."""
 
 import math
@@ -142,7 +142,7 @@ def relative_least_squares(points, f, x, rounds=50):
     return x
 
 
-# The emulated link (bench/netem-cluster.sh): tbf on each host's egress and
+# The emulated link (bench/experiments/netem-cluster.sh): tbf on each host's egress and
 # on the bridge port toward it, a token bucket of `burst` bytes refilled at
 # the rate; a packet leaves at once while the bucket holds its bytes and
 # waits for tokens otherwise. netem (no bucket) is burst = 0.
@@ -289,7 +289,7 @@ def model(alg, n, k, alpha, beta, per_host=1, local=None, burst=0, rate=None,
     partition: push/pull's largest partition in bytes (None: 4 MiB).
     flow: tree's and push/pull's messages as the code sends them (segment
     by segment; partition by partition through the push window), simulated
-    by bench/flow_model.py instead of in rounds, and the ring with several
+    by bench/experiments/flow_model.py instead of in rounds, and the ring with several
     workers per host paying `local`'s alpha on its hops inside a host; the
     link model uses it, the plain alpha-beta model (cost_model.h) does
     not. shared: whether the ranks of `local`'s ping-pong (0 and 1) shared a

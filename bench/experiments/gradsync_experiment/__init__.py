@@ -1,6 +1,6 @@
 """The PS-vs-ring experiment on emulated hosts (issue 8, item 3).
 
-  python3 bench/experiment.py run  [--workers=2,3,4] [--sizes=4K,64K,1M,16M,64M]
+  python3 bench/experiments/experiment.py run  [--workers=2,3,4] [--sizes=4K,64K,1M,16M,64M]
                                    [--algorithms=ring,hd,tree,ps1,psN]
                                    [--rate=1gbit] [--shaper=tbf] [--burst=73728] [--limit=B]
                                    [--iters=3] [--iters-small=20] [--repeats-small=3]
@@ -8,14 +8,15 @@
                                    [--ps-partition-bytes=B] [--peer-bulk-bytes=B]
                                    [--ps-reduce-threads=T] [--out=DIR] [--build-dir=build]
                                    [--base=DIR]
-  python3 bench/experiment.py plot [--out=DIR] [--burst=B] [--base=DIR]
+  python3 bench/experiments/experiment.py plot [--out=DIR] [--burst=B] [--base=DIR]
 
 `run` (root: network namespaces) brings up 1 + N hosts with
-bench/netem-cluster.sh for each N (coordinator on h0, a worker and a PS
+bench/experiments/netem-cluster.sh for each N (coordinator on h0, a worker and a PS
 shard on each other host, every link shaped to --rate by --shaper: tbf, or
 netem where the kernel has sch_netem (no token bucket, so small messages
 are rate-limited too); --burst and --limit are tbf's bucket and queue in
-bytes, see bench/netem-cluster.sh --help), runs `gradsync bench` jobs per algorithm from h0
+bytes, see bench/experiments/netem-cluster.sh --help), runs `gradsync bench` jobs per
+algorithm from h0
 (sizes under 1 MiB with --iters-small iterations in --repeats-small jobs
 per algorithm, run in rounds that alternate the algorithms, each point the
 median job's; the rest with --iters in one job),
@@ -63,7 +64,7 @@ connections; default: the job's own, 4 MiB). --ps-reduce-threads is every
 shard's --ps_reduce_threads (1..64; default: the server's own, 2), recorded
 in the configuration.
 
-Two models (computed in bench/experiment_model.py), each with one alpha
+Two models (computed in bench/experiments/experiment_model.py), each with one alpha
 (seconds per message) and one beta (bytes/s) fitted to the ring's points on
 the relative error: beta from the points of 1 MiB and more, alpha from
 those of 16 KiB and less (fit()).
@@ -81,7 +82,7 @@ those of 16 KiB and less (fit()).
     buckets settle (shaped_seconds()). With burst = 0 it is the first model.
     Except tree (recursive doubling) and push/pull, whose code does not run
     in rounds: they are simulated message by message as the code sends
-    them (bench/flow_model.py; tree: 1 MiB segments forwarded as they are
+    them (bench/experiments/flow_model.py; tree: 1 MiB segments forwarded as they are
     summed, the early round-0 send that shares a folded rank's links, the
     receiver's mailbox of 16 segments; push/pull: each worker's partitions
     in its staggered order through a window of 2S + 2, a shard answering a
@@ -115,7 +116,7 @@ host groups:
     was over twice as fast as the link).
 """
 
-# The text above is what `python3 bench/experiment.py --help` prints (cli.py).
+# The text above is what `python3 bench/experiments/experiment.py --help` prints (cli.py).
 # The package, by concern: cli (the flags, main), sweep (run: the emulated
 # hosts and the bench jobs), results (the run directory: results in, tables
 # out, --base), analysis (the fit, notes, crossovers), report (the text) and

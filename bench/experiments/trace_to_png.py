@@ -5,7 +5,7 @@ One row per (rank, thread), one coloured bar per complete event, a few steps
 zoomed: the window starts at the training-thread span of --first_step on rank
 0 and covers --steps steps. Instant events ("bucket ready") are drawn as ticks.
 
-  python3 bench/trace_to_png.py trace.json docs/trace.png --first_step 20 --steps 3
+  python3 bench/experiments/trace_to_png.py trace.json docs/trace.png --first_step 20 --steps 3
 """
 import argparse
 import json

@@ -1,5 +1,5 @@
 """The command line: `run|plot --key=value...` (parse_command(), shared with
-bench/experiment_train.py), experiment.py's flags and main(): run sweeps,
+bench/experiments/experiment_train.py), experiment.py's flags and main(): run sweeps,
 then collect, fit, report and draw (what `plot` does alone)."""
 
 import re

@@ -3,7 +3,7 @@
 Fashion-MNIST, loss and test accuracy against wall-clock time, samples/s
 against N.
 
-  python3 bench/experiment_train.py run  [--workers=1,2,4,8] [--epochs=3]
+  python3 bench/experiments/experiment_train.py run  [--workers=1,2,4,8] [--epochs=3]
                                          [--curves=4] [--out=DIR]
                                          [--build-dir=build] [--data-dir=DIR]
                                          [--model=mlp:784-256-128-10]
@@ -13,12 +13,12 @@ against N.
                                          [--network=loopback|emulated]
                                          [--rate=1gbit] [--burst=73728]
                                          [--limit=8388608]
-  python3 bench/experiment_train.py plot [--out=DIR] [--curves=4]
+  python3 bench/experiments/experiment_train.py plot [--out=DIR] [--curves=4]
 
 `run` with --network=loopback (the default) calls `gradsync local --compare`
 once per N (a local cluster of N worker processes, one PS shard). With
 --network=emulated (root) it brings up 1 + N emulated hosts per N instead
-(bench/netem-cluster.sh, as bench/experiment.py does: every host's link
+(bench/experiments/netem-cluster.sh, as bench/experiments/experiment.py does: every host's link
 shaped to --rate by tbf with a --burst bucket and a --limit queue, the
 coordinator on h0, a worker and a PS shard on each other host) and submits
 the four modes from h0 one after another (`gradsync submit --wait`; PS jobs
@@ -54,9 +54,9 @@ import re
 import subprocess
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "bench"))
-# What bench/experiment.py's package shares with this command.
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# What bench/experiments/experiment.py's package shares with this command.
 from experiment_model import DEFAULT_BURST  # noqa: E402
 from gradsync_experiment import common  # noqa: E402
 from gradsync_experiment.cli import parse_command  # noqa: E402

@@ -13,7 +13,7 @@
 # table of the medians over the rounds, in microseconds, with each one's time
 # per exchange (tree: log2 N rounds; ring: 2(N-1) steps).
 #
-#   bash bench/latency_vs_n.sh [--workers=2,4,8] [--bytes=4096] [--iters=2000]
+#   bash bench/experiments/latency_vs_n.sh [--workers=2,4,8] [--bytes=4096] [--iters=2000]
 #                              [--rounds=2] [--build-dir=build]
 #
 # --build-dir: where bin/gradsync and bench/ are (a CMake build directory;
@@ -21,7 +21,7 @@
 # --build-dir=.devbundle too). A run that fails or times out (120 s) prints
 # FAILED with its status and counts as missing. Exits 1 if any run failed.
 set -uo pipefail
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 WORKERS=2,4,8 BYTES=4096 ITERS=2000 ROUNDS=2 BUILD=build
 usage() { sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; }
 die() { echo "latency_vs_n: $*" >&2; exit 2; }

@@ -8,7 +8,7 @@ IDX .gz) as a gradsync job, on the same GPU:
            backend (gradients cross the CPU like gradsync's), batch B each
 Prints one JSON object per configuration: samples/s over the timed steps.
 
-  python3 bench/torch_compare.py --data-dir DIR --widths 784-256-128-10 \
+  python3 bench/peers/torch_compare.py --data-dir DIR --widths 784-256-128-10 \
       --batch-size 32 --steps 300 --workers 4
 Compare with:
   gradsync local --device=cuda --workers 1|4 --strategy=allreduce --mode=sync \

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench/netem-cluster.sh: an emulated cluster of H hosts on rate-limited links.
+# bench/experiments/netem-cluster.sh: an emulated cluster of H hosts on rate-limited links.
 #
 # Every host is a network namespace (${prefix}-h0 .. h(H-1)) whose eth0 is one
 # end of a veth pair; the other end is a port of a Linux bridge living in a
@@ -49,7 +49,7 @@ UP_RC=""        # the status a failed up exits with when it is not 1 (2, 3)
 
 usage() {
   cat <<EOF
-Usage: bench/netem-cluster.sh COMMAND [flags]
+Usage: bench/experiments/netem-cluster.sh COMMAND [flags]
 
 An emulated cluster: H hosts as network namespaces on one Linux bridge (itself
 in a namespace), each host's link shaped by tc. The root namespace's
@@ -138,7 +138,7 @@ EOF
 
 say() { echo "$PROG: $*" >&2; }
 die() { say "error: $*"; exit 1; }
-usage_error() { say "error: $*"; say "run 'bench/netem-cluster.sh --help'"; exit 2; }
+usage_error() { say "error: $*"; say "run 'bench/experiments/netem-cluster.sh --help'"; exit 2; }
 unsupported() { say "cannot run here: $*"; exit 3; }
 
 # ---------------------------------------------------------------- arguments
@@ -579,7 +579,7 @@ cmd_up() {
   if ((START_DAEMONS)); then start_daemons; fi
   UP_DONE=1
   trap - EXIT INT TERM
-  say "state $STATE_FILE; tear down with: bench/netem-cluster.sh down --prefix=$PREFIX --state-dir=$STATE_DIR"
+  say "state $STATE_FILE; tear down with: bench/experiments/netem-cluster.sh down --prefix=$PREFIX --state-dir=$STATE_DIR"
 }
 
 # ---------------------------------------------------------------- down

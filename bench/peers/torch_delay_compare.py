@@ -8,8 +8,8 @@ or without weight prediction (the gradient taken at w + delay * the last
 update, as gradsync's --weight_prediction does). Prints one JSON row per
 (seed, variant) with the test accuracy after --epochs.
 
-    /usr/bin/python3 bench/torch_delay_compare.py --seeds 1,2,3,4
-    /usr/bin/python3 bench/torch_delay_compare.py --seeds 3,4 --variants predict,beta1=0.8
+    /usr/bin/python3 bench/peers/torch_delay_compare.py --seeds 1,2,3,4
+    /usr/bin/python3 bench/peers/torch_delay_compare.py --seeds 3,4 --variants predict,beta1=0.8
 
 Variants: sync (no delay), delayed, predict (delayed with weight
 prediction), beta1=B (delayed, Adam's beta1 = B). The lab note
@@ -27,7 +27,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "examples", "models"))
 from lenet import LeNet  # noqa: E402
 

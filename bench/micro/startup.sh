@@ -4,7 +4,7 @@
 # "worker ... joined" line), as medians of RUNS runs, with `true` (the cost of
 # a fork and exec) and `gradsync-server --help` measured in the same run as
 # the baselines. Target (issue 46): both at most 0.15 s on a 2-core machine.
-#   bash bench/startup/startup.sh [BIN_DIR] [RUNS]   (default build/bin, 9)
+#   bash bench/micro/startup.sh [BIN_DIR] [RUNS]   (default build/bin, 9)
 # Prints one line per measurement and the ratios.
 set -euo pipefail
 BIN=${1:-build/bin}

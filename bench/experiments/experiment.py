@@ -2,18 +2,18 @@
 """The PS-vs-ring experiment on emulated hosts (issue 8, item 3): the
 command.
 
-  python3 bench/experiment.py run  [flags]   (root)
-  python3 bench/experiment.py plot [--out=DIR] [--burst=B] [--base=DIR]
+  python3 bench/experiments/experiment.py run  [flags]   (root)
+  python3 bench/experiments/experiment.py plot [--out=DIR] [--burst=B] [--base=DIR]
 
-`python3 bench/experiment.py --help` prints every flag, what run and plot
+`python3 bench/experiments/experiment.py --help` prints every flag, what run and plot
 do, and the models: that text heads the package beside this file,
-bench/gradsync_experiment/__init__.py, which holds the code by concern:
+bench/experiments/gradsync_experiment/__init__.py, which holds the code by concern:
 
   cli       the flags and main(): run, then collect, fit, report, draw
-  sweep     run: the emulated hosts (bench/netem-cluster.sh), the bench jobs
+  sweep     run: the emulated hosts (bench/experiments/netem-cluster.sh), the bench jobs
   results   the run directory: the jobs' results in, the tables out, --base
-  analysis  the fit of the models (bench/experiment_model.py and
-            bench/flow_model.py), the notes, the crossovers
+  analysis  the fit of the models (bench/experiments/experiment_model.py and
+            bench/experiments/flow_model.py), the notes, the crossovers
   report    the text report
   plots     the PNGs (matplotlib)
 

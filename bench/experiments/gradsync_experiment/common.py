@@ -5,8 +5,9 @@ import json
 import os
 import sys
 
-# This file is bench/gradsync_experiment/common.py in the repository.
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# This file is bench/experiments/gradsync_experiment/common.py in the repository.
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__)))))
 SMALL = 1 << 20    # sizes below this get --iters-small iterations
 
 

@@ -2,7 +2,7 @@
 (shaping()), both models fitted to the ring's points and applied to every
 row (analyse()), why a point lies outside the tolerance (note()), the
 crossovers and how many agree with the model. The models themselves are
-bench/experiment_model.py and bench/flow_model.py."""
+bench/experiments/experiment_model.py and bench/experiments/flow_model.py."""
 
 from experiment_model import (
     DEFAULT_BURST, DEFAULT_RATE, LATENCY_UPTO, FitError, alpha_per_workers, fit,

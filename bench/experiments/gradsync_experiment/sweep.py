@@ -1,4 +1,4 @@
-"""`run`: the emulated hosts (bench/netem-cluster.sh), the `gradsync bench`
+"""`run`: the emulated hosts (bench/experiments/netem-cluster.sh), the `gradsync bench`
 jobs swept on them per algorithm and size, and the run's configuration
 (DIR/config.json)."""
 
@@ -39,11 +39,11 @@ def split_sizes(sizes):
 
 
 class Cluster:
-    """bench/netem-cluster.sh up on entry, down (always) on exit (also on
+    """bench/experiments/netem-cluster.sh up on entry, down (always) on exit (also on
     SIGTERM: main() turns it into SystemExit)."""
 
     def __init__(self, opts, hosts, per_host):
-        self.cmd = ["bash", os.path.join(ROOT, "bench/netem-cluster.sh")]
+        self.cmd = ["bash", os.path.join(ROOT, "bench/experiments/netem-cluster.sh")]
         self.state = tempfile.mkdtemp(prefix="gradsync-experiment.")
         self.flags = ["--prefix=gsexp%d" % os.getpid(), "--state-dir=" + self.state]
         self.up = ["--hosts=%d" % hosts, "--rate=" + opts["rate"], "--shaper=" + opts["shaper"],
@@ -65,7 +65,7 @@ class Cluster:
             subprocess.run(["rm", "-rf", self.state], check=False)
             if rc == 3:
                 die("the emulated cluster cannot run on this machine (see above)", 3)
-            die("bench/netem-cluster.sh up failed (status %d)" % rc, 1)
+            die("bench/experiments/netem-cluster.sh up failed (status %d)" % rc, 1)
         return self
 
     def __exit__(self, *exc):

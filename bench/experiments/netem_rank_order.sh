@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# bench/netem_rank_order.sh: what the coordinator's host-by-host ranks are
+# bench/experiments/netem_rank_order.sh: what the coordinator's host-by-host ranks are
 # worth to a ring over hosts with two workers each (root; docs/operations.md "Scheduling").
 #
-#   sudo bash bench/netem_rank_order.sh [--sizes=4M,16M] [--build-dir=build]
+#   sudo bash bench/experiments/netem_rank_order.sh [--sizes=4M,16M] [--build-dir=build]
 #
-# Brings up 1 + 2 emulated hosts at 1 Gbit (bench/netem-cluster.sh, an
+# Brings up 1 + 2 emulated hosts at 1 Gbit (bench/experiments/netem-cluster.sh, an
 # 8 MiB tbf queue) with two workers on each, runs a ring bench job, then lets
 # the second worker of each host leave and join again, so that the workers
 # joined in the order h1-0, h2-0, h1-1, h2-1, and runs the job again. It
@@ -14,7 +14,7 @@
 # link per step: about twice the time); one that ranks host by host runs
 # both on h1-0,h1-1,h2-0,h2-1 in the same time. Tears the hosts down on exit.
 set -euo pipefail
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 SIZES=4M,16M
 BUILD_DIR=$ROOT/build
 for arg in "$@"; do
@@ -28,7 +28,7 @@ done
 ((EUID == 0)) || { echo "netem_rank_order: needs root (network namespaces)" >&2; exit 2; }
 B=$BUILD_DIR/bin
 [[ -x $B/gradsync-worker ]] || { echo "netem_rank_order: no $B/gradsync-worker (build first)" >&2; exit 2; }
-CLUSTER=$ROOT/bench/netem-cluster.sh
+CLUSTER=$ROOT/bench/experiments/netem-cluster.sh
 PREFIX=gsro$$
 STATE=$(mktemp -d /tmp/netem-rank-order.XXXXXX)
 FLAGS=(--prefix="$PREFIX" --state-dir="$STATE")

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The data-plane targets on emulated hosts: 1 + N network namespaces on
-# --rate links (bench/netem-cluster.sh), the coordinator on h0, a worker and
+# --rate links (bench/experiments/netem-cluster.sh), the coordinator on h0, a worker and
 # a PS shard on each of h1..hN, then bench jobs from h0:
 #   allreduce ring, allreduce hd, pushpull with S = N shards (one per host),
 # each over --sizes. Prints every bench table and a summary of each size's
@@ -11,7 +11,7 @@
 #                      link also carries 2(N-1)/N * K: the same bound.
 # with B the nominal rate (TCP/IP headers alone leave about 95% of it).
 #
-#   bash bench/netem_targets.sh [--workers=4] [--rate=1gbit] [--sizes=64M]
+#   bash bench/experiments/netem_targets.sh [--workers=4] [--rate=1gbit] [--sizes=64M]
 #                               [--iters=5] [--out=DIR] [--build-dir=build]
 #                               [--wire_dtype=fp32|bf16|fp16]
 #                               [--ps_partition_bytes=B]
@@ -28,7 +28,7 @@
 #
 # Root only (network namespaces). Always tears the cluster down (trap).
 set -euo pipefail
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 WORKERS=4 RATE=1gbit SIZES=64M ITERS=5 OUT=netem-results BUILD=build WIRE=fp32
 PARTITION=0
 BDP=""
@@ -61,7 +61,7 @@ PREFIX="gsbench$$"
 SUBNET=10.79.0
 SERVER="$SUBNET.10:50051"
 STATE=$(mktemp -d /tmp/netem-targets.XXXXXX)
-CLUSTER=(bash "$ROOT/bench/netem-cluster.sh")
+CLUSTER=(bash "$ROOT/bench/experiments/netem-cluster.sh")
 FLAGS=(--prefix="$PREFIX" --state-dir="$STATE")
 BIN=$(cd "$ROOT/$BUILD/bin" && pwd)
 mkdir -p "$OUT"

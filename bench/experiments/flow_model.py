@@ -1,5 +1,5 @@
 """Message-level model of a collective on the emulated hosts, for the
-algorithms whose messages do not fall into rounds (bench/experiment.py).
+algorithms whose messages do not fall into rounds (bench/experiments/experiment.py).
 
 experiment.py's round model starts each round when the previous one has
 ended. The recursive-doubling allreduce (worker/collectives/
