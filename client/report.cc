@@ -28,10 +28,18 @@ double ExposedShare(const v1::JobResult& r) {
   return loop > 0 ? 100 * r.exposed_comm_seconds() / loop : 0.0;
 }
 
-std::string CompareRow(const v1::Job& j) {
+// The first column's width: the longest label ("allreduce-async(s=1,wp)"),
+// at least that of "strategy".
+int LabelWidth(const std::vector<v1::Job>& jobs) {
+  size_t width = 18;
+  for (const v1::Job& j : jobs) width = std::max(width, StrategyLabel(j.spec()).size());
+  return static_cast<int>(width);
+}
+
+std::string CompareRow(const v1::Job& j, int label_width) {
   const v1::JobResult& r = j.result();
   return absl::StrFormat(
-      "%-18s %7d %9.4f %10.4f %8.2f %11.0f %8.2f %9.2f %8.0f%%  %s\n",
+      "%-*s %7d %9.4f %10.4f %8.2f %11.0f %8.2f %9.2f %8.0f%%  %s\n", label_width,
       StrategyLabel(j.spec()), j.spec().workers(), r.test_accuracy(),
       r.final_train_loss(), r.wall_seconds(), r.samples_per_second(), r.comm_seconds(),
       r.exposed_comm_seconds(), ExposedShare(r),
@@ -206,15 +214,17 @@ std::string WhatAStepMoves(const std::vector<v1::Job>& jobs, int n, double k_mb)
 }  // namespace
 
 std::string CompareTable(const std::vector<v1::Job>& jobs) {
-  std::string out = absl::StrFormat(
-      "%-18s %7s %9s %10s %8s %11s %8s %9s %9s  %s\n", "strategy", "workers", "test_acc",
-      "final_loss", "wall_s", "samples/s", "comm_s", "exposed_s", "exposed%", "state");
+  const int label_width = LabelWidth(jobs);
+  std::string out =
+      absl::StrFormat("%-*s %7s %9s %10s %8s %11s %8s %9s %9s  %s\n", label_width,
+                      "strategy", "workers", "test_acc", "final_loss", "wall_s",
+                      "samples/s", "comm_s", "exposed_s", "exposed%", "state");
   const v1::Job* fastest = nullptr;
   const v1::Job* slowest = nullptr;
   const v1::Job* best_acc = nullptr;
   for (const v1::Job& j : jobs) {
     const v1::JobResult& r = j.result();
-    absl::StrAppend(&out, CompareRow(j));
+    absl::StrAppend(&out, CompareRow(j, label_width));
     if (j.state() != v1::SUCCEEDED) continue;
     if (!fastest || r.samples_per_second() > fastest->result().samples_per_second())
       fastest = &j;

@@ -59,3 +59,31 @@ TEST(CompareTable, WhyDescribesTheAlgorithmsTheRingJobsRan) {
 
 }  // namespace
 }  // namespace gradsync
+
+namespace gradsync {
+namespace {
+
+// Every row's columns line up with the header's, however long the longest
+// label ("allreduce-async(s=1,wp)" is wider than "strategy"'s 18).
+TEST(CompareTable, ColumnsLineUpWithTheLongestLabel) {
+  v1::Job wp = Finished(v1::STRATEGY_ALLREDUCE, 200, {});
+  wp.mutable_spec()->set_mode(v1::SYNC_MODE_ASYNC);
+  wp.mutable_spec()->set_staleness(1);
+  wp.mutable_spec()->set_weight_prediction(v1::WEIGHT_PREDICTION_ON);
+  const std::string table = CompareTable({Finished(v1::STRATEGY_PS, 100, {}), wp});
+  std::vector<std::string> lines;
+  for (size_t at = 0, end; (end = table.find('\n', at)) != std::string::npos;
+       at = end + 1) {
+    if (end == at) break;  // the table ends at its first empty line
+    lines.push_back(table.substr(at, end - at));
+  }
+  ASSERT_EQ(lines.size(), 3u) << table;
+  // The workers column is right-aligned: it ends where "workers" ends.
+  const size_t end = lines[0].find("workers") + std::string("workers").size();
+  EXPECT_EQ(lines[1].substr(end - 2, 2), " 4") << table;
+  EXPECT_EQ(lines[2].substr(end - 2, 2), " 4") << table;
+  EXPECT_EQ(lines[2].rfind("allreduce-async(s=1,wp) ", 0), 0u) << table;
+}
+
+}  // namespace
+}  // namespace gradsync
