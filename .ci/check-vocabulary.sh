@@ -5,7 +5,7 @@
 # ring-sync / ring-async are retired; recursive doubling is "rd" (the name
 # "tree" is kept for a real tree algorithm), so ALGORITHM_TREE and
 # --algorithm=tree are; a collective's phase is a CollectivePhase, not a
-# RingPhase. Every hit is printed as FILE:LINE: TEXT and the script exits 1;
+# RingPhase; the PS client's unit is a partition (PsPartition), not a piece. Every hit is printed as FILE:LINE: TEXT and the script exits 1;
 # 0 when there is none. A line that names an old spelling on purpose (to
 # read it, or to say it is old) says "old name", "old spelling" or
 # "deprecated" on the same line. History is not rewritten: docs/lab-notes/,
@@ -14,7 +14,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-readonly pattern='STRATEGY_RING|ALGORITHM_TREE|RingPhase|(^|[^A-Za-z0-9_-])ring-(a)?sync([^A-Za-z0-9_]|$)|--strategy[= ]ring([^A-Za-z0-9_]|$)|--algorithm[= ]tree([^A-Za-z0-9_]|$)|strategy="ring"'
+readonly pattern='STRATEGY_RING|ALGORITHM_TREE|RingPhase|PsPiece|ps_piece_calls|ps_pieces[.]|(^|[^A-Za-z0-9_-])ring-(a)?sync([^A-Za-z0-9_]|$)|--strategy[= ]ring([^A-Za-z0-9_]|$)|--algorithm[= ]tree([^A-Za-z0-9_]|$)|strategy="ring"'
 readonly allowed='old name|old spelling|deprecated'
 
 files=()

@@ -43,22 +43,23 @@ INSTANTIATE_TEST_SUITE_P(, PsPushPaths,
                                   (std::get<1>(p.param) ? "Inline" : "Pool");
                          });
 
-// `count` pieces of odd sizes for job `job`, alternating over `shards`.
-std::vector<PsPiece> OddPieces(const std::string& job, int count,
-                               const std::vector<PsServer*>& shards, size_t* total) {
-  std::vector<PsPiece> pieces;
+// `count` partitions of odd sizes for job `job`, alternating over `shards`.
+std::vector<PsPartitionRef> OddPartitions(const std::string& job, int count,
+                                          const std::vector<PsServer*>& shards,
+                                          size_t* total) {
+  std::vector<PsPartitionRef> partitions;
   uint64_t offset = 0;
   for (int p = 0; p < count; ++p) {
-    PsPiece piece;
-    piece.key = absl::StrCat(job, "/p", p);
-    piece.address = shards[p % shards.size()]->address;
-    piece.offset = offset;
-    piece.count = 1 + (p * 5) % 11;
-    offset += piece.count;
-    pieces.push_back(piece);
+    PsPartitionRef partition;
+    partition.key = absl::StrCat(job, "/p", p);
+    partition.address = shards[p % shards.size()]->address;
+    partition.offset = offset;
+    partition.count = 1 + (p * 5) % 11;
+    offset += partition.count;
+    partitions.push_back(partition);
   }
   *total = offset;
-  return pieces;
+  return partitions;
 }
 
 v1::ShardConfig SgdConfig(int world) {
@@ -70,19 +71,19 @@ v1::ShardConfig SgdConfig(int world) {
   return config;
 }
 
-std::vector<int> AllOf(const std::vector<PsPiece>& pieces) {
-  std::vector<int> all(pieces.size());
+std::vector<int> AllOf(const std::vector<PsPartitionRef>& partitions) {
+  std::vector<int> all(partitions.size());
   for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int>(i);
   return all;
 }
 
-// Rank 0 of job `job` (`world` ranks, SGD sync) with `count` odd pieces on
+// Rank 0 of job `job` (`world` ranks, SGD sync) with `count` odd partitions on
 // one shard, installed (Init) from 0.5; gradients of 1.
 struct OneShardJob {
   OneShardJob(PsServer* ps, const std::string& job, int count, int world)
-      : pieces(OddPieces(job, count, {ps}, &total)),
+      : partitions(OddPartitions(job, count, {ps}, &total)),
         creds{TestKey()->SecretOf(job, world), world},
-        client(0, creds, pieces),
+        client(0, creds, partitions),
         grad(total, 1.0f),
         params(total) {
     const std::vector<float> init(total, 0.5f);
@@ -90,31 +91,31 @@ struct OneShardJob {
         client.Init(init.data(), SgdConfig(world), absl::Now() + absl::Seconds(10)).ok());
   }
   absl::Status Push(int64_t step, absl::Duration timeout) {
-    return client.PushPull(step, grad.data(), params.data(), AllOf(pieces),
+    return client.PushPull(step, grad.data(), params.data(), AllOf(partitions),
                            absl::Now() + timeout);
   }
 
   size_t total = 0;
-  const std::vector<PsPiece> pieces;
+  const std::vector<PsPartitionRef> partitions;
   const PsCredentials creds;
   PsClient client;
   std::vector<float> grad, params;
 };
 
-// Three ranks, two shards, odd pieces, three steps: every rank gets every
-// piece's averaged SGD step each time. With streams, each rank opens one
+// Three ranks, two shards, odd partitions, three steps: every rank gets every
+// partition's averaged SGD step each time. With streams, each rank opens one
 // stream per shard for all the steps.
 TEST_P(PsPushPaths, EveryRankGetsTheSameStepEveryStep) {
   constexpr int kWorld = 3;
   auto a = Start();
   auto b = Start();
   size_t total = 0;
-  const std::vector<PsPiece> pieces =
-      OddPieces("paths-job", 11, {a.get(), b.get()}, &total);
+  const std::vector<PsPartitionRef> partitions =
+      OddPartitions("paths-job", 11, {a.get(), b.get()}, &total);
   const PsCredentials creds{TestKey()->SecretOf("paths-job", kWorld), kWorld};
   const std::vector<float> init(total, 1.0f);
   {
-    PsClient rank0(0, creds, pieces);
+    PsClient rank0(0, creds, partitions);
     ASSERT_TRUE(
         rank0.Init(init.data(), SgdConfig(kWorld), absl::Now() + absl::Seconds(10)).ok());
   }
@@ -124,13 +125,13 @@ TEST_P(PsPushPaths, EveryRankGetsTheSameStepEveryStep) {
   std::vector<std::thread> ranks;
   for (int r = 0; r < kWorld; ++r) {
     ranks.emplace_back([&, r] {
-      PsClient client(r, creds, pieces);
+      PsClient client(r, creds, partitions);
       // Gradients 1, 2, 3: the mean is 2, each step moves 0.2.
       const std::vector<float> grad(total, static_cast<float>(r + 1));
       const absl::Time deadline = absl::Now() + absl::Seconds(20);
       for (int64_t step = 0; step < 3 && status[r].ok(); ++step) {
-        status[r] =
-            client.PushPull(step, grad.data(), params[r].data(), AllOf(pieces), deadline);
+        status[r] = client.PushPull(step, grad.data(), params[r].data(),
+                                    AllOf(partitions), deadline);
       }
       opened[r] = client.streams_opened();
     });
@@ -167,32 +168,34 @@ TEST_P(PsPushPaths, EveryRankGetsTheSameStepEveryStep) {
 TEST_P(PsPushPaths, AHeldAsyncPushIsReleasedByTheSlowRanksPush) {
   auto ps = Start();
   size_t total = 0;
-  const std::vector<PsPiece> pieces = OddPieces("ssp-job", 3, {ps.get()}, &total);
+  const std::vector<PsPartitionRef> partitions =
+      OddPartitions("ssp-job", 3, {ps.get()}, &total);
   const PsCredentials creds{TestKey()->SecretOf("ssp-job", 2), 2};
   v1::ShardConfig config = SgdConfig(2);
   config.set_mode(v1::SYNC_MODE_ASYNC);
   config.set_staleness(0);
   const std::vector<float> init(total, 0.5f);
   {
-    PsClient rank0(0, creds, pieces);
+    PsClient rank0(0, creds, partitions);
     ASSERT_TRUE(rank0.Init(init.data(), config, absl::Now() + absl::Seconds(10)).ok());
   }
   std::vector<std::vector<float>> params(2, std::vector<float>(total));
   absl::Status fast_status;
   absl::Notification fast_done;
   std::thread fast([&] {
-    PsClient client(0, creds, pieces);
+    PsClient client(0, creds, partitions);
     const std::vector<float> grad(total, 1.0f);
-    fast_status = client.PushPull(0, grad.data(), params[0].data(), AllOf(pieces),
+    fast_status = client.PushPull(0, grad.data(), params[0].data(), AllOf(partitions),
                                   absl::Now() + absl::Seconds(20));
     fast_done.Notify();
   });
   // Held: rank 1 has not pushed step 0.
   EXPECT_FALSE(fast_done.WaitForNotificationWithTimeout(absl::Milliseconds(300)));
-  PsClient slow(1, creds, pieces);
+  PsClient slow(1, creds, partitions);
   const std::vector<float> grad(total, 3.0f);
-  const absl::Status slow_status = slow.PushPull(
-      0, grad.data(), params[1].data(), AllOf(pieces), absl::Now() + absl::Seconds(20));
+  const absl::Status slow_status =
+      slow.PushPull(0, grad.data(), params[1].data(), AllOf(partitions),
+                    absl::Now() + absl::Seconds(20));
   EXPECT_TRUE(fast_done.WaitForNotificationWithTimeout(absl::Seconds(10)));
   fast.join();
   ASSERT_TRUE(fast_status.ok()) << fast_status;
@@ -230,11 +233,12 @@ TEST_P(PsPushPaths, APushNobodyCompletesEndsAtItsDeadline) {
 TEST_P(PsPushPaths, AbortAndEndJobEndAWaitingPushAtOnce) {
   auto ps = Start();
   size_t total = 0;
-  const std::vector<PsPiece> pieces = OddPieces("abort-job", 4, {ps.get()}, &total);
+  const std::vector<PsPartitionRef> partitions =
+      OddPartitions("abort-job", 4, {ps.get()}, &total);
   const PsCredentials creds{TestKey()->SecretOf("abort-job", 2), 2};
   const std::vector<float> init(total, 0.5f), grad(total, 1.0f);
   std::vector<float> params(total);
-  PsClient client(0, creds, pieces);
+  PsClient client(0, creds, partitions);
   ASSERT_TRUE(
       client.Init(init.data(), SgdConfig(2), absl::Now() + absl::Seconds(10)).ok());
   absl::Time t0 = absl::Now();
@@ -242,7 +246,7 @@ TEST_P(PsPushPaths, AbortAndEndJobEndAWaitingPushAtOnce) {
     absl::SleepFor(absl::Milliseconds(200));
     client.Abort(absl::CancelledError("job cancelled by the test"));
   });
-  absl::Status st = client.PushPull(0, grad.data(), params.data(), AllOf(pieces),
+  absl::Status st = client.PushPull(0, grad.data(), params.data(), AllOf(partitions),
                                     t0 + absl::Seconds(30));
   aborter.join();
   EXPECT_FALSE(st.ok());
@@ -254,9 +258,9 @@ TEST_P(PsPushPaths, AbortAndEndJobEndAWaitingPushAtOnce) {
 
   // Rank 1's client (rank 0's first push of step 0 is held): the shard
   // ends the job while rank 1's step 1 waits for rank 0.
-  PsClient rank1(1, creds, pieces);
+  PsClient rank1(1, creds, partitions);
   ASSERT_TRUE(rank1
-                  .PushPull(0, grad.data(), params.data(), AllOf(pieces),
+                  .PushPull(0, grad.data(), params.data(), AllOf(partitions),
                             absl::Now() + absl::Seconds(10))
                   .ok());
   t0 = absl::Now();
@@ -264,7 +268,7 @@ TEST_P(PsPushPaths, AbortAndEndJobEndAWaitingPushAtOnce) {
     absl::SleepFor(absl::Milliseconds(200));
     ps->store.EndJob("abort-job", "ended by the test");
   });
-  st = rank1.PushPull(1, grad.data(), params.data(), AllOf(pieces),
+  st = rank1.PushPull(1, grad.data(), params.data(), AllOf(partitions),
                       t0 + absl::Seconds(30));
   ender.join();
   EXPECT_EQ(st.code(), absl::StatusCode::kAborted) << st;
@@ -289,32 +293,33 @@ TEST_P(PsPushPaths, AShardThatIsGoneFailsThePushQuickly) {
   }
 }
 
-// A piece that fails on one shard cancels the streams to the others, whose
-// pieces were answered already; the client is then destroyed at once, as a
+// A partition that fails on one shard cancels the streams to the others, whose
+// partitions were answered already; the client is then destroyed at once, as a
 // failed worker does (closing streams whose end is still on its way). Many
 // rounds, to give that race its chances; each ends promptly.
-TEST(PsPushStreams, AFailedPieceThenAnImmediateTeardownNeverHangs) {
+TEST(PsPushStreams, AFailedPartitionThenAnImmediateTeardownNeverHangs) {
   SetPsPushStreams(true);
   auto a = StartPs();
   auto b = StartPs();
   for (int round = 0; round < 20; ++round) {
     const std::string job = absl::StrCat("teardown-", round);
     size_t total = 0;
-    const std::vector<PsPiece> pieces = OddPieces(job, 2, {a.get(), b.get()}, &total);
+    const std::vector<PsPartitionRef> partitions =
+        OddPartitions(job, 2, {a.get(), b.get()}, &total);
     const PsCredentials creds{TestKey()->SecretOf(job, 1), 1};
     const std::vector<float> init(total, 0.5f), grad(total, 1.0f);
     std::vector<float> params(total);
     {
-      // Only piece 0 (on shard a) is installed; piece 1 fails on b.
-      PsClient installer(0, creds, {pieces[0]});
+      // Only partition 0 (on shard a) is installed; partition 1 fails on b.
+      PsClient installer(0, creds, {partitions[0]});
       ASSERT_TRUE(
           installer.Init(init.data(), SgdConfig(1), absl::Now() + absl::Seconds(10))
               .ok());
     }
     const absl::Time t0 = absl::Now();
     {
-      PsClient client(0, creds, pieces);
-      absl::Status st = client.PushPull(0, grad.data(), params.data(), AllOf(pieces),
+      PsClient client(0, creds, partitions);
+      absl::Status st = client.PushPull(0, grad.data(), params.data(), AllOf(partitions),
                                         t0 + absl::Seconds(30));
       EXPECT_EQ(st.code(), absl::StatusCode::kFailedPrecondition) << st;
       EXPECT_NE(st.message().find(job + "/p1"), std::string::npos) << st;
@@ -324,9 +329,9 @@ TEST(PsPushStreams, AFailedPieceThenAnImmediateTeardownNeverHangs) {
   }
 }
 
-// A piece listed twice in one push fails at once (a stream could not tell
+// A partition listed twice in one push fails at once (a stream could not tell
 // its two answers apart), instead of leaving one copy waiting.
-TEST(PsPushStreams, APieceListedTwiceFailsAtOnce) {
+TEST(PsPushStreams, APartitionListedTwiceFailsAtOnce) {
   SetPsPushStreams(true);
   auto ps = StartPs();
   OneShardJob job(ps.get(), "twice-job", 2, 1);
@@ -344,11 +349,12 @@ class PushPullStreamAccess : public ::testing::Test {
  protected:
   void SetUp() override {
     ps_ = StartPs();
-    PsPiece piece;
-    piece.key = "member-job/p0";
-    piece.address = ps_->address;
-    piece.count = 4;
-    PsClient rank0(0, PsCredentials{TestKey()->SecretOf("member-job", 1), 1}, {piece});
+    PsPartitionRef partition;
+    partition.key = "member-job/p0";
+    partition.address = ps_->address;
+    partition.count = 4;
+    PsClient rank0(0, PsCredentials{TestKey()->SecretOf("member-job", 1), 1},
+                   {partition});
     const std::vector<float> init(4, 1.0f);
     ASSERT_TRUE(
         rank0.Init(init.data(), SgdConfig(1), absl::Now() + absl::Seconds(10)).ok());

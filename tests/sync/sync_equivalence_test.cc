@@ -132,17 +132,17 @@ TEST_F(SyncEquivalence, PsPushPullEndsAtItsDeadlineWhenAPeerNeverPushes) {
   auto ps = StartPs();
   const std::vector<float> init(1000, 0.5f);
   std::vector<float> grad(1000, 1.0f), params(1000, 0.0f);
-  std::vector<PsPiece> pieces;
+  std::vector<PsPartitionRef> partitions;
   for (int p = 0; p < 3; ++p) {
-    PsPiece piece;
-    piece.key = absl::StrCat("deadline-job/p", p);
-    piece.address = ps->address;
-    piece.offset = 300 * p;
-    piece.count = p < 2 ? 300 : 400;
-    pieces.push_back(piece);
+    PsPartitionRef partition;
+    partition.key = absl::StrCat("deadline-job/p", p);
+    partition.address = ps->address;
+    partition.offset = 300 * p;
+    partition.count = p < 2 ? 300 : 400;
+    partitions.push_back(partition);
   }
   PsClient client(/*rank=*/0, PsCredentials{TestKey()->SecretOf("deadline-job", 2), 2},
-                  pieces);
+                  partitions);
   v1::ShardConfig config;
   config.set_world_size(2);  // rank 1 never comes
   config.set_mode(v1::SYNC_MODE_SYNC);
@@ -165,27 +165,27 @@ TEST_F(SyncEquivalence, PsPushPullEndsAtItsDeadlineWhenAPeerNeverPushes) {
 }
 
 // PushPull with the smallest window (raised to the number of shards) over
-// many odd-sized pieces on two shards: four ranks push in their staggered
-// orders, no step waits on a piece another rank has not sent, and every
-// rank gets every piece's averaged SGD step. Two steps, so the second runs
-// while the shards still answer the first's last pieces to slower ranks.
-TEST_F(SyncEquivalence, PsPushPullWithTheSmallestWindowUpdatesEveryPiece) {
+// many odd-sized partitions on two shards: four ranks push in their staggered
+// orders, no step waits on a partition another rank has not sent, and every
+// rank gets every partition's averaged SGD step. Two steps, so the second runs
+// while the shards still answer the first's last partitions to slower ranks.
+TEST_F(SyncEquivalence, PsPushPullWithTheSmallestWindowUpdatesEveryPartition) {
   constexpr int kWorld = 4;
   auto ps_a = StartPs();
   auto ps_b = StartPs();
-  std::vector<PsPiece> pieces;
+  std::vector<PsPartitionRef> partitions;
   uint64_t offset = 0;
   for (int p = 0; p < 37; ++p) {
-    PsPiece piece;
-    piece.key = absl::StrCat("window-job/p", p);
-    piece.address = p % 2 == 0 ? ps_a->address : ps_b->address;
-    piece.offset = offset;
-    piece.count = 1 + (p * 7) % 13;
-    offset += piece.count;
-    pieces.push_back(piece);
+    PsPartitionRef partition;
+    partition.key = absl::StrCat("window-job/p", p);
+    partition.address = p % 2 == 0 ? ps_a->address : ps_b->address;
+    partition.offset = offset;
+    partition.count = 1 + (p * 7) % 13;
+    offset += partition.count;
+    partitions.push_back(partition);
   }
   const size_t total = offset;
-  std::vector<int> all(pieces.size());
+  std::vector<int> all(partitions.size());
   for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int>(i);
   const PsCredentials creds{TestKey()->SecretOf("window-job", kWorld), kWorld};
   v1::ShardConfig config;
@@ -195,7 +195,7 @@ TEST_F(SyncEquivalence, PsPushPullWithTheSmallestWindowUpdatesEveryPiece) {
   config.set_lr(0.1f);
   const std::vector<float> init(total, 0.5f);
   {
-    PsClient rank0(0, creds, pieces);
+    PsClient rank0(0, creds, partitions);
     ASSERT_TRUE(rank0.Init(init.data(), config, absl::Now() + absl::Seconds(10)).ok());
   }
   std::vector<std::vector<float>> params(kWorld, std::vector<float>(total, 0));
@@ -203,7 +203,7 @@ TEST_F(SyncEquivalence, PsPushPullWithTheSmallestWindowUpdatesEveryPiece) {
   std::vector<std::thread> ranks;
   for (int r = 0; r < kWorld; ++r) {
     ranks.emplace_back([&, r] {
-      PsClient client(r, creds, pieces);
+      PsClient client(r, creds, partitions);
       client.set_push_window(1);
       if (client.push_window() != 2) {
         status[r] = absl::InternalError("window not raised to the shards");
@@ -236,15 +236,15 @@ TEST_F(SyncEquivalence, PsPushPullWithTheSmallestWindowUpdatesEveryPiece) {
 TEST_F(SyncEquivalence, PsPullForAJobThatNeverStartsEndsAtItsDeadline) {
   auto ps = StartPs();
   std::vector<float> params(4, 0.0f);
-  PsPiece piece;
-  piece.key = "never-job/p0";
-  piece.address = ps->address;
-  piece.count = 4;
-  PsClient outsider(0, PsCredentials{std::string(64, 'f'), 1}, {piece});
+  PsPartitionRef partition;
+  partition.key = "never-job/p0";
+  partition.address = ps->address;
+  partition.count = 4;
+  PsClient outsider(0, PsCredentials{std::string(64, 'f'), 1}, {partition});
   absl::Status st = outsider.Pull(params.data(), true, absl::Now() + absl::Seconds(5));
   EXPECT_EQ(st.code(), absl::StatusCode::kPermissionDenied) << st;
   EXPECT_EQ(ps->store.NumPendingPulls(), 0u);
-  PsClient member(0, PsCredentials{TestKey()->SecretOf("never-job", 1), 1}, {piece});
+  PsClient member(0, PsCredentials{TestKey()->SecretOf("never-job", 1), 1}, {partition});
   const absl::Time t0 = absl::Now();
   st = member.Pull(params.data(), true, t0 + absl::Milliseconds(300));
   EXPECT_EQ(st.code(), absl::StatusCode::kDeadlineExceeded) << st;

@@ -177,8 +177,8 @@ class BroadcastCase final : public BenchRunner::Case {
 // in float32): known exactly on every rank.
 class PushPullCase final : public BenchRunner::Case {
  public:
-  // `client` has `pieces` pieces covering [0, count).
-  PushPullCase(std::unique_ptr<PsClient> client, int pieces, size_t count, int rank,
+  // `client` has `partitions` partitions covering [0, count).
+  PushPullCase(std::unique_ptr<PsClient> client, int partitions, size_t count, int rank,
                int world, absl::Duration timeout, const Env* env)
       : client_(std::move(client)),
         rank_(rank),
@@ -190,7 +190,7 @@ class PushPullCase final : public BenchRunner::Case {
     FillPeriodic(Block(RankPattern(rank)), grad_.data(), count);
     const Pattern sum = SumPattern(world);
     for (int c = 0; c < kPeriod; ++c) mean_[c] = sum[c] * (1.0f / world);
-    for (int i = 0; i < pieces; ++i) all_.push_back(i);
+    for (int i = 0; i < partitions; ++i) all_.push_back(i);
   }
   PsClient* client() const { return client_.get(); }
   std::string algorithm() const override { return "ps"; }
@@ -472,14 +472,15 @@ absl::StatusOr<std::unique_ptr<BenchRunner::Case>> BenchRunner::MakePushPullCase
   }
   const PsLayout layout =
       MakePsLayout({Range{0, count}}, shards, job_.ps_shards[0].partition_bytes);
-  std::vector<PsPiece> pieces = MakePsPieces(job_.job_id, job_.ps_shards, layout);
-  for (size_t i = 0; i < pieces.size(); ++i) {
-    pieces[i].key =
+  std::vector<PsPartitionRef> partitions =
+      MakePsPartitionRefs(job_.job_id, job_.ps_shards, layout);
+  for (size_t i = 0; i < partitions.size(); ++i) {
+    partitions[i].key =
         absl::StrCat(job_.job_id, "/b", index, "p", layout.partitions[i].index);
   }
-  const int n = static_cast<int>(pieces.size());
+  const int n = static_cast<int>(partitions.size());
   auto client = std::make_unique<PsClient>(transport_->rank(), PsCredentialsOf(job_),
-                                           std::move(pieces), WireDtype::kFp32,
+                                           std::move(partitions), WireDtype::kFp32,
                                            /*stall=*/nullptr, env_);
   return std::unique_ptr<Case>(
       std::make_unique<PushPullCase>(std::move(client), n, count, transport_->rank(),

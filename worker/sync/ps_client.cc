@@ -12,7 +12,7 @@
 #include "common/grpc/job_secret.h"
 #include "common/grpc/tensor_frame.h"
 #include "spdlog/spdlog.h"
-#include "worker/sync/ps_piece_calls.h"
+#include "worker/sync/ps_partition_calls.h"
 
 namespace gradsync {
 
@@ -34,20 +34,21 @@ v1::ShardConfig ShardConfigOf(const JobOptions& job, int64_t resume_step) {
   return c;
 }
 
-PsClient::PsClient(int rank, PsCredentials creds, std::vector<PsPiece> pieces,
+PsClient::PsClient(int rank, PsCredentials creds, std::vector<PsPartitionRef> partitions,
                    WireDtype wire, const StallWatch* stall, const Env* env)
     : rank_(rank),
       creds_(std::move(creds)),
       wire_(wire),
       stall_(stall),
       env_(env),
-      pieces_(std::move(pieces)),
+      partitions_(std::move(partitions)),
       push_stream_(PsPushStreams()) {
-  for (size_t i = 0; i < pieces_.size(); ++i) {
+  for (size_t i = 0; i < partitions_.size(); ++i) {
     all_.push_back(static_cast<int>(i));
-    auto& stub = stubs_[pieces_[i].address];
+    auto& stub = stubs_[partitions_[i].address];
     if (!stub) {
-      stub = std::make_unique<grpc::GenericStub>(MakePsDataChannel(pieces_[i].address));
+      stub =
+          std::make_unique<grpc::GenericStub>(MakePsDataChannel(partitions_[i].address));
     }
   }
   set_push_window(DefaultPushWindow(stubs_.size()));
@@ -73,8 +74,8 @@ void PsClient::set_push_window(size_t window) {
   push_window_ = window == 0 ? 0 : std::max(window, stubs_.size());
 }
 
-std::unique_ptr<PsPieceCalls> PsClient::MakeCalls(const std::string& method, size_t n,
-                                                  bool stream) {
+std::unique_ptr<PsPartitionCalls> PsClient::MakeCalls(const std::string& method, size_t n,
+                                                      bool stream) {
   if (stream) {
     return MakeStreamCalls(
         n, [this](const std::string& address) { return StreamFor(address); });
@@ -86,7 +87,7 @@ std::unique_ptr<PsPieceCalls> PsClient::MakeCalls(const std::string& method, siz
 
 absl::Status PsClient::CallAll(
     const std::string& method, const std::vector<int>& which,
-    const std::function<grpc::ByteBuffer(const PsPiece&)>& request, float* out,
+    const std::function<grpc::ByteBuffer(const PsPartitionRef&)>& request, float* out,
     absl::Time deadline, const WaitTag& tag, size_t window, bool stream) {
   const size_t n = which.size();
   if (window == 0 || window > n) window = n;
@@ -95,8 +96,8 @@ absl::Status PsClient::CallAll(
     return absl::DeadlineExceededError(absl::StrCat(
         "PS ", tag.phase, " of step ", tag.step, ": deadline already passed"));
   }
-  const std::unique_ptr<PsPieceCalls> made = MakeCalls(method, n, stream);
-  PsPieceCalls& calls = *made;
+  const std::unique_ptr<PsPartitionCalls> made = MakeCalls(method, n, stream);
+  PsPartitionCalls& calls = *made;
   {
     absl::MutexLock lock(&mu_);
     if (!aborted_.ok()) return aborted_;
@@ -105,8 +106,8 @@ absl::Status PsClient::CallAll(
   // 1-2. (An Abort before a call starts cancels it as it starts.)
   size_t launched = 0;
   auto launch = [&]() {
-    const PsPiece& piece = pieces_[which[launched]];
-    calls.Start(launched++, piece, request(piece), deadline);
+    const PsPartitionRef& partition = partitions_[which[launched]];
+    calls.Start(launched++, partition, request(partition), deadline);
   };
   while (launched < window) launch();
   // 3-4.
@@ -133,12 +134,12 @@ absl::Status PsClient::CallAll(
     for (size_t i : batch) {
       answered[i] = true;
       absl::Status st =
-          TakeReply(pieces_[which[i]], calls.status(i), calls.response(i), out);
+          TakeReply(partitions_[which[i]], calls.status(i), calls.response(i), out);
       if (st.ok() || !first.ok()) continue;
       first = std::move(st);
       // The step cannot succeed any more: do not wait for the others.
       calls.CancelAll(absl::CancelledError(absl::StrCat(
-          "the ", tag.phase, " of step ", tag.step, " failed on another piece")));
+          "the ", tag.phase, " of step ", tag.step, " failed on another partition")));
       cancelled = true;
     }
     // Each finished call lets the next one start (never once cancelled).
@@ -149,7 +150,7 @@ absl::Status PsClient::CallAll(
   if (launched < n && first.ok()) {
     first = absl::DeadlineExceededError(
         absl::StrCat("PS ", tag.phase, " of step ", tag.step, ": ", n - launched, " of ",
-                     n, " pieces not sent before the deadline"));
+                     n, " partitions not sent before the deadline"));
   }
   {
     absl::MutexLock lock(&mu_);
@@ -225,12 +226,12 @@ StallReport PsClient::DescribeStall(const WaitTag& tag, const std::vector<int>& 
   for (size_t i = 0; i < launched; ++i) {
     if (answered[i]) continue;
     if (outstanding++ == 0) {
-      const PsPiece& p = pieces_[which[i]];
+      const PsPartitionRef& p = partitions_[which[i]];
       r.waiting_for = absl::StrCat("PS shard ", p.address, " (", p.key, ")");
     }
   }
   if (outstanding > 1) {
-    absl::StrAppend(&r.waiting_for, " and ", outstanding - 1, " more piece",
+    absl::StrAppend(&r.waiting_for, " and ", outstanding - 1, " more partition",
                     outstanding > 2 ? "s" : "");
   }
   if (launched < which.size()) {
@@ -239,18 +240,19 @@ StallReport PsClient::DescribeStall(const WaitTag& tag, const std::vector<int>& 
   return r;
 }
 
-absl::Status PsClient::TakeReply(const PsPiece& piece, const absl::Status& status,
+absl::Status PsClient::TakeReply(const PsPartitionRef& partition,
+                                 const absl::Status& status,
                                  const grpc::ByteBuffer& response, float* out) const {
   if (!status.ok()) return status;
   if (out == nullptr) return absl::OkStatus();
   absl::StatusOr<DecodedFrame> f = DecodedFrame::Parse(response);
   if (!f.ok()) return f.status();
-  if (f->count() != piece.count) {
-    return absl::DataLossError(absl::StrCat("PS shard ", piece.address, " answered ",
-                                            f->count(), " floats for ", piece.key,
-                                            ", expected ", piece.count));
+  if (f->count() != partition.count) {
+    return absl::DataLossError(absl::StrCat("PS shard ", partition.address, " answered ",
+                                            f->count(), " floats for ", partition.key,
+                                            ", expected ", partition.count));
   }
-  f->CopyTo(out + piece.offset);
+  f->CopyTo(out + partition.offset);
   return absl::OkStatus();
 }
 
@@ -258,7 +260,7 @@ absl::Status PsClient::Init(const float* params, const v1::ShardConfig& config,
                             absl::Time deadline) {
   return CallAll(
       "/gradsync.v1.ParameterServer/Init", all_,
-      [&](const PsPiece& p) {
+      [&](const PsPartitionRef& p) {
         TensorHeader h;
         h.set_kind(TensorHeader::INIT);
         h.set_job_id(p.key);
@@ -282,7 +284,7 @@ absl::Status PsClient::FinalPull(float* params, absl::Time deadline) {
 absl::Status PsClient::PullAt(int64_t step, float* params, absl::Time deadline) {
   return CallAll(
       "/gradsync.v1.ParameterServer/Pull", all_,
-      [&](const PsPiece& p) {
+      [&](const PsPartitionRef& p) {
         TensorHeader h;
         h.set_kind(TensorHeader::PULL);
         h.set_step(step);
@@ -295,11 +297,11 @@ absl::Status PsClient::PullAt(int64_t step, float* params, absl::Time deadline) 
 }
 
 absl::Status PsClient::PushPull(int64_t step, const float* grad, float* params,
-                                const std::vector<int>& pieces, absl::Time deadline,
+                                const std::vector<int>& partitions, absl::Time deadline,
                                 int bucket) {
   return CallAll(
-      "/gradsync.v1.ParameterServer/PushPull", StaggeredOrder(pieces),
-      [&](const PsPiece& p) {
+      "/gradsync.v1.ParameterServer/PushPull", StaggeredOrder(partitions),
+      [&](const PsPartitionRef& p) {
         TensorHeader h;
         h.set_kind(TensorHeader::GRAD);
         h.set_job_id(p.key);
@@ -317,9 +319,9 @@ absl::Status PsClient::PushPull(int64_t step, const float* grad, float* params,
       params, deadline, WaitTag{step, bucket, "push-pull"}, push_window_, push_stream_);
 }
 
-std::vector<int> PsClient::StaggeredOrder(const std::vector<int>& pieces) const {
+std::vector<int> PsClient::StaggeredOrder(const std::vector<int>& partitions) const {
   const size_t s = stubs_.size();
-  std::vector<int> order(pieces);
+  std::vector<int> order(partitions);
   if (s < 2) return order;
   const size_t shift = static_cast<size_t>(rank_) % s;
   for (size_t begin = 0; begin + s <= order.size(); begin += s) {
@@ -332,7 +334,7 @@ std::vector<int> PsClient::StaggeredOrder(const std::vector<int>& pieces) const 
 void PsClient::Abort(const absl::Status& status) {
   absl::MutexLock lock(&mu_);
   if (aborted_.ok()) aborted_ = status;
-  for (PsPieceCalls* c : active_) c->CancelAll(status);
+  for (PsPartitionCalls* c : active_) c->CancelAll(status);
   for (auto& [address, s] : streams_) s->Cancel();
 }
 

@@ -128,7 +128,7 @@ void PsPushStream::OnWriteDone(bool ok) {
 void PsPushStream::OnReadDone(bool ok) {
   if (ok && !DecodedFrame::Parse(read_).ok()) {
     // An answer that names no slice cannot be matched: rather than leave
-    // the pieces waiting until their deadline, end the stream (its end
+    // the partitions waiting until their deadline, end the stream (its end
     // fails them at once).
     read_.Clear();
     ctx_.TryCancel();

@@ -33,14 +33,15 @@ class PsSync final : public GradientSync {
     if (shards.empty()) return absl::InvalidArgumentError("no PS shards");
     const PsLayout layout =
         MakePsLayout(buckets, static_cast<int>(shards.size()), shards[0].partition_bytes);
-    pieces_of_bucket_ = layout.partitions_of_bucket;
-    std::vector<PsPiece> pieces = MakePsPieces(job_.job_id, shards, layout);
+    partitions_of_bucket_ = layout.partitions_of_bucket;
+    std::vector<PsPartitionRef> partitions =
+        MakePsPartitionRefs(job_.job_id, shards, layout);
     PsClient* client;
     {
       absl::MutexLock lock(&mu_);
-      client_ =
-          std::make_unique<PsClient>(job_.rank, PsCredentialsOf(job_), std::move(pieces),
-                                     job_.wire_dtype, stall_, env_);
+      client_ = std::make_unique<PsClient>(job_.rank, PsCredentialsOf(job_),
+                                           std::move(partitions), job_.wire_dtype, stall_,
+                                           env_);
       if (!aborted_.ok()) client_->Abort(aborted_);
       client = client_.get();
     }
@@ -63,12 +64,12 @@ class PsSync final : public GradientSync {
   int64_t start_step() const override { return start_step_; }
 
   absl::Status SyncBucket(int64_t step, int bucket, float* grad, float* params) override {
-    if (bucket < 0 || bucket >= static_cast<int>(pieces_of_bucket_.size())) {
+    if (bucket < 0 || bucket >= static_cast<int>(partitions_of_bucket_.size())) {
       return absl::InvalidArgumentError(absl::StrCat("no bucket ", bucket));
     }
     PsClient* c = client();
     if (c == nullptr) return absl::FailedPreconditionError("not initialised");
-    return c->PushPull(step, grad, params, pieces_of_bucket_[bucket],
+    return c->PushPull(step, grad, params, partitions_of_bucket_[bucket],
                        env_->Now() + job_.step_timeout, bucket);
   }
 
@@ -102,8 +103,8 @@ class PsSync final : public GradientSync {
   const StallWatch* const stall_;  // may be null
   const Env* const env_;
   // Set in Initialize, then constant (read by the communication thread only
-  // after Initialize returned): bucket -> its partitions (= piece indices).
-  std::vector<std::vector<int>> pieces_of_bucket_;
+  // after Initialize returned): bucket -> the indices of its partitions.
+  std::vector<std::vector<int>> partitions_of_bucket_;
   int64_t start_step_ = 0;  // set in Initialize
 
   absl::Mutex mu_;

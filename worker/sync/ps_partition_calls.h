@@ -1,9 +1,9 @@
-// The calls of one PsClient::CallAll, one per piece, behind one interface:
-// an async unary call per piece (Init, Pull, and PushPull without push
-// streams), or a GRAD frame per piece on the shard's push stream
-// (ps_stream.h), answered by a frame that names the piece's slice.
-#ifndef GRADSYNC_WORKER_SYNC_PS_PIECE_CALLS_H_
-#define GRADSYNC_WORKER_SYNC_PS_PIECE_CALLS_H_
+// The calls of one PsClient::CallAll, one per partition, behind one interface:
+// an async unary call per partition (Init, Pull, and PushPull without push
+// streams), or a GRAD frame per partition on the shard's push stream
+// (ps_stream.h), answered by a frame that names the partition's slice.
+#ifndef GRADSYNC_WORKER_SYNC_PS_PARTITION_CALLS_H_
+#define GRADSYNC_WORKER_SYNC_PS_PARTITION_CALLS_H_
 
 #include <functional>
 #include <memory>
@@ -19,7 +19,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/env.h"
-#include "worker/sync/ps_pieces.h"
+#include "worker/sync/ps_partitions.h"
 #include "worker/sync/ps_stream.h"
 
 namespace gradsync {
@@ -28,16 +28,16 @@ namespace gradsync {
 // cancelled (gRPC ends calls at their deadline; this only bounds our wait).
 inline constexpr absl::Duration kPsCallGrace = absl::Seconds(5);
 
-// The calls of one CallAll, one per piece: started one by one, each
+// The calls of one CallAll, one per partition: started one by one, each
 // finishing once with a status and (when OK) the answer frame; the caller
 // takes finished calls as they come.
-class PsPieceCalls {
+class PsPartitionCalls {
  public:
-  explicit PsPieceCalls(size_t n) : resp_(n), status_(n) {}
-  virtual ~PsPieceCalls() = default;
+  explicit PsPartitionCalls(size_t n) : resp_(n), status_(n) {}
+  virtual ~PsPartitionCalls() = default;
 
-  // Starts call i: piece's `request`, due by `deadline`.
-  virtual void Start(size_t i, const PsPiece& piece, grpc::ByteBuffer request,
+  // Starts call i: partition's `request`, due by `deadline`.
+  virtual void Start(size_t i, const PsPartitionRef& partition, grpc::ByteBuffer request,
                      absl::Time deadline) = 0;
   // Ends every call still running, promptly; each then reports `why` or
   // its own end (thread-safe).
@@ -46,7 +46,7 @@ class PsPieceCalls {
   // the caller cancels it.
   virtual absl::Duration grace() const = 0;
 
-  // Call i's outcome, its message naming the shard (and piece, if known).
+  // Call i's outcome, its message naming the shard (and partition, if known).
   const absl::Status& status(size_t i) const { return status_[i]; }
   const grpc::ByteBuffer& response(size_t i) const { return resp_[i]; }
 
@@ -79,24 +79,24 @@ class PsPieceCalls {
   std::vector<size_t> finished_ ABSL_GUARDED_BY(mu_);
 };
 
-// One async unary call of `method` per piece, with `creds` (and the cluster
+// One async unary call of `method` per partition, with `creds` (and the cluster
 // token: PsClient's channels add none) on each; gRPC ends each at its
 // deadline; grace() is kPsCallGrace. `creds` and the stubs must outlive the
 // calls.
-std::unique_ptr<PsPieceCalls> MakeUnaryCalls(
+std::unique_ptr<PsPartitionCalls> MakeUnaryCalls(
     size_t n, std::string method, const PsCredentials* creds,
     std::function<grpc::GenericStub*(const std::string&)> stub_for);
 
 // PushPull over push streams, one per shard (`stream_for` opens or reuses
-// it): a piece's call is its GRAD frame written on its shard's stream,
-// answered when that stream brings back a frame naming the piece's slice. A
-// stream that ends fails every piece still waiting on it. No deadline
+// it): a partition's call is its GRAD frame written on its shard's stream,
+// answered when that stream brings back a frame naming the partition's slice. A
+// stream that ends fails every partition still waiting on it. No deadline
 // travels with a frame: the caller cancels at the deadline (grace() is
 // zero).
 using PsStreamFor = std::function<absl::StatusOr<std::shared_ptr<PsPushStream>>(
     const std::string& address)>;
-std::unique_ptr<PsPieceCalls> MakeStreamCalls(size_t n, PsStreamFor stream_for);
+std::unique_ptr<PsPartitionCalls> MakeStreamCalls(size_t n, PsStreamFor stream_for);
 
 }  // namespace gradsync
 
-#endif  // GRADSYNC_WORKER_SYNC_PS_PIECE_CALLS_H_
+#endif  // GRADSYNC_WORKER_SYNC_PS_PARTITION_CALLS_H_

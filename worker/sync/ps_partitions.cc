@@ -1,24 +1,24 @@
-#include "worker/sync/ps_pieces.h"
+#include "worker/sync/ps_partitions.h"
 
 #include "absl/strings/str_cat.h"
 #include "common/grpc/job_secret.h"
 
 namespace gradsync {
 
-std::vector<PsPiece> MakePsPieces(const std::string& job_id,
-                                  const std::vector<PsShardOptions>& shards,
-                                  const PsLayout& layout) {
-  std::vector<PsPiece> pieces;
-  pieces.reserve(layout.partitions.size());
+std::vector<PsPartitionRef> MakePsPartitionRefs(const std::string& job_id,
+                                                const std::vector<PsShardOptions>& shards,
+                                                const PsLayout& layout) {
+  std::vector<PsPartitionRef> refs;
+  refs.reserve(layout.partitions.size());
   for (const PsPartition& part : layout.partitions) {
-    PsPiece p;
+    PsPartitionRef p;
     p.key = absl::StrCat(job_id, "/p", part.index);
     p.address = shards[part.shard].address;
     p.offset = part.range.begin;
     p.count = part.range.size;
-    pieces.push_back(std::move(p));
+    refs.push_back(std::move(p));
   }
-  return pieces;
+  return refs;
 }
 
 PsCredentials PsCredentialsOf(const JobOptions& job) {

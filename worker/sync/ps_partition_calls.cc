@@ -1,4 +1,4 @@
-#include "worker/sync/ps_piece_calls.h"
+#include "worker/sync/ps_partition_calls.h"
 
 #include <map>
 #include <optional>
@@ -13,10 +13,10 @@ namespace gradsync {
 
 namespace {
 
-// `st` (not OK) from `piece`'s shard, naming both.
-absl::Status FromPiece(const PsPiece& piece, const absl::Status& st) {
-  return absl::Status(st.code(), absl::StrCat("PS shard ", piece.address, " (", piece.key,
-                                              "): ", st.message()));
+// `st` (not OK) from `partition`'s shard, naming both.
+absl::Status FromPartition(const PsPartitionRef& partition, const absl::Status& st) {
+  return absl::Status(st.code(), absl::StrCat("PS shard ", partition.address, " (",
+                                              partition.key, "): ", st.message()));
 }
 
 // `st` (not OK) from the shard at `address`, naming it.
@@ -24,12 +24,12 @@ absl::Status FromShard(const std::string& address, const absl::Status& st) {
   return absl::Status(st.code(), absl::StrCat("PS shard ", address, ": ", st.message()));
 }
 
-// One async unary call per piece; gRPC ends each at its deadline.
-class UnaryCalls final : public PsPieceCalls {
+// One async unary call per partition; gRPC ends each at its deadline.
+class UnaryCalls final : public PsPartitionCalls {
  public:
   UnaryCalls(size_t n, std::string method, const PsCredentials* creds,
              std::function<grpc::GenericStub*(const std::string&)> stub_for)
-      : PsPieceCalls(n),
+      : PsPartitionCalls(n),
         method_(std::move(method)),
         creds_(creds),
         stub_for_(std::move(stub_for)),
@@ -37,17 +37,17 @@ class UnaryCalls final : public PsPieceCalls {
         req_(n),
         out_(n) {}
 
-  void Start(size_t i, const PsPiece& piece, grpc::ByteBuffer request,
+  void Start(size_t i, const PsPartitionRef& partition, grpc::ByteBuffer request,
              absl::Time deadline) override {
     ctx_[i].set_deadline(ToChrono(deadline));
     AddPsCredentials(*creds_, &ctx_[i]);
     AddClusterToken(&ctx_[i]);  // MakePsDataChannel adds no interceptor
     req_[i] = std::move(request);
-    stub_for_(piece.address)
+    stub_for_(partition.address)
         ->UnaryCall(&ctx_[i], method_, grpc::StubOptions(), &req_[i], &out_[i],
-                    [this, i, &piece](grpc::Status s) {
+                    [this, i, &partition](grpc::Status s) {
                       absl::Status st;
-                      if (!s.ok()) st = FromPiece(piece, FromGrpcStatus(s));
+                      if (!s.ok()) st = FromPartition(partition, FromGrpcStatus(s));
                       Finish(i, std::move(st), std::move(out_[i]));
                     });
   }
@@ -68,36 +68,36 @@ class UnaryCalls final : public PsPieceCalls {
 };
 
 // PushPull over the client's push streams (ps_stream.h), one per shard:
-// a piece's call is its GRAD frame written on its shard's stream, answered
-// when that stream brings back a frame naming the piece's slice. A stream
-// that ends fails every piece still waiting on it. No deadline travels
+// a partition's call is its GRAD frame written on its shard's stream, answered
+// when that stream brings back a frame naming the partition's slice. A stream
+// that ends fails every partition still waiting on it. No deadline travels
 // with a frame: the caller cancels at the deadline (grace() is zero).
-class StreamCalls final : public PsPieceCalls {
+class StreamCalls final : public PsPartitionCalls {
  public:
   StreamCalls(size_t n, PsStreamFor stream_for)
-      : PsPieceCalls(n), stream_for_(std::move(stream_for)) {}
+      : PsPartitionCalls(n), stream_for_(std::move(stream_for)) {}
 
   ~StreamCalls() override {
     // Answers after this (none are expected) are dropped by the streams.
     for (auto& [address, sink] : sinks_) sink->stream->Attach(nullptr);
   }
 
-  void Start(size_t i, const PsPiece& piece, grpc::ByteBuffer request,
+  void Start(size_t i, const PsPartitionRef& partition, grpc::ByteBuffer request,
              absl::Time) override {
-    absl::StatusOr<Sink*> sink = SinkFor(piece.address);
+    absl::StatusOr<Sink*> sink = SinkFor(partition.address);
     if (!sink.ok()) {
-      Finish(i, FromPiece(piece, sink.status()), {});
+      Finish(i, FromPartition(partition, sink.status()), {});
       return;
     }
-    if (!(*sink)->Expect(piece, i)) {
-      Finish(
-          i,
-          FromPiece(piece, absl::InvalidArgumentError("piece listed twice in one push")),
-          {});
+    if (!(*sink)->Expect(partition, i)) {
+      Finish(i,
+             FromPartition(partition, absl::InvalidArgumentError(
+                                          "partition listed twice in one push")),
+             {});
       return;
     }
     absl::Status st = (*sink)->stream->Write(std::move(request));
-    if (!st.ok()) (*sink)->Lost(piece.key, st);
+    if (!st.ok()) (*sink)->Lost(partition.key, st);
   }
 
   void CancelAll(const absl::Status& why) override {
@@ -107,27 +107,27 @@ class StreamCalls final : public PsPieceCalls {
       if (why_.ok()) why_ = why;
       for (auto& [address, sink] : sinks_) streams.push_back(sink->stream);
     }
-    // Each stream's end reaches its sink, which fails the waiting pieces.
+    // Each stream's end reaches its sink, which fails the waiting partitions.
     for (auto& s : streams) s->Cancel();
   }
 
   absl::Duration grace() const override { return absl::ZeroDuration(); }
 
  private:
-  // The pieces waiting on one stream, by slice key.
+  // The partitions waiting on one stream, by slice key.
   struct Sink final : PsStreamSink {
     Sink(StreamCalls* owner, std::shared_ptr<PsPushStream> s)
         : owner(owner), stream(std::move(s)) {}
 
-    // False when the piece waits already (listed twice in one call).
-    bool Expect(const PsPiece& piece, size_t i) {
+    // False when the partition waits already (listed twice in one call).
+    bool Expect(const PsPartitionRef& partition, size_t i) {
       absl::MutexLock lock(&mu);
-      return waiting.emplace(piece.key, Waiter{&piece, i}).second;
+      return waiting.emplace(partition.key, Waiter{&partition, i}).second;
     }
-    // The piece's frame could not be written.
+    // The partition's frame could not be written.
     void Lost(const std::string& key, const absl::Status& st) {
       std::optional<Waiter> w = Take(key);
-      if (w) owner->Finish(w->i, FromPiece(*w->piece, st), {});
+      if (w) owner->Finish(w->i, FromPartition(*w->partition, st), {});
     }
     // (The stream ends itself on a frame that does not parse.)
     void Answered(grpc::ByteBuffer frame) override {
@@ -142,16 +142,16 @@ class StreamCalls final : public PsPieceCalls {
         absl::MutexLock lock(&mu);
         left.swap(waiting);
       }
-      // The stream's end concerns the stream, not one piece: name the
+      // The stream's end concerns the stream, not one partition: name the
       // shard only (a shard's error names the slice it is about).
       const absl::Status cause = owner->Cause(why);
       for (auto& [key, w] : left) {
-        owner->Finish(w.i, FromShard(w.piece->address, cause), {});
+        owner->Finish(w.i, FromShard(w.partition->address, cause), {});
       }
     }
 
     struct Waiter {
-      const PsPiece* piece;
+      const PsPartitionRef* partition;
       size_t i;
     };
     std::optional<Waiter> Take(const std::string& key) {
@@ -169,7 +169,7 @@ class StreamCalls final : public PsPieceCalls {
     std::map<std::string, Waiter> waiting ABSL_GUARDED_BY(mu);
   };
 
-  // Why a stream's pieces failed: the caller's reason when it cancelled.
+  // Why a stream's partitions failed: the caller's reason when it cancelled.
   absl::Status Cause(const absl::Status& stream_end) {
     absl::MutexLock lock(&mu_);
     return why_.ok() ? stream_end : why_;
@@ -204,13 +204,13 @@ class StreamCalls final : public PsPieceCalls {
 
 }  // namespace
 
-std::unique_ptr<PsPieceCalls> MakeUnaryCalls(
+std::unique_ptr<PsPartitionCalls> MakeUnaryCalls(
     size_t n, std::string method, const PsCredentials* creds,
     std::function<grpc::GenericStub*(const std::string&)> stub_for) {
   return std::make_unique<UnaryCalls>(n, std::move(method), creds, std::move(stub_for));
 }
 
-std::unique_ptr<PsPieceCalls> MakeStreamCalls(size_t n, PsStreamFor stream_for) {
+std::unique_ptr<PsPartitionCalls> MakeStreamCalls(size_t n, PsStreamFor stream_for) {
   return std::make_unique<StreamCalls>(n, std::move(stream_for));
 }
 

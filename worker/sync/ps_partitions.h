@@ -1,8 +1,8 @@
-// What the PS client sends where: the pieces of the flat vector on their
+// What the PS client sends where: the partitions of the flat vector on their
 // shards, and the credentials that go with every call. Below ps_client.h and
-// ps_piece_calls.h, which both use them.
-#ifndef GRADSYNC_WORKER_SYNC_PS_PIECES_H_
-#define GRADSYNC_WORKER_SYNC_PS_PIECES_H_
+// ps_partition_calls.h, which both use them.
+#ifndef GRADSYNC_WORKER_SYNC_PS_PARTITIONS_H_
+#define GRADSYNC_WORKER_SYNC_PS_PARTITIONS_H_
 
 #include <cstdint>
 #include <string>
@@ -16,20 +16,22 @@
 
 namespace gradsync {
 
-// One independently synchronised slice of the flat vector on one shard.
-struct PsPiece {
-  std::string key;      // PS slice key, "JOB/<piece>" (e.g. "JOB/p<index>")
+// Where one partition of the layout (common/ps_layout.h's PsPartition)
+// lives, as the client addresses it: the key of its slice on its shard, the
+// shard's address, and its range of the flat vector.
+struct PsPartitionRef {
+  std::string key;      // the slice's key, "JOB/p<index>"
   std::string address;  // shard
   uint64_t offset = 0;
   uint64_t count = 0;
 };
 
-// One piece per partition of `layout` (common/ps_layout.h): piece i is
-// partition i, keyed "JOB/p<i>", on shards[partition.shard]. Requires every
+// The partitions of `layout` (common/ps_layout.h) as the client sends them:
+// partition i keyed "JOB/p<i>", on shards[partition.shard]. Requires every
 // partition's shard to index `shards`.
-std::vector<PsPiece> MakePsPieces(const std::string& job_id,
-                                  const std::vector<PsShardOptions>& shards,
-                                  const PsLayout& layout);
+std::vector<PsPartitionRef> MakePsPartitionRefs(const std::string& job_id,
+                                                const std::vector<PsShardOptions>& shards,
+                                                const PsLayout& layout);
 
 // What proves to the PS shards that the caller is a member of its job
 // (common/grpc/job_secret.h), sent as metadata on every call.
@@ -48,4 +50,4 @@ void AddPsCredentials(const PsCredentials& creds, grpc::ClientContext* ctx);
 
 }  // namespace gradsync
 
-#endif  // GRADSYNC_WORKER_SYNC_PS_PIECES_H_
+#endif  // GRADSYNC_WORKER_SYNC_PS_PARTITIONS_H_
