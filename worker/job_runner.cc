@@ -488,7 +488,7 @@ void JobRunner::ReportStall(const std::string& job_id, int rank, const StallRepo
 
 void JobRunner::ReportJobDone(const v1::WorkerMessage::JobDone& done) {
   // Idle before the coordinator hears of it: it may assign the next job at
-  // once (StartJob then joins this thread, which is about to end).
+  // once (Start then joins this thread, which is about to end).
   metrics_.OnJobDone(static_cast<absl::StatusCode>(done.code()), done.comm_seconds(),
                      done.exposed_comm_seconds());
   {
