@@ -127,19 +127,23 @@ absl::StatusOr<std::unique_ptr<SequentialFile>> Env::NewSequentialFile(
 absl::StatusOr<std::string> Env::ReadFileToString(const std::string& path) const {
   absl::StatusOr<std::unique_ptr<SequentialFile>> f = NewSequentialFile(path);
   if (!f.ok()) return f.status();
-  std::string bytes;
-  bytes.resize(static_cast<size_t>((*f)->size()));
+  // The size it had when opened, in place; then whatever it grew by since.
+  std::string bytes(static_cast<size_t>((*f)->size()), '\0');
   size_t have = 0;
-  while (true) {
-    // Full: grow, so that a file that grew since it was opened is read to
-    // its end (the read that returns 0 needs room too).
-    if (have == bytes.size()) bytes.resize(bytes.size() + (bytes.size() / 2) + 4096);
+  while (have < bytes.size()) {
     absl::StatusOr<size_t> n = (*f)->Read(bytes.data() + have, bytes.size() - have);
     if (!n.ok()) return n.status();
     if (*n == 0) break;
     have += *n;
   }
   bytes.resize(have);
+  char tail[1 << 14];
+  while (true) {
+    absl::StatusOr<size_t> n = (*f)->Read(tail, sizeof(tail));
+    if (!n.ok()) return n.status();
+    if (*n == 0) break;
+    bytes.append(tail, *n);
+  }
   return bytes;
 }
 
