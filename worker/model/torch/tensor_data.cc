@@ -9,6 +9,7 @@
 #include <cstring>
 #include <exception>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -34,7 +35,7 @@ std::string ShapeOf(const at::Tensor& t) {
 // reports a short read, which the reader turns into an error.
 class BoundedReader : public caffe2::serialize::ReadAdapterInterface {
  public:
-  explicit BoundedReader(std::vector<char> bytes) : bytes_(std::move(bytes)) {}
+  explicit BoundedReader(std::string bytes) : bytes_(std::move(bytes)) {}
   size_t size() const override { return bytes_.size(); }
   size_t read(uint64_t pos, void* buf, size_t n, const char* /*what*/) const override {
     if (pos >= bytes_.size()) return 0;
@@ -44,7 +45,7 @@ class BoundedReader : public caffe2::serialize::ReadAdapterInterface {
   }
 
  private:
-  const std::vector<char> bytes_;
+  const std::string bytes_;
 };
 
 // Whether every element t's sizes and strides name lies inside its storage.
@@ -146,13 +147,10 @@ absl::StatusOr<TensorData> LoadTensorData(const std::string& path, const Env* en
     return absl::Status(read.status().code(),
                         absl::StrCat("data file: ", read.status().message()));
   }
-  std::vector<char> bytes(read->begin(), read->end());
-  read->clear();
-  read->shrink_to_fit();
   try {
     // What torch::jit::pickle_load does, through BoundedReader.
     caffe2::serialize::PyTorchStreamReader reader(
-        std::make_shared<BoundedReader>(std::move(bytes)));
+        std::make_shared<BoundedReader>(*std::move(read)));
     c10::IValue v = torch::jit::readArchiveAndTensors("data", /*pickle_prefix=*/"",
                                                       /*tensor_prefix=*/"", c10::nullopt,
                                                       c10::nullopt, c10::nullopt, reader);
