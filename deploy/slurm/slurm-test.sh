@@ -15,7 +15,7 @@
 #      --gres=gpu:4 task t's worker gets --gpu=t, with --gpus-per-task=1 each
 #      worker one GPU of its own as --gpu=0 (the workers then refuse to start,
 #      there being no GPU; nothing may be left behind);
-#   5. a long ring job, scancel'ed while it trains: its private directory is
+#   5. a long allreduce job, scancel'ed while it trains: its private directory is
 #      mode 700 with a mode-600 token while it runs; afterwards the teardown has
 #      run, the token is gone and no gradsync-server or gradsync-worker of the
 #      test is left;
@@ -185,11 +185,11 @@ job_ps_and_ring() {
   [ "$JOB_RC" -eq 0 ] || fail "the ps job's batch script exited $JOB_RC"
   check_results "$T/submit/ps.json" ps 2
   grep -q 'PS shards 1..1: ' "$T/submit/ps.out" || fail "no extra PS shard started"
-  run_job ring -- --strategy=allreduce --mode=sync "${JOB_ARGS[@]}"
-  [ "$JOB_RC" -eq 0 ] || fail "the ring job's batch script exited $JOB_RC"
-  check_results "$T/submit/gradsync-$JOB_ID.json" ring 1
+  run_job allreduce -- --strategy=allreduce --mode=sync "${JOB_ARGS[@]}"
+  [ "$JOB_RC" -eq 0 ] || fail "the allreduce job's batch script exited $JOB_RC"
+  check_results "$T/submit/gradsync-$JOB_ID.json" allreduce 1
   [ ! -e "$T/submit/.gradsync-$JOB_ID" ] || fail "a successful job left its private directory"
-  no_daemons_left "after the ring job"
+  no_daemons_left "after the allreduce job"
 }
 
 job_that_fails() {
