@@ -156,6 +156,17 @@ std::string LocalAddress(const std::string& listen, int port) {
   return absl::StrCat(host, ":", port);
 }
 
+void AwaitDoneOrCancel(absl::Mutex* mu, const bool* done, grpc::ClientContext* ctx,
+                       absl::Time deadline, const Env* env) {
+  {
+    absl::MutexLock lock(mu);
+    if (env->AwaitWithDeadline(mu, absl::Condition(done), deadline)) return;
+  }
+  ctx->TryCancel();
+  absl::MutexLock lock(mu);
+  mu->Await(absl::Condition(done));
+}
+
 absl::Status WaitForConnected(grpc::Channel* channel, const std::string& target,
                               absl::Time deadline,
                               const std::function<absl::Status()>& abandon,

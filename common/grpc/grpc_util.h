@@ -11,8 +11,10 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/env.h"
 
@@ -126,6 +128,13 @@ std::string BulkAddress(const std::string& advertise, int bulk_port);
 // "HOST:port" for others to dial: the listen host, with a wildcard (empty,
 // 0.0.0.0, [::]) replaced by 127.0.0.1.
 std::string LocalAddress(const std::string& listen, int port);
+
+// The end of a client stream's Close: waits (taking `mu`) until `*done`, a
+// flag guarded by `mu` that the reactor's OnDone sets, or until `deadline` on
+// `env`'s clock; past the deadline cancels `ctx` and waits for `*done`
+// without a limit (a cancelled call ends at once).
+void AwaitDoneOrCancel(absl::Mutex* mu, const bool* done, grpc::ClientContext* ctx,
+                       absl::Time deadline, const Env* env) ABSL_LOCKS_EXCLUDED(mu);
 
 // Waits until `channel` is connected. UNAVAILABLE naming `target` when the
 // deadline passes first. With `abandon`, it is asked at least every

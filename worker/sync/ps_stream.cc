@@ -94,15 +94,7 @@ void PsPushStream::Close(absl::Time deadline, const Env* env) {
     release = TakeHold();
   }
   if (release) RemoveHold();
-  {
-    absl::MutexLock lock(&mu_);
-    if (env->AwaitWithDeadline(&mu_, absl::Condition(&done_), deadline)) {
-      return;
-    }
-  }
-  ctx_.TryCancel();
-  absl::MutexLock lock(&mu_);
-  mu_.Await(absl::Condition(&done_));
+  AwaitDoneOrCancel(&mu_, &done_, &ctx_, deadline, env);
 }
 
 void PsPushStream::OnWriteDone(bool ok) {

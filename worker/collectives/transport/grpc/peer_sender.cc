@@ -91,15 +91,7 @@ void PeerSender::Close(absl::Time deadline, const Env* env) {
     }
   }
   RemoveHold();  // exactly once; OnDone may now follow
-  {
-    absl::MutexLock lock(&mu_);
-    if (env->AwaitWithDeadline(&mu_, absl::Condition(&done_), deadline)) {
-      return;
-    }
-  }
-  ctx_.TryCancel();
-  absl::MutexLock lock(&mu_);
-  mu_.Await(absl::Condition(&done_));
+  AwaitDoneOrCancel(&mu_, &done_, &ctx_, deadline, env);
 }
 
 }  // namespace gradsync
