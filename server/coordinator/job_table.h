@@ -322,17 +322,6 @@ class JobTable {
   // jobs and TorchScript models, whose workers learn the shape themselves.
   static absl::StatusOr<MlpSpec> MlpOf(const v1::JobSpec& spec);
 
- public:
-  // The limits of what is kept (Retention's), and the threads of an elastic
-  // job's coordinator lane (Generations'), by their older names.
-  static constexpr int kMaxTraceEventsPerRank = Retention::kMaxTraceEventsPerRank;
-  static constexpr size_t kMaxCurveJobs = Retention::kMaxCurveJobs;
-  static constexpr size_t kMaxTracedJobs = Retention::kMaxTracedJobs;
-  static constexpr size_t kMaxTraceBytesPerJob = Retention::kMaxTraceBytesPerJob;
-  static constexpr int kGenerationsThread = Generations::kGenerationsThread;
-  static constexpr int kReformationsThread = Generations::kReformationsThread;
-
- private:
   const std::string id_prefix_;
   std::shared_ptr<const JobKey> job_key_;  // null only if urandom failed
   WorkerRegistry* const workers_;

@@ -121,7 +121,7 @@ TEST_F(DashboardTableTest, EpochsBecomeAccuracyPoints) {
 TEST_F(DashboardTableTest, OldEndedJobsDropTheirCurves) {
   Join("w0");
   std::vector<std::string> ids;
-  for (size_t i = 0; i < JobTable::kMaxCurveJobs + 2; ++i) {
+  for (size_t i = 0; i < Retention::kMaxCurveJobs + 2; ++i) {
     const std::string id = Submit(Spec(v1::STRATEGY_ALLREDUCE, 1));
     Decisions d;
     table_.HandleProgress("w0", Report(id, 0, 5), &d);

@@ -162,7 +162,7 @@ TEST_F(JobTableElasticTest, ATracedJobsTimelineShowsEveryGeneration) {
   EXPECT_TRUE(absl::StartsWith(names[1], "generation 0 ended: worker w2"));
   EXPECT_EQ(lane.events(1).dur_us(), -1);
   EXPECT_TRUE(absl::StartsWith(names[2], "re-formation"));
-  EXPECT_EQ(lane.events(2).thread(), JobTable::kReformationsThread);
+  EXPECT_EQ(lane.events(2).thread(), Generations::kReformationsThread);
   EXPECT_EQ(lane.events(2).dur_us(), 50000);
   EXPECT_TRUE(absl::StartsWith(names[3], "generation 1: 2 ranks"));
   EXPECT_EQ(lane.events(3).dur_us(), 1020000);  // placed 20 ms before its report

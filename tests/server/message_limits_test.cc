@@ -62,7 +62,7 @@ TEST(MessageLimits, ATracedJobOfManyRanksStaysBelowTheLimit) {
   ASSERT_TRUE(job.ok()) << job.status();
   for (int r = 0; r < kRanks; ++r) {
     table.HandleJobDone(job->workers(r),
-                        TracedDone(job->id(), r, JobTable::kMaxTraceEventsPerRank), &d);
+                        TracedDone(job->id(), r, Retention::kMaxTraceEventsPerRank), &d);
   }
   const v1::Job* done = table.Find(job->id());
   ASSERT_NE(done, nullptr);
