@@ -25,6 +25,7 @@
 #include "common/cost_model.h"
 #include "common/grpc/grpc_util.h"
 #include "common/grpc/security.h"
+#include "common/ps_layout.h"
 #include "common/spec/job_spec.h"
 #include "gradsync/v1/gradsync.grpc.pb.h"
 
@@ -141,6 +142,10 @@ std::vector<BenchRowReport> BenchRows(const v1::Job& job) {
   const v1::BenchResult& b = job.result().bench();
   const v1::JobSpec& spec = job.spec();
   std::vector<BenchRowReport> rows;
+  // Whether the workers shared one host (as they decided it: OnOneHost,
+  // worker/sync/ps_partitions.h), from the host groups they reported.
+  bool one_host = b.host_groups_size() > 0;
+  for (int g : b.host_groups()) one_host = one_host && g == b.host_groups(0);
   for (const v1::BenchRow& r : b.rows()) {
     BenchRowReport row;
     row.bytes = r.bytes();
@@ -149,13 +154,20 @@ std::vector<BenchRowReport> BenchRows(const v1::Job& job) {
     row.ok = r.ok();
     row.error = r.error();
     if (row.time_seconds > 0) row.algbw = row.bytes / row.time_seconds;
+    if (spec.bench().op() == v1::BENCH_OP_PUSHPULL) {
+      // The spec's size, or (0) the one the workers picked for this size
+      // (MakeJobPsLayout, worker/sync/ps_partitions.h).
+      row.ps_partition_bytes = static_cast<int64_t>(ResolvePsPartitionBytes(
+          spec.ps_partition_bytes(), {Range{0, static_cast<size_t>(row.bytes / 4)}},
+          std::max(1, spec.ps_shards()), spec.workers(), one_host));
+    }
     row.busbw = row.algbw * BusBandwidthFactor(spec.bench().op(), spec.workers(),
                                                spec.ps_shards(), row.bytes,
-                                               spec.ps_partition_bytes());
+                                               row.ps_partition_bytes);
     CostInputs in = LinkInputs(b, spec.workers());
     in.bytes = row.bytes;
     in.ps_shards = std::max(1, spec.ps_shards());
-    in.ps_partition_bytes = spec.ps_partition_bytes();  // 0: the default
+    in.ps_partition_bytes = row.ps_partition_bytes;
     in.segment_bytes = std::max<int64_t>(4, spec.chunk_bytes());
     absl::StatusOr<v1::Algorithm> algorithm = ParseAlgorithm(row.algorithm);
     absl::StatusOr<double> model = PredictSeconds(
@@ -257,6 +269,7 @@ nlohmann::json BenchToJson(const v1::Job& job, const std::vector<BenchRowReport>
                           {"busbw", r.busbw},
                           {"model_seconds", r.model_seconds},
                           {"ratio", r.ratio},
+                          {"ps_partition_bytes", r.ps_partition_bytes},
                           {"ok", r.ok},
                           {"error", r.error}};
     row["iteration_seconds"] = std::vector<double>(raw.iteration_seconds().begin(),

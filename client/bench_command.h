@@ -79,11 +79,12 @@ absl::StatusOr<BenchCommandOptions> BenchOptionsFromFlags(bool local);
 struct BenchRowReport {
   int64_t bytes = 0;
   std::string algorithm;
-  double time_seconds = 0;   // median over iterations of the slowest rank
-  double algbw = 0;          // bytes / time, bytes per second
-  double busbw = 0;          // see BusBandwidthFactor
-  double model_seconds = 0;  // α-β model (common/cost_model.h), 0 if unknown
-  double ratio = 0;          // model_seconds / time_seconds ("% of model")
+  double time_seconds = 0;         // median over iterations of the slowest rank
+  double algbw = 0;                // bytes / time, bytes per second
+  double busbw = 0;                // see BusBandwidthFactor
+  double model_seconds = 0;        // α-β model (common/cost_model.h), 0 if unknown
+  double ratio = 0;                // model_seconds / time_seconds ("% of model")
+  int64_t ps_partition_bytes = 0;  // pushpull: the size this row was cut in
   bool ok = false;
   std::string error;
 };

@@ -204,6 +204,8 @@ void PrintJob(const v1::Job& job) {
     std::printf("  step %ld/%ld\n", static_cast<long>(job.step()),
                 static_cast<long>(job.total_steps()));
   }
+  const std::string how = HowItSynchronised(job);
+  if (!how.empty()) std::printf("  %s\n", how.c_str());
   // Queued, or an elastic job between generations.
   if ((job.state() == v1::QUEUED || job.state() == v1::RUNNING) &&
       !job.waiting_for().empty()) {

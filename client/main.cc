@@ -48,12 +48,14 @@ ABSL_FLAG(int, ps_shards, 1,
 ABSL_FLAG(int64_t, ps_partition_bytes, 0,
           "PS jobs and pushpull benches: cut every gradient bucket into "
           "partitions of at most this many bytes, partition p on shard p % S "
-          "(65536..4194304; 0 = 1 MiB, or 2 or 4 MiB where a shard could not "
-          "let every worker's pulls of smaller ones wait). Workers push a "
-          "window of 2S+2 partitions at a time, so a shard answers early "
-          "ones while later ones still arrive: on emulated 1 Gbit links "
-          "1 MiB reached 91-93 % of the link bound, 4 MiB 84 %; on 2-core "
-          "loopback 4 MiB was up to 10 % faster.");
+          "(65536..4194304). 0 = picked from the model's size: 64 KiB, "
+          "doubled up to 1 MiB while a shard would hold over 64 partitions, "
+          "and further where a shard could not let every worker's pulls wait "
+          "(results name the size). Workers push a window of 2S+2 partitions "
+          "at a time, so a shard answers early ones while later ones still "
+          "arrive; with one partition the pull waits for every push. Emulated "
+          "100 Mbit/s and 1 Gbit/s links, 4 workers, one shard: see "
+          "docs/lab-notes/ps-partitions.md.");
 ABSL_FLAG(int, epochs, 1, "Epochs over the training set.");
 ABSL_FLAG(int64_t, steps, 0, "Train this many steps instead (overrides --epochs).");
 ABSL_FLAG(int, batch_size, 32, "Batch size per worker (global batch = workers x this).");

@@ -96,7 +96,10 @@ nlohmann::json JobToJson(const v1::Job& job) {
   j["step"] = job.step();  // latest progress (rank 0)
   if (s.elastic()) AddElasticJson(job, &j);
   j["ps_shards"] = s.strategy() == v1::STRATEGY_PS ? s.ps_shards() : 0;
-  j["ps_partition_bytes"] = s.strategy() == v1::STRATEGY_PS ? s.ps_partition_bytes() : 0;
+  // The size the workers cut with (a TorchScript model's spec says 0: picked).
+  j["ps_partition_bytes"] = s.strategy() != v1::STRATEGY_PS ? 0
+                            : r.ps_partition_bytes() > 0    ? r.ps_partition_bytes()
+                                                            : s.ps_partition_bytes();
   j["model"] = s.model();
   j["num_params"] = r.num_params();
   j["device"] = DeviceName(s.device());
@@ -118,6 +121,7 @@ nlohmann::json JobToJson(const v1::Job& job) {
       std::vector<int64_t>(r.bucket_bytes().begin(), r.bucket_bytes().end());
   j["bucket_algorithms"] = std::vector<std::string>(r.bucket_algorithms().begin(),
                                                     r.bucket_algorithms().end());
+  j["algorithm_source"] = AlgorithmSource(s);
   j["device_name"] = r.device();
   j["compute_seconds"] = r.compute_seconds();
   j["comm_seconds_per_worker"] = std::vector<double>(r.comm_seconds_per_worker().begin(),
@@ -172,6 +176,49 @@ std::string AllreduceShape(const std::string& algorithm, int n, double k_mb) {
   }
   return "";
 }
+
+// "64 KiB", "1 MiB", or "940.0 KB" for a size that is neither.
+std::string SizeText(int64_t bytes) {
+  if (bytes > 0 && bytes % (1 << 20) == 0) return absl::StrCat(bytes >> 20, " MiB");
+  if (bytes > 0 && bytes % (1 << 10) == 0) return absl::StrCat(bytes >> 10, " KiB");
+  return absl::StrFormat("%.1f KB", static_cast<double>(bytes) / 1000.0);
+}
+
+}  // namespace
+
+std::string HowItSynchronised(const v1::Job& job) {
+  const v1::JobSpec& s = job.spec();
+  const v1::JobResult& r = job.result();
+  if (IsBench(s) || r.bucket_bytes_size() == 0) return "";
+  if (s.strategy() == v1::STRATEGY_PS) {
+    if (r.ps_partition_bytes() <= 0) return "";
+    int64_t partitions = 0;
+    for (int64_t b : r.bucket_bytes()) {
+      partitions += (b + r.ps_partition_bytes() - 1) / r.ps_partition_bytes();
+    }
+    return absl::StrFormat("ps: %d partition%s of at most %s over %d shard%s",
+                           static_cast<long long>(partitions), partitions == 1 ? "" : "s",
+                           SizeText(r.ps_partition_bytes()), s.ps_shards(),
+                           s.ps_shards() == 1 ? "" : "s");
+  }
+  if (r.bucket_algorithms_size() == 0) return "";
+  std::string line = "allreduce:";
+  for (int b = 0; b < r.bucket_algorithms_size(); ++b) {
+    absl::StrAppend(&line, b == 0 ? " " : ", ", "bucket ", b, " ",
+                    r.bucket_algorithms(b));
+    if (b < r.bucket_bytes_size()) {
+      absl::StrAppend(&line, " (", SizeText(r.bucket_bytes(b)), ")");
+    }
+  }
+  const std::string source = AlgorithmSource(s);
+  absl::StrAppend(&line, "; ",
+                  source == "forced"  ? "forced by --algorithm"
+                  : source == "tuned" ? "auto: the job's own tuning table (--autotune)"
+                                      : "auto: the workers' tuning table");
+  return line;
+}
+
+namespace {
 
 // The allreduce algorithms the ring jobs among `jobs` ran (their buckets'),
 // each once, in the order first seen.

@@ -24,6 +24,13 @@ std::string JobErrorCodeName(const v1::Job& job);
 // "error" is the plain message, "error_code" the code's name.
 nlohmann::json JobToJson(const v1::Job& job);
 
+// One line on what a job's data path ran, once its results are in: an
+// allreduce job's algorithm per bucket and why ("allreduce: bucket 0 hd
+// (1.1 MB), bucket 1 rd (4.0 KB); auto: the workers' table"), a PS job's
+// partitions ("ps: 15 partitions of 64 KiB over 1 shard, picked"). Empty
+// before results, and for benches.
+std::string HowItSynchronised(const v1::Job& job);
+
 // Comparison table of finished jobs plus a few lines on who won and why.
 std::string CompareTable(const std::vector<v1::Job>& jobs);
 

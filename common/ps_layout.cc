@@ -30,6 +30,33 @@ PsLayout MakePsLayout(const std::vector<Range>& buckets, int num_shards,
   return layout;
 }
 
+size_t PickPsPartitionBytes(uint64_t bytes, int shards, int workers, bool one_host) {
+  const uint64_t s = static_cast<uint64_t>(std::max(1, shards));
+  const uint64_t waiting = static_cast<uint64_t>(std::max(1, workers) - 1);
+  auto per_shard = [&](size_t partition) {
+    const uint64_t partitions = (bytes + partition - 1) / partition;
+    return (partitions + s - 1) / s;
+  };
+  size_t partition = one_host ? kPreferredPsPartitionBytes : kMinPsPartitionBytes;
+  while (partition < kPreferredPsPartitionBytes &&
+         per_shard(partition) > static_cast<uint64_t>(kPickedPartitionsPerShard)) {
+    partition *= 2;
+  }
+  while (partition < kPsPartitionBytes &&
+         per_shard(partition) * waiting > kMaxShardPendingPulls / 2) {
+    partition *= 2;
+  }
+  return partition;
+}
+
+size_t ResolvePsPartitionBytes(int64_t named, const std::vector<Range>& buckets,
+                               int shards, int workers, bool one_host) {
+  if (named > 0) return static_cast<size_t>(named);
+  uint64_t bytes = 0;
+  for (const Range& b : buckets) bytes += uint64_t{b.size} * sizeof(float);
+  return PickPsPartitionBytes(bytes, shards, workers, one_host);
+}
+
 absl::Status CheckPsInlineBytes(uint64_t bytes) {
   if (bytes <= kMaxPsInlineBytes) return absl::OkStatus();
   return absl::InvalidArgumentError(

@@ -22,6 +22,7 @@ absl::Status SetRank(const v1::Assignment& a, JobOptions* o) {
   o->job_id = a.job_id();
   o->rank = a.rank();
   o->world_size = a.world_size();
+  o->job_workers = std::max(a.spec().workers(), a.world_size());
   if (o->world_size < 1 || o->rank < 0 || o->rank >= o->world_size) {
     return Bad("rank", absl::StrCat("rank ", o->rank, " of world ", o->world_size));
   }

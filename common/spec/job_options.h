@@ -35,7 +35,7 @@ struct BenchOptions {
 // One PS shard of the job.
 struct PsShardOptions {
   std::string address;
-  int64_t partition_bytes = 0;  // 0 = the default (common/ps_layout.h)
+  int64_t partition_bytes = 0;  // 0: PsPartitionBytesOf picks it
 };
 
 struct JobOptions {
@@ -43,6 +43,9 @@ struct JobOptions {
   std::string job_id;
   int rank = 0;
   int world_size = 1;
+  // The spec's workers: the world a PS job's partitions are picked for
+  // (every generation of an elastic job cuts alike; PsPartitionBytesOf).
+  int job_workers = 1;
   std::vector<std::string> peer_addresses;  // by rank
   std::vector<PsShardOptions> ps_shards;    // ps jobs; allreduce checkpoints: [0]
   // The model's layer widths (input, hidden..., output) and parameter count.

@@ -189,7 +189,7 @@ absl::Status ValidateSizes(v1::JobSpec* s, int available_ps_shards) {
   if (s->chunk_bytes() == 0) s->set_chunk_bytes(kDefaultChunkBytes);
   if (s->chunk_bytes() < 4) return Bad("chunk_bytes", "must be >= 4");
   if (s->ps_partition_bytes() < 0) return Bad("ps_partition_bytes", "must be >= 0");
-  // 0: ValidatePsPartitions picks the size.
+  // 0: PickPsPartitionBytes's size (ValidatePsPartitions).
   if (s->ps_partition_bytes() != 0 &&
       (s->ps_partition_bytes() < static_cast<int64_t>(kMinPsPartitionBytes) ||
        s->ps_partition_bytes() > static_cast<int64_t>(kPsPartitionBytes))) {
@@ -229,48 +229,38 @@ absl::Status ValidateSizes(v1::JobSpec* s, int available_ps_shards) {
 // partitions (at least ceil(bytes / ps_partition_bytes): exact for a bench,
 // whose vector is one bucket; training buckets can add one each) would
 // exceed that. Runs after ValidateSizes.
-// A job that names no partition size gets the smallest power of two from
-// kPreferredPsPartitionBytes to kPsPartitionBytes whose pulls fill at most
-// half of that (training buckets can add partitions, and other jobs may
-// share the shard), or the largest, checked as above. A job that resumes
-// another (resume_from) and names none gets kPsPartitionBytes: the jobs
-// that could checkpoint before ps_partition_bytes existed all used it, and
-// its checkpoint only fits the same layout (a resubmitted spec keeps its
-// size).
+// A job that names no partition size keeps 0 here: PickPsPartitionBytes
+// (common/ps_layout.h) picks it once the job is placed, since whether its
+// workers share one host decides (JobTable::Place writes it into the spec
+// of a training job; a bench's workers pick per size). The check takes the
+// pick for workers on several hosts, the smaller one, which keeps within
+// half of that limit (training buckets can add partitions, and other jobs
+// may share the shard).
 absl::Status ValidatePsPartitions(v1::JobSpec* spec) {
   const v1::JobSpec& s = *spec;
-  const bool pick = s.ps_partition_bytes() == 0 && s.resume_from().empty();
-  if (s.ps_partition_bytes() == 0) {
-    spec->set_ps_partition_bytes(
-        static_cast<int64_t>(pick ? kPreferredPsPartitionBytes : kPsPartitionBytes));
-  }
   if (!UsesPs(s)) return absl::OkStatus();
   int64_t bytes = 0;
   if (IsBench(s)) {
     for (int64_t b : s.bench().sizes()) bytes = std::max(bytes, b);
   } else {
     absl::StatusOr<MlpSpec> model = ParseModelSpec(s.model());
-    if (!model.ok()) return absl::OkStatus();  // reported by ValidateModel
+    if (!model.ok()) return absl::OkStatus();  // TorchScript, or ValidateModel's
     bytes = static_cast<int64_t>(NumParams(*model) * sizeof(float));
   }
-  auto waiting_at = [&](int64_t partition) {
-    const int64_t partitions = (bytes + partition - 1) / partition;
-    const int64_t per_shard = (partitions + s.ps_shards() - 1) / s.ps_shards();
-    return std::make_pair(per_shard, per_shard * (s.workers() - 1));
-  };
-  while (pick && s.ps_partition_bytes() < static_cast<int64_t>(kPsPartitionBytes) &&
-         waiting_at(s.ps_partition_bytes()).second >
-             static_cast<int64_t>(kMaxShardPendingPulls / 2)) {
-    spec->set_ps_partition_bytes(s.ps_partition_bytes() * 2);
-  }
-  const auto [per_shard, waiting] = waiting_at(s.ps_partition_bytes());
+  const int64_t partition =
+      s.ps_partition_bytes() > 0
+          ? s.ps_partition_bytes()
+          : static_cast<int64_t>(PickPsPartitionBytes(static_cast<uint64_t>(bytes),
+                                                      s.ps_shards(), s.workers()));
+  const int64_t partitions = (bytes + partition - 1) / partition;
+  const int64_t per_shard = (partitions + s.ps_shards() - 1) / s.ps_shards();
+  const int64_t waiting = per_shard * (s.workers() - 1);
   if (waiting > static_cast<int64_t>(kMaxShardPendingPulls)) {
-    const bool largest =
-        s.ps_partition_bytes() >= static_cast<int64_t>(kPsPartitionBytes);
+    const bool largest = partition >= static_cast<int64_t>(kPsPartitionBytes);
     return Bad(
         "ps_partition_bytes",
-        absl::StrCat(bytes, " bytes in partitions of ", s.ps_partition_bytes(),
-                     " bytes over ", s.ps_shards(), " shards make up to ", per_shard,
+        absl::StrCat(bytes, " bytes in partitions of ", partition, " bytes over ",
+                     s.ps_shards(), " shards make up to ", per_shard,
                      " partitions per shard, and ", s.workers() - 1,
                      " workers waiting on each would exceed a shard's ",
                      kMaxShardPendingPulls, " pending pulls; use ",

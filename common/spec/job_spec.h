@@ -112,6 +112,14 @@ absl::StatusOr<v1::WeightPrediction> ParseWeightPrediction(absl::string_view tex
 // "allreduce-async(s=1,wp)" with weight prediction.
 std::string StrategyLabel(const v1::JobSpec& spec);
 
+// Why an allreduce job's buckets ran the algorithms they did
+// (JobResult.bucket_algorithms): "forced" (the spec names one), "tuned"
+// (auto, by the table the submitter sent in JobSpec.tuning_table, as
+// `local --autotune` does), or "table" (auto, by the workers' own table:
+// their --tuning_file or the built-in one, by world size and bucket bytes).
+// Empty for PS jobs and benches.
+std::string AlgorithmSource(const v1::JobSpec& spec);
+
 // The host group id of each rank from JobSpec.groups ("0,0,1,1"; spaces
 // allowed); empty for an empty text. INVALID_ARGUMENT starting "groups: "
 // unless there are exactly `workers` ids, each an integer in

@@ -111,6 +111,15 @@ std::string StrategyLabel(const v1::JobSpec& spec) {
   return s;
 }
 
+std::string AlgorithmSource(const v1::JobSpec& spec) {
+  if (IsBench(spec) || spec.strategy() != v1::STRATEGY_ALLREDUCE) return "";
+  if (spec.algorithm() != v1::ALGORITHM_AUTO &&
+      spec.algorithm() != v1::ALGORITHM_UNSPECIFIED) {
+    return "forced";
+  }
+  return spec.tuning_table().empty() ? "table" : "tuned";
+}
+
 absl::Duration StepTimeout(const v1::JobSpec& spec) {
   return absl::Milliseconds(spec.step_timeout_ms() > 0 ? spec.step_timeout_ms()
                                                        : kDefaultStepTimeoutMs);

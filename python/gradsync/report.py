@@ -31,6 +31,16 @@ def epoch_to_dict(e):
             "test_accuracy": e.test_accuracy, "seconds": e.seconds}
 
 
+def algorithm_source(pb, s):
+    """Why an allreduce job's buckets ran their algorithms (common/spec/
+    job_spec.h AlgorithmSource): "forced", "tuned", "table"; "" otherwise."""
+    if s.kind == pb.JOB_KIND_BENCH or s.strategy != pb.STRATEGY_ALLREDUCE:
+        return ""
+    if s.algorithm not in (pb.ALGORITHM_AUTO, pb.ALGORITHM_UNSPECIFIED):
+        return "forced"
+    return "tuned" if s.tuning_table else "table"
+
+
 def job_to_dict(pb, job):
     """One job as a results-file entry (client/report.cc JobToJson)."""
     s, r = job.spec, job.result
@@ -54,7 +64,7 @@ def job_to_dict(pb, job):
         "workers": s.workers,
         "worker_ids": list(job.workers),
         "ps_shards": s.ps_shards if ps else 0,
-        "ps_partition_bytes": s.ps_partition_bytes if ps else 0,
+        "ps_partition_bytes": (r.ps_partition_bytes or s.ps_partition_bytes) if ps else 0,
         "model": s.model,
         "num_params": r.num_params,
         "device": enum_name(pb, "device", s.device),
@@ -74,6 +84,7 @@ def job_to_dict(pb, job):
         "exposed_comm_seconds": r.exposed_comm_seconds,
         "bucket_bytes": list(r.bucket_bytes),
         "bucket_algorithms": list(r.bucket_algorithms),
+        "algorithm_source": algorithm_source(pb, s),
         "device_name": r.device,
         "compute_seconds": r.compute_seconds,
         "comm_seconds_per_worker": list(r.comm_seconds_per_worker),

@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/grpc/grpc_util.h"
 #include "common/ps_layout.h"
 #include "common/spec/job_spec.h"
 
@@ -182,6 +183,7 @@ void JobTable::Place(JobEntry* e, const std::vector<const RegisteredWorker*>& pi
       }
     }
   }
+  if (e->job.state() == v1::QUEUED) PickPsPartitions(e, picked);
   v1::Assignment a = MakeAssignment(*e, picked);
   e->job.mutable_result()->set_num_params(a.num_params());
   const bool first = e->job.state() == v1::QUEUED;
@@ -226,6 +228,24 @@ void JobTable::Place(JobEntry* e, const std::vector<const RegisteredWorker*>& pi
   AddStateEvent(e, running_on, out);
 }
 
+void JobTable::PickPsPartitions(JobEntry* e,
+                                const std::vector<const RegisteredWorker*>& picked) {
+  v1::JobSpec* spec = e->job.mutable_spec();
+  if (!UsesPs(*spec) || IsBench(*spec) || spec->ps_partition_bytes() != 0) return;
+  bool one_host = true;
+  for (const RegisteredWorker* w : picked) {
+    one_host =
+        one_host && AddressHost(w->peer_address) == AddressHost(picked[0]->peer_address);
+  }
+  const size_t params = NumParams(e->model);  // 0: a TorchScript model
+  if (params > 0) {
+    spec->set_ps_partition_bytes(static_cast<int64_t>(PickPsPartitionBytes(
+        params * sizeof(float), spec->ps_shards(), spec->workers(), one_host)));
+  } else if (one_host) {
+    spec->set_ps_partition_bytes(static_cast<int64_t>(kPreferredPsPartitionBytes));
+  }
+}
+
 v1::Assignment JobTable::MakeAssignment(
     const JobEntry& e, const std::vector<const RegisteredWorker*>& picked) const {
   const v1::JobSpec& spec = e.job.spec();
@@ -248,11 +268,9 @@ v1::Assignment JobTable::MakeAssignment(
   AddSecrets(e, &a);
   if (UsesPs(spec)) {
     // Shards own no contiguous slice: workers cut their buckets into
-    // partitions of <= partition_bytes, partition p on shard p % S.
-    // (Jobs stored before ps_partition_bytes existed have 0: the default.)
-    const int64_t partition = spec.ps_partition_bytes() > 0
-                                  ? spec.ps_partition_bytes()
-                                  : static_cast<int64_t>(kPsPartitionBytes);
+    // partitions of <= partition_bytes, partition p on shard p % S; 0 (a
+    // bench, a TorchScript model): they pick it (PickPsPartitionBytes).
+    const int64_t partition = spec.ps_partition_bytes();
     for (int s = 0; s < spec.ps_shards(); ++s) {
       v1::PsShardInfo* info = a.add_ps_shards();
       info->set_address(ps_addresses_[s]);

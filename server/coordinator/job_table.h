@@ -281,6 +281,15 @@ class JobTable {
   // an elastic job's later generation).
   void Place(JobEntry* e, const std::vector<const RegisteredWorker*>& picked,
              Decisions* out);
+  // A PS training job that names no partition size gets one when it is
+  // first placed, written into its spec, so that its record, every later
+  // generation, its results and a resumed copy cut alike:
+  // PickPsPartitionBytes (common/ps_layout.h) for the model's size and
+  // whether the `picked` workers share one host (a TorchScript model's size
+  // only its workers know: on one host it gets kPreferredPsPartitionBytes,
+  // otherwise it keeps 0 and the workers pick for several hosts).
+  static void PickPsPartitions(JobEntry* e,
+                               const std::vector<const RegisteredWorker*>& picked);
   v1::Assignment MakeAssignment(const JobEntry& e,
                                 const std::vector<const RegisteredWorker*>& picked) const;
   // Ends a queued or running job with `state` and `status` (OK for

@@ -7,6 +7,7 @@
 #include <spdlog/spdlog.h>
 
 #include "absl/strings/str_cat.h"
+#include "common/ps_layout.h"
 #include "common/spec/job_spec.h"
 #include "server/coordinator/bench_merge.h"
 #include "server/coordinator/job_table.h"
@@ -268,6 +269,15 @@ void JobTable::Finalize(JobEntry* e, Decisions* out) {
     res->set_num_params(bytes / 4);
   }
   res->mutable_bucket_algorithms()->CopyFrom(e->results[0].bucket_algorithms());
+  if (UsesPs(spec)) {
+    // As the workers resolved it (MakeJobPsLayout, worker/sync/ps_partitions.h).
+    std::vector<Range> buckets;
+    for (int64_t b : res->bucket_bytes())
+      buckets.push_back(Range{0, static_cast<size_t>(b / 4)});
+    res->set_ps_partition_bytes(static_cast<int64_t>(
+        ResolvePsPartitionBytes(spec.ps_partition_bytes(), buckets, spec.ps_shards(),
+                                std::max(spec.workers(), n))));
+  }
   res->set_compute_seconds(compute / n);
   res->set_final_train_loss(last_loss / n);
   res->set_test_accuracy(e->results[0].test_accuracy());

@@ -85,5 +85,35 @@ TEST(CompareTable, ColumnsLineUpWithTheLongestLabel) {
   EXPECT_EQ(lines[2].rfind("allreduce-async(s=1,wp) ", 0), 0u) << table;
 }
 
+TEST(HowItSynchronised, NamesEachBucketsAlgorithmAndWhy) {
+  v1::Job j = Finished(v1::STRATEGY_ALLREDUCE, 200, {"hd", "rd"});
+  j.mutable_result()->add_bucket_bytes(1 << 20);
+  j.mutable_result()->add_bucket_bytes(4000);
+  j.mutable_spec()->set_algorithm(v1::ALGORITHM_AUTO);
+  EXPECT_EQ(HowItSynchronised(j),
+            "allreduce: bucket 0 hd (1 MiB), bucket 1 rd (4.0 KB); auto: the workers' "
+            "tuning table");
+  EXPECT_EQ(JobToJson(j)["algorithm_source"], "table");
+  j.mutable_spec()->set_tuning_table("4 inf ring\n");
+  EXPECT_NE(HowItSynchronised(j).find("; auto: the job's own tuning table"),
+            std::string::npos);
+  EXPECT_EQ(JobToJson(j)["algorithm_source"], "tuned");
+  j.mutable_spec()->set_algorithm(v1::ALGORITHM_HALVING_DOUBLING);
+  EXPECT_NE(HowItSynchronised(j).find("; forced by --algorithm"), std::string::npos);
+  EXPECT_EQ(JobToJson(j)["algorithm_source"], "forced");
+}
+
+TEST(HowItSynchronised, NamesAPsJobsPartitionsAndNothingBeforeResults) {
+  v1::Job j = Finished(v1::STRATEGY_PS, 100, {});
+  j.mutable_spec()->set_ps_shards(1);
+  EXPECT_EQ(HowItSynchronised(j), "");           // no buckets reported yet
+  j.mutable_result()->add_bucket_bytes(940200);  // 15 partitions of 64 KiB
+  j.mutable_result()->set_ps_partition_bytes(64 << 10);
+  EXPECT_EQ(HowItSynchronised(j), "ps: 15 partitions of at most 64 KiB over 1 shard");
+  // The results file names the size the workers cut with, not the spec's 0.
+  EXPECT_EQ(JobToJson(j)["ps_partition_bytes"], 64 << 10);
+  EXPECT_EQ(JobToJson(j)["algorithm_source"], "");
+}
+
 }  // namespace
 }  // namespace gradsync

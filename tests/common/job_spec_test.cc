@@ -1,6 +1,7 @@
 // JobSpec validation: every bad field gets INVALID_ARGUMENT naming it.
 #include <gtest/gtest.h>
 
+#include "common/ps_layout.h"
 #include "common/spec/job_spec.h"
 #include "common/spec/model_spec.h"
 #include "tests/common/spec_test_util.h"
@@ -402,13 +403,20 @@ TEST(JobSpecBench, PushPullNeedsParameterServerShards) {
   EXPECT_TRUE(ValidateJobSpec(s, 0).ok());
 }
 
-TEST(JobSpecValidation, PsPartitionBytesDefaultsToOneMiBAndIsBounded) {
-  auto r = ValidateJobSpec(Good(), 1);
+TEST(JobSpecValidation, AnUnnamedPsPartitionSizeWaitsForPlacementAndANamedOneIsBounded) {
+  // Whether the workers share a host decides the pick (JobTable::
+  // PickPsPartitions): validation leaves 0.
+  v1::JobSpec ps = Good();
+  ps.set_strategy(v1::STRATEGY_PS);
+  auto r = ValidateJobSpec(ps, 1);
   ASSERT_TRUE(r.ok()) << r.status();
-  EXPECT_EQ(r->ps_partition_bytes(), int64_t{1} << 20);
-  EXPECT_EQ(static_cast<int64_t>(kPreferredPsPartitionBytes), int64_t{1} << 20);
+  EXPECT_EQ(r->ps_partition_bytes(), 0);
+  r = ValidateJobSpec(Good(), 1);  // allreduce
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->ps_partition_bytes(), 0);
   for (int64_t ok : {int64_t{64} << 10, int64_t{1} << 20, int64_t{4} << 20}) {
     v1::JobSpec s = Good();
+    s.set_strategy(v1::STRATEGY_PS);
     s.set_ps_partition_bytes(ok);
     r = ValidateJobSpec(s, 1);
     ASSERT_TRUE(r.ok()) << ok << ": " << r.status();
@@ -422,25 +430,17 @@ TEST(JobSpecValidation, PsPartitionBytesDefaultsToOneMiBAndIsBounded) {
   }
 }
 
-TEST(JobSpecBench, AnUnsetPartitionSizeGrowsUntilAShardCanLetEveryPullWait) {
-  // 256 MiB on one shard: 1 MiB partitions are 256 per shard. The pick
-  // keeps the waiting pulls within half of a shard's 1024.
+TEST(JobSpecBench, AnUnnamedBenchPartitionStaysForTheWorkersButIsCheckedAsPicked) {
+  // A bench's sizes are each cut as a model of that size (the workers pick
+  // per size), so the spec keeps 0; the check uses the largest size's pick.
   v1::JobSpec s = GoodBench();
   s.mutable_bench()->set_op(v1::BENCH_OP_PUSHPULL);
   s.mutable_bench()->add_sizes(256 << 20);
   s.set_ps_shards(1);
-  const std::vector<std::pair<int, int64_t>> want = {
-      {3, int64_t{1} << 20},   // 2 * 256 = 512 waiting: fits
-      {4, int64_t{2} << 20},   // 3 * 256 > 512; 3 * 128 fits
-      {6, int64_t{4} << 20},   // 5 * 128 > 512; 5 * 64 fits
-      {10, int64_t{4} << 20},  // 9 * 64 = 576: the largest, within 1024
-  };
-  for (const auto& [workers, partition] : want) {
-    s.set_workers(workers);
-    auto r = ValidateJobSpec(s, 1);
-    ASSERT_TRUE(r.ok()) << workers << ": " << r.status();
-    EXPECT_EQ(r->ps_partition_bytes(), partition) << workers << " workers";
-  }
+  s.set_workers(10);  // 9 x 64 partitions of 4 MiB = 576 waiting: fits
+  auto r = ValidateJobSpec(s, 1);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->ps_partition_bytes(), 0);
   // Even 4 MiB is too small for 20 workers (19 * 64 waiting): refused,
   // naming the largest size and only the remedy left.
   s.set_workers(20);
@@ -455,19 +455,20 @@ TEST(JobSpecBench, AnUnsetPartitionSizeGrowsUntilAShardCanLetEveryPullWait) {
   ExpectBad(s, "ps_partition_bytes", 1);
 }
 
-TEST(JobSpecValidation, AResumedPsJobWithoutAPartitionSizeKeepsTheOldFourMiB) {
-  // Jobs checkpointed before ps_partition_bytes existed were cut into 4 MiB
-  // partitions; their checkpoints only fit that layout.
+TEST(JobSpecValidation, AResumedPsJobKeepsTheSizeItsSpecNames) {
+  // `submit --resume` copies the old job's stored spec, which names the
+  // size placement picked (JobTable::PickPsPartitions); one without a size
+  // is picked as a new job would be.
   v1::JobSpec s = Good();
   s.set_strategy(v1::STRATEGY_PS);
   s.set_resume_from("j-abcdef-1");
   auto r = ValidateJobSpec(s, 1);
   ASSERT_TRUE(r.ok()) << r.status();
-  EXPECT_EQ(r->ps_partition_bytes(), static_cast<int64_t>(kPsPartitionBytes));
-  s.set_ps_partition_bytes(1 << 20);  // named: kept
+  EXPECT_EQ(r->ps_partition_bytes(), 0);
+  s.set_ps_partition_bytes(4 << 20);  // named (an old 4 MiB checkpoint): kept
   r = ValidateJobSpec(s, 1);
   ASSERT_TRUE(r.ok()) << r.status();
-  EXPECT_EQ(r->ps_partition_bytes(), int64_t{1} << 20);
+  EXPECT_EQ(r->ps_partition_bytes(), int64_t{4} << 20);
 }
 
 TEST(JobSpecBench, PushPullRefusesMorePartitionsThanAShardLetsWait) {
@@ -485,7 +486,8 @@ TEST(JobSpecBench, PushPullRefusesMorePartitionsThanAShardLetsWait) {
   s.set_ps_partition_bytes(1 << 20);  // 64 per shard
   EXPECT_TRUE(ValidateJobSpec(s, 4).ok());
   // A training job counts its model's parameters: 784-4096-4096-10 is
-  // 80.2 MB, 1224 partitions of 64 KiB.
+  // 80.2 MB, 1224 partitions of 64 KiB; unnamed, it is checked at the
+  // pick for several hosts (1 MiB: 77 partitions).
   v1::JobSpec t = Good();
   t.set_strategy(v1::STRATEGY_PS);
   t.set_model("mlp:784-4096-4096-10");
@@ -494,6 +496,10 @@ TEST(JobSpecBench, PushPullRefusesMorePartitionsThanAShardLetsWait) {
   ExpectBad(t, "ps_partition_bytes", 1);
   t.set_ps_shards(2);
   EXPECT_TRUE(ValidateJobSpec(t, 2).ok());
+  t.set_ps_partition_bytes(0);
+  t.set_ps_shards(1);
+  t.set_workers(8);  // 7 x 77 = 539 > 512: the pick doubles to 2 MiB, fits
+  EXPECT_TRUE(ValidateJobSpec(t, 1).ok());
   // Allreduce benches and ring jobs use no shards: no limit.
   s.mutable_bench()->set_op(v1::BENCH_OP_ALLREDUCE);
   s.set_ps_partition_bytes(64 << 10);

@@ -111,5 +111,47 @@ TEST(PsLayoutTest, SmallPartitionBoundForTests) {
   EXPECT_EQ(MakePsLayout({Range{0, kMaxElems + 1}}, 1, 0).partitions.size(), 2u);
 }
 
+TEST(PsLayoutTest, PickedPartitionsAreSmallUntilAShardHoldsSixtyFourOfThem) {
+  constexpr uint64_t KiB = 1024, MiB = 1024 * 1024;
+  struct Case {
+    uint64_t bytes;
+    int shards;
+    int workers;
+    size_t want;
+  };
+  const std::vector<Case> cases = {
+      {0, 1, 4, 64 * KiB},
+      {4, 1, 4, 64 * KiB},
+      {512 * KiB, 1, 4, 64 * KiB},     // 8 partitions
+      {4 * MiB, 1, 4, 64 * KiB},       // 64: still at most 64 per shard
+      {4 * MiB + 4, 1, 4, 128 * KiB},  // 65 would be one too many
+      {16 * MiB, 1, 4, 256 * KiB},
+      {16 * MiB, 4, 4, 64 * KiB},  // 64 per shard over 4 shards
+      {64 * MiB, 1, 4, 1 * MiB},
+      {256 * MiB, 1, 2, 1 * MiB},  // 256 per shard: 1 MiB is the cap of step 1
+      // Step 2: (workers - 1) x per shard within 512 pending pulls.
+      {256 * MiB, 1, 3, 1 * MiB},   // 2 x 256 = 512 fits
+      {256 * MiB, 1, 4, 2 * MiB},   // 3 x 256 > 512; 3 x 128 fits
+      {256 * MiB, 1, 6, 4 * MiB},   // 5 x 128 > 512; 5 x 64 fits
+      {256 * MiB, 1, 20, 4 * MiB},  // the largest, even where it does not fit
+  };
+  for (const Case& c : cases) {
+    EXPECT_EQ(PickPsPartitionBytes(c.bytes, c.shards, c.workers), c.want)
+        << c.bytes << " bytes, " << c.shards << " shards, " << c.workers << " workers";
+  }
+  // Degenerate counts are taken as 1.
+  EXPECT_EQ(PickPsPartitionBytes(16 * MiB, 0, 0), 256 * KiB);
+}
+
+TEST(PsLayoutTest, ResolveKeepsANamedSizeAndPicksForTheBucketsTotal) {
+  const std::vector<Range> buckets = {Range{0, 3 << 20},
+                                      Range{3 << 20, 1 << 20}};  // 16 MiB
+  EXPECT_EQ(ResolvePsPartitionBytes(128 << 10, buckets, 1, 4), size_t{128} << 10);
+  EXPECT_EQ(ResolvePsPartitionBytes(0, buckets, 1, 4),
+            PickPsPartitionBytes(16 << 20, 1, 4));
+  EXPECT_EQ(ResolvePsPartitionBytes(0, buckets, 1, 4), size_t{256} << 10);
+  EXPECT_EQ(ResolvePsPartitionBytes(0, {}, 2, 4), size_t{64} << 10);
+}
+
 }  // namespace
 }  // namespace gradsync

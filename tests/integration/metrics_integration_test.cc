@@ -146,9 +146,12 @@ TEST(MetricsIntegration, CountersOfServerAndWorkersMoveWithRingAndPsJobs) {
   EXPECT_EQ(Value(s, "gradsync_server_jobs_finished_total{state=\"SUCCEEDED\"}"), 2);
   EXPECT_EQ(Value(s, "gradsync_server_jobs_submitted_total"), 2);
   EXPECT_EQ(Value(s, "gradsync_server_queue_length"), 0);
-  // Every rank pushes every bucket once per step.
+  // No partition size named, workers on one host: 1 MiB picked (common/
+  // ps_layout.h), so each of the model's two buckets (137 KB, 804 KB) is one
+  // partition, and every rank pushes every partition once per step.
+  EXPECT_EQ(done.result().ps_partition_bytes(), 1 << 20);
   const double push_pulls = Value(s, "gradsync_ps_requests_total{method=\"push_pull\"}");
-  EXPECT_GE(push_pulls, 2 * 30) << s;
+  EXPECT_EQ(push_pulls, 2 * 30 * 2) << s;
   // Each push was summed once, on a reaction (small) or a reduce thread.
   EXPECT_EQ(Value(s, "gradsync_ps_pushes_total{where=\"reaction\"}") +
                 Value(s, "gradsync_ps_pushes_total{where=\"reduce_threads\"}"),
@@ -174,20 +177,24 @@ TEST(MetricsIntegration, CountersOfServerAndWorkersMoveWithRingAndPsJobs) {
   EXPECT_LT(shard_received, worker_pushed * 1.01);
   EXPECT_GE(shard_sent, worker_pulled);
   EXPECT_LT(shard_sent, worker_pulled * 1.01);
-  // That job's 0.94 MB bucket is one partition, summed on a reduce thread;
-  // in 64 KiB partitions (the server's --ps_inline_bytes) the shard sums
-  // them on the gRPC thread that read them, unless that slice is busy.
+  // Partitions over the server's --ps_inline_bytes (64 KiB) are summed on a
+  // reduce thread; a job that names 64 KiB ones (3 + 13 of them) has the
+  // shard sum them on the gRPC thread that read them, unless that slice is
+  // busy.
   EXPECT_EQ(Value(s, "gradsync_ps_pushes_total{where=\"reaction\"}"), 0) << s;
   v1::JobSpec small = Spec("ps", "sync", 2);
   small.set_steps(10);
   small.set_ps_partition_bytes(64 << 10);
   done = RunScraping(c, small);
   ASSERT_EQ(done.state(), v1::SUCCEEDED) << done.error();
+  EXPECT_EQ(done.result().ps_partition_bytes(), 64 << 10);
   s = Scrape(server);
   const double on_reaction = Value(s, "gradsync_ps_pushes_total{where=\"reaction\"}");
   EXPECT_GT(on_reaction, 0) << s;
+  const double all = Value(s, "gradsync_ps_requests_total{method=\"push_pull\"}");
+  EXPECT_EQ(all, push_pulls + 2 * 10 * 16) << s;
   EXPECT_EQ(on_reaction + Value(s, "gradsync_ps_pushes_total{where=\"reduce_threads\"}"),
-            Value(s, "gradsync_ps_requests_total{method=\"push_pull\"}"))
+            all)
       << s;
 }
 

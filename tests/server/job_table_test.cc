@@ -207,9 +207,29 @@ TEST_F(JobTableTest, PsJobGetsItsShardsAndThePartitionBound) {
   const std::vector<std::string> addr = {"self:5", "ps1:1", "ps2:1"};
   for (int s = 0; s < 3; ++s) {
     EXPECT_EQ(a.ps_shards(s).address(), addr[s]);
-    EXPECT_EQ(a.ps_shards(s).partition_bytes(), kPreferredPsPartitionBytes);  // unset
+    // Unset: picked at placement for the built-in model on two hosts
+    // ("w0", "w1"): 64 KiB, 15 partitions.
+    EXPECT_EQ(a.ps_shards(s).partition_bytes(), kMinPsPartitionBytes);
     EXPECT_EQ(a.ps_shards(s).count(), 0u);
   }
+}
+
+// An unnamed partition size is picked at placement and written into the
+// spec: small partitions for workers on several hosts (the pipeline needs
+// them), 1 MiB for workers on one host (where each message costs CPU, not
+// link time); a TorchScript model's size only its workers know.
+TEST_F(JobTableTest, PsJobsPartitionSizeIsPickedAtPlacementByHosts) {
+  ASSERT_TRUE(workers_.Register("a", "10.0.0.1:7000", 0, env_.Now()).ok());
+  ASSERT_TRUE(workers_.Register("b", "10.0.0.1:7002", 0, env_.Now()).ok());
+  table_.SetShardAddress(0, "self:5");
+  Decisions d;
+  const std::string one = Submit(Spec(v1::STRATEGY_PS, 2), &d);
+  ASSERT_EQ(d.sends.size(), 2u);
+  EXPECT_EQ(d.sends[1].message.assignment().ps_shards(0).partition_bytes(),
+            kPreferredPsPartitionBytes);
+  EXPECT_EQ(table_.Find(one)->spec().ps_partition_bytes(),
+            static_cast<int64_t>(kPreferredPsPartitionBytes));
+  // (Workers on two hosts: PsJobGetsItsShardsAndThePartitionBound, 64 KiB.)
 }
 
 TEST_F(JobTableTest, PsJobsPartitionSizeReachesTheWorkers) {

@@ -470,8 +470,9 @@ absl::StatusOr<std::unique_ptr<BenchRunner::Case>> BenchRunner::MakePushPullCase
     return absl::FailedPreconditionError(
         "pushpull bench without parameter-server shards in the assignment");
   }
-  const PsLayout layout =
-      MakePsLayout({Range{0, count}}, shards, job_.ps_shards[0].partition_bytes);
+  // A size the job names, else the size a training job of `count` floats
+  // on these hosts would get: each bench size is cut as such a model.
+  const PsLayout layout = MakeJobPsLayout(job_, {Range{0, count}}, OnOneHost(job_));
   std::vector<PsPartitionRef> partitions =
       MakePsPartitionRefs(job_.job_id, job_.ps_shards, layout);
   for (size_t i = 0; i < partitions.size(); ++i) {

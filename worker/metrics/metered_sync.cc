@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "common/ps_layout.h"
+#include "worker/sync/ps_partitions.h"
 
 namespace gradsync {
 
@@ -26,8 +27,7 @@ absl::Status MeteredSync::Initialize(const std::vector<Range>& buckets, float* p
   if (ps_ && !shard_sent_.empty()) {
     const int shards = static_cast<int>(shard_sent_.size());
     // As PsSync::Initialize step 1 (worker/sync/ps_sync.cc).
-    const PsLayout layout =
-        MakePsLayout(buckets, shards, job_.ps_shards[0].partition_bytes);
+    const PsLayout layout = MakeJobPsLayout(job_, buckets);
     bucket_shard_bytes_.assign(buckets.size(), std::vector<double>(shards, 0));
     total_shard_bytes_.assign(shards, 0);
     for (const PsPartition& p : layout.partitions) {

@@ -1,9 +1,26 @@
 #include "worker/sync/ps_partitions.h"
 
 #include "absl/strings/str_cat.h"
+#include "common/grpc/grpc_util.h"
 #include "common/grpc/job_secret.h"
 
 namespace gradsync {
+
+PsLayout MakeJobPsLayout(const JobOptions& job, const std::vector<Range>& buckets,
+                         bool one_host) {
+  const int shards = static_cast<int>(job.ps_shards.size());
+  const int64_t named = shards > 0 ? job.ps_shards[0].partition_bytes : 0;
+  return MakePsLayout(
+      buckets, shards,
+      ResolvePsPartitionBytes(named, buckets, shards, job.job_workers, one_host));
+}
+
+bool OnOneHost(const JobOptions& job) {
+  for (const std::string& address : job.peer_addresses) {
+    if (AddressHost(address) != AddressHost(job.peer_addresses[0])) return false;
+  }
+  return true;
+}
 
 std::vector<PsPartitionRef> MakePsPartitionRefs(const std::string& job_id,
                                                 const std::vector<PsShardOptions>& shards,

@@ -33,6 +33,17 @@ std::vector<PsPartitionRef> MakePsPartitionRefs(const std::string& job_id,
                                                 const std::vector<PsShardOptions>& shards,
                                                 const PsLayout& layout);
 
+// How `job` cuts `buckets` over its shards (job.ps_shards, at least one):
+// in partitions of the shards' partition_bytes, or when that is 0 of
+// PickPsPartitionBytes's size for the buckets' total, job.job_workers and
+// `one_host`. Every rank of every generation computes the same layout. A
+// training job's coordinator has decided one host already (JobTable::
+// PickPsPartitions): it passes false; a bench passes OnOneHost(job).
+PsLayout MakeJobPsLayout(const JobOptions& job, const std::vector<Range>& buckets,
+                         bool one_host = false);
+// Whether every rank of `job` shares one host (its peer addresses' hosts).
+bool OnOneHost(const JobOptions& job);
+
 // What proves to the PS shards that the caller is a member of its job
 // (common/grpc/job_secret.h), sent as metadata on every call.
 struct PsCredentials {

@@ -24,15 +24,15 @@ class PsSync final : public GradientSync {
   PsSync(const JobOptions* job, const StallWatch* stall, const Env* env)
       : job_(*job), stall_(stall), env_(env) {}
 
-  // 1. cut every bucket into partitions of <= partition_bytes, round-robin
-  //    over the shards (common/ps_layout.h; one PS slice each);
+  // 1. cut every bucket into partitions of <= partition_bytes (or of the
+  //    picked size), round-robin over the shards (MakeJobPsLayout; one PS
+  //    slice each);
   // 2. rank 0 installs its parameters and the shard config on every slice;
   // 3. every rank pulls the initial parameters.
   absl::Status Initialize(const std::vector<Range>& buckets, float* params) override {
     const std::vector<PsShardOptions>& shards = job_.ps_shards;
     if (shards.empty()) return absl::InvalidArgumentError("no PS shards");
-    const PsLayout layout =
-        MakePsLayout(buckets, static_cast<int>(shards.size()), shards[0].partition_bytes);
+    const PsLayout layout = MakeJobPsLayout(job_, buckets);
     partitions_of_bucket_ = layout.partitions_of_bucket;
     std::vector<PsPartitionRef> partitions =
         MakePsPartitionRefs(job_.job_id, shards, layout);
