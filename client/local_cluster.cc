@@ -162,6 +162,10 @@ std::vector<std::string> LocalCluster::WorkerArgs(int w) const {
                                    MetricsArg(),
                                    PeerBdpProbeArg(),
                                    PsPushStreamsArg()};
+  if (!options_.allowed_data_dirs.empty()) {
+    args.push_back(absl::StrCat("--allowed_data_dirs=",
+                                absl::StrJoin(options_.allowed_data_dirs, ",")));
+  }
   if (!options_.data_dir.empty()) {
     args.push_back(absl::StrCat("--data_dir=", options_.data_dir));
   }

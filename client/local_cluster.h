@@ -26,7 +26,9 @@ struct LocalClusterOptions {
   // <log_dir>/state, so that `gradsync local` keeps its history in its own
   // temporary directory. Extra shard s uses <state_dir>/ps<s>.
   std::string state_dir;
-  std::string data_dir;     // passed to workers when set
+  std::string data_dir;  // passed to workers when set
+  // Workers' --allowed_data_dirs (a tensors-on-workers file must be in one).
+  std::vector<std::string> allowed_data_dirs;
   std::string tuning_file;  // workers' --tuning_file, when set
   std::string cache_dir;    // workers' --cache_dir (fetched models), when set
   // Further flags of the server (coordinator + shard 0), e.g. its limits,

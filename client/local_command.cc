@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -16,6 +17,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
@@ -108,6 +110,18 @@ LocalClusterOptions ClusterOptions(const CliOptions& cli,
   o.bin_dir = SelfDir();
   o.log_dir = MakeLogDir(cli.log_dir);
   o.data_dir = cli.data_dir;
+  // tensors-on-workers: the local workers are the user's own processes and
+  // read the file where the user named it (workers refuse a file outside
+  // their allowed directories).
+  if (cli.spec) {
+    const std::string dataset = cli.spec().dataset();
+    if (absl::StartsWith(dataset, kWorkerTensorsPrefix)) {
+      std::string path = dataset.substr(std::strlen(kWorkerTensorsPrefix));
+      if (absl::StartsWith(path, "sha256:") && path.size() > 72) path = path.substr(72);
+      const std::string dir = std::filesystem::path(path).parent_path().string();
+      if (!dir.empty()) o.allowed_data_dirs.push_back(dir);
+    }
+  }
   o.tuning_file = cli.tuning_file;
   o.log_level = cli.log_level;
   o.heartbeat_timeout = cli.heartbeat_timeout;

@@ -240,8 +240,19 @@ absl::Status JobRunner::LoadTensorData(const JobOptions& job,
   return absl::OkStatus();
 }
 
+// The file must resolve into an allowed data directory (symlinks followed;
+// the resolved path is the one hashed and read). A file whose hash differs
+// is refused without its hash: the message must not tell a job's submitter
+// the hash of a file on the worker's host that they could not read.
 absl::StatusOr<std::string> JobRunner::CheckWorkerDataFile(const JobOptions& job) {
-  absl::StatusOr<std::string> got = Sha256OfFile(job.data_path, env_);
+  absl::StatusOr<std::string> real = data_dirs_.ResolveFile(job.data_path, job.rank);
+  if (!real.ok()) {
+    if (real.status().code() != absl::StatusCode::kNotFound) return real.status();
+    return absl::NotFoundError(
+        absl::StrCat(real.status().message(),
+                     "; tensors-on-workers: data must be at that path on every worker"));
+  }
+  absl::StatusOr<std::string> got = Sha256OfFile(*real, env_);
   if (!got.ok()) {
     return absl::NotFoundError(absl::StrCat(
         "rank ", job.rank, " cannot read ", job.data_path, " (", got.status().message(),
@@ -249,12 +260,12 @@ absl::StatusOr<std::string> JobRunner::CheckWorkerDataFile(const JobOptions& job
   }
   if (*got != job.data_sha256) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "rank ", job.rank, ": ", job.data_path, " here has sha256 ", *got,
-        ", the job's is ", job.data_sha256,
+        "rank ", job.rank, ": ", job.data_path, " here does not have the job's sha256 ",
+        job.data_sha256,
         "; every worker must hold the same file (copy it again, or resubmit with "
-        "this file's hash)"));
+        "the hash of the file you mean: sha256sum FILE)"));
   }
-  return job.data_path;
+  return *real;
 }
 
 absl::Status JobRunner::CheckInHelper(const std::string& arg) {

@@ -169,9 +169,11 @@ TEST(TorchScript, ATensorDataSetIsUploadedShardedAndLearned) {
 }
 
 TEST(TorchScript, DataReadOnEachWorkerIsCheckedAgainstTheJobsHash) {
-  Cluster c(2);
-  ASSERT_TRUE(c.ok());
   const std::string dir = TempDir();
+  LocalClusterOptions o = Cluster::DefaultOptions(2);
+  o.allowed_data_dirs = {dir};
+  Cluster c(o);
+  ASSERT_TRUE(c.ok());
   const std::string file = dir + "/blobs.pt";
   ASSERT_EQ(Shell(absl::StrCat("/usr/bin/python3 -c 'import torch; torch.manual_seed(4); "
                                "x = torch.randn(3000, 20); w = torch.randn(20, 4); "
@@ -184,16 +186,35 @@ TEST(TorchScript, DataReadOnEachWorkerIsCheckedAgainstTheJobsHash) {
   spec.set_epochs(2);
   spec.set_lr(0.01f);
   // A file that differs from the job's hash fails the job naming the rank,
-  // the path and both hashes; no rank trains.
+  // the path and the job's hash, never the file's (an oracle for files on
+  // the worker's host otherwise); no rank trains.
   const std::string other(64, 'd');
   spec.set_dataset(absl::StrCat("tensors-on-workers:sha256:", other, ":", file));
   const v1::Job mismatch = RunToEnd(c, Uploaded(c, spec, model));
   ASSERT_EQ(mismatch.state(), v1::FAILED);
-  EXPECT_NE(mismatch.error().find("the job's is " + other), std::string::npos)
+  EXPECT_NE(mismatch.error().find(file + " here does not have the job's sha256 " + other),
+            std::string::npos)
       << mismatch.error();
-  EXPECT_NE(mismatch.error().find(file + " here has sha256"), std::string::npos)
-      << mismatch.error();
+  absl::StatusOr<std::string> real_sha = Sha256OfFile(file);
+  ASSERT_TRUE(real_sha.ok());
+  EXPECT_EQ(mismatch.error().find(*real_sha), std::string::npos) << mismatch.error();
   EXPECT_EQ(mismatch.result().steps(), 0);
+  // A file outside the workers' allowed directories is refused, also through
+  // a symlink inside one.
+  const std::string outside = TempDir() + "/elsewhere.pt";
+  ASSERT_EQ(Shell(absl::StrCat("cp ", file, " ", outside, " && ln -s ", outside, " ", dir,
+                               "/link.pt"),
+                  10),
+            0);
+  for (const std::string& path : {outside, dir + "/link.pt"}) {
+    spec.set_dataset(absl::StrCat("tensors-on-workers:sha256:", *real_sha, ":", path));
+    const v1::Job denied = RunToEnd(c, Uploaded(c, spec, model));
+    ASSERT_EQ(denied.state(), v1::FAILED) << path;
+    EXPECT_NE(denied.error().find("is not in an allowed data directory"),
+              std::string::npos)
+        << denied.error();
+    EXPECT_EQ(denied.result().steps(), 0);
+  }
   // A path missing on the workers.
   spec.set_dataset(absl::StrCat("tensors-on-workers:sha256:", other, ":", dir, "/no.pt"));
   const v1::Job missing = RunToEnd(c, Uploaded(c, spec, model));
@@ -254,6 +275,29 @@ TEST(TorchScript, ABadModelFailsItsJobNamingTheCauseAndTheNextJobRuns) {
   ASSERT_EQ(bad.state(), v1::FAILED);
   EXPECT_NE(bad.error().find("loss became nan at step 0"), std::string::npos)
       << bad.error();
+  // A forward that swaps its parameter for a larger tensor once past the
+  // dry run (issue 51: its gradient overran its slot and both workers
+  // aborted) fails the job naming the parameter; the workers stay up.
+  const std::string swaps = dir + "/swaps.pt";
+  std::ofstream(dir + "/swaps.py")
+      << "import sys, torch\n"
+         "class M(torch.nn.Module):\n"
+         "  def __init__(s):\n"
+         "    super().__init__(); s.w = torch.nn.Parameter(torch.zeros(784, 10)); s.n = "
+         "0\n"
+         "  def forward(s, x):\n"
+         "    s.n += 1\n"
+         "    if s.n > 1:\n"
+         "      with torch.no_grad():\n"
+         "        s.w.set_(torch.zeros(2000, 100))\n"
+         "    return x @ s.w[:784, :10]\n"
+         "torch.jit.script(M()).save(sys.argv[1])\n";
+  ASSERT_EQ(Shell(absl::StrCat("/usr/bin/python3 ", dir, "/swaps.py ", swaps), 60), 0);
+  bad = RunToEnd(c, Uploaded(c, spec, swaps));
+  ASSERT_EQ(bad.state(), v1::FAILED);
+  EXPECT_NE(bad.error().find("must not change its parameters"), std::string::npos)
+      << bad.error();
+  EXPECT_TRUE(c->CheckAlive().ok());
   const v1::Job good = RunToEnd(c, Uploaded(c, spec, ScriptedMlp(dir, "784-16-10")));
   EXPECT_EQ(good.state(), v1::SUCCEEDED) << good.error();
   EXPECT_TRUE(c->CheckAlive().ok());

@@ -100,6 +100,20 @@ class Unused(nn.Module):  # `spare` never reaches the loss
         return self.fc2(torch.relu(self.fc1(x)))
 
 
+class SwapsParameter(nn.Module):  # its forward swaps w for a larger tensor
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.zeros(20, 10))
+        self.calls = 0
+
+    def forward(self, x):
+        self.calls += 1
+        if self.calls > 1:  # after the load's dry run
+            with torch.no_grad():
+                self.w.set_(torch.zeros(400, 100))
+        return x @ self.w[:20, :10]
+
+
 def main():
     final = os.path.abspath(sys.argv[1])
     version = _version()
@@ -139,6 +153,7 @@ def make(out):
     save(BadView(), "bad_view.pt")
     save(CustomLoss(), "custom_loss.pt")
     save(Unused(), "unused.pt")
+    save(SwapsParameter(), "swaps_parameter.pt")
     save(mlp.Mlp([20, 10]).double(), "double.pt")
     # PyTorch's own training loop on lenet.pt: the losses the C++ replica
     # must reproduce (same inputs, SGD lr 0.05 momentum 0.9, 20 steps).

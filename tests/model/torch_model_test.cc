@@ -456,6 +456,24 @@ TEST_F(TorchModelTest, AZipDirectoryPastTheEndIsAnErrorNotARead) {
       << d.status();
 }
 
+// A forward that swaps a parameter for a larger tensor (it passed the load's
+// dry run) fails the step naming the parameter, instead of its gradient
+// overrunning the slot laid out for it (issue 51: both workers aborted).
+TEST_F(TorchModelTest, AModelThatSwapsAParameterFailsTheStepAndNothingOverruns) {
+  auto model = Load("swaps_parameter.pt");
+  ASSERT_TRUE(model.ok()) << model.status();
+  DeviceModel& m = **model;
+  ASSERT_TRUE(m.Configure(MakeBuckets(m, 1 << 20), OptimizerOptions{}, 2).ok());
+  const std::vector<float> x = RandomX(2, 20, 5);
+  const std::vector<uint8_t> y = {1, 2};
+  ASSERT_TRUE(m.StageBatch(x.data(), y.data(), 2).ok());
+  const absl::Status st = m.ForwardBackward(2, [](int) {});
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
+  EXPECT_NE(st.message().find("parameter 0"), std::string::npos) << st;
+  EXPECT_NE(st.message().find("must not change its parameters"), std::string::npos) << st;
+}
+
 TEST_F(TorchModelTest, RefusesModulesThatBreakTheContract) {
   struct Case {
     const char* file;

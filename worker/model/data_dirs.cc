@@ -60,4 +60,22 @@ absl::StatusOr<std::string> DataDirPolicy::Resolve(const std::string& job_dir,
                    "; see gradsync-worker --data_dir and --allowed_data_dirs)"));
 }
 
+absl::StatusOr<std::string> DataDirPolicy::ResolveFile(const std::string& path,
+                                                       int rank) const {
+  const std::optional<std::string> real = RealPath(path);
+  if (!real.has_value()) {
+    return absl::NotFoundError(
+        absl::StrCat("rank ", rank, " cannot read ", path,
+                     " (no such file, or a path it cannot reach)"));
+  }
+  for (const std::string& root : allowed_) {
+    const std::optional<std::string> real_root = RealPath(root);
+    if (real_root.has_value() && IsSameOrBelow(*real, *real_root)) return *real;
+  }
+  return absl::PermissionDeniedError(absl::StrCat(
+      "rank ", rank, ": ", path, " is not in an allowed data directory on this worker ",
+      "(allowed: ", absl::StrJoin(allowed_, ", "),
+      "; see gradsync-worker --data_dir and --allowed_data_dirs)"));
+}
+
 }  // namespace gradsync

@@ -28,6 +28,14 @@ class DataDirPolicy {
   // at each call, so one created after start-up counts.
   absl::StatusOr<std::string> Resolve(const std::string& job_dir, int rank) const;
 
+  // A data file a job names (tensors-on-workers:PATH): its realpath(3) when
+  // that is in an allowed directory or below one, so that the caller reads
+  // the file it checked (a symlink swapped afterwards changes nothing).
+  // NOT_FOUND naming `rank` when it does not resolve; PERMISSION_DENIED when
+  // it resolves outside every allowed directory (a symlink to a file
+  // elsewhere included).
+  absl::StatusOr<std::string> ResolveFile(const std::string& path, int rank) const;
+
   const std::string& own() const { return own_; }
 
  private:

@@ -146,6 +146,10 @@ class TorchModel final : public HostModel {
       return absl::InvalidArgumentError(
           absl::StrCat("the model's forward or backward failed: ", FirstLine(e)));
     }
+    if (absl::Status st = CheckParameters(); !st.ok()) {
+      ready_ = nullptr;
+      return st;
+    }
     // Parameters the loss does not depend on get a zero gradient.
     for (size_t l = 0; l < layers_.size(); ++l) {
       if (!fired_[l]) {
@@ -190,6 +194,7 @@ class TorchModel final : public HostModel {
       return absl::InvalidArgumentError(
           absl::StrCat("evaluating the model failed: ", FirstLine(e)));
     }
+    if (absl::Status st = CheckParameters(); !st.ok()) return st;
     eval.mean_loss = eval.n > 0 ? loss_sum / static_cast<double>(eval.n) : 0;
     return eval;
   }
@@ -239,9 +244,38 @@ class TorchModel final : public HostModel {
     return absl::OkStatus();
   }
 
+  // The module still trains the parameters Init laid out: each is the
+  // float32 view of its own range of params() (a forward that swapped one
+  // for another tensor, under no_grad, would leave gradsync's buffers and
+  // the module's apart, and its gradient the wrong size). Checked after
+  // every forward and backward.
+  absl::Status CheckParameters() {
+    for (size_t l = 0; l < tensors_.size(); ++l) {
+      const at::Tensor& p = tensors_[l];
+      if (!p.defined() || p.scalar_type() != at::kFloat ||
+          p.numel() != static_cast<int64_t>(layers_[l].size) ||
+          p.data_ptr() != static_cast<const void*>(params() + layers_[l].begin)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "the model replaced parameter ", l, " (", layers_[l].size,
+            " float32 elements when loaded) with ",
+            p.defined() ? ShapeOf(p) : std::string("nothing"),
+            ": a model must not change its parameters' shapes, types or storage"));
+      }
+    }
+    return absl::OkStatus();
+  }
+
   // Autograd's hook for parameter l (training thread, inside backward).
+  // Throws (autograd hands it to backward's caller) for a gradient whose
+  // size is not the parameter's as laid out: it would overrun its slot.
   void GradReady(size_t l, const at::Tensor& g) {
     if (ready_ == nullptr || fired_[l]) return;  // not our backward
+    if (g.numel() != static_cast<int64_t>(layers_[l].size)) {
+      throw std::runtime_error(absl::StrCat(
+          "the gradient of parameter ", l, " is ", ShapeOf(g), " but the parameter had ",
+          layers_[l].size,
+          " elements when loaded: a model must not change its parameters' shapes"));
+    }
     at::Tensor dst = torch::from_blob(grad() + layers_[l].begin, g.sizes(),
                                       at::TensorOptions().dtype(at::kFloat));
     dst.copy_(g);
