@@ -2,6 +2,8 @@
 
 #include <utility>
 
+#include "common/grpc/valid_utf8.h"
+
 namespace gradsync {
 
 SessionStream::SessionStream(v1::Coordinator::Stub* stub, grpc::ClientContext* ctx)
@@ -43,6 +45,9 @@ bool SessionStream::Write(const v1::WorkerMessage& m) {
   absl::MutexLock lock(&mu_);
   if (closed_ || !write_ok_) return false;
   writing_ = m;
+  // A user's model or data can put any bytes into an error; the session
+  // must carry them, not break on them.
+  MakeStringsValidUtf8(&writing_);
   write_pending_ = true;
   // Under mu_: Finish cannot release the hold before this write started.
   StartWrite(&writing_);

@@ -7,7 +7,9 @@
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
+#include <new>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -474,6 +476,38 @@ TEST_F(TorchModelTest, AModelThatSwapsAParameterFailsTheStepAndNothingOverruns) 
   EXPECT_NE(st.message().find("must not change its parameters"), std::string::npos) << st;
 }
 
+TEST(TorchErrorText, KeepsWhatFailedAndWhereAndMapsAllocationsToResourceExhausted) {
+  const std::string interpreter =
+      "The following operation failed in the TorchScript interpreter.\n"
+      "Traceback of TorchScript (most recent call last):\n"
+      "  File \"m.py\", line 6, in forward\n"
+      "    def forward(s, x):\n"
+      "        return s.fc(x.view(-1, 900))\n"
+      "                    ~~~~~~ <--- HERE\n"
+      "RuntimeError: shape '[-1, 900]' is invalid for input of size 40\n"
+      "Exception raised from infer_size_impl at ../aten/src/ATen/InferSize.h:71\n";
+  EXPECT_EQ(TorchErrorText(interpreter),
+            "RuntimeError: shape '[-1, 900]' is invalid for input of size 40 "
+            "(File \"m.py\", line 6, in forward)");
+  EXPECT_EQ(TorchErrorText("plain error\nframe #0: ..."), "plain error");
+  EXPECT_EQ(TorchErrorText(""), "");
+  // An interpreter error without a recognisable line keeps its first line.
+  EXPECT_EQ(TorchErrorText("The following operation failed in the TorchScript "
+                           "interpreter.\nsomething else"),
+            "The following operation failed in the TorchScript interpreter.");
+  EXPECT_EQ(TorchError("forward", std::bad_alloc()).code(),
+            absl::StatusCode::kResourceExhausted);
+  const absl::Status cpu = TorchError(
+      "forward",
+      std::runtime_error("[enforce fail at alloc_cpu.cpp:75] data. "
+                         "DefaultCPUAllocator: can't allocate memory: you tried "
+                         "to allocate 4294967296 bytes."));
+  EXPECT_EQ(cpu.code(), absl::StatusCode::kResourceExhausted) << cpu;
+  EXPECT_NE(cpu.message().find("forward: "), std::string::npos) << cpu;
+  EXPECT_EQ(TorchError("forward", std::runtime_error("bad shape")).code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 TEST_F(TorchModelTest, RefusesModulesThatBreakTheContract) {
   struct Case {
     const char* file;
@@ -485,7 +519,10 @@ TEST_F(TorchModelTest, RefusesModulesThatBreakTheContract) {
       {"not_torchscript.pt", absl::StatusCode::kInvalidArgument, "not a TorchScript"},
       {"noparams.pt", absl::StatusCode::kInvalidArgument, "no parameters"},
       {"wrong_output.pt", absl::StatusCode::kInvalidArgument, "logits [2, 10]"},
-      {"bad_view.pt", absl::StatusCode::kInvalidArgument, "failed"},
+      // The line that names what failed, not only "The following operation
+      // failed in the TorchScript interpreter".
+      {"bad_view.pt", absl::StatusCode::kInvalidArgument,
+       "RuntimeError: shape '[-1, 900]' is invalid for input of size 40"},
       {"double.pt", absl::StatusCode::kInvalidArgument, "float32"},
   };
   for (const Case& c : cases) {

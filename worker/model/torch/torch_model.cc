@@ -9,8 +9,11 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "worker/model/host_model.h"
 
 namespace gradsync {
@@ -24,6 +27,44 @@ std::string FirstLine(const std::exception& e) {
   const size_t nl = s.find('\n');
   return nl == std::string::npos ? s : s.substr(0, nl);
 }
+
+}  // namespace
+
+std::string TorchErrorText(absl::string_view what) {
+  const std::vector<absl::string_view> lines = absl::StrSplit(what, '\n');
+  constexpr absl::string_view kInterpreter =
+      "The following operation failed in the TorchScript interpreter";
+  if (lines.empty() || !absl::StartsWith(lines[0], kInterpreter)) {
+    return std::string(lines.empty() ? what : lines[0]);
+  }
+  // "Traceback of TorchScript ...", frames ("  File "...", line N, in f"),
+  // their code, then "RuntimeError: what failed" (maybe more lines of it,
+  // and a C++ backtrace after).
+  absl::string_view where, error;
+  for (absl::string_view line : lines) {
+    if (absl::StartsWith(line, "  File \"")) where = absl::StripAsciiWhitespace(line);
+    const size_t colon = line.find(": ");
+    if (error.empty() && !line.empty() && line[0] != ' ' &&
+        colon != absl::string_view::npos &&
+        (absl::EndsWith(line.substr(0, colon), "Error") ||
+         absl::EndsWith(line.substr(0, colon), "Exception"))) {
+      error = line;
+    }
+  }
+  if (error.empty()) return std::string(lines[0]);
+  return where.empty() ? std::string(error) : absl::StrCat(error, " (", where, ")");
+}
+
+absl::Status TorchError(absl::string_view context, const std::exception& e) {
+  const std::string what = e.what();
+  const bool oom = dynamic_cast<const std::bad_alloc*>(&e) != nullptr ||
+                   absl::StrContains(what, "can't allocate memory") ||
+                   absl::StrContains(what, "out of memory");
+  const std::string text = absl::StrCat(context, ": ", TorchErrorText(what));
+  return oom ? absl::ResourceExhaustedError(text) : absl::InvalidArgumentError(text);
+}
+
+namespace {
 
 std::string ShapeOf(const at::Tensor& t) {
   return absl::StrCat("[", absl::StrJoin(t.sizes(), ", "), "]");
@@ -143,8 +184,7 @@ class TorchModel final : public HostModel {
       loss.backward();
     } catch (const std::exception& e) {
       ready_ = nullptr;
-      return absl::InvalidArgumentError(
-          absl::StrCat("the model's forward or backward failed: ", FirstLine(e)));
+      return TorchError("the model's forward or backward failed", e);
     }
     if (absl::Status st = CheckParameters(); !st.ok()) {
       ready_ = nullptr;
@@ -191,8 +231,7 @@ class TorchModel final : public HostModel {
       module_.train();
     } catch (const std::exception& e) {
       module_.train();
-      return absl::InvalidArgumentError(
-          absl::StrCat("evaluating the model failed: ", FirstLine(e)));
+      return TorchError("evaluating the model failed", e);
     }
     if (absl::Status st = CheckParameters(); !st.ok()) return st;
     eval.mean_loss = eval.n > 0 ? loss_sum / static_cast<double>(eval.n) : 0;
@@ -237,9 +276,9 @@ class TorchModel final : public HostModel {
       }
     } catch (const std::exception& e) {
       module_.train();
-      return absl::InvalidArgumentError(
-          absl::StrCat("forward of a batch of 2 samples of ", options_.features,
-                       " features failed: ", FirstLine(e)));
+      return TorchError(absl::StrCat("forward of a batch of 2 samples of ",
+                                     options_.features, " features failed"),
+                        e);
     }
     return absl::OkStatus();
   }

@@ -19,10 +19,13 @@
 #ifndef GRADSYNC_WORKER_MODEL_TORCH_TORCH_MODEL_H_
 #define GRADSYNC_WORKER_MODEL_TORCH_TORCH_MODEL_H_
 
+#include <exception>
 #include <memory>
 #include <string>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "worker/model/device_model.h"
 
 namespace gradsync {
@@ -42,6 +45,17 @@ struct TorchModelOptions {
 // NOT_FOUND for a missing file.
 absl::StatusOr<std::unique_ptr<DeviceModel>> MakeTorchScriptModel(
     const TorchModelOptions& options);
+
+// What a libtorch error says, in one line: its first line, or for an error
+// of the TorchScript interpreter ("The following operation failed in the
+// TorchScript interpreter. Traceback ...") the line that names what failed
+// ("RuntimeError: shape '[-1, 900]' is invalid for input of size 40") and
+// the innermost frame of the module's code ("File ..., line 6, in forward").
+std::string TorchErrorText(absl::string_view what);
+// `context: TorchErrorText(e)`, RESOURCE_EXHAUSTED when the error is an
+// allocation that failed (std::bad_alloc, libtorch's "can't allocate
+// memory", CUDA's "out of memory"), else INVALID_ARGUMENT.
+absl::Status TorchError(absl::string_view context, const std::exception& e);
 
 }  // namespace gradsync
 
