@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <string>
 #include <thread>
@@ -352,8 +353,29 @@ int Bench(bool local, Interruption* interruption) {
   return RunBenchCommand(*bench, hooks);
 }
 
+// Dies (2) when an output file flag names a place that cannot be written:
+// a directory that does not exist or is not writable, or a directory itself,
+// so that a job is not run only for its results to be lost at the end.
+void CheckOutputPath(const char* flag, const std::string& path) {
+  if (path.empty()) return;
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    Die(absl::StrCat(flag, "=", path, " is a directory; name a file"), 2);
+  }
+  std::string dir = std::filesystem::path(path).parent_path().string();
+  if (dir.empty()) dir = ".";
+  if (!std::filesystem::is_directory(dir, ec)) {
+    Die(absl::StrCat(flag, "=", path, ": directory ", dir, " does not exist"), 2);
+  }
+  if (access(dir.c_str(), W_OK) != 0) {
+    Die(absl::StrCat(flag, "=", path, ": directory ", dir, " is not writable"), 2);
+  }
+}
+
 int Run(const std::vector<char*>& args, Interruption* interruption) {
   const std::string cmd = args[1];
+  CheckOutputPath("--results", absl::GetFlag(FLAGS_results));
+  CheckOutputPath("--trace_file", absl::GetFlag(FLAGS_trace_file));
   // The cluster token (--token_file, else $GRADSYNC_TOKEN) and TLS for every
   // command that dials; `local` replaces it with its own cluster's.
   absl::StatusOr<ClusterSecurity> security =

@@ -146,6 +146,12 @@ class Client:
 
     def __init__(self, server=DEFAULT_SERVER, token=None, token_file=None, tls=None,
                  rpc_timeout=10.0):
+        host, sep, port = str(server).rpartition(":") if server else ("", "", "")
+        unix = str(server).startswith("unix:") and len(str(server)) > 5
+        if not unix and (not sep or not host or not port.isdigit()
+                         or not 0 < int(port) < 65536):
+            raise ValueError("gradsync.Client: server must be HOST:PORT (e.g. %r), got %r"
+                             % (DEFAULT_SERVER, server))
         self.server = server
         self.rpc_timeout = float(rpc_timeout)
         tok = _resolve_token(token, token_file, os.environ.get("GRADSYNC_TOKEN"))

@@ -594,5 +594,27 @@ TEST(Integration, CliRejectsUnknownCommandAndBadPairs) {
             2);
 }
 
+// An output file that cannot be written is refused before any daemon starts
+// or job runs (issue 51: it failed only after the job had run).
+TEST(Integration, CliRefusesAnUnwritableResultsPathBeforeRunning) {
+  const std::string dir = TempDir();
+  const std::string out = dir + "/out.txt";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"local --steps=5 --results=" + dir + "/missing/r.json", "does not exist"},
+      {"local bench --sizes=4K --results=" + dir + "/missing/r.json", "does not exist"},
+      {"local --steps=5 --results=" + dir, "is a directory"},
+      {"local --steps=5 --trace --trace_file=" + dir + "/no/t.json", "does not exist"},
+  };
+  for (const auto& [args, says] : cases) {
+    EXPECT_EQ(Shell(absl::StrCat(GRADSYNC_BIN_DIR, "/gradsync ", args, " --log_dir=", dir,
+                                 "/logs > ", out, " 2>&1"),
+                    30),
+              2)
+        << args << ": " << Slurp(out);
+    EXPECT_NE(Slurp(out).find(says), std::string::npos) << args << ": " << Slurp(out);
+    EXPECT_EQ(Slurp(out).find("starting"), std::string::npos) << Slurp(out);
+  }
+}
+
 }  // namespace
 }  // namespace gradsync

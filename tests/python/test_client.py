@@ -349,6 +349,12 @@ class ClientTest(unittest.TestCase):
             self.client.upload(path + ".missing")
         self.assertEqual(cm.exception.code, grpc.StatusCode.NOT_FOUND)
 
+    def test_a_server_that_is_not_host_port_is_refused_naming_the_form(self):
+        for bad in ("", None, "localhost", ":50051", "host:", "host:port", "host:70000"):
+            with self.assertRaises(ValueError) as cm:
+                gradsync.Client(bad, token="y" * 32)
+            self.assertIn("HOST:PORT", str(cm.exception))
+
     def test_an_unreachable_coordinator_fails_fast(self):
         with gradsync.Client("127.0.0.1:1", token="y" * 32, rpc_timeout=5) as c:
             started = time.monotonic()
