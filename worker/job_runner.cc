@@ -91,6 +91,7 @@ JobRunner::JobRunner(JobRunnerContext context)
       options_(*context_.options),
       env_(options_.env),
       data_dirs_(options_.data_dir, options_.allowed_data_dirs),
+      data_cache_(options_.data_cache_bytes),
       metrics_(*context_.metrics),
       mailboxes_(*context_.mailboxes),
       id_(context_.worker_id) {}
@@ -186,16 +187,11 @@ void JobRunner::Cancel(const std::string& job_id, const std::string& reason) {
 absl::StatusOr<std::shared_ptr<const Dataset>> JobRunner::LoadData(const std::string& dir,
                                                                    bool train) {
   const std::string key = absl::StrCat(dir, train ? "#train" : "#test");
-  {
-    absl::MutexLock lock(&mu_);
-    auto it = data_cache_.find(key);
-    if (it != data_cache_.end()) return it->second;
-  }
+  if (std::shared_ptr<const Dataset> kept = data_cache_.Get(key)) return kept;
   absl::StatusOr<Dataset> d = LoadFashionMnist(dir, train, /*limit=*/0, env_);
   if (!d.ok()) return d.status();
   auto shared = std::make_shared<const Dataset>(std::move(*d));
-  absl::MutexLock lock(&mu_);
-  data_cache_[key] = shared;
+  data_cache_.Put(key, shared);
   return shared;
 }
 
@@ -204,12 +200,11 @@ absl::Status JobRunner::LoadTensorData(const JobOptions& job,
                                        std::shared_ptr<const Dataset>* test) {
   const std::string key = absl::StrCat("tensors:", job.data_sha256);
   {
-    absl::MutexLock lock(&mu_);
-    auto tr = data_cache_.find(key + "#train");
-    auto te = data_cache_.find(key + "#test");
-    if (tr != data_cache_.end() && te != data_cache_.end()) {
-      *train = tr->second;
-      *test = te->second;
+    std::shared_ptr<const Dataset> tr = data_cache_.Get(key + "#train");
+    std::shared_ptr<const Dataset> te = data_cache_.Get(key + "#test");
+    if (tr != nullptr && te != nullptr) {
+      *train = std::move(tr);
+      *test = std::move(te);
       return absl::OkStatus();
     }
   }
@@ -234,9 +229,8 @@ absl::Status JobRunner::LoadTensorData(const JobOptions& job,
   }
   *train = std::make_shared<const Dataset>(std::move(d->train));
   *test = std::make_shared<const Dataset>(std::move(d->test));
-  absl::MutexLock lock(&mu_);
-  data_cache_[key + "#train"] = *train;
-  data_cache_[key + "#test"] = *test;
+  data_cache_.Put(key + "#train", *train);
+  data_cache_.Put(key + "#test", *test);
   return absl::OkStatus();
 }
 

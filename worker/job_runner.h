@@ -30,6 +30,7 @@
 #include "common/spec/tuning_table.h"
 #include "gradsync/v1/gradsync.pb.h"
 #include "worker/collectives/transport/grpc/grpc_transport.h"
+#include "worker/data_cache.h"
 #include "worker/metrics/metered_transport.h"
 #include "worker/metrics/worker_metrics.h"
 #include "worker/model/data_dirs.h"
@@ -168,7 +169,7 @@ class JobRunner {
   bool cancel_requested_ ABSL_GUARDED_BY(mu_) = false;
   // Started and joined by the session thread only (Start, Join).
   std::thread thread_;
-  std::map<std::string, std::shared_ptr<const Dataset>> data_cache_ ABSL_GUARDED_BY(mu_);
+  DataCache data_cache_;  // within options_.data_cache_bytes
   absl::Mutex cache_mu_;
   std::unique_ptr<ContentStore> blob_cache_ ABSL_GUARDED_BY(cache_mu_);
 };

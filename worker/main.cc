@@ -59,6 +59,10 @@ ABSL_FLAG(std::vector<std::string>, allowed_data_dirs, {},
           "job's data_dir may name. A job naming any other path fails with "
           "PERMISSION_DENIED before a file is opened (paths are compared "
           "after resolving symlinks and '..').");
+ABSL_FLAG(int64_t, data_cache_bytes, int64_t{2} << 30,
+          "Bytes of data sets (Fashion-MNIST, tensors: files) kept in memory "
+          "between jobs; the least recently used go first, and one larger than "
+          "this is used by its job and not kept (default 2 GiB; 0: keep none).");
 ABSL_FLAG(std::string, cache_dir, "/tmp/gradsync-worker-cache",
           "Where this worker keeps the TorchScript models it fetched from the "
           "coordinator, each under its SHA-256 (a job naming a cached model does "
@@ -120,6 +124,11 @@ absl::StatusOr<gradsync::WorkerOptions> WorkerOptionsFromFlags() {
   o.helper_binary = "/proc/self/exe";
   o.torch_plugin = absl::GetFlag(FLAGS_torch_plugin);
   o.allowed_data_dirs = absl::GetFlag(FLAGS_allowed_data_dirs);
+  o.data_cache_bytes = absl::GetFlag(FLAGS_data_cache_bytes);
+  if (o.data_cache_bytes < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--data_cache_bytes must be >= 0, got ", o.data_cache_bytes));
+  }
   o.gpu = absl::GetFlag(FLAGS_gpu);
   o.cpu_threads = absl::GetFlag(FLAGS_cpu_threads);
   o.num_gpus = gradsync::VisibleGpuCount();

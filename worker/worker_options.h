@@ -32,6 +32,8 @@ struct WorkerOptions {
   // name `data_dir`, one of `allowed_data_dirs`, or a directory below them.
   std::string data_dir;
   std::vector<std::string> allowed_data_dirs;
+  // Bytes of data sets kept in memory between jobs (worker/data_cache.h).
+  int64_t data_cache_bytes = int64_t{2} << 30;
   // Where fetched TorchScript models are kept by hash (worker/blob_fetch.h);
   // created at the first job that needs it.
   std::string cache_dir = "/tmp/gradsync-worker-cache";

@@ -194,6 +194,9 @@ def make(out):
     short_y.storage().resize_(10)
     data["data_short_storage.pt"] = {"x": short_x, "y": y}
     data["data_short_label_storage.pt"] = {"x": x, "y": short_y}
+    # A few hundred bytes that expand (stride 0) to 313 MB of float32.
+    data["data_expanded.pt"] = {"x": torch.zeros(1, 1).expand(100000, 784),
+                                "y": torch.zeros(1, dtype=torch.long).expand(100000)}
     for name, value in data.items():
         torch.save(value, os.path.join(out, name))
     with open(os.path.join(out, "not_torchscript.pt"), "wb") as f:

@@ -430,6 +430,8 @@ TEST_F(TorchModelTest, RefusesTensorDataThatBreaksTheFormat) {
        "training inputs [50, 4, 5] claims more values than the 12"},
       {"data_short_label_storage.pt",
        "training labels [50] claims more values than the 80"},
+      // Issue 51: three such files grew a worker by 1.6 GB.
+      {"data_expanded.pt", "training inputs [100000, 784] would take 313700000 bytes"},
       {"not_torchscript.pt", "not a torch.save file"},
       {"lenet.pt", "not a torch.save file"},  // a TorchScript module is no data file
   };

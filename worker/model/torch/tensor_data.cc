@@ -19,6 +19,9 @@ namespace gradsync {
 namespace {
 
 constexpr int kMaxClasses = 256;  // labels are bytes (Dataset::labels)
+// Memory a data file's values may take per byte of the file: float32 inputs
+// from bytes grow 4x (plus 1 MiB for a tiny file's fixed costs).
+constexpr int64_t kTensorDataExpansion = 4;
 
 absl::Status Bad(const std::string& path, const std::string& what) {
   return absl::InvalidArgumentError(absl::StrCat("data file ", path, ": ", what));
@@ -82,8 +85,12 @@ absl::Status CheckInsideStorage(const std::string& path, const std::string& what
 }
 
 // x [N, ...] and y [N] as a Dataset; `name` says which pair in errors.
+// Refuses, before it allocates anything, a pair whose float32 inputs and
+// byte labels would take more than `*budget` bytes, and takes what they take
+// off `*budget`.
 absl::StatusOr<Dataset> ToDataset(const std::string& path, const std::string& name,
-                                  const at::Tensor& x, const at::Tensor& y) {
+                                  const at::Tensor& x, const at::Tensor& y,
+                                  int64_t* budget) {
   absl::Status inside = CheckInsideStorage(path, name + " inputs", x);
   if (inside.ok()) inside = CheckInsideStorage(path, name + " labels", y);
   if (!inside.ok()) return inside;
@@ -108,6 +115,20 @@ absl::StatusOr<Dataset> ToDataset(const std::string& path, const std::string& na
     return Bad(path, absl::StrCat(name, " labels span [", lo, ", ", hi,
                                   "]; want classes in [0, ", kMaxClasses, ")"));
   }
+  // numel is at most the storage's elements (CheckInsideStorage) times the
+  // repeats strides of 0 allow: compare in floating point, no overflow.
+  const double bytes =
+      static_cast<double>(x.numel()) * 4.0 + static_cast<double>(y.numel());
+  if (bytes > static_cast<double>(*budget)) {
+    return Bad(path, absl::StrCat(name, " inputs ", ShapeOf(x), " would take ",
+                                  static_cast<int64_t>(bytes),
+                                  " bytes in memory, over 4 per byte of the file (",
+                                  kTensorDataExpansion,
+                                  "x, float32 from bytes): tensors that repeat their "
+                                  "values (expand, stride 0) are refused; save them "
+                                  "materialised (.contiguous())"));
+  }
+  *budget -= static_cast<int64_t>(bytes);
   Dataset d;
   d.n = x.size(0);
   const int64_t features = x.numel() / d.n;
@@ -147,6 +168,7 @@ absl::StatusOr<TensorData> LoadTensorData(const std::string& path, const Env* en
     return absl::Status(read.status().code(),
                         absl::StrCat("data file: ", read.status().message()));
   }
+  const size_t file_bytes = read->size();
   try {
     // What torch::jit::pickle_load does, through BoundedReader.
     caffe2::serialize::PyTorchStreamReader reader(
@@ -175,13 +197,16 @@ absl::StatusOr<TensorData> LoadTensorData(const std::string& path, const Env* en
       if (st.code() != absl::StatusCode::kNotFound) return st;
       return Bad(path, "needs tensors \"x\" (inputs) and \"y\" (labels)");
     }
-    absl::StatusOr<Dataset> all = ToDataset(path, "training", *x, *y);
+    // A file's values may grow 4x (float32 from bytes), no more: a small
+    // file of expanded (stride-0) tensors must not take gigabytes.
+    int64_t budget = static_cast<int64_t>(file_bytes) * kTensorDataExpansion + (1 << 20);
+    absl::StatusOr<Dataset> all = ToDataset(path, "training", *x, *y, &budget);
     if (!all.ok()) return all.status();
     absl::StatusOr<at::Tensor> xt = tensor("x_test");
     absl::StatusOr<at::Tensor> yt = tensor("y_test");
     TensorData out;
     if (xt.ok() && yt.ok()) {
-      absl::StatusOr<Dataset> test = ToDataset(path, "test", *xt, *yt);
+      absl::StatusOr<Dataset> test = ToDataset(path, "test", *xt, *yt, &budget);
       if (!test.ok()) return test.status();
       if (test->features != all->features) {
         return Bad(path, absl::StrCat("test samples have ", test->features,

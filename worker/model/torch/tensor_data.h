@@ -29,7 +29,9 @@ struct TensorData {
 // file, no "x" or "y", lengths that differ, labels that are not integers
 // or lie outside [0, 256), train and test rows of different widths, fewer
 // than 2 samples without a test split, tensors that claim more values than
-// they store); NOT_FOUND for a missing file; the Env's errors for a file
+// they store, values that would take more than 4 bytes of memory per byte
+// of the file, as stride-0 (expanded) tensors do, refused before anything
+// is allocated); NOT_FOUND for a missing file; the Env's errors for a file
 // that cannot be read (FAILED_PRECONDITION for one that is not a regular
 // file: a FIFO, /dev/zero). The file is read through `env`.
 absl::StatusOr<TensorData> LoadTensorData(const std::string& path,
