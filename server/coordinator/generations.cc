@@ -71,13 +71,15 @@ void Generations::End(const std::string& why, const std::string& lost_worker,
   g->set_lost_rank(lost_rank);
 }
 
-int Generations::UnstartedInARow() const {
-  int unstarted = 0;
-  for (int i = job_->generations_size() - 1; i >= 0 && !job_->generations(i).committed();
-       --i) {
-    ++unstarted;
+int Generations::WithoutProgressInARow() const {
+  int without = 0;
+  for (int i = job_->generations_size() - 1; i >= 0; --i) {
+    const v1::JobGeneration& g = job_->generations(i);
+    const bool ended = g.end_time_ms() > 0;
+    if (g.committed() && (!ended || g.end_step() > g.start_step())) break;
+    ++without;
   }
-  return unstarted;
+  return without;
 }
 
 std::string Generations::Commit(int64_t step, double reform_seconds) {

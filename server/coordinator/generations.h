@@ -54,8 +54,12 @@ class Generations {
   // its start step); one that did ends at the job's step.
   void End(const std::string& why, const std::string& lost_worker, int lost_rank,
            int64_t now_ms);
-  // How many generations in a row, newest first, never committed.
-  int UnstartedInARow() const;
+  // How many generations in a row, newest first, made no progress: never
+  // committed, or ended at the step they started from (issue 51: a member
+  // that no peer can reach let each generation commit its start and fail
+  // its first step, 60 times over). The running generation counts only
+  // while it has not committed.
+  int WithoutProgressInARow() const;
   // Rank 0's first report of the current generation, at `step`: it is
   // committed, and (after a re-formation that took `reform_seconds`) its
   // steps redone are known. Returns the line to log and record, or "" when

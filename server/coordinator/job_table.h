@@ -59,10 +59,11 @@ inline constexpr absl::Duration kSymptomGrace = absl::Milliseconds(1500);
 // job FAILS (a job that keeps losing ranks is not making progress).
 inline constexpr absl::Duration kSurvivorWait = absl::Seconds(5);
 inline constexpr int kMaxGenerations = 64;
-// Generations in a row that ended before their rank 0 reported (they never
-// trained: a PS shard that is gone, a start-up error on every placement)
-// fail the job with the last one's reason rather than re-forming again.
-inline constexpr int kMaxUnstartedGenerations = 3;
+// Generations in a row that made no progress (ended before their rank 0
+// reported, or at the step they started from: a PS shard that is gone, a
+// start-up error on every placement, a member no peer can reach) fail the
+// job with the last one's reason rather than re-forming again.
+inline constexpr int kMaxGenerationsWithoutProgress = 3;
 
 // SUCCEEDED, FAILED or CANCELLED: the job has ended.
 bool IsTerminal(v1::JobState s);

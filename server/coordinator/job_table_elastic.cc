@@ -34,14 +34,14 @@ void JobTable::Reform(JobEntry* e, const std::string& why, const std::string& lo
            out);
     return;
   }
-  const int unstarted = generations.UnstartedInARow();
-  if (unstarted >= kMaxUnstartedGenerations) {
-    EndJob(
-        e, v1::FAILED,
-        absl::UnavailableError(absl::StrCat(
-            "elastic job: ", unstarted,
-            " generations in a row ended before they trained; the last because ", why)),
-        out);
+  const int without = generations.WithoutProgressInARow();
+  if (without >= kMaxGenerationsWithoutProgress) {
+    EndJob(e, v1::FAILED,
+           absl::UnavailableError(absl::StrCat(
+               "elastic job: ", without,
+               " generations in a row ended without training a step; the last because ",
+               why)),
+           out);
     return;
   }
   // Fence the ended generation: its live ranks stop, its PS slices end (a

@@ -52,19 +52,19 @@ TEST(GenerationsTest, RecordsEachGenerationAndTheStepsTheNextOneRedid) {
 
   // Generation 1 never commits: it ends at its start step, trains nothing.
   Place(&job, 1, 2, 5100);
-  EXPECT_EQ(gens.UnstartedInARow(), 1);
+  EXPECT_EQ(gens.WithoutProgressInARow(), 1);
   gens.End("shard gone", "", -1, 5200);
   EXPECT_EQ(job.generations(1).end_step(), job.generations(1).start_step());
-  EXPECT_EQ(gens.UnstartedInARow(), 1);
+  EXPECT_EQ(gens.WithoutProgressInARow(), 1);
 
   // Generation 2 starts from the checkpoint at step 100: 20 steps redone,
   // counted from generation 0 (the last one that trained).
   Place(&job, 2, 2, 5300);
-  EXPECT_EQ(gens.UnstartedInARow(), 2);
+  EXPECT_EQ(gens.WithoutProgressInARow(), 2);
   EXPECT_EQ(gens.Commit(100, 0.25),
             "generation 2 training from step 100 on 2 workers (re-formed in 0.25 s; "
             "20 steps redone)");
-  EXPECT_EQ(gens.UnstartedInARow(), 0);
+  EXPECT_EQ(gens.WithoutProgressInARow(), 0);
   EXPECT_EQ(job.generations(2).steps_redone(), 20);
 
   // A fenced rank of generation 0 says it got further than rank 0 told:

@@ -297,8 +297,8 @@ TEST_F(JobTableElasticTest, GenerationsThatNeverTrainEndTheJob) {
   for (const char* w : {"w0", "w1", "w2", "w3"}) Join(w);
   const std::string id = Submit(Elastic(v1::STRATEGY_PS, 2, 1));
   // Each generation fails at start (e.g. its PS shard is gone) before its
-  // rank 0 reports: after kMaxUnstartedGenerations the job fails.
-  for (int g = 0; g < kMaxUnstartedGenerations; ++g) {
+  // rank 0 reports: after kMaxGenerationsWithoutProgress the job fails.
+  for (int g = 0; g < kMaxGenerationsWithoutProgress; ++g) {
     ASSERT_EQ(Job(id).state(), v1::RUNNING) << g;
     ASSERT_EQ(Job(id).workers_size(), 2) << g;
     const std::string gid = GenerationJobId(id, g);
@@ -310,6 +310,56 @@ TEST_F(JobTableElasticTest, GenerationsThatNeverTrainEndTheJob) {
   EXPECT_TRUE(absl::StrContains(Job(id).error(), "3 generations in a row"))
       << Job(id).error();
   EXPECT_TRUE(absl::StrContains(Job(id).error(), "PS shard ps0:1")) << Job(id).error();
+}
+
+// Issue 51: a member no peer can reach lets every generation commit its
+// start and fail its first step; such generations are no progress either,
+// so the job fails after kMaxGenerationsWithoutProgress of them instead of
+// re-forming 60 times. One that trains a step resets the count.
+TEST_F(JobTableElasticTest, GenerationsThatCommitButTrainNoStepEndTheJob) {
+  for (const char* w : {"w0", "w1", "w2"}) Join(w);
+  const std::string id = Submit(Elastic(v1::STRATEGY_ALLREDUCE, 2, 1));
+  int64_t step = 0;
+  // A rank's JobDone says how far it got: where its generation started.
+  auto done = [&](const std::string& job, int rank, const absl::Status& st) {
+    v1::WorkerMessage::JobDone d = Done(job, rank, st);
+    d.set_steps(step);
+    return d;
+  };
+  auto fail_at_start = [&](int g) {
+    const std::string gid = GenerationJobId(id, g);
+    const std::vector<std::string> ranks = WorkersOf(id);
+    Report(ranks[0], Progress(gid, 0, step, /*first=*/true));  // committed
+    JobDone(ranks[1], done(gid, 1, absl::UnavailableError("rank 0 (bad:1) unreachable")));
+    env_.Advance(kSymptomGrace);
+    Decisions d;
+    table_.ExpireSymptoms(&d);
+    JobDone(ranks[0], done(gid, 0, absl::CancelledError("x")));
+  };
+  // Generation 0 trains 20 steps, then two generations train none.
+  Report(WorkersOf(id)[0], Progress(id, 0, 0, true));
+  step = 20;
+  Report(WorkersOf(id)[0], Progress(id, 0, step, false));
+  JobDone(WorkersOf(id)[1],
+          Done(id, 1, absl::UnavailableError("rank 0 (bad:1) unreachable")));
+  env_.Advance(kSymptomGrace);
+  Decisions d;
+  table_.ExpireSymptoms(&d);
+  JobDone("w0", done(id, 0, absl::CancelledError("x")));
+  for (int g = 1; g < kMaxGenerationsWithoutProgress; ++g) {
+    ASSERT_EQ(Job(id).state(), v1::RUNNING) << g;
+    ASSERT_EQ(Job(id).generation(), g);
+    ASSERT_EQ(Job(id).workers_size(), 2) << g;
+    fail_at_start(g);
+  }
+  ASSERT_EQ(Job(id).state(), v1::RUNNING) << "two without progress: one more is allowed";
+  fail_at_start(kMaxGenerationsWithoutProgress);
+  EXPECT_EQ(Job(id).state(), v1::FAILED);
+  EXPECT_TRUE(absl::StrContains(Job(id).error(),
+                                "3 generations in a row ended without "
+                                "training a step"))
+      << Job(id).error();
+  EXPECT_TRUE(absl::StrContains(Job(id).error(), "bad:1")) << Job(id).error();
 }
 
 TEST_F(JobTableElasticTest, IdleWorkersAreTakenInAtTheNextCommit) {
