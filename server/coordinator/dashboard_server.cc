@@ -2,9 +2,11 @@
 
 #include <httplib.h>
 
+#include <algorithm>
 #include <iostream>
 #include <utility>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -120,9 +122,15 @@ void DashboardServer::AddRoutes() {
         Refuse(req, res);
         return R::Handled;
       }
-      // Only a path of this server: "//host/..." would leave it.
+      // Only a path of this server, in characters no browser reads as
+      // another host: "//host/" leaves it, and so do "/\\host/" and
+      // "/<tab>/host/" (browsers take '\\' for '/' and drop tabs).
       const bool local =
-          absl::StartsWith(req.path, "/") && !absl::StartsWith(req.path, "//");
+          absl::StartsWith(req.path, "/") && !absl::StartsWith(req.path, "//") &&
+          std::all_of(req.path.begin(), req.path.end(), [](char c) {
+            return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '/' ||
+                   c == '-' || c == '_' || c == '.' || c == '~';
+          });
       res.status = 303;
       res.set_header("Location", local ? req.path : "/");
       res.set_header("Cache-Control", "no-store");

@@ -307,10 +307,19 @@ TEST_F(DashboardServerTest, TokenInTheAddressSetsAnHttpOnlyCookie) {
   ASSERT_TRUE(nothing);
   EXPECT_EQ(nothing->status, 404);
 
-  // A token on a path that would leave the server goes to "/".
-  httplib::Result away = Get(std::string("//evil.example/?token=") + kToken);
-  ASSERT_TRUE(away);
-  EXPECT_EQ(away->get_header_value("Location"), "/");
+  // A token on a path that would leave the server goes to "/": "//host",
+  // and what browsers read as it ("/\\host", "/<tab>/host"; issue 51).
+  for (const char* path : {"//evil.example/", "/%5Cevil.example/", "/%09/evil.example/",
+                           "/%5C%5Cevil.example/", "/a%0d%0aSet-Cookie:x/"}) {
+    httplib::Result away = Get(std::string(path) + "?token=" + kToken);
+    ASSERT_TRUE(away) << path;
+    EXPECT_EQ(away->status, 303) << path;
+    EXPECT_EQ(away->get_header_value("Location"), "/") << path;
+  }
+  // A path of the dashboard is kept.
+  httplib::Result kept = Get(std::string("/assets/app.js?token=") + kToken);
+  ASSERT_TRUE(kept);
+  EXPECT_EQ(kept->get_header_value("Location"), "/assets/app.js");
 }
 
 TEST_F(DashboardServerTest, WithoutAClusterTokenItIsOpen) {
