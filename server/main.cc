@@ -78,6 +78,11 @@ ABSL_FLAG(uint64_t, max_data_bytes, 4ull << 30,
 ABSL_FLAG(int, max_streams, 1024,
           "Coordinator: Join and WatchJob streams open at once (each holds "
           "threads); beyond it new ones get RESOURCE_EXHAUSTED.");
+ABSL_FLAG(int, max_blob_streams, 16,
+          "Coordinator: PutBlob and GetBlob streams open at once, in slots of "
+          "their own (uploads never keep workers from joining); beyond it new "
+          "ones get RESOURCE_EXHAUSTED. An upload that sends nothing for 30 s "
+          "is cancelled.");
 ABSL_FLAG(uint64_t, ps_max_ended_jobs, gradsync::PsStore::kDefaultMaxEndedJobs,
           "PS shard: ended job ids remembered so that their late calls are "
           "refused; the oldest is forgotten first.");
@@ -175,6 +180,7 @@ gradsync::CoordinatorOptions CoordinatorOptionsFromFlags(
   copts.retention.max_stored_jobs = absl::GetFlag(FLAGS_max_stored_jobs);
   copts.dead_worker_grace = absl::Seconds(absl::GetFlag(FLAGS_dead_worker_grace));
   copts.max_streams = absl::GetFlag(FLAGS_max_streams);
+  copts.max_blob_streams = absl::GetFlag(FLAGS_max_blob_streams);
   copts.max_blob_bytes = absl::GetFlag(FLAGS_max_blob_bytes);
   copts.max_data_bytes = absl::GetFlag(FLAGS_max_data_bytes);
   copts.job_key = std::move(job_key);

@@ -72,6 +72,7 @@ void Coordinator::Shutdown() {
   shutdown_ = true;
   for (auto& [id, session] : sessions_) session.ctx->TryCancel();
   for (auto& [ctx, since] : unregistered_) ctx->TryCancel();
+  for (auto& [ctx, last] : uploads_) ctx->TryCancel();
   changed_.SignalAll();
 }
 
@@ -171,6 +172,9 @@ void Coordinator::MonitorOnce() {
   }
   for (auto& [ctx, since] : unregistered_) {
     if (now - since > kRegisterTimeout) ctx->TryCancel();
+  }
+  for (auto& [ctx, last] : uploads_) {
+    if (now - last > options_.blob_idle_timeout) ctx->TryCancel();
   }
   jobs_.ExpireSymptoms(&d);
   workers_.ForgetDead(now, options_.dead_worker_grace);

@@ -63,6 +63,11 @@ struct CoordinatorOptions {
   uint64_t max_blob_bytes = 512ull << 20;
   // The largest tensor data file (BlobChunk.kind "data"; --max_data_bytes).
   uint64_t max_data_bytes = 4ull << 30;
+  // PutBlob and GetBlob streams open at once, in slots of their own, so that
+  // uploads cannot keep workers from joining (--max_blob_streams).
+  int max_blob_streams = 16;
+  // A PutBlob stream that sends nothing for this long is cancelled.
+  absl::Duration blob_idle_timeout = absl::Seconds(30);
 };
 
 class Coordinator final : public v1::Coordinator::Service, public DashboardSource {
@@ -185,6 +190,13 @@ class Coordinator final : public v1::Coordinator::Service, public DashboardSourc
   // ReleaseStream.
   grpc::Status AcquireStream(const char* rpc) ABSL_LOCKS_EXCLUDED(mu_);
   void ReleaseStream() ABSL_LOCKS_EXCLUDED(mu_);
+  // The same for blob streams, in options_.max_blob_streams slots.
+  grpc::Status AcquireBlobStream(const char* rpc) ABSL_LOCKS_EXCLUDED(mu_);
+  void ReleaseBlobStream() ABSL_LOCKS_EXCLUDED(mu_);
+  // An upload's last chunk was read now (the monitor cancels those idle for
+  // options_.blob_idle_timeout); Forget when it ends.
+  void UploadActive(grpc::ServerContext* ctx) ABSL_LOCKS_EXCLUDED(mu_);
+  void UploadEnded(grpc::ServerContext* ctx) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Join's steps (see Join).
   grpc::Status AwaitRegister(grpc::ServerContext* ctx, Stream* stream,
@@ -228,7 +240,10 @@ class Coordinator final : public v1::Coordinator::Service, public DashboardSourc
   // cancels those silent for kRegisterTimeout.
   std::map<grpc::ServerContext*, absl::Time> unregistered_ ABSL_GUARDED_BY(mu_);
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
-  int open_streams_ ABSL_GUARDED_BY(mu_) = 0;  // Join + WatchJob
+  int open_streams_ ABSL_GUARDED_BY(mu_) = 0;       // Join + WatchJob
+  int open_blob_streams_ ABSL_GUARDED_BY(mu_) = 0;  // PutBlob + GetBlob
+  // PutBlob streams by their last chunk's time.
+  std::map<grpc::ServerContext*, absl::Time> uploads_ ABSL_GUARDED_BY(mu_);
   // EndJob calls for the background thread, in decision order.
   std::deque<ShardEndJob> background_ ABSL_GUARDED_BY(mu_);
 

@@ -32,6 +32,7 @@ grpc::Status Coordinator::PutBlobUnguarded(grpc::ServerContext* ctx,
   std::optional<uint64_t> size;
   bool first = true;
   while (reader->Read(&chunk)) {
+    UploadActive(ctx);
     if (first) {
       first = false;
       if (chunk.kind() == "data") {

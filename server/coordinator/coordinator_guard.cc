@@ -47,19 +47,21 @@ grpc::Status Coordinator::Join(grpc::ServerContext* ctx, Stream* stream) {
 grpc::Status Coordinator::PutBlob(grpc::ServerContext* ctx,
                                   grpc::ServerReader<v1::BlobChunk>* reader,
                                   v1::BlobInfo* resp) {
-  if (grpc::Status st = AcquireStream("PutBlob"); !st.ok()) return st;
+  if (grpc::Status st = AcquireBlobStream("PutBlob"); !st.ok()) return st;
+  UploadActive(ctx);
   grpc::Status st =
       GuardRpc("PutBlob", [&] { return PutBlobUnguarded(ctx, reader, resp); });
-  ReleaseStream();
+  UploadEnded(ctx);
+  ReleaseBlobStream();
   return st;
 }
 
 grpc::Status Coordinator::GetBlob(grpc::ServerContext* ctx, const v1::GetBlobRequest* req,
                                   grpc::ServerWriter<v1::BlobChunk>* writer) {
-  if (grpc::Status st = AcquireStream("GetBlob"); !st.ok()) return st;
+  if (grpc::Status st = AcquireBlobStream("GetBlob"); !st.ok()) return st;
   grpc::Status st =
       GuardRpc("GetBlob", [&] { return GetBlobUnguarded(ctx, req, writer); });
-  ReleaseStream();
+  ReleaseBlobStream();
   return st;
 }
 
@@ -79,6 +81,33 @@ grpc::Status Coordinator::AcquireStream(const char* rpc) {
 void Coordinator::ReleaseStream() {
   absl::MutexLock lock(&mu_);
   --open_streams_;
+}
+
+grpc::Status Coordinator::AcquireBlobStream(const char* rpc) {
+  absl::MutexLock lock(&mu_);
+  if (open_blob_streams_ >= options_.max_blob_streams) {
+    return grpc::Status(grpc::RESOURCE_EXHAUSTED,
+                        absl::StrCat(rpc, ": ", open_blob_streams_,
+                                     " PutBlob/GetBlob streams are open, the server's "
+                                     "limit (--max_blob_streams)"));
+  }
+  ++open_blob_streams_;
+  return grpc::Status::OK;
+}
+
+void Coordinator::ReleaseBlobStream() {
+  absl::MutexLock lock(&mu_);
+  --open_blob_streams_;
+}
+
+void Coordinator::UploadActive(grpc::ServerContext* ctx) {
+  absl::MutexLock lock(&mu_);
+  uploads_[ctx] = env_->Now();
+}
+
+void Coordinator::UploadEnded(grpc::ServerContext* ctx) {
+  absl::MutexLock lock(&mu_);
+  uploads_.erase(ctx);
 }
 
 }  // namespace gradsync

@@ -2,6 +2,8 @@
 // threads): beyond CoordinatorOptions::max_streams a new one gets
 // RESOURCE_EXHAUSTED, and a slot is free again once a stream ends. A real
 // gRPC server on loopback in this process; every call has a deadline.
+#include <stdlib.h>
+
 #include <memory>
 #include <string>
 #include <vector>
@@ -9,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include "absl/time/clock.h"
+#include "common/content_store.h"
 #include "common/grpc/grpc_util.h"
 #include "server/coordinator/coordinator.h"
 #include "tests/server/job_table_test_util.h"
@@ -80,6 +83,64 @@ TEST(CoordinatorStreams, StreamsBeyondTheLimitGetResourceExhausted) {
   while (again.reader->Read(&ev)) {
   }
   EXPECT_TRUE(again.reader->Finish().ok());
+  coordinator.Shutdown();
+  server->server->Shutdown(ToChrono(absl::Now() + absl::Seconds(5)));
+}
+
+// Issue 51: idle uploads held Join's slots, so workers could not register,
+// and were never timed out. Blob streams now have slots of their own, and
+// one that sends nothing is cancelled after blob_idle_timeout.
+TEST(CoordinatorStreams, UploadsHaveSlotsOfTheirOwnAndAnIdleOneIsCancelled) {
+  char tmpl[] = "/tmp/gradsync-blobs-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  absl::StatusOr<std::unique_ptr<ContentStore>> blobs = ContentStore::Open(tmpl);
+  ASSERT_TRUE(blobs.ok()) << blobs.status();
+  CoordinatorOptions o;
+  o.max_streams = 1;
+  o.max_blob_streams = 1;
+  o.blob_idle_timeout = absl::Seconds(1);
+  o.blobs = blobs->get();
+  Coordinator coordinator(o);
+  absl::StatusOr<StartedServer> server = StartServer("127.0.0.1:0", {&coordinator});
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto stub =
+      v1::Coordinator::NewStub(MakeChannel(LocalAddress("127.0.0.1:0", server->port)));
+  // An upload that sends nothing holds the one blob slot: a second is refused
+  // (once the first's handler runs), naming the flag.
+  grpc::ClientContext idle_ctx;
+  idle_ctx.set_deadline(ToChrono(absl::Now() + absl::Seconds(30)));
+  v1::BlobInfo idle_info;
+  std::unique_ptr<grpc::ClientWriter<v1::BlobChunk>> idle =
+      stub->PutBlob(&idle_ctx, &idle_info);
+  grpc::Status second;
+  for (int i = 0; i < 100 && second.error_code() != grpc::RESOURCE_EXHAUSTED; ++i) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(ToChrono(absl::Now() + absl::Seconds(5)));
+    v1::BlobInfo info;
+    auto w = stub->PutBlob(&ctx, &info);
+    w->WritesDone();
+    second = w->Finish();
+    if (second.error_code() != grpc::RESOURCE_EXHAUSTED)
+      absl::SleepFor(absl::Milliseconds(50));
+  }
+  EXPECT_EQ(second.error_code(), grpc::RESOURCE_EXHAUSTED) << second.error_message();
+  EXPECT_NE(second.error_message().find("--max_blob_streams"), std::string::npos);
+  // The one Join/WatchJob slot is still free: a watch opens.
+  v1::Job job;
+  {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(ToChrono(absl::Now() + absl::Seconds(5)));
+    v1::SubmitJobRequest req;
+    *req.mutable_spec() = Spec(v1::STRATEGY_ALLREDUCE, 2);
+    ASSERT_TRUE(stub->SubmitJob(&ctx, req, &job).ok());
+  }
+  OpenWatch watch;
+  EXPECT_TRUE(StartWatch(stub.get(), job.id(), &watch));
+  // The idle upload is cancelled by the server (the monitor's next look
+  // after a second), long before its own 30 s deadline.
+  const grpc::Status ended = idle->Finish();
+  EXPECT_EQ(ended.error_code(), grpc::CANCELLED) << ended.error_message();
+  watch.ctx.TryCancel();
   coordinator.Shutdown();
   server->server->Shutdown(ToChrono(absl::Now() + absl::Seconds(5)));
 }
