@@ -43,6 +43,8 @@ Coordinator::Coordinator(CoordinatorOptions options, const Env* env)
     : options_(std::move(options)),
       env_(env),
       jobs_(MakeJobTableOptions(options_, env_->Now()), &workers_, env_) {
+  session_slots_ = {0, options_.max_streams, "Join/WatchJob", "--max_streams"};
+  blob_slots_ = {0, options_.max_blob_streams, "PutBlob/GetBlob", "--max_blob_streams"};
   monitor_ = std::thread([this] { MonitorLoop(); });
   background_thread_ = std::thread([this] { BackgroundLoop(); });
 }

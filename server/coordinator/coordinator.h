@@ -185,14 +185,18 @@ class Coordinator final : public v1::Coordinator::Service, public DashboardSourc
   // OK unless `spec` names a TorchScript model this coordinator was not
   // given (FAILED_PRECONDITION).
   grpc::Status CheckUploaded(const v1::JobSpec& spec) const;
-  // Takes one of options_.max_streams stream slots; RESOURCE_EXHAUSTED
-  // naming `rpc` when none is free. A taken slot is given back with
-  // ReleaseStream.
-  grpc::Status AcquireStream(const char* rpc) ABSL_LOCKS_EXCLUDED(mu_);
-  void ReleaseStream() ABSL_LOCKS_EXCLUDED(mu_);
-  // The same for blob streams, in options_.max_blob_streams slots.
-  grpc::Status AcquireBlobStream(const char* rpc) ABSL_LOCKS_EXCLUDED(mu_);
-  void ReleaseBlobStream() ABSL_LOCKS_EXCLUDED(mu_);
+  // Stream slots of one kind: Join and WatchJob (options_.max_streams), or
+  // PutBlob and GetBlob (options_.max_blob_streams).
+  struct StreamSlots {
+    int open = 0;
+    int limit = 0;
+    const char* streams = "";  // what they count, for the message
+    const char* flag = "";     // the server flag that sets `limit`
+  };
+  // Takes one of `slots`; RESOURCE_EXHAUSTED naming `rpc`, the streams and
+  // the flag when none is free. A taken slot is given back with Release.
+  grpc::Status Acquire(StreamSlots* slots, const char* rpc) ABSL_LOCKS_EXCLUDED(mu_);
+  void Release(StreamSlots* slots) ABSL_LOCKS_EXCLUDED(mu_);
   // An upload's last chunk was read now (the monitor cancels those idle for
   // options_.blob_idle_timeout); Forget when it ends.
   void UploadActive(grpc::ServerContext* ctx) ABSL_LOCKS_EXCLUDED(mu_);
@@ -240,8 +244,8 @@ class Coordinator final : public v1::Coordinator::Service, public DashboardSourc
   // cancels those silent for kRegisterTimeout.
   std::map<grpc::ServerContext*, absl::Time> unregistered_ ABSL_GUARDED_BY(mu_);
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
-  int open_streams_ ABSL_GUARDED_BY(mu_) = 0;       // Join + WatchJob
-  int open_blob_streams_ ABSL_GUARDED_BY(mu_) = 0;  // PutBlob + GetBlob
+  StreamSlots session_slots_ ABSL_GUARDED_BY(mu_);  // Join + WatchJob
+  StreamSlots blob_slots_ ABSL_GUARDED_BY(mu_);     // PutBlob + GetBlob
   // PutBlob streams by their last chunk's time.
   std::map<grpc::ServerContext*, absl::Time> uploads_ ABSL_GUARDED_BY(mu_);
   // EndJob calls for the background thread, in decision order.

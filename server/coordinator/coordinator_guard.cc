@@ -30,74 +30,56 @@ grpc::Status Coordinator::CancelJob(grpc::ServerContext* ctx,
 grpc::Status Coordinator::WatchJob(grpc::ServerContext* ctx,
                                    const v1::WatchJobRequest* req,
                                    grpc::ServerWriter<v1::JobEvent>* writer) {
-  if (grpc::Status st = AcquireStream("WatchJob"); !st.ok()) return st;
+  if (grpc::Status st = Acquire(&session_slots_, "WatchJob"); !st.ok()) return st;
   grpc::Status st =
       GuardRpc("WatchJob", [&] { return WatchJobUnguarded(ctx, req, writer); });
-  ReleaseStream();
+  Release(&session_slots_);
   return st;
 }
 
 grpc::Status Coordinator::Join(grpc::ServerContext* ctx, Stream* stream) {
-  if (grpc::Status st = AcquireStream("Join"); !st.ok()) return st;
+  if (grpc::Status st = Acquire(&session_slots_, "Join"); !st.ok()) return st;
   grpc::Status st = GuardRpc("Join", [&] { return JoinUnguarded(ctx, stream); });
-  ReleaseStream();
+  Release(&session_slots_);
   return st;
 }
 
 grpc::Status Coordinator::PutBlob(grpc::ServerContext* ctx,
                                   grpc::ServerReader<v1::BlobChunk>* reader,
                                   v1::BlobInfo* resp) {
-  if (grpc::Status st = AcquireBlobStream("PutBlob"); !st.ok()) return st;
+  if (grpc::Status st = Acquire(&blob_slots_, "PutBlob"); !st.ok()) return st;
   UploadActive(ctx);
   grpc::Status st =
       GuardRpc("PutBlob", [&] { return PutBlobUnguarded(ctx, reader, resp); });
   UploadEnded(ctx);
-  ReleaseBlobStream();
+  Release(&blob_slots_);
   return st;
 }
 
 grpc::Status Coordinator::GetBlob(grpc::ServerContext* ctx, const v1::GetBlobRequest* req,
                                   grpc::ServerWriter<v1::BlobChunk>* writer) {
-  if (grpc::Status st = AcquireBlobStream("GetBlob"); !st.ok()) return st;
+  if (grpc::Status st = Acquire(&blob_slots_, "GetBlob"); !st.ok()) return st;
   grpc::Status st =
       GuardRpc("GetBlob", [&] { return GetBlobUnguarded(ctx, req, writer); });
-  ReleaseBlobStream();
+  Release(&blob_slots_);
   return st;
 }
 
-grpc::Status Coordinator::AcquireStream(const char* rpc) {
+grpc::Status Coordinator::Acquire(StreamSlots* slots, const char* rpc) {
   absl::MutexLock lock(&mu_);
-  if (open_streams_ >= options_.max_streams) {
+  if (slots->open >= slots->limit) {
     return grpc::Status(
         grpc::RESOURCE_EXHAUSTED,
-        absl::StrCat(rpc, ": ", open_streams_,
-                     " Join/WatchJob/blob streams are open, the server's limit "
-                     "(--max_streams)"));
+        absl::StrCat(rpc, ": ", slots->open, " ", slots->streams,
+                     " streams are open, the server's limit (", slots->flag, ")"));
   }
-  ++open_streams_;
+  ++slots->open;
   return grpc::Status::OK;
 }
 
-void Coordinator::ReleaseStream() {
+void Coordinator::Release(StreamSlots* slots) {
   absl::MutexLock lock(&mu_);
-  --open_streams_;
-}
-
-grpc::Status Coordinator::AcquireBlobStream(const char* rpc) {
-  absl::MutexLock lock(&mu_);
-  if (open_blob_streams_ >= options_.max_blob_streams) {
-    return grpc::Status(grpc::RESOURCE_EXHAUSTED,
-                        absl::StrCat(rpc, ": ", open_blob_streams_,
-                                     " PutBlob/GetBlob streams are open, the server's "
-                                     "limit (--max_blob_streams)"));
-  }
-  ++open_blob_streams_;
-  return grpc::Status::OK;
-}
-
-void Coordinator::ReleaseBlobStream() {
-  absl::MutexLock lock(&mu_);
-  --open_blob_streams_;
+  --slots->open;
 }
 
 void Coordinator::UploadActive(grpc::ServerContext* ctx) {

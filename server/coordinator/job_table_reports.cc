@@ -22,6 +22,18 @@ bool LooksLikeSymptom(absl::StatusCode code) {
          code == absl::StatusCode::kDeadlineExceeded;
 }
 
+// The partition size a PS job's workers cut `res`'s buckets with, as they
+// resolved it (MakeJobPsLayout, worker/sync/ps_partitions.h): the spec's,
+// or for 0 the pick for the buckets' total on `n` workers.
+int64_t PartitionBytesCutWith(const v1::JobSpec& spec, const v1::JobResult& res, int n) {
+  std::vector<Range> buckets;
+  for (int64_t b : res.bucket_bytes()) {
+    buckets.push_back(Range{0, static_cast<size_t>(b / 4)});
+  }
+  return static_cast<int64_t>(ResolvePsPartitionBytes(
+      spec.ps_partition_bytes(), buckets, spec.ps_shards(), std::max(spec.workers(), n)));
+}
+
 }  // namespace
 
 void JobTable::HandleProgress(const std::string& worker_id,
@@ -269,15 +281,7 @@ void JobTable::Finalize(JobEntry* e, Decisions* out) {
     res->set_num_params(bytes / 4);
   }
   res->mutable_bucket_algorithms()->CopyFrom(e->results[0].bucket_algorithms());
-  if (UsesPs(spec)) {
-    // As the workers resolved it (MakeJobPsLayout, worker/sync/ps_partitions.h).
-    std::vector<Range> buckets;
-    for (int64_t b : res->bucket_bytes())
-      buckets.push_back(Range{0, static_cast<size_t>(b / 4)});
-    res->set_ps_partition_bytes(static_cast<int64_t>(
-        ResolvePsPartitionBytes(spec.ps_partition_bytes(), buckets, spec.ps_shards(),
-                                std::max(spec.workers(), n))));
-  }
+  if (UsesPs(spec)) res->set_ps_partition_bytes(PartitionBytesCutWith(spec, *res, n));
   res->set_compute_seconds(compute / n);
   res->set_final_train_loss(last_loss / n);
   res->set_test_accuracy(e->results[0].test_accuracy());

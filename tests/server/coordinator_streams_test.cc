@@ -120,8 +120,9 @@ TEST(CoordinatorStreams, UploadsHaveSlotsOfTheirOwnAndAnIdleOneIsCancelled) {
     auto w = stub->PutBlob(&ctx, &info);
     w->WritesDone();
     second = w->Finish();
-    if (second.error_code() != grpc::RESOURCE_EXHAUSTED)
+    if (second.error_code() != grpc::RESOURCE_EXHAUSTED) {
       absl::SleepFor(absl::Milliseconds(50));
+    }
   }
   EXPECT_EQ(second.error_code(), grpc::RESOURCE_EXHAUSTED) << second.error_message();
   EXPECT_NE(second.error_message().find("--max_blob_streams"), std::string::npos);
