@@ -2,14 +2,16 @@
 
 #include <caffe2/serialize/inline_container.h>
 #include <caffe2/serialize/read_adapter_interface.h>
-#include <torch/csrc/jit/serialization/import_read.h>
+#include <torch/csrc/jit/serialization/unpickler.h>
 #include <torch/script.h>
 
 #include <algorithm>
 #include <cstring>
 #include <exception>
+#include <map>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -51,13 +53,50 @@ class BoundedReader : public caffe2::serialize::ReadAdapterInterface {
   const std::string bytes_;
 };
 
-// Whether every element t's sizes and strides name lies inside its storage.
-// A pickled tensor is rebuilt from a storage, an offset, sizes and strides
-// as the file gives them, and libtorch does not check that they agree: a
-// file whose tensor claims more elements than its storage holds made reading
-// it run off the end of the allocation (found by fuzz_tensor_data).
+// The bytes each storage record of a file really holds, by the address of
+// its data (ReadData).
+using RecordSizes = std::map<const void*, size_t>;
+
+// What torch::jit::readArchiveAndTensors("data", "", "", ...) does (the
+// pickle "data.pkl", storages "data/<key>"), with a record reader that notes
+// each record's size: libtorch 1.13 gives a storage the size the pickle
+// declares over the record's bytes as read, so a record shorter than its
+// declaration makes a storage that claims bytes it does not have (found by
+// fuzz_tensor_data).
+c10::IValue ReadData(caffe2::serialize::PyTorchStreamReader& reader, RecordSizes* sizes) {
+  at::DataPtr pickle;
+  size_t pickle_size = 0;
+  std::tie(pickle, pickle_size) = reader.getRecord("data.pkl");
+  const char* bytes = static_cast<const char*>(pickle.get());
+  size_t done = 0;
+  auto next = [&](char* buffer, size_t len) -> size_t {
+    if (done >= pickle_size) return 0;
+    len = std::min(pickle_size - done, len);
+    std::memcpy(buffer, bytes + done, len);
+    done += len;
+    return len;
+  };
+  auto record = [&](const std::string& name) {
+    at::DataPtr data;
+    size_t size = 0;
+    std::tie(data, size) = reader.getRecord("data/" + name);
+    (*sizes)[data.get()] = size;
+    return data;
+  };
+  torch::jit::Unpickler unpickler(next, nullptr, nullptr, record, c10::nullopt);
+  unpickler.set_version(reader.version());
+  return unpickler.parse_ivalue();
+}
+
+// Whether every element t's sizes and strides name lies inside its storage,
+// and the storage inside the record it was read from. A pickled tensor is
+// rebuilt from a storage, an offset, sizes and strides as the file gives
+// them, and libtorch does not check that they agree: a file whose tensor
+// claims more elements than its storage holds, or whose storage claims more
+// bytes than its record holds, made reading it run off the end of the
+// allocation (found by fuzz_tensor_data).
 absl::Status CheckInsideStorage(const std::string& path, const std::string& what,
-                                const at::Tensor& t) {
+                                const at::Tensor& t, const RecordSizes& records) {
   if (t.layout() != at::kStrided || t.is_quantized() || !t.device().is_cpu()) {
     return Bad(path, absl::StrCat(what, " is not a plain dense CPU tensor"));
   }
@@ -76,7 +115,11 @@ absl::Status CheckInsideStorage(const std::string& path, const std::string& what
     if (ok) last += (size - 1) * stride;
   }
   const int64_t item = static_cast<int64_t>(t.element_size());
-  const int64_t have = static_cast<int64_t>(t.storage().nbytes());
+  const auto record = records.find(t.storage().data());
+  const int64_t have =
+      record == records.end()
+          ? 0
+          : static_cast<int64_t>(std::min(t.storage().nbytes(), record->second));
   if (!ok || last >= kLimit / item || (last + 1) * item > have) {
     return Bad(path, absl::StrCat(what, " ", ShapeOf(t), " claims more values than the ",
                                   have, " bytes stored for it"));
@@ -90,9 +133,9 @@ absl::Status CheckInsideStorage(const std::string& path, const std::string& what
 // off `*budget`.
 absl::StatusOr<Dataset> ToDataset(const std::string& path, const std::string& name,
                                   const at::Tensor& x, const at::Tensor& y,
-                                  int64_t* budget) {
-  absl::Status inside = CheckInsideStorage(path, name + " inputs", x);
-  if (inside.ok()) inside = CheckInsideStorage(path, name + " labels", y);
+                                  const RecordSizes& records, int64_t* budget) {
+  absl::Status inside = CheckInsideStorage(path, name + " inputs", x, records);
+  if (inside.ok()) inside = CheckInsideStorage(path, name + " labels", y, records);
   if (!inside.ok()) return inside;
   if (x.dim() < 1 || x.size(0) < 1) {
     return Bad(path, absl::StrCat(name, " inputs ", ShapeOf(x), " hold no samples"));
@@ -173,9 +216,8 @@ absl::StatusOr<TensorData> LoadTensorData(const std::string& path, const Env* en
     // What torch::jit::pickle_load does, through BoundedReader.
     caffe2::serialize::PyTorchStreamReader reader(
         std::make_shared<BoundedReader>(*std::move(read)));
-    c10::IValue v = torch::jit::readArchiveAndTensors("data", /*pickle_prefix=*/"",
-                                                      /*tensor_prefix=*/"", c10::nullopt,
-                                                      c10::nullopt, c10::nullopt, reader);
+    RecordSizes records;
+    c10::IValue v = ReadData(reader, &records);
     if (!v.isGenericDict()) {
       return Bad(path, absl::StrCat("holds a ", v.tagKind(),
                                     ", not a dict {\"x\": ..., \"y\": ...}"));
@@ -200,13 +242,13 @@ absl::StatusOr<TensorData> LoadTensorData(const std::string& path, const Env* en
     // A file's values may grow 4x (float32 from bytes), no more: a small
     // file of expanded (stride-0) tensors must not take gigabytes.
     int64_t budget = static_cast<int64_t>(file_bytes) * kTensorDataExpansion + (1 << 20);
-    absl::StatusOr<Dataset> all = ToDataset(path, "training", *x, *y, &budget);
+    absl::StatusOr<Dataset> all = ToDataset(path, "training", *x, *y, records, &budget);
     if (!all.ok()) return all.status();
     absl::StatusOr<at::Tensor> xt = tensor("x_test");
     absl::StatusOr<at::Tensor> yt = tensor("y_test");
     TensorData out;
     if (xt.ok() && yt.ok()) {
-      absl::StatusOr<Dataset> test = ToDataset(path, "test", *xt, *yt, &budget);
+      absl::StatusOr<Dataset> test = ToDataset(path, "test", *xt, *yt, records, &budget);
       if (!test.ok()) return test.status();
       if (test->features != all->features) {
         return Bad(path, absl::StrCat("test samples have ", test->features,
