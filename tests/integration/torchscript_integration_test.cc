@@ -66,6 +66,19 @@ v1::JobSpec Uploaded(Cluster& c, v1::JobSpec spec, const std::string& path) {
   return spec;
 }
 
+// dir/NAME.pt: the module `class M(torch.nn.Module)` that `body` defines
+// (its methods, indented two spaces), scripted and saved by Debian's python3
+// (torch.jit.script reads the class's source, so it lives in a file).
+std::string ScriptedModule(const std::string& dir, const std::string& name,
+                           const std::string& body) {
+  const std::string py = absl::StrCat(dir, "/", name, ".py");
+  const std::string pt = absl::StrCat(dir, "/", name, ".pt");
+  std::ofstream(py) << "import sys, torch\nclass M(torch.nn.Module):\n"
+                    << body << "torch.jit.script(M()).save(sys.argv[1])\n";
+  EXPECT_EQ(Shell(absl::StrCat("/usr/bin/python3 ", py, " ", pt), 60), 0) << name;
+  return pt;
+}
+
 int Count(const std::string& text, const std::string& what) {
   int n = 0;
   for (size_t at = text.find(what); at != std::string::npos;
@@ -260,17 +273,12 @@ TEST(TorchScript, ABadModelFailsItsJobNamingTheCauseAndTheNextJobRuns) {
   ASSERT_EQ(bad.state(), v1::FAILED);
   EXPECT_NE(bad.error().find("784 features failed"), std::string::npos) << bad.error();
   // A module whose loss is NaN fails at its first step, naming it.
-  const std::string nan = dir + "/nan.pt";
-  // (torch.jit.script reads the class's source, so it lives in a file.)
-  std::ofstream(dir + "/nan.py")
-      << "import sys, torch\n"
-         "class M(torch.nn.Module):\n"
-         "  def __init__(s):\n"
-         "    super().__init__(); s.fc = torch.nn.Linear(784, 10)\n"
-         "  def forward(s, x):\n"
-         "    return s.fc(x) * float('nan')\n"
-         "torch.jit.script(M()).save(sys.argv[1])\n";
-  ASSERT_EQ(Shell(absl::StrCat("/usr/bin/python3 ", dir, "/nan.py ", nan), 60), 0);
+  const std::string nan =
+      ScriptedModule(dir, "nan",
+                     "  def __init__(s):\n"
+                     "    super().__init__(); s.fc = torch.nn.Linear(784, 10)\n"
+                     "  def forward(s, x):\n"
+                     "    return s.fc(x) * float('nan')\n");
   bad = RunToEnd(c, Uploaded(c, spec, nan));
   ASSERT_EQ(bad.state(), v1::FAILED);
   EXPECT_NE(bad.error().find("loss became nan at step 0"), std::string::npos)
@@ -278,21 +286,17 @@ TEST(TorchScript, ABadModelFailsItsJobNamingTheCauseAndTheNextJobRuns) {
   // A forward that swaps its parameter for a larger tensor once past the
   // dry run (issue 51: its gradient overran its slot and both workers
   // aborted) fails the job naming the parameter; the workers stay up.
-  const std::string swaps = dir + "/swaps.pt";
-  std::ofstream(dir + "/swaps.py")
-      << "import sys, torch\n"
-         "class M(torch.nn.Module):\n"
-         "  def __init__(s):\n"
-         "    super().__init__(); s.w = torch.nn.Parameter(torch.zeros(784, 10)); s.n = "
-         "0\n"
-         "  def forward(s, x):\n"
-         "    s.n += 1\n"
-         "    if s.n > 1:\n"
-         "      with torch.no_grad():\n"
-         "        s.w.set_(torch.zeros(2000, 100))\n"
-         "    return x @ s.w[:784, :10]\n"
-         "torch.jit.script(M()).save(sys.argv[1])\n";
-  ASSERT_EQ(Shell(absl::StrCat("/usr/bin/python3 ", dir, "/swaps.py ", swaps), 60), 0);
+  const std::string swaps =
+      ScriptedModule(dir, "swaps",
+                     "  def __init__(s):\n"
+                     "    super().__init__()\n"
+                     "    s.w = torch.nn.Parameter(torch.zeros(784, 10)); s.n = 0\n"
+                     "  def forward(s, x):\n"
+                     "    s.n += 1\n"
+                     "    if s.n > 1:\n"
+                     "      with torch.no_grad():\n"
+                     "        s.w.set_(torch.zeros(2000, 100))\n"
+                     "    return x @ s.w[:784, :10]\n");
   bad = RunToEnd(c, Uploaded(c, spec, swaps));
   ASSERT_EQ(bad.state(), v1::FAILED);
   EXPECT_NE(bad.error().find("must not change its parameters"), std::string::npos)
