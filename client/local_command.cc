@@ -17,7 +17,6 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
@@ -115,9 +114,11 @@ LocalClusterOptions ClusterOptions(const CliOptions& cli,
   // their allowed directories).
   if (cli.spec) {
     const std::string dataset = cli.spec().dataset();
-    if (absl::StartsWith(dataset, kWorkerTensorsPrefix)) {
-      std::string path = dataset.substr(std::strlen(kWorkerTensorsPrefix));
-      if (absl::StartsWith(path, "sha256:") && path.size() > 72) path = path.substr(72);
+    if (IsWorkerTensorData(dataset)) {
+      // The client form names the path alone; the wire form, hash and path.
+      absl::StatusOr<WorkerTensorData> wire = WorkerTensorDataOf(dataset);
+      const std::string path =
+          wire.ok() ? wire->path : dataset.substr(std::strlen(kWorkerTensorsPrefix));
       const std::string dir = std::filesystem::path(path).parent_path().string();
       if (!dir.empty()) o.allowed_data_dirs.push_back(dir);
     }
