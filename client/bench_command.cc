@@ -142,8 +142,8 @@ std::vector<BenchRowReport> BenchRows(const v1::Job& job) {
   const v1::BenchResult& b = job.result().bench();
   const v1::JobSpec& spec = job.spec();
   std::vector<BenchRowReport> rows;
-  // Whether the workers shared one host (as they decided it: OnOneHost,
-  // worker/sync/ps_partitions.h), from the host groups they reported.
+  // Whether the workers shared one host (as they decided it: OnOneHost of
+  // their peer addresses), from the host groups they reported.
   bool one_host = b.host_groups_size() > 0;
   for (int g : b.host_groups()) one_host = one_host && g == b.host_groups(0);
   for (const v1::BenchRow& r : b.rows()) {

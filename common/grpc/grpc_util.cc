@@ -145,6 +145,13 @@ std::string AddressHost(const std::string& address) {
   return address.substr(0, address.rfind(':'));
 }
 
+bool OnOneHost(const std::vector<std::string>& addresses) {
+  for (const std::string& address : addresses) {
+    if (AddressHost(address) != AddressHost(addresses[0])) return false;
+  }
+  return true;
+}
+
 std::string BulkAddress(const std::string& advertise, int bulk_port) {
   if (advertise.find(':') == std::string::npos || bulk_port <= 0) return "";
   return absl::StrCat(AddressHost(advertise), ":", bulk_port);

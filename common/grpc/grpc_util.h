@@ -119,6 +119,8 @@ absl::StatusOr<StartedServer> StartPeerServer(const std::string& listen,
 // a bare IPv6 address (two or more ':', no brackets, so no port), is all
 // host.
 std::string AddressHost(const std::string& address);
+// Whether every address has the same AddressHost (true for none or one).
+bool OnOneHost(const std::vector<std::string>& addresses);
 
 // The address of a bulk Peer server on `bulk_port` of the host that
 // `advertise` ("HOST:port") names; "" when bulk_port is not a port (<= 0)

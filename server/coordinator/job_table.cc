@@ -232,11 +232,9 @@ void JobTable::PickPsPartitions(JobEntry* e,
                                 const std::vector<const RegisteredWorker*>& picked) {
   v1::JobSpec* spec = e->job.mutable_spec();
   if (!UsesPs(*spec) || IsBench(*spec) || spec->ps_partition_bytes() != 0) return;
-  bool one_host = true;
-  for (const RegisteredWorker* w : picked) {
-    one_host =
-        one_host && AddressHost(w->peer_address) == AddressHost(picked[0]->peer_address);
-  }
+  std::vector<std::string> addresses;
+  for (const RegisteredWorker* w : picked) addresses.push_back(w->peer_address);
+  const bool one_host = OnOneHost(addresses);
   const size_t params = NumParams(e->model);  // 0: a TorchScript model
   if (params > 0) {
     spec->set_ps_partition_bytes(static_cast<int64_t>(PickPsPartitionBytes(

@@ -215,6 +215,10 @@ TEST(GrpcAddresses, HostBulkAndLocalAddresses) {
   EXPECT_EQ(AddressHost("::1"), "::1");  // bare IPv6: all host
   EXPECT_NE(AddressHost("fd00::3"), AddressHost("fd00::4"));
   EXPECT_EQ(AddressHost("[fd00::3"), "[fd00::3");  // unclosed: all host
+  EXPECT_TRUE(OnOneHost({}));
+  EXPECT_TRUE(OnOneHost({"127.0.0.1:7000", "127.0.0.1:7002"}));
+  EXPECT_FALSE(OnOneHost({"127.0.0.1:7000", "10.0.0.2:7000"}));
+  EXPECT_FALSE(OnOneHost({"[::1]:7000", "[::2]:7000"}));
   EXPECT_EQ(BulkAddress("worker-3:5000", 6001), "worker-3:6001");
   EXPECT_EQ(BulkAddress("[::1]:5000", 6001), "[::1]:6001");
   EXPECT_EQ(BulkAddress("worker-3", 6001), "");    // no port: not an address

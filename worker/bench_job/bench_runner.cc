@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/grpc/grpc_util.h"
 #include "common/partition.h"
 #include "common/ps_layout.h"
 #include "worker/collectives/ring.h"
@@ -472,7 +473,8 @@ absl::StatusOr<std::unique_ptr<BenchRunner::Case>> BenchRunner::MakePushPullCase
   }
   // A size the job names, else the size a training job of `count` floats
   // on these hosts would get: each bench size is cut as such a model.
-  const PsLayout layout = MakeJobPsLayout(job_, {Range{0, count}}, OnOneHost(job_));
+  const PsLayout layout =
+      MakeJobPsLayout(job_, {Range{0, count}}, OnOneHost(job_.peer_addresses));
   std::vector<PsPartitionRef> partitions =
       MakePsPartitionRefs(job_.job_id, job_.ps_shards, layout);
   for (size_t i = 0; i < partitions.size(); ++i) {

@@ -1,7 +1,6 @@
 #include "worker/sync/ps_partitions.h"
 
 #include "absl/strings/str_cat.h"
-#include "common/grpc/grpc_util.h"
 #include "common/grpc/job_secret.h"
 
 namespace gradsync {
@@ -13,13 +12,6 @@ PsLayout MakeJobPsLayout(const JobOptions& job, const std::vector<Range>& bucket
   return MakePsLayout(
       buckets, shards,
       ResolvePsPartitionBytes(named, buckets, shards, job.job_workers, one_host));
-}
-
-bool OnOneHost(const JobOptions& job) {
-  for (const std::string& address : job.peer_addresses) {
-    if (AddressHost(address) != AddressHost(job.peer_addresses[0])) return false;
-  }
-  return true;
 }
 
 std::vector<PsPartitionRef> MakePsPartitionRefs(const std::string& job_id,

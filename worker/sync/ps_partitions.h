@@ -38,11 +38,10 @@ std::vector<PsPartitionRef> MakePsPartitionRefs(const std::string& job_id,
 // PickPsPartitionBytes's size for the buckets' total, job.job_workers and
 // `one_host`. Every rank of every generation computes the same layout. A
 // training job's coordinator has decided one host already (JobTable::
-// PickPsPartitions): it passes false; a bench passes OnOneHost(job).
+// PickPsPartitions): it passes false; a bench passes whether its peer
+// addresses are OnOneHost (common/grpc/grpc_util.h).
 PsLayout MakeJobPsLayout(const JobOptions& job, const std::vector<Range>& buckets,
                          bool one_host = false);
-// Whether every rank of `job` shares one host (its peer addresses' hosts).
-bool OnOneHost(const JobOptions& job);
 
 // What proves to the PS shards that the caller is a member of its job
 // (common/grpc/job_secret.h), sent as metadata on every call.
