@@ -21,13 +21,6 @@ namespace {
 
 constexpr int64_t kEvalChunk = 1024;
 
-// The first line of a libtorch error (the rest is a C++ backtrace).
-std::string FirstLine(const std::exception& e) {
-  std::string s = e.what();
-  const size_t nl = s.find('\n');
-  return nl == std::string::npos ? s : s.substr(0, nl);
-}
-
 }  // namespace
 
 std::string TorchErrorText(absl::string_view what) {
@@ -363,9 +356,9 @@ absl::StatusOr<std::unique_ptr<DeviceModel>> MakeTorchScriptModel(
     torch::jit::Module m = torch::jit::load(options.path, torch::kCPU);
     model = std::make_unique<TorchModel>(std::move(m), options);
   } catch (const std::exception& e) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("model file ", options.path,
-                     " is not a TorchScript module (torch.jit.save): ", FirstLine(e)));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "model file ", options.path,
+        " is not a TorchScript module (torch.jit.save): ", TorchErrorText(e.what())));
   }
   if (absl::Status st = model->Init(); !st.ok()) {
     return absl::Status(st.code(),
