@@ -45,8 +45,9 @@ struct CliOptions {
   std::string mode;
   int workers = 4;
   int ps_shards = 1;
-  std::string log_dir;    // empty: a new /tmp/gradsync-local-* directory
-  std::string dashboard;  // local: the server's --dashboard_listen; empty: off
+  std::string log_dir;     // empty: a new /tmp/gradsync-local-* directory
+  std::string dashboard;   // local: the server's --dashboard_listen; empty: off
+  double slow_worker = 1;  // local: the last worker's --compute_slowdown
   std::string data_dir;
   std::string tuning_file;
   std::string log_level;

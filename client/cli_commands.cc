@@ -3,6 +3,7 @@
 // printing it, writing its results and trace.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -200,6 +201,17 @@ void PrintJob(const v1::Job& job) {
         "comm=%.2fs\n",
         r.test_accuracy(), r.final_train_loss(), r.wall_seconds(), r.samples_per_second(),
         r.comm_seconds());
+    const auto& per = r.steps_per_rank();
+    if (!per.empty() &&
+        std::any_of(per.begin(), per.end(), [&](int64_t s) { return s != per[0]; })) {
+      // ps async: the steps were the job's; a slow rank ran fewer.
+      std::string line;
+      for (int i = 0; i < static_cast<int>(per.size()); ++i) {
+        absl::StrAppend(&line, " rank", i, "=", per[i]);
+      }
+      std::printf("  steps per rank:%s (the job's %ld steps are pushes / workers)\n",
+                  line.c_str(), static_cast<long>(r.steps()));
+    }
   } else if (job.state() == v1::RUNNING) {
     std::printf("  step %ld/%ld\n", static_cast<long>(job.step()),
                 static_cast<long>(job.total_steps()));

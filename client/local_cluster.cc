@@ -176,6 +176,10 @@ std::vector<std::string> LocalCluster::WorkerArgs(int w) const {
     args.push_back(absl::StrCat("--tuning_file=", options_.tuning_file));
   }
   args.insert(args.end(), options_.worker_flags.begin(), options_.worker_flags.end());
+  if (w >= 0 && w < static_cast<int>(options_.flags_of_worker.size())) {
+    const std::vector<std::string>& own = options_.flags_of_worker[w];
+    args.insert(args.end(), own.begin(), own.end());
+  }
   return args;
 }
 

@@ -35,6 +35,9 @@ struct LocalClusterOptions {
   // and of every worker.
   std::vector<std::string> server_flags;
   std::vector<std::string> worker_flags;
+  // Flags of worker w alone (after worker_flags), e.g. a straggler's
+  // --compute_slowdown; workers past the end get none.
+  std::vector<std::vector<std::string>> flags_of_worker;
   // The server's --dashboard_listen (Process::dashboard); empty: off.
   std::string dashboard_listen;
   std::string log_level = "info";

@@ -103,8 +103,15 @@ LocalClusterOptions ClusterOptions(const CliOptions& cli,
     absl::Status st = CheckPsInlineBytes(cli.ps_inline_bytes);
     if (!st.ok()) Die(std::string(st.message()), 2);
   }
+  if (!(cli.slow_worker >= 1 && cli.slow_worker <= 100)) {
+    Die("--slow_worker must be from 1 (none) to 100", 2);
+  }
   LocalClusterOptions o;
   o.workers = cli.workers;
+  if (cli.slow_worker > 1) {
+    o.flags_of_worker.resize(cli.workers);
+    o.flags_of_worker.back() = {absl::StrCat("--compute_slowdown=", cli.slow_worker)};
+  }
   o.ps_shards = cli.ps_shards;
   o.bin_dir = SelfDir();
   o.log_dir = MakeLogDir(cli.log_dir);

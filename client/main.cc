@@ -196,6 +196,10 @@ ABSL_FLAG(std::string, log_dir, "",
           "local: directory for the daemons' logs (default: a new /tmp/gradsync-local-* "
           "directory, printed at start).");
 ABSL_FLAG(std::string, log_level, "warn", "local: daemons' log level.");
+ABSL_FLAG(double, slow_worker, 1.0,
+          "local: make the last worker a straggler whose forward/backward takes "
+          "this many times as long (its --compute_slowdown; 1 = none, at most "
+          "100), to see what each strategy and mode does with a slow rank.");
 ABSL_FLAG(std::string, dashboard, "",
           "local: serve the coordinator's live dashboard on HOST:PORT (e.g. "
           "127.0.0.1:8080; port 0 picks a free one) while the jobs run, and print "
@@ -320,6 +324,7 @@ CliOptions CliOptionsFromFlags() {
   o.ps_shards = absl::GetFlag(FLAGS_ps_shards);
   o.log_dir = absl::GetFlag(FLAGS_log_dir);
   o.dashboard = absl::GetFlag(FLAGS_dashboard);
+  o.slow_worker = absl::GetFlag(FLAGS_slow_worker);
   o.data_dir = absl::GetFlag(FLAGS_data_dir);
   o.tuning_file = absl::GetFlag(FLAGS_tuning_file);
   o.log_level = absl::GetFlag(FLAGS_log_level);

@@ -111,6 +111,10 @@ nlohmann::json JobToJson(const v1::Job& job) {
   j["global_batch"] = r.global_batch();
   j["epochs"] = s.epochs();
   j["steps"] = r.steps() > 0 ? r.steps() : s.steps();
+  // Equal, but in ps async jobs (the budget is the job's: a slow rank runs
+  // fewer); "steps" is then their mean.
+  j["steps_per_rank"] =
+      std::vector<int64_t>(r.steps_per_rank().begin(), r.steps_per_rank().end());
   j["test_accuracy"] = r.test_accuracy();
   j["final_train_loss"] = r.final_train_loss();
   j["wall_seconds"] = r.wall_seconds();
@@ -137,6 +141,9 @@ nlohmann::json JobToJson(const v1::Job& job) {
     per.push_back({{"epoch", e.epoch()},
                    {"train_loss", e.train_loss()},
                    {"test_accuracy", e.test_accuracy()},
+                   // > 0: the job step (ps async) whose PS parameters were
+                   // evaluated; 0: rank 0's own at the epoch's end.
+                   {"evaluated_at_job_step", e.evaluated_at_job_step()},
                    {"seconds", e.seconds()}});
   }
   j["per_epoch"] = per;

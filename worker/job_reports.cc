@@ -8,6 +8,7 @@ v1::WorkerMessage::Progress ProgressProto(const ProgressReport& p) {
   m.set_rank(p.rank);
   m.set_step(p.step);
   m.set_total_steps(p.total_steps);
+  m.set_job_step(p.job_step);
   m.set_epoch(p.epoch);
   m.set_loss(p.loss);
   m.set_samples_per_second(p.samples_per_second);
@@ -25,6 +26,7 @@ v1::WorkerMessage::EpochDone EpochDoneProto(const EpochReport& e) {
   m.set_train_loss(e.train_loss);
   m.set_test_accuracy(e.test_accuracy);
   m.set_seconds(e.seconds);
+  m.set_job_step(e.job_step);
   return m;
 }
 

@@ -90,6 +90,12 @@ ABSL_FLAG(int, cpu_threads, 0,
           "among those ranks; ranks count as on this host when their peer "
           "addresses name the same host, so set it by hand where containers "
           "on one machine have addresses of their own).");
+ABSL_FLAG(double, compute_slowdown, 1.0,
+          "Experiments and tests: make this worker a straggler. Each training "
+          "step's forward/backward is followed by a sleep of (F - 1) times its "
+          "own duration, so the worker computes F times slower than its "
+          "peers on the same host (1 = off; at most 100). Its ranks' "
+          "communication is not slowed.");
 ABSL_FLAG(int, gpu, -1,
           "GPU for device=cuda jobs (default -1: the job rank modulo the GPUs "
           "visible, so workers on one machine spread over its GPUs; several "
@@ -131,6 +137,11 @@ absl::StatusOr<gradsync::WorkerOptions> WorkerOptionsFromFlags() {
   }
   o.gpu = absl::GetFlag(FLAGS_gpu);
   o.cpu_threads = absl::GetFlag(FLAGS_cpu_threads);
+  o.compute_slowdown = absl::GetFlag(FLAGS_compute_slowdown);
+  if (!(o.compute_slowdown >= 1.0 && o.compute_slowdown <= 100.0)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--compute_slowdown must be from 1 (off) to 100, got ", o.compute_slowdown));
+  }
   o.num_gpus = gradsync::VisibleGpuCount();
   if (o.num_gpus == 0 && gradsync::NvidiaDriverPresent()) {
     // A GPU machine whose worker offers none: say why (the plugin or its

@@ -51,6 +51,9 @@ struct WorkerOptions {
   // BLAS threads of cpu jobs; 0: CpuComputeThreads(cores, ranks of the job
   // on this host), see worker/model/cpu_threads.h.
   int cpu_threads = 0;
+  // --compute_slowdown: each step's forward/backward takes this many times
+  // as long (TrainingOptions::compute_slowdown); 1 = off.
+  double compute_slowdown = 1.0;
   // What ring jobs with algorithm auto run per bucket (--tuning_file, loaded
   // and checked in main); null: the built-in table.
   std::shared_ptr<const TuningTable> tuning;

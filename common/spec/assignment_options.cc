@@ -125,6 +125,8 @@ absl::StatusOr<JobOptions> JobOptionsOf(const v1::Assignment& a) {
   o.batch_size = spec.batch_size();
   o.epochs = spec.epochs();
   o.steps = spec.steps();
+  o.job_wide_steps = spec.strategy() == v1::STRATEGY_PS &&
+                     spec.mode() == v1::SYNC_MODE_ASYNC && !spec.elastic();
   o.train_limit = spec.train_limit();
   o.checkpoint_every = spec.checkpoint_every();
   o.resume_from = a.resume_job_id().empty() ? spec.resume_from() : a.resume_job_id();

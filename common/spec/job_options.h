@@ -86,7 +86,12 @@ struct JobOptions {
   uint64_t seed = 0;
   int batch_size = 1;
   int epochs = 1;
-  int64_t steps = 0;        // > 0: instead of epochs
+  int64_t steps = 0;  // > 0: instead of epochs
+  // PS async, not elastic: the steps (and epochs) are the job's, counted in
+  // pushes the PS applied / world_size, so that a fast rank keeps training
+  // while a slow one lags (GradientSync::JobPushesApplied). Elsewhere every
+  // rank runs them all.
+  bool job_wide_steps = false;
   int64_t train_limit = 0;  // > 0: the first this many training samples
   int64_t checkpoint_every = 0;
   std::string resume_from;  // a job id (an elastic generation's data-plane id)

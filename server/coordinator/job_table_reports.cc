@@ -76,13 +76,17 @@ void JobTable::CheckInitChecksum(JobEntry* e, const v1::WorkerMessage::Progress&
 
 void JobTable::UpdateProgressEvent(JobEntry* e, const v1::WorkerMessage::Progress& p,
                                    Decisions* out) {
-  e->job.set_step(p.step());
+  // Job-wide steps (ps async): the job's step is the PS's count, not the
+  // reporting rank's own (each rank's is in the dashboard's rank table).
+  const int64_t step =
+      p.job_step() > 0 ? std::max(e->job.step(), p.job_step()) : p.step();
+  e->job.set_step(step);
   e->job.set_total_steps(p.total_steps());
   v1::JobEvent& ev = e->progress;
   ev.set_kind(v1::JobEvent::PROGRESS);
   ev.set_job_id(e->job.id());
   ev.set_state(e->job.state());
-  ev.set_step(p.step());
+  ev.set_step(step);
   ev.set_total_steps(e->job.total_steps());
   ev.set_epoch(p.epoch());
   ev.set_loss(p.loss());
@@ -109,7 +113,10 @@ void JobTable::HandleEpochDone(const std::string& worker_id,
   for (const v1::WorkerMessage::EpochDone& x : ranks) {
     loss += x.train_loss();
     secs = std::max(secs, x.seconds());
-    if (x.rank() == 0) er.set_test_accuracy(x.test_accuracy());
+    if (x.rank() == 0) {
+      er.set_test_accuracy(x.test_accuracy());
+      er.set_evaluated_at_job_step(x.job_step());
+    }
   }
   er.set_train_loss(loss / ranks.size());
   er.set_seconds(secs);
@@ -254,9 +261,10 @@ void JobTable::Finalize(JobEntry* e, Decisions* out) {
   const int n = e->job.workers_size();
   v1::JobResult* res = e->job.mutable_result();
   double comm = 0, compute = 0, last_loss = 0, max_wall = 0, exposed = 0;
-  int64_t samples = 0;
+  int64_t samples = 0, steps = 0;
   res->clear_param_checksums();
   res->clear_comm_seconds_per_worker();
+  res->clear_steps_per_rank();
   for (int r = 0; r < n; ++r) {
     const v1::WorkerMessage::JobDone& d = e->results[r];
     comm += d.comm_seconds();
@@ -264,6 +272,8 @@ void JobTable::Finalize(JobEntry* e, Decisions* out) {
     compute += d.compute_seconds();
     last_loss += d.last_step_loss();
     samples += d.samples();
+    steps += d.steps();
+    res->add_steps_per_rank(d.steps());
     max_wall = std::max(max_wall, e->rank_wall[r]);
     res->add_param_checksums(d.param_checksum());
     res->add_comm_seconds_per_worker(d.comm_seconds());
@@ -285,7 +295,9 @@ void JobTable::Finalize(JobEntry* e, Decisions* out) {
   res->set_compute_seconds(compute / n);
   res->set_final_train_loss(last_loss / n);
   res->set_test_accuracy(e->results[0].test_accuracy());
-  res->set_steps(e->results[0].steps());
+  // Equal on every rank, but with job-wide steps (ps async): the mean is the
+  // pushes the PS applied / world.
+  res->set_steps(spec.elastic() ? e->results[0].steps() : steps / n);
   // An elastic job keeps its global batch whatever its generation's size.
   const int64_t global =
       static_cast<int64_t>(spec.batch_size()) * (spec.elastic() ? spec.workers() : n);

@@ -572,5 +572,60 @@ TEST(Integration, DaemonsStopCleanlyOnSigterm) {
   std::filesystem::remove_all(dir);
 }
 
+// Issue 52: in ps async the job's steps are counted in pushes the PS
+// applied, so the fast ranks train on while a straggler (a worker whose
+// forward/backward takes 20x as long, --compute_slowdown) lags; in ps sync every rank runs every step. The
+// job's epochs are evaluated on the PS's parameters at a job step.
+TEST(Integration, PsAsyncStepsAreTheJobsAndAStragglerRunsFewer) {
+  LocalClusterOptions o = Cluster::DefaultOptions(3);
+  o.flags_of_worker = {{}, {}, {"--compute_slowdown=20"}};
+  Cluster c(o);
+  ASSERT_TRUE(c.ok());
+  constexpr int kSteps = 40;
+  for (const char* mode : {"async", "sync"}) {
+    SCOPED_TRACE(mode);
+    v1::JobSpec spec = Spec("ps", mode, 3);
+    spec.set_steps(kSteps);
+    spec.set_train_limit(960);  // 10 steps of 96 samples per epoch: 4 epochs
+    v1::Job job;
+    ASSERT_TRUE(c.Submit(spec, &job).ok());
+    const v1::Job done = c.WaitFor(job.id(), absl::Seconds(120), Terminal);
+    ASSERT_EQ(done.state(), v1::SUCCEEDED) << done.error();
+    const v1::JobResult& r = done.result();
+    ASSERT_EQ(r.steps_per_rank_size(), 3);
+    // Which rank the slow worker got is the scheduler's choice.
+    int slow = 0;
+    for (int i = 0; i < 3; ++i) {
+      if (done.workers(i) == "w2") slow = i;
+    }
+    int64_t sum = 0;
+    for (int i = 0; i < 3; ++i) sum += r.steps_per_rank(i);
+    ASSERT_EQ(r.epochs_size(), 4);
+    if (std::string(mode) == "sync") {
+      for (int i = 0; i < 3; ++i) EXPECT_EQ(r.steps_per_rank(i), kSteps);
+      EXPECT_EQ(r.epochs(3).evaluated_at_job_step(), 0);
+      continue;
+    }
+    // The budget is 3 x 40 pushes; each rank may push once more after it
+    // was spent.
+    EXPECT_GE(sum, 3 * kSteps);
+    EXPECT_LE(sum, 3 * kSteps + 2);
+    EXPECT_EQ(r.steps(), sum / 3);
+    int64_t most = 0;
+    for (int i = 0; i < 3; ++i) {
+      most = std::max(most, r.steps_per_rank(i));
+      if (i != slow) {
+        EXPECT_GT(r.steps_per_rank(i), r.steps_per_rank(slow)) << "rank " << i;
+      }
+    }
+    EXPECT_LT(r.steps_per_rank(slow), kSteps);
+    EXPECT_GT(most, kSteps);
+    for (int e = 0; e < 4; ++e) {
+      EXPECT_GE(r.epochs(e).evaluated_at_job_step(), 10 * (e + 1)) << "epoch " << e + 1;
+      EXPECT_GT(r.epochs(e).test_accuracy(), 0) << "epoch " << e + 1;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace gradsync

@@ -73,6 +73,77 @@ class FakeClockSync final : public GradientSync {
 // The loop's timers read TrainingOptions::env: an hour of fake
 // communication per bucket shows as hours of wall time in a run that takes
 // milliseconds of real time; nothing else moved the clock.
+// Job-wide steps (ps async): a sync that says the other ranks pushed
+// `others` times per step of this rank, as a PS's answers would.
+class JobWideSync final : public GradientSync {
+ public:
+  explicit JobWideSync(int others) : others_(others) {}
+  absl::Status Initialize(const std::vector<Range>& b, float*) override {
+    buckets_ = static_cast<int>(b.size());
+    return absl::OkStatus();
+  }
+  absl::Status SyncBucket(int64_t, int bucket, float*, float*) override {
+    if (bucket == buckets_ - 1) pushes_ += 1 + others_;
+    return absl::OkStatus();
+  }
+  absl::Status Finish(float*) override { return absl::OkStatus(); }
+  void Abort(const absl::Status&) override {}
+  Output output() const override { return Output::kAveragedGradient; }
+  int pipeline_depth() const override { return 0; }
+  int64_t JobPushesApplied() const override { return pushes_.load(); }
+
+ private:
+  const int others_;
+  int buckets_ = 0;
+  std::atomic<int64_t> pushes_{0};
+};
+
+class Recording : public TrainingReporter {
+ public:
+  void Progress(const ProgressReport& p) override { progress.push_back(p); }
+  void EpochDone(const EpochReport& e) override { epochs.push_back(e); }
+  std::vector<ProgressReport> progress;
+  std::vector<EpochReport> epochs;
+};
+
+// Rank 0 of 3 whose peers push 5 (then 11) times per step of its own: the
+// job's 10 steps (30 pushes) are spent after 5 (then 3) of its steps; each
+// epoch (2 job steps: 24 samples, global batch 12) is reported once, at the
+// first step that sees the job past its end, with that job step; and the
+// last step reports the epochs left.
+TEST(TrainingLoop, JobWideStepsEndWhenThePushesAreSpent) {
+  const Dataset data = TinyData(24);
+  const Dataset test = TinyData(6);
+  struct Case {
+    int others;
+    int64_t steps_run;
+    std::vector<int64_t> epoch_job_steps;
+  };
+  for (const Case& c : {Case{5, 5, {2, 4, 6, 8, 10}}, Case{11, 3, {4, 4, 8, 8, 10}}}) {
+    SCOPED_TRACE(c.others);
+    JobOptions a = OneRank(10);
+    a.world_size = 3;
+    a.job_wide_steps = true;
+    auto model = Model();
+    JobWideSync sync(c.others);
+    Recording r;
+    TrainingOutcome out = RunTraining(a, data, test, model.get(), &sync, &r, nullptr);
+    ASSERT_TRUE(out.status.ok()) << out.status;
+    EXPECT_EQ(out.done.steps, c.steps_run);
+    EXPECT_EQ(out.done.samples, c.steps_run * 4);
+    ASSERT_EQ(r.epochs.size(), 5u);
+    for (size_t e = 0; e < r.epochs.size(); ++e) {
+      EXPECT_EQ(r.epochs[e].epoch, static_cast<int>(e) + 1);
+      EXPECT_EQ(r.epochs[e].job_step, c.epoch_job_steps[e]) << "epoch " << e + 1;
+      EXPECT_GE(r.epochs[e].test_accuracy, 0) << "rank 0 evaluates";
+    }
+    ASSERT_FALSE(r.progress.empty());
+    EXPECT_EQ(r.progress.back().step, c.steps_run);
+    EXPECT_EQ(r.progress.back().job_step, 10);
+    EXPECT_EQ(r.progress.back().total_steps, 10);
+  }
+}
+
 TEST(TrainingLoop, TimersReadTheEnv) {
   FakeEnv env;
   const Dataset data = TinyData(64);

@@ -44,6 +44,7 @@ class MeteredSync final : public GradientSync {
   }
   int64_t start_step() const override { return inner_->start_step(); }
   AllreduceCheckpointer* checkpointer() override { return inner_->checkpointer(); }
+  int64_t JobPushesApplied() const override { return inner_->JobPushesApplied(); }
 
  private:
   // Adds bytes[s] to counters[s].

@@ -89,6 +89,13 @@ class GradientSync {
   // Initialize of a resumed job, its restored() holds the optimizer state
   // to load into the model.
   virtual AllreduceCheckpointer* checkpointer() { return nullptr; }
+
+  // Jobs whose step budget is the job's, not each rank's
+  // (JobOptions::job_wide_steps: ps async): the updates applied so far for
+  // the whole job, in pushes (a resumed job counts its start step x world
+  // as applied), as the answers this rank got said; the trainer stops once
+  // it reaches steps x world. -1 elsewhere: every rank runs every step.
+  virtual int64_t JobPushesApplied() const { return -1; }
 };
 
 }  // namespace gradsync

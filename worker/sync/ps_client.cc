@@ -133,8 +133,15 @@ absl::Status PsClient::CallAll(
     }
     for (size_t i : batch) {
       answered[i] = true;
-      absl::Status st =
-          TakeReply(partitions_[which[i]], calls.status(i), calls.response(i), out);
+      int64_t step = 0;
+      absl::Status st = TakeReply(partitions_[which[i]], calls.status(i),
+                                  calls.response(i), out, &step);
+      if (st.ok() && tag.bucket >= 0) {  // a PushPull's answer
+        int64_t seen = newest_push_reply_step_.load();
+        while (step > seen &&
+               !newest_push_reply_step_.compare_exchange_weak(seen, step)) {
+        }
+      }
       if (st.ok() || !first.ok()) continue;
       first = std::move(st);
       // The step cannot succeed any more: do not wait for the others.
@@ -242,11 +249,14 @@ StallReport PsClient::DescribeStall(const WaitTag& tag, const std::vector<int>& 
 
 absl::Status PsClient::TakeReply(const PsPartitionRef& partition,
                                  const absl::Status& status,
-                                 const grpc::ByteBuffer& response, float* out) const {
+                                 const grpc::ByteBuffer& response, float* out,
+                                 int64_t* step) const {
+  *step = 0;
   if (!status.ok()) return status;
   if (out == nullptr) return absl::OkStatus();
   absl::StatusOr<DecodedFrame> f = DecodedFrame::Parse(response);
   if (!f.ok()) return f.status();
+  *step = f->header().step();
   if (f->count() != partition.count) {
     return absl::DataLossError(absl::StrCat("PS shard ", partition.address, " answered ",
                                             f->count(), " floats for ", partition.key,

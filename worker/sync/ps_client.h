@@ -9,6 +9,8 @@
 #ifndef GRADSYNC_WORKER_SYNC_PS_CLIENT_H_
 #define GRADSYNC_WORKER_SYNC_PS_CLIENT_H_
 
+#include <atomic>
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <set>
@@ -99,6 +101,10 @@ class PsClient {
   // Push streams opened so far (tests check that steps reuse them).
   int64_t streams_opened() const;
 
+  // The largest step any PushPull answer carried so far (async: the pushes
+  // the slice had applied when it answered; sync: the steps it had applied).
+  int64_t newest_push_reply_step() const { return newest_push_reply_step_.load(); }
+
  private:
   // Names a CallAll in stall reports.
   struct WaitTag {
@@ -142,8 +148,10 @@ class PsClient {
   StallReport DescribeStall(const WaitTag& tag, const std::vector<int>& which,
                             const std::vector<bool>& answered, size_t launched) const;
   // Step 3 for one finished call.
+  // `*step` = the answer's step (0 without parameters).
   absl::Status TakeReply(const PsPartitionRef& partition, const absl::Status& status,
-                         const grpc::ByteBuffer& response, float* out) const;
+                         const grpc::ByteBuffer& response, float* out,
+                         int64_t* step) const;
 
   // A PULL frame's call for every partition at `step` (kPullInitialStep, ...).
   absl::Status PullAt(int64_t step, float* params, absl::Time deadline);
@@ -155,6 +163,7 @@ class PsClient {
   const Env* const env_;
   std::vector<PsPartitionRef> partitions_;
   std::vector<int> all_;
+  std::atomic<int64_t> newest_push_reply_step_{0};
   size_t push_window_ = 0;  // PushPull calls in flight at most (0: all)
   const bool push_stream_;  // PushPull over the push streams
   std::map<std::string, std::unique_ptr<grpc::GenericStub>> stubs_;  // by address

@@ -63,6 +63,15 @@ class PsSync final : public GradientSync {
 
   int64_t start_step() const override { return start_step_; }
 
+  // A resumed async slice counts its pushes afresh, every rank at
+  // start_step_ (PsSlice::Resume).
+  int64_t JobPushesApplied() const override {
+    if (!job_.job_wide_steps || job_.mode != SyncMode::kAsync) return -1;
+    PsClient* c = client();
+    return start_step_ * job_.world_size +
+           (c == nullptr ? 0 : c->newest_push_reply_step());
+  }
+
   absl::Status SyncBucket(int64_t step, int bucket, float* grad, float* params) override {
     if (bucket < 0 || bucket >= static_cast<int>(partitions_of_bucket_.size())) {
       return absl::InvalidArgumentError(absl::StrCat("no bucket ", bucket));
@@ -93,7 +102,7 @@ class PsSync final : public GradientSync {
   int pipeline_depth() const override { return 0; }
 
  private:
-  PsClient* client() {
+  PsClient* client() const {
     absl::MutexLock lock(&mu_);
     return client_.get();
   }
@@ -107,7 +116,7 @@ class PsSync final : public GradientSync {
   std::vector<std::vector<int>> partitions_of_bucket_;
   int64_t start_step_ = 0;  // set in Initialize
 
-  absl::Mutex mu_;
+  mutable absl::Mutex mu_;
   std::unique_ptr<PsClient> client_ ABSL_GUARDED_BY(mu_);
   absl::Status aborted_ ABSL_GUARDED_BY(mu_);
 };

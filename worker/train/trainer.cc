@@ -7,6 +7,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "common/kernels.h"
 #include "common/logging.h"
@@ -62,8 +63,9 @@ class TrainingRun {
   // the step's host slot and goes to the communication threads.
   absl::Status Compute(int64_t step);
   absl::Status ForwardBackward(int64_t step);  // Compute without prediction
-  // Takes the loss of `step` (computed by now or soon) and reports it.
-  absl::Status StepDone(int64_t step);
+  // Takes the loss of `step` (computed by now or soon) and reports it;
+  // `last`: this rank's final step.
+  absl::Status StepDone(int64_t step, bool last = false);
   absl::Status Complete();
   // Applies every synchronised step up to `upto` to the model, and
   // checkpoints the model when due.
@@ -119,6 +121,10 @@ class TrainingRun {
   bool predict_ = false;  // JobOptions::weight_prediction, where it applies
   double exposed_ = 0;
   int64_t applied_ = 0;
+  // Job-wide steps (GradientSync::JobPushesApplied() >= 0): the job's
+  // pushes as seen once the latest step was applied; -1 otherwise.
+  int64_t job_pushes_ = -1;
+  int64_t steps_run_ = 0;  // this rank's steps, the start's included
   absl::Time t0_;
 };
 
@@ -206,9 +212,17 @@ absl::Status TrainingRun::Setup() {
   return absl::OkStatus();
 }
 
+// Job-wide steps (ps async): the budget is total x world pushes for the
+// job, so a rank runs on past `total` while others lag (up to the whole
+// budget alone) and stops after the step whose answers show the budget
+// spent; the ranks that still had a step in flight push it too, so the
+// job applies between total x world and that plus world - 1 pushes.
 absl::Status TrainingRun::Loop() {
   const int64_t total = plan_->total();
   const int depth = sync_->pipeline_depth();
+  job_pushes_ = sync_->JobPushesApplied();
+  const bool job_wide = job_pushes_ >= 0;
+  const int64_t world = std::max(1, job_.world_size);
   // A resumed job continues at its checkpoint's step; the data order of a
   // step depends on the step only (StepPlan::Gather), so it is unchanged.
   const int64_t start = sync_->start_step();
@@ -217,6 +231,9 @@ absl::Status TrainingRun::Loop() {
         absl::StrCat("resuming at step ", start, " of a job of ", total, " steps"));
   }
   applied_ = start;
+  steps_run_ = start;
+  const int64_t limit = job_wide ? start + (total - start) * world : total;
+  const int64_t budget = total * world;
   if (job_.checkpoint_at_start && ckpt_ != nullptr && ckpt_->saves()) {
     // An elastic generation is resumable from its first step on (the
     // coordinator counts it committed once this rank reports).
@@ -229,22 +246,31 @@ absl::Status TrainingRun::Loop() {
   if (start == total) return absl::OkStatus();
   absl::Status st = Stage(start);
   if (!st.ok()) return st;
-  for (int64_t step = start; step < total; ++step) {
+  int64_t last = limit - 1;
+  for (int64_t step = start; step < limit; ++step) {
     if (cancelled_ != nullptr && cancelled_->load()) {
       return absl::CancelledError("job cancelled");
     }
     st = Compute(step);
     // Stage the next batch once backward is enqueued (on a GPU it still runs).
-    if (st.ok() && step + 1 < total) st = Stage(step + 1);
+    if (st.ok() && step + 1 < limit) st = Stage(step + 1);
     // The previous step's loss: reading it waits for that step only, so the
     // host stays a step ahead of the device.
     if (st.ok() && step > start) st = StepDone(step - 1);
     if (st.ok()) st = ApplyThrough(step - depth);
     if (!st.ok()) return st;
+    if (job_wide) {
+      job_pushes_ = sync_->JobPushesApplied();  // depth 0: step's answers are in
+      if (job_pushes_ >= budget) {
+        last = step;
+        break;
+      }
+    }
   }
-  st = StepDone(total - 1);
+  steps_run_ = last + 1;
+  st = StepDone(last, /*last=*/true);
   if (!st.ok()) return st;
-  return ApplyThrough(total - 1);
+  return ApplyThrough(last);
 }
 
 absl::Status TrainingRun::Stage(int64_t step) {
@@ -271,6 +297,14 @@ absl::Status TrainingRun::Compute(int64_t step) {
 }
 
 absl::Status TrainingRun::ForwardBackward(int64_t step) {
+  const absl::Time began = options_.env->Now();
+  absl::Cleanup slow = [&] {
+    if (options_.compute_slowdown > 1.0) {
+      TraceSpan span(trace_.get(), "slowdown", "compute", kTraceTrain, step);
+      options_.env->SleepFor((options_.env->Now() - began) *
+                             (options_.compute_slowdown - 1.0));
+    }
+  };
   TraceSpan span(trace_.get(), "forward+backward", "compute", kTraceTrain, step);
   absl::Status failed;
   absl::Status st = model_->ForwardBackward(plan_->batch(), [&](int b) {
@@ -288,7 +322,7 @@ absl::Status TrainingRun::ForwardBackward(int64_t step) {
   return st.ok() ? failed : st;
 }
 
-absl::Status TrainingRun::StepDone(int64_t step) {
+absl::Status TrainingRun::StepDone(int64_t step, bool last) {
   TraceSpan span(trace_.get(), "loss + report", "train", kTraceTrain, step);
   absl::StatusOr<float> loss = model_->TakeLoss();
   if (!loss.ok()) return loss.status();
@@ -296,8 +330,9 @@ absl::Status TrainingRun::StepDone(int64_t step) {
     return absl::OutOfRangeError(absl::StrCat("loss became ", *loss, " at step ", step,
                                               " (learning rate too high?)"));
   }
-  return reports_->StepDone(step, *loss, comm_->busy_seconds(), ComputeSeconds(),
-                            [this] { return TestAccuracy(); });
+  return reports_->StepDone(
+      step, *loss, comm_->busy_seconds(), ComputeSeconds(),
+      [this] { return TestAccuracy(); }, job_pushes_, last);
 }
 
 absl::Status TrainingRun::ApplyThrough(int64_t upto) {
@@ -367,13 +402,13 @@ absl::Status TrainingRun::Complete() {
   }
   out_.done.compute_seconds = ComputeSeconds();
   st = RecordSuccess(
-      job_, *plan_, *reports_, params_, n, wall, options_,
+      job_, *plan_, steps_run_, *reports_, params_, n, wall, options_,
       [this] { return TestAccuracy(); }, &out_);
   if (!st.ok()) return st;
   spdlog::info(
       "{}done on {}: {} steps in {:.2f} s (comm busy {:.2f} s, "
       "exposed {:.2f} s), params {}",
-      tag_, model_->name(), plan_->total(), wall, comm_busy, exposed_,
+      tag_, model_->name(), steps_run_, wall, comm_busy, exposed_,
       out_.done.param_checksum);
   return absl::OkStatus();
 }

@@ -21,10 +21,11 @@ namespace gradsync {
 struct ProgressReport {
   std::string job_id;
   int rank = 0;
-  int64_t step = 0;  // steps completed
+  int64_t step = 0;  // steps completed (by this rank)
   int64_t total_steps = 0;
-  int epoch = 1;                  // current epoch, 1-based
-  double loss = 0;                // mean over the steps since the last report
+  int64_t job_step = 0;  // job-wide steps (JobOptions::job_wide_steps): the job's
+  int epoch = 1;         // current epoch, 1-based
+  double loss = 0;       // mean over the steps since the last report
   double samples_per_second = 0;  // this rank, since the last report
   double comm_seconds = 0;
   double compute_seconds = 0;
@@ -39,6 +40,7 @@ struct EpochReport {
   double train_loss = 0;      // mean over the epoch's steps
   double test_accuracy = -1;  // rank 0 evaluating; -1 otherwise
   double seconds = 0;
+  int64_t job_step = 0;  // job-wide steps: the job's step test_accuracy is at
 };
 
 // One rank's timeline (spec.trace): the recorder's events and how many it
@@ -87,6 +89,9 @@ struct TrainingOutcome {
 struct TrainingOptions {
   absl::Duration progress_interval = absl::Milliseconds(500);
   bool evaluate = true;  // rank 0 evaluates the test set after every epoch
+  // A straggler on demand (worker --compute_slowdown): after each step's
+  // forward/backward the loop sleeps (F - 1) x its duration. 1 = off.
+  double compute_slowdown = 1.0;
   // The clock of the loop's timers (wall, comm, compute, eval seconds and
   // the progress interval); not owned, outlives the run.
   const Env* env = Env::Default();

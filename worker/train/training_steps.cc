@@ -63,15 +63,19 @@ StepReports::StepReports(const JobOptions& job, const StepPlan& plan,
       last_report_(epoch_start_) {}
 
 void StepReports::Start(int64_t start_step) {
-  Progress(start_step, static_cast<int>(plan_.epoch(start_step)) + 1, 0, 0);
+  epochs_done_ = start_step / plan_.steps_per_epoch();
+  Progress(start_step, static_cast<int>(plan_.epoch(start_step)) + 1, 0, 0,
+           job_.job_wide_steps ? start_step : 0);
 }
 
-void StepReports::Progress(int64_t steps_done, int epoch, double comm, double compute) {
+void StepReports::Progress(int64_t steps_done, int epoch, double comm, double compute,
+                           int64_t job_step) {
   ProgressReport p;
   p.job_id = job_.job_id;
   p.rank = job_.rank;
   p.step = steps_done;
   p.total_steps = plan_.total();
+  p.job_step = job_step;
   p.epoch = epoch;
   p.loss = report_steps_ ? report_loss_ / report_steps_ : 0;
   const absl::Time now = options_.env->Now();
@@ -91,41 +95,69 @@ void StepReports::Progress(int64_t steps_done, int epoch, double comm, double co
 
 absl::Status StepReports::StepDone(
     int64_t step, float loss, double comm, double compute,
-    const std::function<absl::StatusOr<double>()>& test_accuracy) {
+    const std::function<absl::StatusOr<double>()>& test_accuracy, int64_t job_pushes,
+    bool last) {
   last_loss_ = loss;
   epoch_loss_ += loss;
   report_loss_ += loss;
   ++epoch_steps_;
   ++report_steps_;
-  const int epoch = static_cast<int>(plan_.epoch(step) + 1);
-  if (plan_.EpochEnds(step)) {
-    EpochReport e;
-    e.job_id = job_.job_id;
-    e.rank = job_.rank;
-    e.epoch = epoch;
-    e.train_loss = epoch_loss_ / epoch_steps_;
-    e.test_accuracy = -1;
-    if (job_.rank == 0 && options_.evaluate) {
+  std::optional<double> accuracy;
+  const bool due = options_.env->Now() - last_report_ >= options_.progress_interval;
+  if (job_pushes < 0) {
+    const int epoch = static_cast<int>(plan_.epoch(step) + 1);
+    if (plan_.EpochEnds(step)) {
+      absl::Status st = EndEpoch(epoch, 0, test_accuracy, &accuracy);
+      if (!st.ok()) return st;
+    }
+    if (due || step + 1 == plan_.total()) Progress(step + 1, epoch, comm, compute);
+    return absl::OkStatus();
+  }
+  const int64_t job_step = std::min(job_pushes / job_.world_size, plan_.total());
+  while (epochs_done_ < plan_.epochs() &&
+         (last || job_step >= plan_.EpochEnd(epochs_done_ + 1))) {
+    absl::Status st =
+        EndEpoch(static_cast<int>(epochs_done_ + 1), job_step, test_accuracy, &accuracy);
+    if (!st.ok()) return st;
+  }
+  const int epoch = static_cast<int>(std::min(epochs_done_ + 1, plan_.epochs()));
+  if (due || last) Progress(step + 1, epoch, comm, compute, job_step);
+  return absl::OkStatus();
+}
+
+absl::Status StepReports::EndEpoch(
+    int epoch, int64_t job_step,
+    const std::function<absl::StatusOr<double>()>& test_accuracy,
+    std::optional<double>* accuracy) {
+  EpochReport e;
+  e.job_id = job_.job_id;
+  e.rank = job_.rank;
+  e.epoch = epoch;
+  // A second epoch ended at the same step has no steps of its own.
+  e.train_loss = epoch_steps_ > 0 ? epoch_loss_ / epoch_steps_ : last_loss_;
+  e.test_accuracy = -1;
+  e.job_step = job_step;
+  if (job_.rank == 0 && options_.evaluate) {
+    if (!accuracy->has_value()) {
       const absl::Time t = options_.env->Now();
       absl::StatusOr<double> acc = test_accuracy();
       eval_seconds_ += absl::ToDoubleSeconds(options_.env->Now() - t);
       if (!acc.ok()) return acc.status();
-      e.test_accuracy = *acc;
+      *accuracy = *acc;
     }
-    const absl::Time now = options_.env->Now();
-    e.seconds = absl::ToDoubleSeconds(now - epoch_start_);
-    epoch_start_ = now;
-    spdlog::info("{}epoch {} done: mean loss {:.4f}{}", JobTag(job_.job_id, job_.rank),
-                 e.epoch, e.train_loss,
-                 job_.rank == 0 ? absl::StrCat(", test accuracy ", e.test_accuracy) : "");
-    reporter_->EpochDone(e);
-    epoch_loss_ = 0;
-    epoch_steps_ = 0;
+    e.test_accuracy = **accuracy;
   }
-  if (options_.env->Now() - last_report_ >= options_.progress_interval ||
-      step + 1 == plan_.total()) {
-    Progress(step + 1, epoch, comm, compute);
-  }
+  const absl::Time now = options_.env->Now();
+  e.seconds = absl::ToDoubleSeconds(now - epoch_start_);
+  epoch_start_ = now;
+  spdlog::info("{}epoch {} done: mean loss {:.4f}{}{}", JobTag(job_.job_id, job_.rank),
+               e.epoch, e.train_loss,
+               job_.rank == 0 ? absl::StrCat(", test accuracy ", e.test_accuracy) : "",
+               job_step > 0 ? absl::StrCat(" (at job step ", job_step, ")") : "");
+  reporter_->EpochDone(e);
+  epoch_loss_ = 0;
+  epoch_steps_ = 0;
+  ++epochs_done_;
   return absl::OkStatus();
 }
 
@@ -164,7 +196,7 @@ void RecordFailure(const absl::Status& status, TrainingOutcome* out) {
   out->done.error = std::string(status.message());
 }
 
-absl::Status RecordSuccess(const JobOptions& job, const StepPlan& plan,
+absl::Status RecordSuccess(const JobOptions& job, const StepPlan& plan, int64_t steps,
                            const StepReports& reports, const float* params, size_t n,
                            double wall_seconds, const TrainingOptions& options,
                            const std::function<absl::StatusOr<double>()>& test_accuracy,
@@ -173,8 +205,8 @@ absl::Status RecordSuccess(const JobOptions& job, const StepPlan& plan,
   d.code = absl::StatusCode::kOk;
   d.param_checksum = ChecksumHex(params, n);
   d.last_step_loss = reports.last_loss();
-  d.samples = plan.total() * plan.batch();
-  d.steps = plan.total();
+  d.samples = steps * plan.batch();
+  d.steps = steps;
   d.wall_seconds = wall_seconds;
   d.test_accuracy = -1;
   if (job.rank == 0 && options.evaluate) {

@@ -4,7 +4,9 @@
 #ifndef GRADSYNC_WORKER_TRAIN_TRAINING_STEPS_H_
 #define GRADSYNC_WORKER_TRAIN_TRAINING_STEPS_H_
 
+#include <algorithm>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -36,6 +38,10 @@ class StepPlan {
   bool EpochEnds(int64_t step) const {
     return (step + 1) % spe_ == 0 || step + 1 == total_;
   }
+  // Epochs of the job (the last may be short, with --steps).
+  int64_t epochs() const { return (total_ + spe_ - 1) / spe_; }
+  // Steps done when 1-based epoch `k` ends.
+  int64_t EpochEnd(int64_t k) const { return std::min(k * spe_, total_); }
 
   // Copies this rank's samples of `step` into x() / y().
   void Gather(int64_t step);
@@ -71,15 +77,32 @@ class StepReports {
   // Records the loss of finished step `step`; comm / compute are this
   // rank's cumulative seconds so far. At an epoch end, rank 0 asks
   // `test_accuracy` (when evaluation is on) for the EpochDone report.
+  //
+  // Job-wide steps (`job_pushes` >= 0: GradientSync::JobPushesApplied as
+  // it was once `step` was applied): the epochs and the Progress step are
+  // the job's, job_pushes / world; an epoch ends on this rank at the first
+  // of its steps that sees the job past the epoch's end (several at once
+  // when the job crossed several), so rank 0 evaluates the parameters it
+  // pulled from the PS then, and says at which job step. `last`: the rank's
+  // final step (the job's budget is spent); every epoch not reported yet
+  // ends there. With `job_pushes` < 0 (every rank runs every step) epochs
+  // end at this rank's own steps and `last` is implied by the plan.
   absl::Status StepDone(int64_t step, float loss, double comm, double compute,
-                        const std::function<absl::StatusOr<double>()>& test_accuracy);
+                        const std::function<absl::StatusOr<double>()>& test_accuracy,
+                        int64_t job_pushes = -1, bool last = false);
 
   float last_loss() const { return last_loss_; }
   // Seconds spent in test_accuracy() calls.
   double eval_seconds() const { return eval_seconds_; }
 
  private:
-  void Progress(int64_t steps_done, int epoch, double comm, double compute);
+  void Progress(int64_t steps_done, int epoch, double comm, double compute,
+                int64_t job_step = 0);
+  // Sends the EpochDone of 1-based `epoch` (job_step: EpochReport's);
+  // `accuracy` caches rank 0's evaluation across the epochs of one step.
+  absl::Status EndEpoch(int epoch, int64_t job_step,
+                        const std::function<absl::StatusOr<double>()>& test_accuracy,
+                        std::optional<double>* accuracy);
 
   const JobOptions& job_;
   const StepPlan& plan_;
@@ -90,6 +113,7 @@ class StepReports {
   double epoch_loss_ = 0, report_loss_ = 0, eval_seconds_ = 0;
   float last_loss_ = 0;
   int64_t epoch_steps_ = 0, report_steps_ = 0;
+  int64_t epochs_done_ = 0;  // job-wide steps: epochs reported
   absl::Time epoch_start_, last_report_;
 };
 
@@ -105,9 +129,10 @@ TrainingOutcome NewOutcome(const JobOptions& job, const std::string& device);
 void RecordFailure(const absl::Status& status, TrainingOutcome* out);
 
 // Marks `out` succeeded: checksum of params[0..n), last loss, step and sample
-// counts, wall time, and (rank 0, evaluating) the final test accuracy. The
+// counts (`steps` this rank ran: plan.total(), or its share of job-wide
+// steps), wall time, and (rank 0, evaluating) the final test accuracy. The
 // caller sets the comm / compute seconds it measured.
-absl::Status RecordSuccess(const JobOptions& job, const StepPlan& plan,
+absl::Status RecordSuccess(const JobOptions& job, const StepPlan& plan, int64_t steps,
                            const StepReports& reports, const float* params, size_t n,
                            double wall_seconds, const TrainingOptions& options,
                            const std::function<absl::StatusOr<double>()>& test_accuracy,
