@@ -94,11 +94,18 @@ JobRunner::JobRunner(JobRunnerContext context)
       data_cache_(options_.data_cache_bytes),
       metrics_(*context_.metrics),
       mailboxes_(*context_.mailboxes),
-      id_(context_.worker_id) {}
+      id_(context_.worker_id) {
+  watchdog_ = std::thread([this] { Watch(); });
+}
 
 JobRunner::~JobRunner() {
   Stop();
   Join();
+  {
+    absl::MutexLock lock(&mu_);
+    closing_ = true;
+  }
+  watchdog_.join();
 }
 
 void JobRunner::Stop() {
@@ -106,6 +113,7 @@ void JobRunner::Stop() {
   stopped_ = true;
   cancelled_ = true;
   AbortJobLocked(absl::CancelledError("worker stopping"));
+  AskToEndLocked(absl::CancelledError("worker stopping"));
 }
 
 void JobRunner::AbortRunning(const absl::Status& status) {
@@ -113,6 +121,50 @@ void JobRunner::AbortRunning(const absl::Status& status) {
   if (job_id_.empty()) return;
   cancelled_ = true;
   AbortJobLocked(status);
+  AskToEndLocked(status);
+}
+
+void JobRunner::AskToEndLocked(const absl::Status& why) {
+  if (job_id_.empty() || stop_asked_ != absl::InfiniteFuture()) return;
+  stop_asked_ = env_->Now();
+  stop_reason_ = why;
+}
+
+void JobRunner::Watch() {
+  mu_.Lock();
+  for (;;) {
+    mu_.Await(absl::Condition(this, &JobRunner::WatchdogHasWork));
+    if (closing_) break;
+    watched_job_ = job_id_;
+    const absl::Time deadline = stop_asked_ + options_.runaway_grace;
+    if (env_->AwaitWithDeadline(&mu_, absl::Condition(this, &JobRunner::WatchedJobEnded),
+                                deadline)) {
+      if (closing_) break;
+      continue;  // it ended in time
+    }
+    // A runaway: whatever its thread runs (a user's forward) ignores every
+    // request to stop, and holds this worker busy for good.
+    const std::string job = job_id_;
+    const int rank = rank_;
+    const bool stopping = stopped_;
+    const absl::Status why = stop_reason_;
+    stop_asked_ = absl::InfiniteFuture();  // once per request to end
+    mu_.Unlock();
+    const std::string what = absl::StrCat(
+        "rank ", rank, " on worker ", id_, " was still running ",
+        absl::FormatDuration(options_.runaway_grace), " after it was told to end (",
+        why.message(), "): its model does not return (a forward that never ends?); ",
+        context_.on_runaway == nullptr ? "the worker stays busy"
+        : stopping                     ? "the worker exits"
+                                       : "the worker restarts to free it");
+    // No JobDone: the job has ended at the coordinator already (it asked
+    // for the end), and one would mark this worker idle while it is not;
+    // it becomes idle when it registers again after the restart.
+    spdlog::error("{}{}", JobTag(job, rank), what);
+    if (context_.on_runaway != nullptr) context_.on_runaway(stopping);
+    mu_.Lock();
+  }
+  mu_.Unlock();
 }
 
 void JobRunner::AbortJobLocked(const absl::Status& status) {
@@ -142,6 +194,8 @@ void JobRunner::Start(const v1::Assignment& a) {
       return;
     }
     job_id_ = a.job_id();
+    rank_ = a.rank();
+    stop_asked_ = absl::InfiniteFuture();
     cancelled_ = false;
     cancel_requested_ = false;
   }
@@ -182,6 +236,7 @@ void JobRunner::Cancel(const std::string& job_id, const std::string& reason) {
   cancelled_ = true;
   cancel_requested_ = true;
   AbortJobLocked(absl::CancelledError(absl::StrCat("job cancelled: ", reason)));
+  AskToEndLocked(absl::CancelledError(absl::StrCat("job cancelled: ", reason)));
 }
 
 absl::StatusOr<std::shared_ptr<const Dataset>> JobRunner::LoadData(const std::string& dir,

@@ -57,6 +57,10 @@ struct JobRunnerContext {
   // Sends a message to the coordinator; false when no session is open (the
   // report is then lost, as the coordinator that wanted it is gone).
   std::function<bool(const v1::WorkerMessage&)> write;
+  // A job told to end is still running options.runaway_grace later (it is
+  // logged; no JobDone is sent, the worker is not free): the daemon
+  // restarts itself, or exits when `stopping`. Null: the worker stays busy.
+  std::function<void(bool stopping)> on_runaway;
 };
 
 class JobRunner {
@@ -149,6 +153,18 @@ class JobRunner {
                                                           bool train)
       ABSL_LOCKS_EXCLUDED(mu_);
   bool Write(const v1::WorkerMessage& m) { return context_.write(m); }
+  // The watchdog thread: once the running job has been told to end
+  // (stop_asked_), waits options.runaway_grace for its thread to report;
+  // if it has not, logs the runaway and calls context.on_runaway.
+  void Watch() ABSL_LOCKS_EXCLUDED(mu_);
+  // Marks the running job told to end now, with `why` (for the watchdog).
+  void AskToEndLocked(const absl::Status& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool WatchdogHasWork() const ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+    return closing_ || (!job_id_.empty() && stop_asked_ != absl::InfiniteFuture());
+  }
+  bool WatchedJobEnded() const ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+    return closing_ || job_id_ != watched_job_;
+  }
 
   const JobRunnerContext context_;
   const WorkerOptions& options_;   // *context_.options
@@ -167,8 +183,16 @@ class JobRunner {
   // The coordinator cancelled the running job (Cancel), as opposed to the
   // worker stopping or losing the coordinator.
   bool cancel_requested_ ABSL_GUARDED_BY(mu_) = false;
+  int rank_ ABSL_GUARDED_BY(mu_) = 0;  // the running job's
+  // When the running job was told to end, and why; InfiniteFuture: it was
+  // not.
+  absl::Time stop_asked_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
+  absl::Status stop_reason_ ABSL_GUARDED_BY(mu_);
+  std::string watched_job_ ABSL_GUARDED_BY(mu_);  // the watchdog's
+  bool closing_ ABSL_GUARDED_BY(mu_) = false;     // the watchdog ends
   // Started and joined by the session thread only (Start, Join).
   std::thread thread_;
+  std::thread watchdog_;  // Watch; joined by the destructor
   DataCache data_cache_;  // within options_.data_cache_bytes
   absl::Mutex cache_mu_;
   std::unique_ptr<ContentStore> blob_cache_ ABSL_GUARDED_BY(cache_mu_);

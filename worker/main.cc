@@ -222,6 +222,7 @@ int main(int argc, char** argv) {
       "file wins over GRADSYNC_TOKEN): --helpon=security_flags.");
   ListOwnFlagsInHelp();
   // --token-file as well as --token_file, as the CLI takes them.
+  const std::vector<std::string> own_argv(argv, argv + argc);  // a restart's
   gradsync::CommandLine command_line(argc, argv);
   absl::ParseCommandLine(command_line.argc(), command_line.argv());
   gradsync::SetTorchPluginPath(absl::GetFlag(FLAGS_torch_plugin));
@@ -239,6 +240,7 @@ int main(int argc, char** argv) {
   }
   // grpc.health.v1.Health on the Peer port: "" is SERVING once listening.
   grpc::EnableDefaultHealthCheckService(true);
+  startup->options.restart_argv = own_argv;
   gradsync::WorkerDaemon daemon(startup->options);
   gradsync::CountAuthRefusals(daemon.mutable_metrics_registry(), &startup->security);
   gradsync::SetClusterSecurity(std::move(startup->security));

@@ -3,12 +3,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <thread>
 
 #include <spdlog/spdlog.h>
 
 #include "absl/strings/str_cat.h"
 #include "common/grpc/grpc_util.h"
+#include "worker/restart.h"
 
 namespace gradsync {
 namespace {
@@ -42,6 +44,18 @@ WorkerDaemon::WorkerDaemon(WorkerOptions options)
   jobs.metrics = &metrics_;
   jobs.mailboxes = &mailboxes_;
   jobs.write = [this](const v1::WorkerMessage& m) { return Write(m); };
+  if (!options_.restart_argv.empty()) {
+    // A runaway job (worker/restart.h): only a new process image stops its
+    // thread.
+    jobs.on_runaway = [argv = options_.restart_argv](bool stopping) {
+      spdlog::default_logger()->flush();
+      if (stopping) std::_Exit(0);
+      const absl::Status st = RestartSelf(argv);
+      spdlog::critical("cannot restart the worker: {}; exiting", st.ToString());
+      spdlog::default_logger()->flush();
+      std::_Exit(1);
+    };
+  }
   jobs_ = std::make_unique<JobRunner>(std::move(jobs));
 }
 

@@ -58,6 +58,14 @@ struct WorkerOptions {
   // and checked in main); null: the built-in table.
   std::shared_ptr<const TuningTable> tuning;
   absl::Duration heartbeat_interval = absl::Seconds(1);
+  // A job told to end (cancelled, its session lost, the worker stopping)
+  // whose thread is still running this long after is a runaway (a model
+  // whose forward never returns): the daemon replaces itself with a fresh
+  // run of `restart_argv` (worker/restart.h), or, when stopping, exits.
+  absl::Duration runaway_grace = absl::Seconds(5);
+  // The daemon's own command line, which main sets; empty (daemons inside
+  // tests): a runaway job is only logged, and the worker stays busy.
+  std::vector<std::string> restart_argv;
   // The daemon's clock and sleeps (heartbeats, session backoff, job
   // timers, and what it builds for jobs: transports, stall watches, the
   // PS client, the training loop's timers); not owned, outlives the daemon.

@@ -307,6 +307,62 @@ TEST(TorchScript, ABadModelFailsItsJobNamingTheCauseAndTheNextJobRuns) {
   EXPECT_TRUE(c->CheckAlive().ok());
 }
 
+// A forward that never returns once past the dry run (issue 51, finding
+// 4): a cancel cannot stop its thread, so the worker, 5 s after the cancel,
+// logs why and replaces itself with a fresh run of the same command line
+// (same PID, same id), and takes the next job.
+TEST(TorchScript, ARunawayForwardIsCancelledAndTheWorkerRestartsFreeOfIt) {
+  Cluster c(1);
+  ASSERT_TRUE(c.ok());
+  const std::string dir = TempDir();
+  const std::string spins =
+      ScriptedModule(dir, "spins",
+                     "  def __init__(s):\n"
+                     "    super().__init__(); s.fc = torch.nn.Linear(784, 10); s.n = 0\n"
+                     "  def forward(s, x):\n"
+                     "    s.n += 1\n"
+                     "    while s.n > 3:\n"
+                     "      s.n += 1\n"
+                     "    return s.fc(x)\n");
+  v1::JobSpec spec = Spec("ring", "sync", 1);
+  spec.set_train_limit(2000);
+  spec.set_epochs(5);
+  v1::Job job;
+  ASSERT_TRUE(c.Submit(Uploaded(c, spec, spins), &job).ok());
+  const pid_t pid = c->workers()[0].pid;
+  const v1::Job running = c.WaitFor(job.id(), absl::Seconds(60), [](const v1::Job& j) {
+    return j.state() == v1::RUNNING;
+  });
+  ASSERT_EQ(running.state(), v1::RUNNING) << running.error();
+  // Into the endless forward (its 4th step); the log says when it trains.
+  const absl::Time began = absl::Now();
+  while (Slurp(c->workers()[0].log).find("initial parameters") == std::string::npos &&
+         absl::Now() - began < absl::Seconds(60)) {
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  absl::SleepFor(absl::Seconds(1));
+  v1::Job cancelled;
+  ASSERT_TRUE(c.Cancel(job.id(), &cancelled).ok());
+  const v1::Job ended = c.WaitFor(job.id(), absl::Seconds(30), Terminal);
+  EXPECT_EQ(ended.state(), v1::CANCELLED) << ended.error();
+  // Back within the grace (5 s) and a start-up: idle again, same process.
+  const absl::Time t0 = absl::Now();
+  while (c.IdleWorkers() != 1 && absl::Now() - t0 < absl::Seconds(30)) {
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  ASSERT_EQ(c.IdleWorkers(), 1) << "the worker did not come back";
+  EXPECT_EQ(c->workers()[0].pid, pid);
+  EXPECT_EQ(kill(pid, 0), 0) << "the worker's process is gone";
+  const std::string log = Slurp(c->workers()[0].log);
+  EXPECT_NE(log.find("its model does not return"), std::string::npos) << log;
+  EXPECT_NE(log.find("the worker restarts to free it"), std::string::npos);
+  v1::JobSpec small = Spec("ring", "sync", 1);
+  small.set_steps(5);
+  small.set_train_limit(640);
+  const v1::Job next = RunToEnd(c, small);
+  EXPECT_EQ(next.state(), v1::SUCCEEDED) << next.error();
+}
+
 // A worker killed while it fetches a model (150 MB here, so that the fetch
 // lasts long enough to be caught) leaves only a temporary in the cache,
 // never a file under the model's hash; the job fails naming the worker, and
