@@ -120,6 +120,26 @@ absl::StatusOr<std::string> ContentStore::Find(const std::string& sha256,
   return path;
 }
 
+absl::StatusOr<ContentStore::Usage> ContentStore::Measure() const {
+  Usage u;
+  std::error_code ec;
+  for (const fs::directory_entry& e : fs::directory_iterator(dir_, ec)) {
+    std::error_code size_ec;
+    if (!e.is_regular_file(size_ec)) continue;
+    const uintmax_t n = e.file_size(size_ec);
+    if (!size_ec) u.stored += n;
+  }
+  if (ec)
+    return absl::InternalError(absl::StrCat("cannot list ", dir_, ": ", ec.message()));
+  const fs::space_info space = fs::space(dir_, ec);
+  if (ec) {
+    return absl::InternalError(
+        absl::StrCat("cannot read the free space of ", dir_, ": ", ec.message()));
+  }
+  u.available = space.available;
+  return u;
+}
+
 absl::StatusOr<std::unique_ptr<ContentStore::Writer>> ContentStore::NewWriter(
     uint64_t max_bytes) const {
   static std::atomic<uint64_t> counter{0};

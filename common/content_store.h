@@ -81,6 +81,15 @@ class ContentStore {
   };
   absl::StatusOr<std::unique_ptr<Writer>> NewWriter(uint64_t max_bytes) const;
 
+  // What the store takes on its disk: the bytes of its files (temporaries
+  // included: uploads in progress), and the bytes its file system has
+  // free for unprivileged writers.
+  struct Usage {
+    uint64_t stored = 0;
+    uint64_t available = 0;
+  };
+  absl::StatusOr<Usage> Measure() const;
+
  private:
   explicit ContentStore(std::string dir) : dir_(std::move(dir)) {}
   std::string dir_;

@@ -75,6 +75,15 @@ ABSL_FLAG(uint64_t, max_blob_bytes, 512ull << 20,
 ABSL_FLAG(uint64_t, max_data_bytes, 4ull << 30,
           "Coordinator: the largest tensor data file (--data=tensors:PATH) a client "
           "may upload with a job; kept by content hash under --state_dir/blobs.");
+ABSL_FLAG(uint64_t, max_blobs_total_bytes, 16ull << 30,
+          "Coordinator: all uploaded files kept under --state_dir/blobs together, "
+          "at most; an upload that would pass it is refused (RESOURCE_EXHAUSTED, "
+          "naming this flag). Blobs are never deleted by the server: remove unused "
+          "ones from that directory by hand.");
+ABSL_FLAG(uint64_t, blob_disk_reserve_bytes, 1ull << 30,
+          "Coordinator: disk space an upload must leave free on --state_dir's file "
+          "system, so that the job history (jobs.db) and checkpoints always have "
+          "room; an upload that would leave less is refused.");
 ABSL_FLAG(int, max_streams, 1024,
           "Coordinator: Join and WatchJob streams open at once (each holds "
           "threads); beyond it new ones get RESOURCE_EXHAUSTED.");
@@ -183,6 +192,8 @@ gradsync::CoordinatorOptions CoordinatorOptionsFromFlags(
   copts.max_blob_streams = absl::GetFlag(FLAGS_max_blob_streams);
   copts.max_blob_bytes = absl::GetFlag(FLAGS_max_blob_bytes);
   copts.max_data_bytes = absl::GetFlag(FLAGS_max_data_bytes);
+  copts.max_blobs_total_bytes = absl::GetFlag(FLAGS_max_blobs_total_bytes);
+  copts.blob_disk_reserve_bytes = absl::GetFlag(FLAGS_blob_disk_reserve_bytes);
   copts.job_key = std::move(job_key);
   if (role == "all") copts.ps_addresses.push_back("");
   for (absl::string_view s :

@@ -63,6 +63,11 @@ struct CoordinatorOptions {
   uint64_t max_blob_bytes = 512ull << 20;
   // The largest tensor data file (BlobChunk.kind "data"; --max_data_bytes).
   uint64_t max_data_bytes = 4ull << 30;
+  // All blobs kept together, at most (--max_blobs_total_bytes), and the
+  // disk space an upload must leave free beside them, for the job history
+  // and checkpoints under the same --state_dir (--blob_disk_reserve_bytes).
+  uint64_t max_blobs_total_bytes = 16ull << 30;
+  uint64_t blob_disk_reserve_bytes = 1ull << 30;
   // PutBlob and GetBlob streams open at once, in slots of their own, so that
   // uploads cannot keep workers from joining (--max_blob_streams).
   int max_blob_streams = 16;

@@ -1,5 +1,6 @@
 // Coordinator.PutBlob and GetBlob: files that travel with jobs (TorchScript
 // models), kept by content hash in options.blobs (common/content_store.h).
+#include <algorithm>
 #include <optional>
 #include <vector>
 
@@ -22,8 +23,36 @@ grpc::Status Coordinator::PutBlobUnguarded(grpc::ServerContext* ctx,
                                            grpc::ServerReader<v1::BlobChunk>* reader,
                                            v1::BlobInfo* resp) {
   if (options_.blobs == nullptr) return NoBlobs();
+  // Room on the server, beside the per-file limits: what the quota of all
+  // blobs leaves, and what the disk has beyond its reserve. Uploads in
+  // progress count as stored (their temporaries); two that start at once
+  // may each take the room one had (at most --max_blob_streams files).
+  absl::StatusOr<ContentStore::Usage> usage = options_.blobs->Measure();
+  if (!usage.ok()) return ToGrpcStatus(usage.status());
+  const uint64_t quota_room = options_.max_blobs_total_bytes > usage->stored
+                                  ? options_.max_blobs_total_bytes - usage->stored
+                                  : 0;
+  const uint64_t disk_room = usage->available > options_.blob_disk_reserve_bytes
+                                 ? usage->available - options_.blob_disk_reserve_bytes
+                                 : 0;
+  const auto room_error = [&](uint64_t bytes) {
+    const bool quota = quota_room <= disk_room;
+    return grpc::Status(
+        grpc::RESOURCE_EXHAUSTED,
+        quota ? absl::StrCat("PutBlob: ", bytes, " bytes more would pass this server's ",
+                             options_.max_blobs_total_bytes,
+                             " bytes for all uploaded files (--max_blobs_total_bytes; ",
+                             usage->stored, " kept in ", options_.blobs->dir(),
+                             ": remove unused ones by hand)")
+              : absl::StrCat("PutBlob: ", bytes, " bytes more would leave less than ",
+                             options_.blob_disk_reserve_bytes,
+                             " bytes free on the disk of ", options_.blobs->dir(),
+                             " (--blob_disk_reserve_bytes; ", usage->available,
+                             " free), which the job history needs"));
+  };
+  const uint64_t room = std::min(quota_room, disk_room);
   absl::StatusOr<std::unique_ptr<ContentStore::Writer>> w =
-      options_.blobs->NewWriter(options_.max_blob_bytes);
+      options_.blobs->NewWriter(std::min(options_.max_blob_bytes, room));
   if (!w.ok()) return ToGrpcStatus(w.status());
   uint64_t max = options_.max_blob_bytes;
   const char* flag = "--max_blob_bytes";
@@ -38,7 +67,7 @@ grpc::Status Coordinator::PutBlobUnguarded(grpc::ServerContext* ctx,
       if (chunk.kind() == "data") {
         max = options_.max_data_bytes;
         flag = "--max_data_bytes";
-        (*w)->set_max_bytes(max);
+        (*w)->set_max_bytes(std::min(max, room));
       }
       if (!chunk.sha256().empty()) {
         if (!IsSha256Hex(chunk.sha256())) {
@@ -54,8 +83,12 @@ grpc::Status Coordinator::PutBlobUnguarded(grpc::ServerContext* ctx,
                                          " bytes is over this server's limit of ", max,
                                          " bytes (", flag, ")"));
       }
+      if (size.has_value() && *size > room) return room_error(*size);
     }
     if (absl::Status st = (*w)->Append(chunk.data()); !st.ok()) {
+      if (st.code() == absl::StatusCode::kResourceExhausted && room < max) {
+        return room_error((*w)->size() + chunk.data().size());
+      }
       return ToGrpcStatus(absl::Status(
           st.code(), absl::StrCat("PutBlob: ", st.message(), " (", flag, ")")));
     }

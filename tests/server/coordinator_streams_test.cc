@@ -4,6 +4,7 @@
 // gRPC server on loopback in this process; every call has a deadline.
 #include <stdlib.h>
 
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
@@ -144,6 +145,76 @@ TEST(CoordinatorStreams, UploadsHaveSlotsOfTheirOwnAndAnIdleOneIsCancelled) {
   watch.ctx.TryCancel();
   coordinator.Shutdown();
   server->server->Shutdown(ToChrono(absl::Now() + absl::Seconds(5)));
+}
+
+// Issue 51, finding 10: blobs had no total quota and could fill the disk
+// that jobs.db needs. An upload past --max_blobs_total_bytes is refused
+// naming that flag, whether its size is announced or only streamed; one
+// that would leave less than --blob_disk_reserve_bytes free is refused
+// naming that one. Nothing of a refused upload is kept.
+TEST(CoordinatorStreams, UploadsStayWithinTheBlobQuotaAndTheDiskReserve) {
+  char tmpl[] = "/tmp/gradsync-blobs-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  absl::StatusOr<std::unique_ptr<ContentStore>> blobs = ContentStore::Open(tmpl);
+  ASSERT_TRUE(blobs.ok()) << blobs.status();
+  CoordinatorOptions o;
+  o.blobs = blobs->get();
+  o.max_blobs_total_bytes = 25000;
+  o.blob_disk_reserve_bytes = 0;
+  auto coordinator = std::make_unique<Coordinator>(o);
+  absl::StatusOr<StartedServer> server = StartServer("127.0.0.1:0", {coordinator.get()});
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto stub =
+      v1::Coordinator::NewStub(MakeChannel(LocalAddress("127.0.0.1:0", server->port)));
+  // Uploads `bytes` of `fill` in 4 kB chunks, announcing the size or not.
+  auto put = [&](int bytes, char fill, bool announce) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(ToChrono(absl::Now() + absl::Seconds(10)));
+    v1::BlobInfo info;
+    auto w = stub->PutBlob(&ctx, &info);
+    const std::string all(bytes, fill);
+    for (int at = 0; at < bytes; at += 4000) {
+      v1::BlobChunk chunk;
+      chunk.set_data(all.substr(at, 4000));
+      if (at == 0 && announce) {
+        chunk.set_sha256(Sha256Hex(all));
+        chunk.set_size(bytes);
+      }
+      if (!w->Write(chunk)) break;
+    }
+    w->WritesDone();
+    return w->Finish();
+  };
+  auto stored = [&] {
+    absl::StatusOr<ContentStore::Usage> u = (*blobs)->Measure();
+    return u.ok() ? u->stored : ~uint64_t{0};
+  };
+  EXPECT_TRUE(put(20000, 'a', true).ok());
+  EXPECT_EQ(stored(), 20000u);
+  for (bool announce : {true, false}) {
+    const grpc::Status st = put(8000, 'b', announce);
+    EXPECT_EQ(st.error_code(), grpc::RESOURCE_EXHAUSTED) << st.error_message();
+    EXPECT_NE(st.error_message().find("--max_blobs_total_bytes"), std::string::npos)
+        << st.error_message();
+    EXPECT_EQ(stored(), 20000u) << "a refused upload was kept";
+  }
+  EXPECT_TRUE(put(4000, 'c', false).ok()) << "what fits the quota is still taken";
+  // The disk reserve: asking for all of the disk's free space leaves no room.
+  coordinator->Shutdown();
+  server->server->Shutdown(ToChrono(absl::Now() + absl::Seconds(5)));
+  o.max_blobs_total_bytes = ~uint64_t{0};
+  o.blob_disk_reserve_bytes = ~uint64_t{0} / 2;
+  coordinator = std::make_unique<Coordinator>(o);
+  server = StartServer("127.0.0.1:0", {coordinator.get()});
+  ASSERT_TRUE(server.ok()) << server.status();
+  stub = v1::Coordinator::NewStub(MakeChannel(LocalAddress("127.0.0.1:0", server->port)));
+  const grpc::Status st = put(100, 'd', true);
+  EXPECT_EQ(st.error_code(), grpc::RESOURCE_EXHAUSTED) << st.error_message();
+  EXPECT_NE(st.error_message().find("--blob_disk_reserve_bytes"), std::string::npos)
+      << st.error_message();
+  coordinator->Shutdown();
+  server->server->Shutdown(ToChrono(absl::Now() + absl::Seconds(5)));
+  std::filesystem::remove_all(tmpl);
 }
 
 }  // namespace
