@@ -41,6 +41,15 @@ struct JobEntry {
   // kSymptomGrace so that a lost worker, the likely cause, is reported.
   absl::Status pending_error;
   absl::Time pending_since;
+  // The worker and rank pending_error blames (BlamedPeerRank of its text,
+  // common/spec/peer_blame.h); empty / -1 when it names no peer.
+  std::string pending_blamed_worker;
+  int pending_blamed_rank = -1;
+  // Elastic jobs: workers a failed generation blamed while they were alive,
+  // with the registration (RegisteredWorker::order) that was blamed; later
+  // generations leave them out while that registration lasts and enough
+  // other workers are idle (they may come back once they register again).
+  std::map<std::string, int64_t> left_out;
   std::map<int, std::string> stalls;  // rank -> its latest stall report
   int64_t dropped_events = 0;         // beyond max_events_per_job
   JobCurves curves;                   // bounded: kCurvePoints per series

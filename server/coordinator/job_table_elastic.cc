@@ -26,6 +26,15 @@ void JobTable::Reform(JobEntry* e, const std::string& why, const std::string& lo
   const int gen = e->job.generation();
   Generations generations(&e->job);
   generations.End(why, lost_worker, lost_rank, NowMs());
+  // A member blamed while alive (a peer could not reach it) is left out
+  // of later generations while this registration of it lasts; a lost
+  // (dead) one comes back only by registering again anyway. (Before the
+  // entry is cleared below: `lost_worker` may be its pending_blamed_worker.)
+  if (const RegisteredWorker* w =
+          lost_worker.empty() ? nullptr : workers_->Find(lost_worker);
+      w != nullptr && !w->dead) {
+    e->left_out[w->id] = w->order;
+  }
   if (gen + 1 >= kMaxGenerations) {
     EndJob(e, v1::FAILED,
            absl::UnavailableError(absl::StrCat("elastic job gave up after ", gen + 1,
@@ -62,6 +71,8 @@ void JobTable::Reform(JobEntry* e, const std::string& why, const std::string& lo
   e->epochs.clear();
   e->stalls.clear();
   e->pending_error = absl::OkStatus();
+  e->pending_blamed_worker.clear();
+  e->pending_blamed_rank = -1;
   e->reforming = true;
   e->reform_since = env_->Now();
   reforming_.push_back(id);
@@ -83,18 +94,28 @@ bool JobTable::PlaceReforming(Decisions* out) {
     const int gen = e->job.generation();
     const std::string old_id = GenerationJobId(e->job.id(), gen - 1);
     const std::vector<const RegisteredWorker*> live = workers_->Live();
-    int idle = 0, stopping = 0;
+    const auto left_out = [e](const RegisteredWorker& w) {
+      const auto it = e->left_out.find(w.id);
+      return it != e->left_out.end() && it->second == w.order;
+    };
+    int idle = 0, stopping = 0, idle_left_out = 0;
     for (const RegisteredWorker* w : live) {
       if (w->job_id.empty()) ++idle;
+      if (w->job_id.empty() && left_out(*w)) ++idle_left_out;
       if (w->job_id == old_id) ++stopping;
     }
     // Enough idle workers for the whole job (spares): go now. Else wait a
     // moment for the survivors, which were cancelled, to become idle.
-    const bool survivors_pending = stopping > 0 && idle < spec.workers() &&
+    // Not counting the members a failed generation blamed.
+    const int usable = idle - idle_left_out;
+    const bool survivors_pending = stopping > 0 && usable < spec.workers() &&
                                    env_->Now() - e->reform_since < kSurvivorWait;
-    const int n = std::min(spec.workers(), idle);
+    // Without the blamed members, if the others suffice.
+    const bool leave_out = idle_left_out > 0 && usable >= spec.min_workers();
+    const int n = std::min(spec.workers(), leave_out ? usable : idle);
     if (!survivors_pending && n >= spec.min_workers()) {
-      std::vector<const RegisteredWorker*> picked = workers_->PickIdle(n);
+      std::vector<const RegisteredWorker*> picked =
+          leave_out ? workers_->PickIdle(n, left_out) : workers_->PickIdle(n);
       if (static_cast<int>(picked.size()) == n) {
         it = reforming_.erase(it);
         Place(e, picked, out);

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/ps_layout.h"
 #include "common/spec/job_spec.h"
+#include "common/spec/peer_blame.h"
 #include "server/coordinator/bench_merge.h"
 #include "server/coordinator/job_table.h"
 
@@ -169,7 +170,8 @@ void JobTable::HandleJobDone(const std::string& worker_id,
         Finalize(e, out);
       } else if (e->job.spec().elastic()) {
         const absl::Status pending = e->pending_error;
-        Reform(e, std::string(pending.message()), "", -1, out);
+        Reform(e, std::string(pending.message()), e->pending_blamed_worker,
+               e->pending_blamed_rank, out);
       } else {
         const absl::Status pending = e->pending_error;
         EndJob(e, v1::FAILED, pending, out);
@@ -198,6 +200,10 @@ void JobTable::RankFailed(JobEntry* e, const std::string& worker_id,
   if (e->pending_error.ok()) {
     e->pending_error = absl::Status(code, message);
     e->pending_since = env_->Now();
+    const int blamed = BlamedPeerRank(d.error());
+    e->pending_blamed_rank = blamed >= 0 && blamed < e->job.workers_size() ? blamed : -1;
+    e->pending_blamed_worker =
+        e->pending_blamed_rank >= 0 ? e->job.workers(e->pending_blamed_rank) : "";
   }
 }
 
@@ -238,7 +244,8 @@ void JobTable::ExpireSymptoms(Decisions* out) {
         now - e.pending_since >= kSymptomGrace) {
       const absl::Status pending = e.pending_error;
       if (e.job.spec().elastic()) {
-        Reform(&e, std::string(pending.message()), "", -1, out);
+        Reform(&e, std::string(pending.message()), e.pending_blamed_worker,
+               e.pending_blamed_rank, out);
       } else {
         EndJob(&e, v1::FAILED, pending, out);
       }

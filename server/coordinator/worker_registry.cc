@@ -74,10 +74,11 @@ std::vector<std::string> WorkerRegistry::Expired(absl::Time now,
   return expired;
 }
 
-std::vector<const RegisteredWorker*> WorkerRegistry::PickIdle(int n) const {
+std::vector<const RegisteredWorker*> WorkerRegistry::PickIdle(
+    int n, const std::function<bool(const RegisteredWorker&)>& skip) const {
   std::vector<const RegisteredWorker*> idle;
   for (const RegisteredWorker* w : Live()) {
-    if (w->job_id.empty()) idle.push_back(w);
+    if (w->job_id.empty() && (skip == nullptr || !skip(*w))) idle.push_back(w);
   }
   if (static_cast<int>(idle.size()) < n) return {};
   idle.resize(n);

@@ -11,6 +11,7 @@
 #define GRADSYNC_SERVER_COORDINATOR_WORKER_REGISTRY_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -69,8 +70,10 @@ class WorkerRegistry {
   std::vector<std::string> Expired(absl::Time now, absl::Duration timeout) const;
 
   // The first `n` idle live workers in registration order, ranked by
-  // OrderByHost; empty when fewer than `n` are idle.
-  std::vector<const RegisteredWorker*> PickIdle(int n) const;
+  // OrderByHost, skipping those `skip` says (null: none); empty when fewer
+  // than `n` are left.
+  std::vector<const RegisteredWorker*> PickIdle(
+      int n, const std::function<bool(const RegisteredWorker&)>& skip = nullptr) const;
 
   // Marks a worker busy with `job_id`.
   void Assign(const std::string& id, const std::string& job_id);

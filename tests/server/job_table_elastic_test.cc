@@ -2,6 +2,7 @@
 // rank ends a generation, the survivors are cancelled and waited for, the
 // next generation is placed with its own data-plane id from the committed
 // checkpoint, reports of an ended generation are fenced, and the waits end.
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -386,6 +387,36 @@ TEST_F(JobTableElasticTest, IdleWorkersAreTakenInAtTheNextCommit) {
   JobDone("w0", Done(g1, 0, absl::CancelledError("x")));
   JobDone("w1", Done(g1, 1, absl::CancelledError("x")));
   EXPECT_EQ(Job(id).workers_size(), 3);
+}
+
+// Issue 51, finding 7: a member its peers cannot reach (a spare with a bad
+// --advertise) was taken back every generation. The generation it fails
+// blames it (its peer's error names it), and the next generation is placed
+// without it while that registration of it lasts and others suffice.
+TEST_F(JobTableElasticTest, AMemberItsPeersCannotReachIsLeftOutOfTheNextGeneration) {
+  for (const char* w : {"w0", "w1", "w2", "w3"}) Join(w);
+  const std::string id = Submit(Elastic(v1::STRATEGY_ALLREDUCE, 3, 2));
+  const std::vector<std::string> ranks = WorkersOf(id);
+  ASSERT_EQ(ranks.size(), 3u);
+  const std::string bad = ranks[0];
+  Report(ranks[0], Progress(id, 0, 0, true));
+  // Rank 1 cannot reach rank 0; the symptom's grace passes; all stop.
+  JobDone(
+      ranks[1],
+      Done(id, 1,
+           absl::UnavailableError("rank 1 cannot reach rank 0: connect failed (bad:1)")));
+  env_.Advance(kSymptomGrace);
+  Decisions d;
+  table_.ExpireSymptoms(&d);
+  JobDone(ranks[0], Done(id, 0, absl::CancelledError("x")));
+  JobDone(ranks[2], Done(id, 2, absl::CancelledError("x")));
+  ASSERT_EQ(Job(id).state(), v1::RUNNING);
+  ASSERT_EQ(Job(id).generation(), 1);
+  EXPECT_EQ(Job(id).generations(0).lost_worker(), bad);
+  EXPECT_EQ(Job(id).generations(0).lost_rank(), 0);
+  const std::vector<std::string> next = WorkersOf(id);
+  EXPECT_EQ(next.size(), 3u) << "the spare takes its place";
+  EXPECT_EQ(std::count(next.begin(), next.end(), bad), 0) << bad << " was taken back";
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/grpc/grpc_util.h"
+#include "common/spec/peer_blame.h"
 
 namespace gradsync {
 namespace {
@@ -107,7 +108,7 @@ absl::StatusOr<std::unique_ptr<PeerSender>> GrpcTransport::Connect(int peer, int
   if (!st.ok() && !abandon().ok()) return abandon();
   if (!st.ok()) {
     return absl::UnavailableError(
-        absl::StrCat("rank ", rank_, " cannot reach rank ", peer, ": ", st.message()));
+        absl::StrCat(CannotReachPeerText(rank_, peer), ": ", st.message()));
   }
   return sender;
 }
@@ -215,8 +216,8 @@ absl::StatusOr<std::unique_ptr<RecvChunk>> GrpcTransport::Recv(int peer,
   if (!f.ok()) {
     if (absl::IsDeadlineExceeded(f.status())) {
       return absl::DeadlineExceededError(
-          absl::StrCat("rank ", rank_, ": no data from rank ", peer, " (", peers_[peer],
-                       ") for ", expected.ToString(), " before the step timeout"));
+          absl::StrCat(NoDataFromPeerText(rank_, peer), " (", peers_[peer], ") for ",
+                       expected.ToString(), " before the step timeout"));
     }
     return f.status();
   }
