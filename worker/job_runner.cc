@@ -368,6 +368,7 @@ absl::StatusOr<std::unique_ptr<DeviceModel>> JobRunner::MakeDevice(const JobOpti
     req.torchscript_path = *path;
     req.features = train.features;
     req.classes = train.classes;
+    req.max_job_memory = options_.max_job_memory;
     if (absl::Status st = CheckInHelper(
             absl::StrCat("model:", train.features, ":", train.classes, ":", *path));
         !st.ok()) {

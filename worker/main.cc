@@ -1,4 +1,5 @@
 // gradsync-worker: a training daemon that joins a coordinator.
+#include <cstring>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -18,11 +19,13 @@
 #include "common/grpc/security_flags.h"
 #include "common/grpc/transport_flags.h"
 #include "common/logging.h"
+#include "common/memory.h"
 #include "common/metrics/metrics_server.h"
 #include "common/process_setup.h"
 #include "common/signals.h"
 #include "common/spec/tuning_table.h"
 #include "worker/model/device_factory.h"
+#include "worker/restart.h"
 #include "worker/torch_file_check.h"
 #include "worker/worker_daemon.h"
 
@@ -63,6 +66,18 @@ ABSL_FLAG(int64_t, data_cache_bytes, int64_t{2} << 30,
           "Bytes of data sets (Fashion-MNIST, tensors: files) kept in memory "
           "between jobs; the least recently used go first, and one larger than "
           "this is used by its job and not kept (default 2 GiB; 0: keep none).");
+ABSL_FLAG(int64_t, max_job_memory, 0,
+          "Bytes a TorchScript job's tensors may take on this worker; an "
+          "allocation past it fails the job with RESOURCE_EXHAUSTED (\"out of "
+          "memory ... --max_job_memory\") and the daemon stays up, where the "
+          "kernel would otherwise kill the whole daemon. 0 (default): three "
+          "quarters of the memory this worker may use (its cgroup's limit, as in "
+          "a container, else the machine's); -1: no limit. Memory outside "
+          "libtorch's tensors (the daemon's own buffers) is not counted.");
+ABSL_FLAG(int, restarted_after_signal, 0,
+          "Set by the worker itself when it restarts after a fatal signal (a "
+          "job's model that crashed it): the signal's number, for the log. Not "
+          "for users.");
 ABSL_FLAG(std::string, cache_dir, "/tmp/gradsync-worker-cache",
           "Where this worker keeps the TorchScript models it fetched from the "
           "coordinator, each under its SHA-256 (a job naming a cached model does "
@@ -134,6 +149,16 @@ absl::StatusOr<gradsync::WorkerOptions> WorkerOptionsFromFlags() {
   if (o.data_cache_bytes < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("--data_cache_bytes must be >= 0, got ", o.data_cache_bytes));
+  }
+  o.max_job_memory = absl::GetFlag(FLAGS_max_job_memory);
+  if (o.max_job_memory < -1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--max_job_memory must be bytes, 0 (auto) or -1 (no limit), got ",
+                     o.max_job_memory));
+  }
+  if (o.max_job_memory == 0) {
+    o.max_job_memory =
+        gradsync::MemoryThisProcessMayUse(*gradsync::Env::Default()) / 4 * 3;
   }
   o.gpu = absl::GetFlag(FLAGS_gpu);
   o.cpu_threads = absl::GetFlag(FLAGS_cpu_threads);
@@ -222,7 +247,13 @@ int main(int argc, char** argv) {
       "file wins over GRADSYNC_TOKEN): --helpon=security_flags.");
   ListOwnFlagsInHelp();
   // --token-file as well as --token_file, as the CLI takes them.
-  const std::vector<std::string> own_argv(argv, argv + argc);  // a restart's
+  // A restart's command line: this one without a restart's own mark.
+  std::vector<std::string> own_argv;
+  for (int i = 0; i < argc; ++i) {
+    if (!absl::StartsWith(argv[i], gradsync::kRestartedAfterSignalFlag)) {
+      own_argv.push_back(argv[i]);
+    }
+  }
   gradsync::CommandLine command_line(argc, argv);
   absl::ParseCommandLine(command_line.argc(), command_line.argv());
   gradsync::SetTorchPluginPath(absl::GetFlag(FLAGS_torch_plugin));
@@ -257,6 +288,15 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::cout << "listening on " << *addr << std::endl;
+  if (const int sig = absl::GetFlag(FLAGS_restarted_after_signal); sig != 0) {
+    spdlog::warn(
+        "restarted after fatal signal {} ({}): the job that was running when it came "
+        "failed as this worker lost; this worker is back under the same id",
+        sig, strsignal(sig));
+  }
+  // From here on a crash on a job's thread restarts the daemon (a crash
+  // before would loop).
+  gradsync::RestartOnFatalSignals(own_argv);
   std::thread waiter([&daemon] {
     const int sig = gradsync::WaitForTerminationSignal();
     spdlog::info("signal {}: stopping", sig);

@@ -20,6 +20,24 @@ namespace gradsync {
 // execv keeps the mask (the daemon blocks them before any thread starts).
 absl::Status RestartSelf(const std::vector<std::string>& argv);
 
+// The flag a restart after a fatal signal adds to the command line, with
+// the signal's number (--restarted_after_signal=11), so that the new run
+// can say in its log why it started; main strips it before installing.
+inline constexpr char kRestartedAfterSignalFlag[] = "--restarted_after_signal=";
+
+// Makes a fatal signal of the daemon (SIGSEGV, SIGBUS, SIGILL, SIGFPE,
+// SIGABRT: what a user's model that corrupts memory or trips an assertion
+// in libtorch raises on the job's thread) a restart instead of the end of
+// the daemon: a handler writes one line to stderr, marks every descriptor
+// above 2 close-on-exec, unblocks the signal and execv's /proc/self/exe
+// with `argv` plus kRestartedAfterSignalFlag and the signal's number. Only
+// async-signal-safe calls run in the handler; the command line is laid out
+// here, beforehand. The signals are the daemon's own; a second one while a
+// restart is under way, or an execv that fails, ends the process by the
+// signal's default action, as without the handler. A crash in start-up
+// would loop, so install this once the daemon is serving.
+void RestartOnFatalSignals(const std::vector<std::string>& argv);
+
 }  // namespace gradsync
 
 #endif  // GRADSYNC_WORKER_RESTART_H_

@@ -34,6 +34,9 @@ struct WorkerOptions {
   std::vector<std::string> allowed_data_dirs;
   // Bytes of data sets kept in memory between jobs (worker/data_cache.h).
   int64_t data_cache_bytes = int64_t{2} << 30;
+  // Bytes a TorchScript job's tensors may take (--max_job_memory, resolved
+  // by main: worker/model/torch/memory_budget.h); <= 0: no limit.
+  int64_t max_job_memory = 0;
   // Where fetched TorchScript models are kept by hash (worker/blob_fetch.h);
   // created at the first job that needs it.
   std::string cache_dir = "/tmp/gradsync-worker-cache";

@@ -9,6 +9,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <string>
 #include <vector>
 
@@ -356,6 +357,70 @@ TEST(TorchScript, ARunawayForwardIsCancelledAndTheWorkerRestartsFreeOfIt) {
   const std::string log = Slurp(c->workers()[0].log);
   EXPECT_NE(log.find("its model does not return"), std::string::npos) << log;
   EXPECT_NE(log.find("the worker restarts to free it"), std::string::npos);
+  v1::JobSpec small = Spec("ring", "sync", 1);
+  small.set_steps(5);
+  small.set_train_limit(640);
+  const v1::Job next = RunToEnd(c, small);
+  EXPECT_EQ(next.state(), v1::SUCCEEDED) << next.error();
+}
+
+// What checks cannot catch (issue 51, finding 6). A model that asks for
+// more memory than the worker's budget (--max_job_memory; without one the
+// kernel kills the whole daemon when the machine or its container runs
+// out) fails its job as out of memory naming the flag, the daemon untouched.
+// A model that crashes the daemon on a real batch (a read far outside its
+// tensor; it passed the dry runs) takes the daemon down, which comes back
+// by itself under the same PID and id and takes the next job.
+TEST(TorchScript, AModelPastTheMemoryBudgetOrOneThatCrashesLeavesTheWorkerServing) {
+  LocalClusterOptions options = Cluster::DefaultOptions(1);
+  options.worker_flags.push_back("--max_job_memory=268435456");  // 256 MiB
+  Cluster c(options);
+  ASSERT_TRUE(c.ok());
+  const std::string dir = TempDir();
+  const auto past_the_dry_run = [&](const std::string& name, const std::string& line) {
+    return ScriptedModule(
+        dir, name,
+        "  def __init__(s):\n"
+        "    super().__init__(); s.fc = torch.nn.Linear(784, 10); s.n = 0\n"
+        "  def forward(s, x):\n"
+        "    s.n += 1\n"
+        "    if s.n > 1:\n"
+        "      " +
+            line +
+            "\n"
+            "    return s.fc(x)\n");
+  };
+  v1::JobSpec spec = Spec("ring", "sync", 1);
+  spec.set_steps(3);
+  spec.set_train_limit(640);
+  const pid_t pid = c->workers()[0].pid;
+  // 1 GiB of zeros, four times the budget.
+  const v1::Job hog = RunToEnd(
+      c, Uploaded(c, spec,
+                  past_the_dry_run("hog", "x = x + torch.zeros(1 << 28, 1).sum()")));
+  ASSERT_EQ(hog.state(), v1::FAILED);
+  EXPECT_NE(hog.error().find("out of memory"), std::string::npos) << hog.error();
+  EXPECT_NE(hog.error().find("--max_job_memory"), std::string::npos) << hog.error();
+  EXPECT_EQ(c->workers()[0].pid, pid);
+  EXPECT_TRUE(c->CheckAlive().ok());
+  // A view 2^40 floats past its storage, summed: SIGSEGV on the job thread.
+  const v1::Job crash = RunToEnd(
+      c, Uploaded(c, spec,
+                  past_the_dry_run(
+                      "crash",
+                      "x = x + torch.ops.aten._reshape_alias(x, [2], [1 << 40]).sum()")));
+  ASSERT_EQ(crash.state(), v1::FAILED);
+  const absl::Time t0 = absl::Now();
+  while (c.IdleWorkers() != 1 && absl::Now() - t0 < absl::Seconds(10)) {
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  ASSERT_EQ(c.IdleWorkers(), 1) << "the worker did not come back within 10 s";
+  std::cout << "crash: " << crash.error() << "; idle again "
+            << absl::FormatDuration(absl::Now() - t0) << " after the job ended\n";
+  EXPECT_EQ(c->workers()[0].pid, pid);
+  EXPECT_EQ(kill(pid, 0), 0) << "the worker's process is gone";
+  const std::string log = Slurp(c->workers()[0].log);
+  EXPECT_NE(log.find("restarted after fatal signal 11"), std::string::npos) << log;
   v1::JobSpec small = Spec("ring", "sync", 1);
   small.set_steps(5);
   small.set_train_limit(640);

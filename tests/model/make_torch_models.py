@@ -100,6 +100,19 @@ class Unused(nn.Module):  # `spare` never reaches the loss
         return self.fc2(torch.relu(self.fc1(x)))
 
 
+class Hog(nn.Module):  # its forward takes 64 MiB more once past the dry run
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(20, 10)
+        self.calls = 0
+
+    def forward(self, x):
+        self.calls += 1
+        if self.calls > 1:
+            x = x + torch.zeros(1 << 24).sum()
+        return self.fc(x)
+
+
 class SwapsParameter(nn.Module):  # its forward swaps w for a larger tensor
     def __init__(self):
         super().__init__()
@@ -154,6 +167,7 @@ def make(out):
     save(CustomLoss(), "custom_loss.pt")
     save(Unused(), "unused.pt")
     save(SwapsParameter(), "swaps_parameter.pt")
+    save(Hog(), "hog.pt")
     save(mlp.Mlp([20, 10]).double(), "double.pt")
     # PyTorch's own training loop on lenet.pt: the losses the C++ replica
     # must reproduce (same inputs, SGD lr 0.05 momentum 0.9, 20 steps).

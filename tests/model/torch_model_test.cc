@@ -17,6 +17,7 @@
 
 #include "worker/model/device_model.h"
 #include "worker/model/mlp.h"
+#include "worker/model/torch/memory_budget.h"
 #include "worker/model/torch/tensor_data.h"
 
 namespace gradsync {
@@ -38,11 +39,13 @@ class TorchModelTest : public ::testing::Test {
 
   static absl::StatusOr<std::unique_ptr<DeviceModel>> Load(const std::string& name,
                                                            int features = 20,
-                                                           int classes = 10) {
+                                                           int classes = 10,
+                                                           int64_t max_memory_bytes = 0) {
     TorchModelOptions o;
     o.path = ModelDir() + "/" + name;
     o.features = features;
     o.classes = classes;
+    o.max_memory_bytes = max_memory_bytes;
     return MakeTorchScriptModel(o);
   }
 
@@ -476,6 +479,35 @@ TEST_F(TorchModelTest, AModelThatSwapsAParameterFailsTheStepAndNothingOverruns) 
   EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
   EXPECT_NE(st.message().find("parameter 0"), std::string::npos) << st;
   EXPECT_NE(st.message().find("must not change its parameters"), std::string::npos) << st;
+}
+
+// A model's tensors past its budget (issue 51, finding 6): the allocation
+// fails inside libtorch as out of memory, the step says so with
+// RESOURCE_EXHAUSTED naming the flag, and the bytes it held are counted
+// back. The same model without a budget takes its 64 MiB and trains.
+TEST_F(TorchModelTest, TensorsPastTheMemoryBudgetFailTheStepAsOutOfMemory) {
+  const std::vector<float> x = RandomX(2, 20, 5);
+  const std::vector<uint8_t> y = {1, 2};
+  const auto step = [&](int64_t budget) {
+    auto model = Load("hog.pt", 20, 10, budget);
+    if (!model.ok()) return model.status();
+    DeviceModel& m = **model;
+    if (absl::Status st = m.Configure(MakeBuckets(m, 1 << 20), OptimizerOptions{}, 2);
+        !st.ok()) {
+      return st;
+    }
+    if (absl::Status st = m.StageBatch(x.data(), y.data(), 2); !st.ok()) return st;
+    return m.ForwardBackward(2, [](int) {});
+  };
+  const int64_t before = TorchMemoryInUse();
+  const absl::Status over = step(int64_t{16} << 20);
+  EXPECT_EQ(over.code(), absl::StatusCode::kResourceExhausted) << over;
+  EXPECT_NE(over.message().find("out of memory"), std::string::npos) << over;
+  EXPECT_NE(over.message().find("--max_job_memory: 16 MiB"), std::string::npos) << over;
+  EXPECT_EQ(TorchMemoryInUse(), before);  // the model and its tensors are gone
+  EXPECT_TRUE(step(0).ok());
+  EXPECT_TRUE(step(int64_t{256} << 20).ok());
+  EXPECT_EQ(TorchMemoryInUse(), before);
 }
 
 TEST(TorchErrorText, KeepsWhatFailedAndWhereAndMapsAllocationsToResourceExhausted) {

@@ -79,6 +79,7 @@ absl::StatusOr<std::unique_ptr<DeviceModel>> MakeTorchScript(
   o.features = request.features;
   o.classes = request.classes;
   o.threads = request.cpu_threads;
+  o.max_memory_bytes = request.max_job_memory;
   return (*torch)->make_model(o);
 }
 

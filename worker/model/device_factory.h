@@ -3,6 +3,7 @@
 #ifndef GRADSYNC_WORKER_MODEL_DEVICE_FACTORY_H_
 #define GRADSYNC_WORKER_MODEL_DEVICE_FACTORY_H_
 
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -32,6 +33,9 @@ struct DeviceRequest {
   std::string torchscript_path;
   int features = 0;
   int classes = 0;
+  // kTorchScript: bytes its tensors may take (TorchModelOptions::
+  // max_memory_bytes); <= 0: no limit.
+  int64_t max_job_memory = 0;
 };
 
 // The plugin files to open (the worker's --torch_plugin and --cuda_plugin);

@@ -15,6 +15,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "worker/model/host_model.h"
+#include "worker/model/torch/memory_budget.h"
 
 namespace gradsync {
 namespace {
@@ -351,6 +352,9 @@ absl::StatusOr<std::unique_ptr<DeviceModel>> MakeTorchScriptModel(
     return absl::NotFoundError(absl::StrCat("model file ", options.path, " not found"));
   }
   if (options.threads > 0) at::set_num_threads(options.threads);
+  // From here on the job's tensors count against its budget: loading the
+  // module, the dry run, every step.
+  SetTorchMemoryLimit(options.max_memory_bytes);
   std::unique_ptr<TorchModel> model;
   try {
     torch::jit::Module m = torch::jit::load(options.path, torch::kCPU);

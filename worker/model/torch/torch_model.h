@@ -19,6 +19,7 @@
 #ifndef GRADSYNC_WORKER_MODEL_TORCH_TORCH_MODEL_H_
 #define GRADSYNC_WORKER_MODEL_TORCH_TORCH_MODEL_H_
 
+#include <cstdint>
 #include <exception>
 #include <memory>
 #include <string>
@@ -35,6 +36,10 @@ struct TorchModelOptions {
   int features = 0;  // floats per sample of the data set
   int classes = 0;   // labels lie in [0, classes)
   int threads = 0;   // libtorch intra-op threads; <= 0: leave as is
+  // Bytes the job's libtorch tensors may take beyond those held when the
+  // model is made (memory_budget.h); an allocation past it fails as out of
+  // memory (RESOURCE_EXHAUSTED). <= 0: no limit.
+  int64_t max_memory_bytes = 0;
 };
 
 // Loads the module, lays its parameters out flat, and checks it against the

@@ -26,7 +26,7 @@
 namespace gradsync {
 
 // Bumped whenever TorchPluginApi or a type it names changes.
-inline constexpr int kTorchPluginAbi = 1;
+inline constexpr int kTorchPluginAbi = 2;
 
 // What the plugin offers; every pointer is set. The functions are those of
 // torch_model.h and tensor_data.h, with the same contracts and errors.
