@@ -48,6 +48,7 @@ struct CliOptions {
   std::string log_dir;     // empty: a new /tmp/gradsync-local-* directory
   std::string dashboard;   // local: the server's --dashboard_listen; empty: off
   double slow_worker = 1;  // local: the last worker's --compute_slowdown
+  std::vector<std::string> worker_flags;  // local: more flags for every worker
   std::string data_dir;
   std::string tuning_file;
   std::string log_level;

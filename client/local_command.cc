@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
@@ -108,6 +109,12 @@ LocalClusterOptions ClusterOptions(const CliOptions& cli,
   }
   LocalClusterOptions o;
   o.workers = cli.workers;
+  for (const std::string& f : cli.worker_flags) {
+    if (!absl::StartsWith(f, "--")) {
+      Die(absl::StrCat("--worker_flags takes flags (--name=value), got '", f, "'"), 2);
+    }
+    o.worker_flags.push_back(f);
+  }
   if (cli.slow_worker > 1) {
     o.flags_of_worker.resize(cli.workers);
     o.flags_of_worker.back() = {absl::StrCat("--compute_slowdown=", cli.slow_worker)};
@@ -394,6 +401,10 @@ int LocalCommand(const CliOptions& cli, Interruption* interruption) {
   const absl::Status lost =
       watchdog->CheckNow(rc != 0 ? absl::Seconds(1) : absl::ZeroDuration());
   watchdog.reset();
+  // Our channel first: a gRPC server stopping waits (up to its 2 s grace)
+  // for every client connection to close, and an idle channel does not read
+  // the server's GOAWAY, so it would hold the coordinator those 2 s.
+  stub.reset();
   (*cluster)->Shutdown();
   if (!lost.ok()) {
     std::fprintf(stderr,

@@ -200,6 +200,11 @@ ABSL_FLAG(double, slow_worker, 1.0,
           "local: make the last worker a straggler whose forward/backward takes "
           "this many times as long (its --compute_slowdown; 1 = none, at most "
           "100), to see what each strategy and mode does with a slow rank.");
+ABSL_FLAG(std::vector<std::string>, worker_flags, {},
+          "local: further flags for every worker, comma-separated, each as "
+          "gradsync-worker takes it (e.g. --worker_flags=--max_job_memory=-1,"
+          "--cpu_threads=1); a flag that a worker refuses stops `local` at "
+          "start naming it.");
 ABSL_FLAG(std::string, dashboard, "",
           "local: serve the coordinator's live dashboard on HOST:PORT (e.g. "
           "127.0.0.1:8080; port 0 picks a free one) while the jobs run, and print "
@@ -325,6 +330,7 @@ CliOptions CliOptionsFromFlags() {
   o.log_dir = absl::GetFlag(FLAGS_log_dir);
   o.dashboard = absl::GetFlag(FLAGS_dashboard);
   o.slow_worker = absl::GetFlag(FLAGS_slow_worker);
+  o.worker_flags = absl::GetFlag(FLAGS_worker_flags);
   o.data_dir = absl::GetFlag(FLAGS_data_dir);
   o.tuning_file = absl::GetFlag(FLAGS_tuning_file);
   o.log_level = absl::GetFlag(FLAGS_log_level);

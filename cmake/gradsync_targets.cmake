@@ -28,12 +28,20 @@ function(gradsync_executable name)
   target_link_libraries(${name} PRIVATE ${ARG_LIBS})
 endfunction()
 
+# WHOLE: the binary is one ctest test instead of one per gtest test, for
+# suites whose every process pays a fixed start-up (libtorch's ~1 s) that
+# dwarfs its tests; gtest's output still names a failing test.
 function(gradsync_test name)
-  cmake_parse_arguments(ARG "" "" "SOURCES;LIBS;PROPERTIES" ${ARGN})
+  cmake_parse_arguments(ARG "WHOLE" "" "SOURCES;LIBS;PROPERTIES" ${ARGN})
   add_executable(${name} ${ARG_SOURCES})
   target_compile_options(${name} PRIVATE ${GRADSYNC_WARNINGS})
   target_link_libraries(${name} PRIVATE ${ARG_LIBS} GTest::gtest_main)
-  if(ARG_PROPERTIES)
+  if(ARG_WHOLE)
+    add_test(NAME ${name} COMMAND ${name})
+    if(ARG_PROPERTIES)
+      set_tests_properties(${name} PROPERTIES ${ARG_PROPERTIES})
+    endif()
+  elseif(ARG_PROPERTIES)
     gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60 PROPERTIES ${ARG_PROPERTIES})
   else()
     gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60)

@@ -152,7 +152,7 @@ TEST(Integration, SixteenBitWireTrainsLikeFloat32OnBothStrategies) {
       SCOPED_TRACE(strategy + " " + WireDtypeName(wire));
       v1::JobSpec spec = Spec(strategy, "sync", 3);
       spec.set_ps_shards(2);
-      spec.set_steps(400);
+      spec.set_steps(150);
       spec.set_wire_dtype(wire);
       v1::Job job;
       ASSERT_TRUE(c.Submit(spec, &job).ok());

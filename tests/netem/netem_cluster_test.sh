@@ -6,9 +6,13 @@
 # collide), then measures:
 #   (a) the UDP round trip h1 -> h2 -> h1 (median of 20): about 2 x delay;
 #   (b) TCP throughput h1 -> h2 (20 MB, iperf3 if installed, else
-#       tests/netem/netprobe.py): within 20% of the rate;
-#   (c) two senders (h0, h1) into h2 at once: together within 20% of the rate,
-#       which shows the bridge-to-host direction is shaped too;
+#       tests/netem/netprobe.py): at most 20% above the rate (shaped) and at
+#       least half of it (it carries traffic; the probe is a process on a
+#       shared CPU, and ctest -j2 runs other tests beside it, so how close
+#       it gets to the rate is the bench's question, not this test's);
+#   (c) two senders (h0, h1) into h2 at once: together at most 20% above the
+#       rate (unshaped, they would reach twice it), which shows the
+#       bridge-to-host direction is shaped too; and at least half of it;
 # then runs down and checks that no gst<pid>-* namespace is left; then, where
 # the daemons are built ($GRADSYNC_BUILD_DIR/bin), (d) brings up 3 hosts with
 # --start-daemons --workers-per-host=2, checks that both workers of h1
@@ -218,14 +222,14 @@ main() {
   within "${rtt:-nan}" "$lo" "$hi" || fail "RTT ${rtt} ms outside ${lo}..${hi}"
 
   measure_tput 1; tput=$TPUT
-  log "throughput h1->h2: ${tput} Mbit/s (rate ${RATE_MBIT}, want within 20%)"
-  within "${tput:-0}" $((RATE_MBIT * 8 / 10)) $((RATE_MBIT * 12 / 10)) ||
-    fail "throughput ${tput} Mbit/s not within 20% of ${RATE_MBIT}"
+  log "throughput h1->h2: ${tput} Mbit/s (rate ${RATE_MBIT}, want 50%..120% of it)"
+  within "${tput:-0}" $((RATE_MBIT * 5 / 10)) $((RATE_MBIT * 12 / 10)) ||
+    fail "throughput ${tput} Mbit/s not within 50%..120% of ${RATE_MBIT}"
 
   measure_tput 0 1; incast=$TPUT
-  log "h0+h1->h2 together: ${incast} Mbit/s (h2's downlink is ${RATE_MBIT}, want within 20%)"
-  within "${incast:-0}" $((RATE_MBIT * 8 / 10)) $((RATE_MBIT * 12 / 10)) ||
-    fail "incast ${incast} Mbit/s not within 20% of ${RATE_MBIT} (is the downlink shaped?)"
+  log "h0+h1->h2 together: ${incast} Mbit/s (h2's downlink is ${RATE_MBIT}, want 50%..120% of it)"
+  within "${incast:-0}" $((RATE_MBIT * 5 / 10)) $((RATE_MBIT * 12 / 10)) ||
+    fail "incast ${incast} Mbit/s not within 50%..120% of ${RATE_MBIT} (is the downlink shaped?)"
 
   HELPERS=()   # down stops whatever is still running inside the namespaces
   bash "$CLUSTER" down "${FLAGS[@]}" || fail "down failed"

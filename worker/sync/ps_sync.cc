@@ -1,5 +1,6 @@
 #include "worker/sync/ps_sync.h"
 
+#include <algorithm>
 #include <set>
 #include <string>
 #include <vector>
@@ -49,8 +50,12 @@ class PsSync final : public GradientSync {
     if (!job_.resume_from.empty()) {
       std::set<std::string> addresses;
       for (const PsShardOptions& s : shards) addresses.insert(s.address);
+      // A listing is answered at once by a live shard: one silent for a
+      // step timeout is lost, as it would be for a step (an elastic job's
+      // generation then ends in that time, not the init's slack).
       absl::StatusOr<int64_t> step =
-          FindResumeStep(job_.resume_from, addresses, PsCredentialsOf(job_), deadline);
+          FindResumeStep(job_.resume_from, addresses, PsCredentialsOf(job_),
+                         std::min(deadline, env_->Now() + job_.step_timeout));
       if (!step.ok()) return step.status();
       start_step_ = *step;
     }
