@@ -78,6 +78,9 @@ std::atomic<int64_t> CountingCpuAllocator::limit_{0};
 }  // namespace
 
 void SetTorchMemoryLimit(int64_t max_bytes) {
+  static std::atomic<bool> installed{false};
+  if (max_bytes <= 0 && !installed.load()) return;  // libtorch's own, uncounted
+  installed.store(true);
   static CountingCpuAllocator* const allocator = [] {
     // Static lifetime: tensors outlive any job (SetCPUAllocator does not own).
     static CountingCpuAllocator a;

@@ -21,9 +21,11 @@
 
 namespace gradsync {
 
-// Installs the counting allocator (the first call; later ones only set the
-// limit) and lets tensors allocated from now on take at most `max_bytes`
-// beyond the bytes live now; max_bytes <= 0: no limit. Thread-safe.
+// Installs the counting allocator (the first call with a limit; later ones
+// only set the limit) and lets tensors allocated from now on take at most
+// `max_bytes` beyond the bytes live now; max_bytes <= 0: no limit (before
+// any limit was set, libtorch's own allocator stays, uncounted).
+// Thread-safe.
 void SetTorchMemoryLimit(int64_t max_bytes);
 
 // Bytes of tensors allocated through the counting allocator and still live
