@@ -31,6 +31,7 @@
 #include "spdlog/spdlog.h"
 #include "worker/collectives/transport/inproc/inproc_transport.h"
 #include "worker/model/dataset.h"
+#include "worker/model/torch/memory_budget.h"
 #include "worker/model/torch/torch_model.h"
 #include "worker/sync/gradient_sync_factory.h"
 #include "worker/train/trainer.h"
@@ -44,6 +45,10 @@ ABSL_FLAG(int, reps, 3, "repetitions (medians are reported)");
 ABSL_FLAG(int, threads, 1, "libtorch intra-op threads, both loops");
 ABSL_FLAG(double, lr, 0.001, "learning rate, both loops");
 ABSL_FLAG(std::string, optimizer, "adam", "adam, or sgd with momentum 0.9; both loops");
+ABSL_FLAG(int64_t, budget_bytes, 0,
+          "> 0: also time the gradsync loop with this --max_job_memory budget (the "
+          "counting CPU allocator, worker/model/torch/memory_budget.h) and print "
+          "\"ratio budget/none\" against the gradsync loop on libtorch's own allocator");
 
 namespace gradsync {
 namespace {
@@ -90,7 +95,7 @@ double PlainSeconds(const Dataset& data, int batch, int steps) {
 }
 
 // RunTraining on one rank.
-double GradsyncSeconds(const Dataset& data, int batch, int steps) {
+double GradsyncSeconds(const Dataset& data, int batch, int steps, int64_t budget = 0) {
   JobOptions job;
   job.job_id = "bench";
   job.world_size = 1;
@@ -111,6 +116,7 @@ double GradsyncSeconds(const Dataset& data, int batch, int steps) {
   o.features = data.features;
   o.classes = data.classes;
   o.threads = absl::GetFlag(FLAGS_threads);
+  o.max_memory_bytes = budget;
   auto model = MakeTorchScriptModel(o);
   if (!sync.ok() || !model.ok()) {
     std::fprintf(stderr, "torch_step_compare: %s\n",
@@ -127,6 +133,8 @@ double GradsyncSeconds(const Dataset& data, int batch, int steps) {
   TrainingOutcome out =
       RunTraining(job, data, data, model->get(), sync->get(), &quiet, nullptr, opts);
   const double s = Seconds(start);
+  model->reset();
+  RestoreLibtorchCpuAllocator();
   if (!out.status.ok()) {
     std::fprintf(stderr, "torch_step_compare: %s\n", out.status.ToString().c_str());
     std::exit(1);
@@ -157,8 +165,10 @@ int Main() {
   std::printf("model %s, %s, batch %d, %d steps x %d reps, %d threads\n",
               absl::GetFlag(FLAGS_model).c_str(), optimizer.c_str(), batch, steps, reps,
               absl::GetFlag(FLAGS_threads));
-  std::printf("%-4s %14s %14s\n", "rep", "plain ms/step", "gradsync ms/step");
-  std::vector<double> plain, ours;
+  const int64_t budget = absl::GetFlag(FLAGS_budget_bytes);
+  std::printf("%-4s %14s %14s%s\n", "rep", "plain ms/step", "gradsync ms/step",
+              budget > 0 ? "  with budget" : "");
+  std::vector<double> plain, ours, budgeted;
   for (int r = 0; r < reps; ++r) {
     double p, g;
     if (r % 2 == 0) {
@@ -170,10 +180,19 @@ int Main() {
     }
     plain.push_back(p * 1e3 / steps);
     ours.push_back(g * 1e3 / steps);
-    std::printf("%-4d %14.3f %14.3f\n", r, plain.back(), ours.back());
+    if (budget > 0) {
+      budgeted.push_back(GradsyncSeconds(*data, batch, steps, budget) * 1e3 / steps);
+      std::printf("%-4d %14.3f %14.3f %12.3f\n", r, plain.back(), ours.back(),
+                  budgeted.back());
+    } else {
+      std::printf("%-4d %14.3f %14.3f\n", r, plain.back(), ours.back());
+    }
   }
   std::printf("median %12.3f %14.3f\n", Median(plain), Median(ours));
   std::printf("ratio gradsync/plain: %.3f\n", Median(ours) / Median(plain));
+  if (budget > 0) {
+    std::printf("ratio budget/none: %.3f\n", Median(budgeted) / Median(ours));
+  }
   return 0;
 }
 

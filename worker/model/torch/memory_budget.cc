@@ -75,26 +75,29 @@ std::atomic<int64_t> CountingCpuAllocator::in_use_{0};
 std::atomic<int64_t> CountingCpuAllocator::baseline_{0};
 std::atomic<int64_t> CountingCpuAllocator::limit_{0};
 
+std::atomic<bool> g_installed{false};
+
 }  // namespace
 
 void SetTorchMemoryLimit(int64_t max_bytes) {
-  static std::atomic<bool> installed{false};
-  if (max_bytes <= 0 && !installed.load()) return;  // libtorch's own, uncounted
-  installed.store(true);
-  static CountingCpuAllocator* const allocator = [] {
-    // Static lifetime: tensors outlive any job (SetCPUAllocator does not own).
-    static CountingCpuAllocator a;
-    c10::SetCPUAllocator(&a, /*priority=*/1);
-    if (c10::GetCPUAllocator() != &a) {
+  if (max_bytes <= 0 && !g_installed.load()) return;  // libtorch's own, uncounted
+  // Static lifetime: tensors outlive any job (SetCPUAllocator does not own).
+  static CountingCpuAllocator counting;
+  if (!g_installed.exchange(true)) {
+    c10::SetCPUAllocator(&counting, /*priority=*/1);
+    if (c10::GetCPUAllocator() != &counting) {
       spdlog::warn(
           "libtorch kept another CPU allocator: --max_job_memory cannot bound "
           "TorchScript "
           "jobs' tensors in this build");
     }
-    return &a;
-  }();
-  (void)allocator;
+  }
   CountingCpuAllocator::SetLimit(max_bytes);
+}
+
+void RestoreLibtorchCpuAllocator() {
+  if (!g_installed.exchange(false)) return;
+  c10::SetCPUAllocator(c10::GetDefaultCPUAllocator(), /*priority=*/1);
 }
 
 int64_t TorchMemoryInUse() { return CountingCpuAllocator::InUse(); }

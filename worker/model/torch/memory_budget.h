@@ -28,6 +28,12 @@ namespace gradsync {
 // Thread-safe.
 void SetTorchMemoryLimit(int64_t max_bytes);
 
+// Puts libtorch's default CPU allocator back (tensors of the counting one
+// are still freed by it); the next SetTorchMemoryLimit with a limit
+// installs the counting one again. For benchmarks that time both in one
+// process (bench/peers/torch_step_compare --budget_bytes).
+void RestoreLibtorchCpuAllocator();
+
 // Bytes of tensors allocated through the counting allocator and still live
 // (0 before the first SetTorchMemoryLimit).
 int64_t TorchMemoryInUse();
