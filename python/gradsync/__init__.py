@@ -20,6 +20,16 @@ generated modules, which the build writes (target gradsync_python; where
 they are looked for: gradsync/_stubs.py).
 """
 
+import os as _os
+
+# Debian's grpcio 1.51 installs fork handlers that wait for gRPC's thread
+# pool to go idle, and can wait forever: a program that starts a subprocess
+# while a channel is busy then hangs, printing "Waiting for thread pool to
+# idle before forking" every 3 s (grpc/grpc#31885). The client does not use
+# gRPC in forked children, so it turns that support off unless the program
+# already chose (the variable is read when grpc is first imported).
+_os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "0")
+
 try:
     import grpc  # noqa: F401 (checked here to say what to install)
     import google.protobuf  # noqa: F401

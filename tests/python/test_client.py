@@ -49,6 +49,12 @@ gradsync = None   # imported by main() once it knows it can
 grpc = None
 CLUSTERS = []     # every Cluster started, stopped at the end whatever happens
 
+# As python/gradsync/__init__.py does for its users, before grpc is first
+# imported (skip_reason below imports it): grpcio 1.51's fork handlers can
+# wait forever when this test starts a daemon while a channel is busy
+# (grpc/grpc#31885; seen here once as a 300 s timeout).
+os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "0")
+
 
 def skip_reason():
     if os.environ.get("GRADSYNC_PY_SKIP"):
