@@ -1,6 +1,5 @@
 #include "worker/sync/ps_sync.h"
 
-#include <algorithm>
 #include <set>
 #include <string>
 #include <vector>
@@ -55,7 +54,7 @@ class PsSync final : public GradientSync {
       // generation then ends in that time, not the init's slack).
       absl::StatusOr<int64_t> step =
           FindResumeStep(job_.resume_from, addresses, PsCredentialsOf(job_),
-                         std::min(deadline, env_->Now() + job_.step_timeout));
+                         env_->Now() + job_.step_timeout);
       if (!step.ok()) return step.status();
       start_step_ = *step;
     }
