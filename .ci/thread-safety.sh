@@ -40,7 +40,9 @@ if ! command -v "$CLANGXX" >/dev/null 2>&1; then
 fi
 
 start=$SECONDS
+# File by file (no unity batches): compile_commands.json must name each .cc.
 cmake -S "$SRC_DIR" -B "$BUILD_DIR" -DCMAKE_EXPORT_COMPILE_COMMANDS=ON \
+  -DGRADSYNC_UNITY_BUILD=OFF \
   -DGRADSYNC_CUDA=OFF -DGRADSYNC_BUILD_BENCH=OFF -DGRADSYNC_BUILD_TESTS=ON \
   >/dev/null
 cmake --build "$BUILD_DIR" --target gradsync_proto gradsync_health_proto \

@@ -13,7 +13,7 @@
 namespace gradsync {
 namespace {
 
-absl::Status Bad(const std::string& field, const std::string& what) {
+absl::Status BadAssignment(const std::string& field, const std::string& what) {
   return absl::InvalidArgumentError(absl::StrCat("assignment: ", field, ": ", what));
 }
 
@@ -24,7 +24,8 @@ absl::Status SetRank(const v1::Assignment& a, JobOptions* o) {
   o->world_size = a.world_size();
   o->job_workers = std::max(a.spec().workers(), a.world_size());
   if (o->world_size < 1 || o->rank < 0 || o->rank >= o->world_size) {
-    return Bad("rank", absl::StrCat("rank ", o->rank, " of world ", o->world_size));
+    return BadAssignment("rank",
+                         absl::StrCat("rank ", o->rank, " of world ", o->world_size));
   }
   o->peer_addresses.assign(a.peer_addresses().begin(), a.peer_addresses().end());
   for (const v1::PsShardInfo& s : a.ps_shards()) {
@@ -34,16 +35,16 @@ absl::Status SetRank(const v1::Assignment& a, JobOptions* o) {
   o->num_params = a.num_params();
   if (IsTorchScriptModel(a.spec().model())) {
     absl::StatusOr<std::string> hash = TorchScriptHashOf(a.spec().model());
-    if (!hash.ok()) return Bad("model", std::string(hash.status().message()));
+    if (!hash.ok()) return BadAssignment("model", std::string(hash.status().message()));
     o->torchscript_sha256 = *hash;
   }
   if (IsTensorData(a.spec().dataset())) {
     absl::StatusOr<std::string> hash = TensorDataHashOf(a.spec().dataset());
-    if (!hash.ok()) return Bad("dataset", std::string(hash.status().message()));
+    if (!hash.ok()) return BadAssignment("dataset", std::string(hash.status().message()));
     o->data_sha256 = *hash;
   } else if (IsWorkerTensorData(a.spec().dataset())) {
     absl::StatusOr<WorkerTensorData> d = WorkerTensorDataOf(a.spec().dataset());
-    if (!d.ok()) return Bad("dataset", std::string(d.status().message()));
+    if (!d.ok()) return BadAssignment("dataset", std::string(d.status().message()));
     o->data_sha256 = d->sha256;
     o->data_path = d->path;
   }
@@ -64,7 +65,8 @@ absl::Status SetSync(const v1::JobSpec& spec, int world, JobOptions* o) {
       o->strategy = SyncStrategy::kAllreduce;
       break;
     default:
-      return Bad("strategy", absl::StrCat("unknown ", StrategyName(spec.strategy())));
+      return BadAssignment("strategy",
+                           absl::StrCat("unknown ", StrategyName(spec.strategy())));
   }
   switch (spec.mode()) {
     case v1::SYNC_MODE_UNSPECIFIED:  // bench jobs: ValidateJobSpec's default
@@ -75,7 +77,7 @@ absl::Status SetSync(const v1::JobSpec& spec, int world, JobOptions* o) {
       o->mode = SyncMode::kAsync;
       break;
     default:
-      return Bad("mode", absl::StrCat("unknown ", SyncModeName(spec.mode())));
+      return BadAssignment("mode", absl::StrCat("unknown ", SyncModeName(spec.mode())));
   }
   if (spec.has_staleness()) o->staleness = spec.staleness();
   o->weight_prediction = spec.weight_prediction() == v1::WEIGHT_PREDICTION_ON;
@@ -86,7 +88,8 @@ absl::Status SetSync(const v1::JobSpec& spec, int world, JobOptions* o) {
   o->chunk_bytes = static_cast<size_t>(std::max<int64_t>(0, spec.chunk_bytes()));
   o->bucket_bytes = spec.bucket_bytes();
   absl::StatusOr<WireDtype> dtype = WireDtypeOf(spec.wire_dtype());
-  if (!dtype.ok()) return Bad("wire_dtype", std::string(dtype.status().message()));
+  if (!dtype.ok())
+    return BadAssignment("wire_dtype", std::string(dtype.status().message()));
   o->wire_dtype = *dtype;
   o->step_timeout = StepTimeout(spec);
   return absl::OkStatus();
@@ -105,7 +108,8 @@ absl::Status SetBench(const v1::BenchSpec& bench, JobOptions* o) {
       o->bench.op = BenchOp::kPushPull;
       break;
     default:
-      return Bad("bench.op", absl::StrCat("unknown op ", static_cast<int>(bench.op())));
+      return BadAssignment("bench.op",
+                           absl::StrCat("unknown op ", static_cast<int>(bench.op())));
   }
   o->bench.sizes.assign(bench.sizes().begin(), bench.sizes().end());
   o->bench.iters = bench.iters();
@@ -134,9 +138,9 @@ absl::StatusOr<JobOptions> JobOptionsOf(const v1::Assignment& a) {
   o.global_batch = a.global_batch();
   if (o.global_batch < 0 ||
       (o.global_batch > 0 && o.global_batch < static_cast<int64_t>(o.world_size))) {
-    return Bad("global_batch",
-               absl::StrCat(o.global_batch, " samples cannot be split over ",
-                            o.world_size, " ranks"));
+    return BadAssignment("global_batch",
+                         absl::StrCat(o.global_batch, " samples cannot be split over ",
+                                      o.world_size, " ranks"));
   }
   o.trace = spec.trace();
   o.cuda = spec.device() == v1::DEVICE_CUDA;

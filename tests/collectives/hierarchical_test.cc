@@ -49,14 +49,14 @@ const Grouping kGroupings[] = {
     {"pairs_and_single", {0, 0, 1, 1, 2, 2, 3}},
 };
 
-using Case = std::tuple<TransportKind, Grouping, size_t>;
+using HierCase = std::tuple<TransportKind, Grouping, size_t>;
 
-std::string CaseName(const ::testing::TestParamInfo<Case>& info) {
+std::string HierCaseName(const ::testing::TestParamInfo<HierCase>& info) {
   return absl::StrCat(TransportKindName(std::get<0>(info.param)), "_",
                       std::get<1>(info.param).name, "_n", std::get<2>(info.param));
 }
 
-class HierarchicalTest : public ::testing::TestWithParam<Case> {};
+class HierarchicalTest : public ::testing::TestWithParam<HierCase> {};
 
 TEST_P(HierarchicalTest, SumsAndReplicasAreBitIdenticalEveryRun) {
   const auto [kind, grouping, n] = GetParam();
@@ -84,7 +84,7 @@ INSTANTIATE_TEST_SUITE_P(
     Groupings, HierarchicalTest,
     ::testing::Combine(::testing::ValuesIn(kTransports), ::testing::ValuesIn(kGroupings),
                        ::testing::Values(size_t{1}, size_t{7}, size_t{1000})),
-    CaseName);
+    HierCaseName);
 
 // 2^20+3 floats on the groupings whose shapes differ most (one chain of
 // four; leaders with chains of different lengths).
@@ -93,7 +93,7 @@ INSTANTIATE_TEST_SUITE_P(Large, HierarchicalTest,
                                             ::testing::Values(kGroupings[2],
                                                               kGroupings[6]),
                                             ::testing::Values(size_t{(1 << 20) + 3})),
-                         CaseName);
+                         HierCaseName);
 
 // ---------------------------------------------------------------- options
 

@@ -20,14 +20,14 @@
 namespace gradsync {
 namespace {
 
-constexpr int64_t kSteps = 120;
-constexpr int64_t kEvery = 7;
+constexpr int64_t kRingSteps = 120;
+constexpr int64_t kRingEvery = 7;
 
 TEST(ResumeFromCheckpoint, ResumedRingJobMatchesAnUninterruptedRun) {
   Cluster c(2);
   ASSERT_TRUE(c.ok());
   CheckpointCleanup cleanup{c};
-  ExpectResumeIsBitIdentical(c, CheckpointedSpec("ring", "sync", kSteps, kEvery));
+  ExpectResumeIsBitIdentical(c, CheckpointedSpec("ring", "sync", kRingSteps, kRingEvery));
 }
 
 TEST(ResumeFromCheckpoint, ResumedPsAsyncJobSucceedsFromItsCheckpoint) {
@@ -36,7 +36,7 @@ TEST(ResumeFromCheckpoint, ResumedPsAsyncJobSucceedsFromItsCheckpoint) {
   CheckpointCleanup cleanup{c};
   v1::Job straight, resumed;
   ASSERT_NO_FATAL_FAILURE(RunStraightAndResumed(
-      c, CheckpointedSpec("ps", "async", kSteps, kEvery), &straight, &resumed));
+      c, CheckpointedSpec("ps", "async", kRingSteps, kRingEvery), &straight, &resumed));
   // Resumed slices refuse pushes of any step but their checkpoint's, so
   // success means the workers started there (not at 0).
   const double a = straight.result().test_accuracy();
@@ -49,7 +49,7 @@ TEST(ResumeFromCheckpoint, CorruptRingCheckpointFailsTheJobNamingTheFile) {
   Cluster c(2);
   ASSERT_TRUE(c.ok());
   CheckpointCleanup cleanup{c};
-  v1::JobSpec spec = CheckpointedSpec("ring", "sync", 30, kEvery);
+  v1::JobSpec spec = CheckpointedSpec("ring", "sync", 30, kRingEvery);
   spec.set_model("mlp:784-64-10");
   std::string dir, error;
   ASSERT_NO_FATAL_FAILURE(ResumeFromCorruptCheckpoints(c, spec, &dir, &error));

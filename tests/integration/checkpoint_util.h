@@ -51,7 +51,7 @@ struct CheckpointCleanup {
 inline v1::Job RunToEnd(Cluster& c, const v1::JobSpec& spec) {
   v1::Job job;
   EXPECT_TRUE(c.Submit(spec, &job).ok());
-  return c.WaitFor(job.id(), absl::Seconds(180), Terminal);
+  return c.WaitFor(job.id(), absl::Seconds(240), Terminal);
 }
 
 // Submits `spec`, restarts the server once the job has passed step

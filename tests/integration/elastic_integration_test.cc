@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "tests/integration/checkpoint_util.h"
 #include "tests/integration/cluster_fixture.h"
 
 namespace gradsync {
@@ -32,12 +33,6 @@ v1::JobSpec ElasticSpec(const std::string& strategy, const std::string& mode,
   s.set_seed(7);
   if (mode == "async" && strategy == "ps") s.set_staleness(2);
   return s;
-}
-
-v1::Job RunToEnd(Cluster& c, const v1::JobSpec& spec) {
-  v1::Job job;
-  EXPECT_TRUE(c.Submit(spec, &job).ok());
-  return c.WaitFor(job.id(), absl::Seconds(240), Terminal);
 }
 
 // Submits `spec`, waits until rank 0 passed `step`, then calls `act`.

@@ -16,10 +16,10 @@ using model_testing::Params;
 using model_testing::Step;
 using model_testing::TestBuckets;
 
-const MlpSpec kSpec{{6, 5, 4, 3}};
+const MlpSpec kPredictionSpec{{6, 5, 4, 3}};
 
 std::unique_ptr<DeviceModel> Configured() {
-  absl::StatusOr<std::unique_ptr<DeviceModel>> m = MakeCpuModel(kSpec);
+  absl::StatusOr<std::unique_ptr<DeviceModel>> m = MakeCpuModel(kPredictionSpec);
   EXPECT_TRUE(m.ok()) << m.status();
   OptimizerOptions o;
   o.kind = OptimizerKind::kSgd;
@@ -27,7 +27,7 @@ std::unique_ptr<DeviceModel> Configured() {
   o.momentum = 0.0f;
   EXPECT_TRUE((*m)->Configure(TestBuckets(**m), o, 3).ok());
   std::vector<float> p((*m)->num_params());
-  Mlp(kSpec).InitParams(7, p.data());
+  Mlp(kPredictionSpec).InitParams(7, p.data());
   EXPECT_TRUE((*m)->SetParams(p.data()).ok());
   return *std::move(m);
 }

@@ -29,7 +29,7 @@ absl::Status Bad(const std::string& path, const std::string& what) {
   return absl::InvalidArgumentError(absl::StrCat("data file ", path, ": ", what));
 }
 
-std::string ShapeOf(const at::Tensor& t) {
+std::string TensorShapeText(const at::Tensor& t) {
   return absl::StrCat("[", absl::StrJoin(t.sizes(), ", "), "]");
 }
 
@@ -121,8 +121,9 @@ absl::Status CheckInsideStorage(const std::string& path, const std::string& what
           ? 0
           : static_cast<int64_t>(std::min(t.storage().nbytes(), record->second));
   if (!ok || last >= kLimit / item || (last + 1) * item > have) {
-    return Bad(path, absl::StrCat(what, " ", ShapeOf(t), " claims more values than the ",
-                                  have, " bytes stored for it"));
+    return Bad(
+        path, absl::StrCat(what, " ", TensorShapeText(t), " claims more values than the ",
+                           have, " bytes stored for it"));
   }
   return absl::OkStatus();
 }
@@ -138,11 +139,13 @@ absl::StatusOr<Dataset> ToDataset(const std::string& path, const std::string& na
   if (inside.ok()) inside = CheckInsideStorage(path, name + " labels", y, records);
   if (!inside.ok()) return inside;
   if (x.dim() < 1 || x.size(0) < 1) {
-    return Bad(path, absl::StrCat(name, " inputs ", ShapeOf(x), " hold no samples"));
+    return Bad(path,
+               absl::StrCat(name, " inputs ", TensorShapeText(x), " hold no samples"));
   }
   if (y.dim() != 1 || y.size(0) != x.size(0)) {
-    return Bad(path, absl::StrCat(name, " labels ", ShapeOf(y), " do not match inputs ",
-                                  ShapeOf(x), " (want one label per sample)"));
+    return Bad(path,
+               absl::StrCat(name, " labels ", TensorShapeText(y), " do not match inputs ",
+                            TensorShapeText(x), " (want one label per sample)"));
   }
   if (at::isFloatingType(y.scalar_type()) || y.scalar_type() == at::kBool ||
       at::isComplexType(y.scalar_type())) {
@@ -163,7 +166,7 @@ absl::StatusOr<Dataset> ToDataset(const std::string& path, const std::string& na
   const double bytes =
       static_cast<double>(x.numel()) * 4.0 + static_cast<double>(y.numel());
   if (bytes > static_cast<double>(*budget)) {
-    return Bad(path, absl::StrCat(name, " inputs ", ShapeOf(x), " would take ",
+    return Bad(path, absl::StrCat(name, " inputs ", TensorShapeText(x), " would take ",
                                   static_cast<int64_t>(bytes),
                                   " bytes in memory, over 4 per byte of the file (",
                                   kTensorDataExpansion,
@@ -176,7 +179,7 @@ absl::StatusOr<Dataset> ToDataset(const std::string& path, const std::string& na
   d.n = x.size(0);
   const int64_t features = x.numel() / d.n;
   if (features < 1 || features > (1 << 24)) {
-    return Bad(path, absl::StrCat(name, " inputs ", ShapeOf(x), ": ", features,
+    return Bad(path, absl::StrCat(name, " inputs ", TensorShapeText(x), ": ", features,
                                   " values per sample, want 1 .. 2^24"));
   }
   d.features = static_cast<int>(features);
