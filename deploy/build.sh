@@ -15,8 +15,12 @@ case "${1:-all}" in
        TARGETS=(--target gradsync gradsync-server gradsync-worker) ;;
   *) echo "usage: build.sh [all|run]" >&2; exit 2 ;;
 esac
+# Ninja (install-deps.sh installs it) schedules the two cores better than
+# make: a full build 341 s -> 310 s. A tree configured before keeps its own.
+GEN=()
+if [ ! -f build/CMakeCache.txt ] && command -v ninja >/dev/null; then GEN=(-G Ninja); fi
 T0=$SECONDS
-cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+cmake "${GEN[@]}" -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DGRADSYNC_CUDA="${GRADSYNC_CUDA:-AUTO}" -DGRADSYNC_TORCH="${GRADSYNC_TORCH:-AUTO}" \
   "${EXTRA[@]}" >/dev/null
 T1=$SECONDS

@@ -8,7 +8,8 @@
 # Python client in python/gradsync; slurm-wlm and munge: deploy/slurm and its
 # test, which start a real slurmctld and slurmd on this machine; chromium: the
 # dashboard's headless-browser test, tests/dashboard; lld: links 5x faster
-# than GNU ld, CMakeLists.txt).
+# than GNU ld, CMakeLists.txt; ninja-build: schedules a 2-core build better
+# than make, deploy/build.sh).
 # Needs root (or sudo). CUDA is not installed here: the CUDA backend builds
 # when nvcc exists (e.g. /usr/local/cuda), see docs/gpu.md.
 #   install-deps.sh          everything (build, tests, benchmarks, CI, dataset)
@@ -31,7 +32,7 @@ if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 export DEBIAN_FRONTEND=noninteractive
 BUILD="build-essential cmake pkg-config libgrpc++-dev protobuf-compiler-grpc
   libprotobuf-dev protobuf-compiler libabsl-dev libspdlog-dev libopenblas-dev
-  zlib1g-dev nlohmann-json3-dev libcpp-httplib-dev libsqlite3-dev libssl-dev lld"
+  zlib1g-dev nlohmann-json3-dev libcpp-httplib-dev libsqlite3-dev libssl-dev lld ninja-build"
 case "${1:-all}" in
   all) PKGS="$BUILD clang libclang-rt-14-dev libgtest-dev libgmock-dev
          libbenchmark-dev libgloo-dev python3-matplotlib dataset-fashion-mnist
