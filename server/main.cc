@@ -46,6 +46,10 @@ ABSL_FLAG(std::string, ps_shards, "",
 ABSL_FLAG(double, heartbeat_timeout, 6.0,
           "Coordinator: seconds without a worker heartbeat before the worker is "
           "declared dead and its job fails.");
+ABSL_FLAG(double, register_timeout, 10.0,
+          "Coordinator: seconds a Join stream may stay open without registering "
+          "a worker before the coordinator closes it (a client that opens "
+          "streams and never speaks holds nothing for long).");
 ABSL_FLAG(std::string, state_dir, "./gradsync-state",
           "Coordinator: directory of the job history (SQLite file jobs.db: "
           "specs, states, times, errors, results, per-epoch figures), "
@@ -184,6 +188,7 @@ gradsync::CoordinatorOptions CoordinatorOptionsFromFlags(
     const std::string& role, std::shared_ptr<const gradsync::JobKey> job_key) {
   gradsync::CoordinatorOptions copts;
   copts.heartbeat_timeout = absl::Seconds(absl::GetFlag(FLAGS_heartbeat_timeout));
+  copts.register_timeout = absl::Seconds(absl::GetFlag(FLAGS_register_timeout));
   copts.retention.max_ended_jobs = absl::GetFlag(FLAGS_max_ended_jobs);
   copts.retention.max_events_per_job = absl::GetFlag(FLAGS_max_events_per_job);
   copts.retention.max_stored_jobs = absl::GetFlag(FLAGS_max_stored_jobs);
@@ -217,6 +222,16 @@ absl::StatusOr<Startup> CheckStartup() {
   if (s.role != "all" && s.role != "coordinator" && s.role != "ps") {
     return absl::InvalidArgumentError(
         absl::StrCat("--role must be all, coordinator or ps, got '", s.role, "'"));
+  }
+  for (const auto& [name, value] :
+       {std::pair<const char*, double>{"heartbeat_timeout",
+                                       absl::GetFlag(FLAGS_heartbeat_timeout)},
+        {"register_timeout", absl::GetFlag(FLAGS_register_timeout)}}) {
+    if (!(value > 0) || value > 86400) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--", name, " must be a number of seconds above 0 and at most 86400, got ",
+          value));
+    }
   }
   if (absl::Status st =
           gradsync::CheckPsInlineBytes(absl::GetFlag(FLAGS_ps_inline_bytes));

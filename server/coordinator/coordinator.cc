@@ -15,7 +15,6 @@ namespace gradsync {
 namespace {
 
 // A Join stream must send Register within this long.
-constexpr absl::Duration kRegisterTimeout = absl::Seconds(10);
 // How often the monitor looks at heartbeats and held errors.
 constexpr absl::Duration kMonitorPeriod = absl::Milliseconds(500);
 // A WatchJob stream re-checks for cancellation at least this often.
@@ -173,7 +172,7 @@ void Coordinator::MonitorOnce() {
                      &d);
   }
   for (auto& [ctx, since] : unregistered_) {
-    if (now - since > kRegisterTimeout) ctx->TryCancel();
+    if (now - since > options_.register_timeout) ctx->TryCancel();
   }
   for (auto& [ctx, last] : uploads_) {
     if (now - last > options_.blob_idle_timeout) ctx->TryCancel();

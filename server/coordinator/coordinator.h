@@ -43,6 +43,8 @@ struct CoordinatorOptions {
   std::vector<std::string> ps_addresses;
   // A worker silent for this long is declared dead.
   absl::Duration heartbeat_timeout = absl::Seconds(6);
+  // A Join stream that has not registered after this long is closed.
+  absl::Duration register_timeout = absl::Seconds(10);
   // The job history (job_store.h); nullptr keeps jobs in memory only. Not
   // owned; must outlive the coordinator.
   JobStore* store = nullptr;
@@ -93,7 +95,7 @@ class Coordinator final : public v1::Coordinator::Service, public DashboardSourc
   grpc::Status WatchJob(grpc::ServerContext* ctx, const v1::WatchJobRequest* req,
                         grpc::ServerWriter<v1::JobEvent>* writer) override;
   // A worker's session:
-  //   1. wait up to kRegisterTimeout (the monitor enforces it) for Register;
+  //   1. wait up to options.register_timeout (the monitor enforces it) for Register;
   //   2. register the worker, start the session's writer thread, schedule;
   //   3. handle its messages until the stream ends or the worker is dead or
   //      replaced by a newer session with the same id;
@@ -246,7 +248,7 @@ class Coordinator final : public v1::Coordinator::Service, public DashboardSourc
   JobTable jobs_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, Session> sessions_ ABSL_GUARDED_BY(mu_);
   // Join streams that have not registered yet, and since when; the monitor
-  // cancels those silent for kRegisterTimeout.
+  // cancels those silent for options_.register_timeout.
   std::map<grpc::ServerContext*, absl::Time> unregistered_ ABSL_GUARDED_BY(mu_);
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
   StreamSlots session_slots_ ABSL_GUARDED_BY(mu_);  // Join + WatchJob
