@@ -212,6 +212,15 @@ void PrintJob(const v1::Job& job) {
       std::printf("  steps per rank:%s (the job's %ld steps are pushes / workers)\n",
                   line.c_str(), static_cast<long>(r.steps()));
     }
+    if (r.has_slowest_rank() && r.slowest_rank().ratio() >= 1.5) {
+      const v1::SlowestRank& slow = r.slowest_rank();
+      std::printf(
+          "  slowest rank: %d (%s), %.1fx the others' median compute per step "
+          "(%.1f ms against %.1f ms)%s\n",
+          slow.rank(), slow.worker_id().c_str(), slow.ratio(),
+          1e3 * slow.seconds_per_step(), 1e3 * slow.others_median(),
+          slow.named() ? "; named a straggler during the run" : "");
+    }
   } else if (job.state() == v1::RUNNING) {
     std::printf("  step %ld/%ld\n", static_cast<long>(job.step()),
                 static_cast<long>(job.total_steps()));

@@ -130,6 +130,18 @@ nlohmann::json JobToJson(const v1::Job& job) {
   j["compute_seconds"] = r.compute_seconds();
   j["comm_seconds_per_worker"] = std::vector<double>(r.comm_seconds_per_worker().begin(),
                                                      r.comm_seconds_per_worker().end());
+  j["compute_seconds_per_rank"] = std::vector<double>(
+      r.compute_seconds_per_rank().begin(), r.compute_seconds_per_rank().end());
+  j["slowest_rank"] = nullptr;  // one rank, or an older coordinator
+  if (r.has_slowest_rank()) {
+    const v1::SlowestRank& s = r.slowest_rank();
+    j["slowest_rank"] = {{"rank", s.rank()},
+                         {"worker_id", s.worker_id()},
+                         {"seconds_per_step", s.seconds_per_step()},
+                         {"others_median", s.others_median()},
+                         {"ratio", s.ratio()},
+                         {"named", s.named()}};
+  }
   const double busy = r.comm_seconds() + r.compute_seconds();
   j["comm_share"] = busy > 0 ? r.comm_seconds() / busy : 0.0;
   j["exposed_share"] = ExposedShare(r) / 100;
@@ -356,6 +368,8 @@ std::string EventLine(const v1::JobEvent& ev, const std::string& label) {
     }
     case v1::JobEvent::STALL:
       return absl::StrFormat("[%s %s] stall: %s", ev.job_id(), label, ev.message());
+    case v1::JobEvent::STRAGGLER:  // the message starts "straggler: "
+      return absl::StrFormat("[%s %s] %s", ev.job_id(), label, ev.message());
     default:
       return "";
   }

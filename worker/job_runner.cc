@@ -91,10 +91,10 @@ JobRunner::JobRunner(JobRunnerContext context)
       options_(*context_.options),
       env_(options_.env),
       data_dirs_(options_.data_dir, options_.allowed_data_dirs),
-      data_cache_(options_.data_cache_bytes),
       metrics_(*context_.metrics),
       mailboxes_(*context_.mailboxes),
-      id_(context_.worker_id) {
+      id_(context_.worker_id),
+      data_cache_(options_.data_cache_bytes) {
   watchdog_ = std::thread([this] { Watch(); });
 }
 

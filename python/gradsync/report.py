@@ -31,6 +31,17 @@ def epoch_to_dict(e):
             "test_accuracy": e.test_accuracy, "seconds": e.seconds}
 
 
+def slowest_rank_to_dict(r):
+    """The job's slowest rank by compute per step (JobResult.slowest_rank),
+    or None for one rank or an older coordinator."""
+    if not r.HasField("slowest_rank"):
+        return None
+    s = r.slowest_rank
+    return {"rank": s.rank, "worker_id": s.worker_id,
+            "seconds_per_step": s.seconds_per_step, "others_median": s.others_median,
+            "ratio": s.ratio, "named": s.named}
+
+
 def algorithm_source(pb, s):
     """Why an allreduce job's buckets ran their algorithms (common/spec/
     job_spec.h AlgorithmSource): "forced", "tuned", "table"; "" otherwise."""
@@ -88,6 +99,8 @@ def job_to_dict(pb, job):
         "device_name": r.device,
         "compute_seconds": r.compute_seconds,
         "comm_seconds_per_worker": list(r.comm_seconds_per_worker),
+        "compute_seconds_per_rank": list(r.compute_seconds_per_rank),
+        "slowest_rank": slowest_rank_to_dict(r),
         "comm_share": r.comm_seconds / busy if busy > 0 else 0.0,
         "exposed_share": r.exposed_comm_seconds / loop if loop > 0 else 0.0,
         "init_checksum": r.init_checksum,

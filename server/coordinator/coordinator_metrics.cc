@@ -25,6 +25,14 @@ std::vector<MetricSample> ByState(const CoordinatorStats& s, bool only_finished)
 
 std::vector<MetricSample> One(int64_t v) { return {{{}, static_cast<double>(v)}}; }
 
+// One sample per running job with a slowest rank: `value` of it.
+std::vector<MetricSample> PerJob(const CoordinatorStats& s,
+                                 double (*value)(const v1::SlowestRank&)) {
+  std::vector<MetricSample> out;
+  for (const auto& [job, slow] : s.slowest) out.push_back({{job}, value(slow)});
+  return out;
+}
+
 }  // namespace
 
 CoordinatorStats CountCoordinatorStats(const std::vector<const v1::Job*>& jobs,
@@ -36,6 +44,9 @@ CoordinatorStats CountCoordinatorStats(const std::vector<const v1::Job*>& jobs,
     for (const v1::JobGeneration& g : j->generations()) {
       if (g.generation() > 0) ++s.reformations;
       s.steps_redone += g.steps_redone();
+    }
+    if (j->state() == v1::RUNNING && j->result().has_slowest_rank()) {
+      s.slowest[j->id()] = j->result().slowest_rank();
     }
   }
   s.jobs_total = static_cast<int64_t>(jobs.size());
@@ -73,6 +84,20 @@ void RegisterCoordinatorMetrics(std::function<CoordinatorStats()> stats,
   r->AddCallback("gradsync_server_jobs_finished_total",
                  "Jobs that ended since the coordinator started, by final state.",
                  MetricType::kCounter, {"state"}, [f] { return ByState((*f)(), true); });
+  r->AddCallback("gradsync_job_slowest_rank",
+                 "Running jobs: the rank with the most compute per step over its latest "
+                 "report.",
+                 MetricType::kGauge, {"job"}, [f] {
+                   return PerJob((*f)(), [](const v1::SlowestRank& s) {
+                     return static_cast<double>(s.rank());
+                   });
+                 });
+  r->AddCallback(
+      "gradsync_job_slowest_rank_ratio",
+      "Running jobs: the slowest rank's compute per step over the other "
+      "ranks' median (1 = even).",
+      MetricType::kGauge, {"job"},
+      [f] { return PerJob((*f)(), [](const v1::SlowestRank& s) { return s.ratio(); }); });
 }
 
 }  // namespace gradsync

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <string>
 #include <vector>
 
 #include "common/metrics/metrics.h"
@@ -25,6 +26,9 @@ struct CoordinatorStats {
   int64_t steps_redone = 0;
   int64_t live_workers = 0;
   int64_t busy_workers = 0;
+  // Running jobs of 2+ ranks: job id -> its slowest rank so far
+  // (JobResult.slowest_rank while it runs).
+  std::map<std::string, v1::SlowestRank> slowest;
 };
 
 // Counts `jobs` by state and `live` workers (busy: assigned to a job).
@@ -39,6 +43,10 @@ CoordinatorStats CountCoordinatorStats(const std::vector<const v1::Job*>& jobs,
 //   gradsync_server_jobs_submitted_total         counter
 //   gradsync_server_jobs_finished_total{state}   counter (SUCCEEDED, FAILED,
 //                                                CANCELLED)
+//   gradsync_job_slowest_rank{job}               gauge (running jobs: the
+//                                                rank computing slowest)
+//   gradsync_job_slowest_rank_ratio{job}         gauge (its compute per step
+//                                                / the other ranks' median)
 // `stats` runs on the scraping thread and must stay callable for the
 // registry's life.
 void RegisterCoordinatorMetrics(std::function<CoordinatorStats()> stats,

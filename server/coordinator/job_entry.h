@@ -17,6 +17,7 @@
 #include "common/spec/model_spec.h"
 #include "gradsync/v1/gradsync.pb.h"
 #include "server/coordinator/job_curves.h"
+#include "server/coordinator/straggler_watch.h"
 
 namespace gradsync {
 
@@ -53,6 +54,7 @@ struct JobEntry {
   std::map<int, std::string> stalls;  // rank -> its latest stall report
   int64_t dropped_events = 0;         // beyond max_events_per_job
   JobCurves curves;                   // bounded: kCurvePoints per series
+  StragglerWatch stragglers;          // names a rank that computes slowest
   // Elastic jobs: the generation ended and the next is not placed yet
   // (the job stays RUNNING; waiting_for says what it waits for).
   bool reforming = false;

@@ -202,6 +202,7 @@ void JobTable::Place(JobEntry* e, const std::vector<const RegisteredWorker*>& pi
   e->init_checksums.assign(n, "");
   e->rank_samples_per_second.assign(n, 0);
   e->curves.Start(n);
+  e->stragglers.Start(n);
   for (int r = 0; r < n; ++r) {
     workers_->Assign(picked[r]->id, a.job_id());
     e->job.add_workers(picked[r]->id);

@@ -303,6 +303,12 @@ class JobTable {
   // shards: what ending a job and ending a generation share.
   void StopGeneration(JobEntry* e, const std::string& reason, bool end_on_shards,
                       Decisions* out);
+  // Rank p.rank()'s compute per step into the job's StragglerWatch; a rank
+  // it names becomes a STRAGGLER event.
+  void StragglerReported(JobEntry* e, const v1::WorkerMessage::Progress& p,
+                         Decisions* out);
+  static void SetSlowestRank(const JobEntry* e, const StragglerWatch::Lag& slow,
+                             v1::SlowestRank* out);
   void CheckInitChecksum(JobEntry* e, const v1::WorkerMessage::Progress& p,
                          Decisions* out);
   void UpdateProgressEvent(JobEntry* e, const v1::WorkerMessage::Progress& p,

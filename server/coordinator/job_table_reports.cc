@@ -3,6 +3,7 @@
 // result, or its failure, with the symptom-grace rule), and lost workers.
 #include <algorithm>
 #include <utility>
+#include <vector>
 
 #include <spdlog/spdlog.h>
 
@@ -12,6 +13,7 @@
 #include "common/spec/peer_blame.h"
 #include "server/coordinator/bench_merge.h"
 #include "server/coordinator/job_table.h"
+#include "server/coordinator/straggler_watch.h"
 
 namespace gradsync {
 namespace {
@@ -50,11 +52,47 @@ void JobTable::HandleProgress(const std::string& worker_id,
   double job_sps = 0;
   for (double s : e->rank_samples_per_second) job_sps += s;
   e->curves.AddProgress(p, job_sps, NowMs());
+  StragglerReported(e, p, out);
   if (p.rank() != 0) return;
   const int64_t previous_step = e->job.step();
   if (e->job.spec().elastic() && !p.init_checksum().empty()) GenerationReported(e, p);
   UpdateProgressEvent(e, p, out);
   MaybeScaleUp(e, previous_step, p, out);
+}
+
+void JobTable::SetSlowestRank(const JobEntry* e, const StragglerWatch::Lag& slow,
+                              v1::SlowestRank* out) {
+  out->set_rank(slow.rank);
+  out->set_worker_id(e->job.workers(slow.rank));
+  out->set_seconds_per_step(slow.seconds_per_step);
+  out->set_others_median(slow.others_median);
+  out->set_ratio(slow.ratio);
+  out->set_named(e->stragglers.straggler() == slow.rank);
+}
+
+void JobTable::StragglerReported(JobEntry* e, const v1::WorkerMessage::Progress& p,
+                                 Decisions* out) {
+  const std::string line = e->stragglers.Add(p.rank(), p.step(), p.compute_seconds());
+  // The slowest rank so far, in the job as its status and /metrics show it
+  // (once per rank 0 report; the job's end replaces it with the whole run's).
+  if (p.rank() == 0) {
+    if (const StragglerWatch::Lag slow = e->stragglers.Slowest(); slow.rank >= 0) {
+      SetSlowestRank(e, slow, e->job.mutable_result()->mutable_slowest_rank());
+    }
+  }
+  if (line.empty()) return;
+  const std::string text = absl::StrCat(line, ", worker ", e->job.workers(p.rank()));
+  spdlog::warn("[{}] {}", e->job.id(), text);
+  v1::JobEvent ev;
+  ev.set_kind(v1::JobEvent::STRAGGLER);
+  ev.set_job_id(e->job.id());
+  ev.set_state(e->job.state());
+  ev.set_step(p.step());
+  ev.set_total_steps(e->job.total_steps());
+  ev.set_message(text);
+  if (retention_.RoomForEvent(e)) e->events.push_back(std::move(ev));
+  ++e->seq;
+  out->events_changed = true;
 }
 
 void JobTable::CheckInitChecksum(JobEntry* e, const v1::WorkerMessage::Progress& p,
@@ -272,6 +310,9 @@ void JobTable::Finalize(JobEntry* e, Decisions* out) {
   res->clear_param_checksums();
   res->clear_comm_seconds_per_worker();
   res->clear_steps_per_rank();
+  res->clear_compute_seconds_per_rank();
+  res->clear_slowest_rank();
+  std::vector<double> seconds_per_step(n, -1);
   for (int r = 0; r < n; ++r) {
     const v1::WorkerMessage::JobDone& d = e->results[r];
     comm += d.comm_seconds();
@@ -284,6 +325,12 @@ void JobTable::Finalize(JobEntry* e, Decisions* out) {
     max_wall = std::max(max_wall, e->rank_wall[r]);
     res->add_param_checksums(d.param_checksum());
     res->add_comm_seconds_per_worker(d.comm_seconds());
+    res->add_compute_seconds_per_rank(d.compute_seconds());
+    if (d.steps() > 0) seconds_per_step[r] = d.compute_seconds() / d.steps();
+  }
+  if (const StragglerWatch::Lag slow = StragglerWatch::SlowestOf(seconds_per_step);
+      n >= 2 && slow.rank >= 0) {
+    SetSlowestRank(e, slow, res->mutable_slowest_rank());
   }
   const v1::JobSpec& spec = e->job.spec();
   res->set_comm_seconds(comm / n);

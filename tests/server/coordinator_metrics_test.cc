@@ -44,6 +44,29 @@ TEST(CoordinatorMetrics, RendersWhatTheStatsSayAtEachScrape) {
   EXPECT_TRUE(absl::StrContains(text, "gradsync_server_jobs_submitted_total 3\n"));
   EXPECT_FALSE(
       absl::StrContains(text, "gradsync_server_jobs_finished_total{state=\"QUEUED\"}"));
+  EXPECT_FALSE(absl::StrContains(text, "gradsync_job_slowest_rank{"));
+}
+
+TEST(CoordinatorMetrics, RunningJobsSlowestRankAndItsRatio) {
+  std::vector<v1::Job> jobs(2);
+  jobs[0].set_id("j-run");
+  jobs[0].set_state(v1::RUNNING);
+  jobs[0].mutable_result()->mutable_slowest_rank()->set_rank(2);
+  jobs[0].mutable_result()->mutable_slowest_rank()->set_ratio(2.5);
+  jobs[1].set_id("j-done");  // ended: its slowest rank is in its result only
+  jobs[1].set_state(v1::SUCCEEDED);
+  jobs[1].mutable_result()->mutable_slowest_rank()->set_rank(1);
+  const CoordinatorStats stats = CountCoordinatorStats({&jobs[0], &jobs[1]}, {});
+  ASSERT_EQ(stats.slowest.size(), 1u);
+  MetricsRegistry r;
+  RegisterCoordinatorMetrics([&stats] { return stats; }, &r);
+  const std::string text = r.Render();
+  EXPECT_TRUE(absl::StrContains(text, "gradsync_job_slowest_rank{job=\"j-run\"} 2\n"))
+      << text;
+  EXPECT_TRUE(
+      absl::StrContains(text, "gradsync_job_slowest_rank_ratio{job=\"j-run\"} 2.5\n"))
+      << text;
+  EXPECT_FALSE(absl::StrContains(text, "j-done"));
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include "absl/strings/str_cat.h"
 #include "common/env.h"
 #include "server/coordinator/worker_registry.h"
 #include "tests/server/job_table_test_util.h"
@@ -409,6 +410,96 @@ TEST_F(JobTableTest, TracesAreKeptForTheNewestSucceededJobsOnly) {
   JobDone(WorkersOf(failed)[1], bad);
   EXPECT_EQ(Job(failed).state(), v1::FAILED);
   EXPECT_EQ(Job(failed).result().traces_size(), 0);
+}
+
+// ------------------------------------------------------------- stragglers
+
+TEST_F(JobTableTest, ASlowRankIsNamedInTheEventsAndTheResult) {
+  Join("w0");
+  Join("w1");
+  Join("w2");
+  const std::string id = Submit(Spec(v1::STRATEGY_ALLREDUCE, 3));
+  WatchCursor cursor;
+  std::vector<v1::JobEvent> events;
+  Read(id, &cursor, &events);
+  // Three more reports of 10 steps each after the first: w1 computes 3x.
+  Decisions d;
+  for (int report = 0; report <= 3; ++report) {
+    for (int r = 0; r < 3; ++r) {
+      v1::WorkerMessage::Progress p;
+      p.set_job_id(id);
+      p.set_rank(r);
+      p.set_step(10 * report);
+      p.set_total_steps(100);
+      p.set_compute_seconds((r == 1 ? 0.3 : 0.1) * report);
+      table_.HandleProgress(absl::StrCat("w", r), p, &d);
+    }
+  }
+  ASSERT_FALSE(Read(id, &cursor, &events));
+  std::vector<std::string> named;
+  for (const v1::JobEvent& ev : events) {
+    if (ev.kind() == v1::JobEvent::STRAGGLER) named.push_back(ev.message());
+  }
+  ASSERT_EQ(named.size(), 1u);
+  EXPECT_EQ(named[0],
+            "straggler: rank 1 computes 3.0x the other ranks' median per step "
+            "(30.0 ms against 10.0 ms, 3 reports in a row), worker w1");
+  // The result: compute per rank, and the whole run's slowest rank.
+  for (int r = 0; r < 3; ++r) {
+    v1::WorkerMessage::JobDone done = Done(id, r);  // 100 steps
+    done.set_compute_seconds(r == 1 ? 3.0 : 1.0 + 0.1 * r);
+    JobDone(absl::StrCat("w", r), done);
+  }
+  const v1::Job job = Job(id);
+  ASSERT_EQ(job.state(), v1::SUCCEEDED);
+  const v1::JobResult& res = job.result();
+  ASSERT_EQ(res.compute_seconds_per_rank_size(), 3);
+  EXPECT_DOUBLE_EQ(res.compute_seconds_per_rank(1), 3.0);
+  ASSERT_TRUE(res.has_slowest_rank());
+  EXPECT_EQ(res.slowest_rank().rank(), 1);
+  EXPECT_EQ(res.slowest_rank().worker_id(), "w1");
+  EXPECT_NEAR(res.slowest_rank().seconds_per_step(), 0.030, 1e-12);
+  EXPECT_NEAR(res.slowest_rank().others_median(), 0.011, 1e-12);  // of 10 and 12 ms
+  EXPECT_NEAR(res.slowest_rank().ratio(), 0.030 / 0.011, 1e-9);
+  EXPECT_TRUE(res.slowest_rank().named());
+}
+
+TEST_F(JobTableTest, EvenRanksNameNoStragglerAndOneRankHasNoSlowest) {
+  Join("w0");
+  Join("w1");
+  const std::string even = Submit(Spec(v1::STRATEGY_PS, 2));
+  Decisions d;
+  for (int report = 0; report <= 5; ++report) {
+    for (int r = 0; r < 2; ++r) {
+      v1::WorkerMessage::Progress p;
+      p.set_job_id(even);
+      p.set_rank(r);
+      p.set_step(10 * report);
+      p.set_compute_seconds((r == 1 ? 0.12 : 0.1) * report);
+      table_.HandleProgress(absl::StrCat("w", r), p, &d);
+    }
+  }
+  for (int r = 0; r < 2; ++r) {
+    v1::WorkerMessage::JobDone done = Done(even, r);
+    done.set_compute_seconds(r == 1 ? 1.2 : 1.0);
+    JobDone(absl::StrCat("w", r), done);
+  }
+  WatchCursor cursor;
+  std::vector<v1::JobEvent> events;
+  Read(even, &cursor, &events);
+  for (const v1::JobEvent& ev : events) EXPECT_NE(ev.kind(), v1::JobEvent::STRAGGLER);
+  ASSERT_TRUE(Job(even).result().has_slowest_rank());
+  EXPECT_EQ(Job(even).result().slowest_rank().rank(), 1);
+  EXPECT_FALSE(Job(even).result().slowest_rank().named());
+
+  const std::string alone = Submit(Spec(v1::STRATEGY_ALLREDUCE, 1));
+  const std::string worker = Job(alone).workers(0);
+  v1::WorkerMessage::JobDone done = Done(alone, 0);
+  done.set_compute_seconds(1);
+  JobDone(worker, done);
+  ASSERT_EQ(Job(alone).state(), v1::SUCCEEDED);
+  EXPECT_FALSE(Job(alone).result().has_slowest_rank());
+  EXPECT_EQ(Job(alone).result().compute_seconds_per_rank_size(), 1);
 }
 
 }  // namespace
