@@ -272,14 +272,24 @@ function renderDetail(detail) {
   renderRanks(detail);
 }
 
+// The job's slowest rank by compute per step (JobResult.slowest_rank: so far
+// while it runs, the whole run's once it ended), as the rank table shows it.
+function slowestText(slow, rank) {
+  if (!slow || slow.rank !== rank) return '';
+  return (slow.named ? 'straggler ' : 'slowest ') + fmt(slow.ratio, 1) + 'x';
+}
+
 function renderRanks(detail) {
   const maxStep = detail.ranks.reduce((m, r) => Math.max(m, r.step), 0);
   const now = Date.now();
-  const rows = detail.ranks.map((r) => el('tr', { 'data-rank': r.rank },
+  const slow = (detail.job.result || {}).slowest_rank;
+  const rows = detail.ranks.map((r) => el('tr', slowestText(slow, r.rank)
+    ? { 'data-rank': r.rank, 'data-slowest': fmt(slow.ratio, 2) } : { 'data-rank': r.rank },
     el('td', { class: 'num' }, r.rank), el('td', {}, r.worker_id), el('td', {}, hostOf(r.host)),
     el('td', { class: 'num' }, r.step), el('td', { class: 'num' }, maxStep - r.step),
     el('td', { class: 'num' }, fmt(r.samples_per_second, 0)),
     el('td', { class: 'num' }, fmt(100 * commShare(r.comm_seconds, r.compute_seconds), 0) + '%'),
+    el('td', {}, slowestText(slow, r.rank)),
     el('td', { class: 'num' }, r.updated_ms > 0 ? fmt((now - r.updated_ms) / 1000, 1) + ' s ago' : '–'),
     el('td', { class: 'stall' }, r.stall)));
   document.querySelector('#ranks tbody').replaceChildren(...rows);

@@ -285,6 +285,9 @@ def run(chromium, work, shots):
                   "%s: %d series, %d points" % (chart, series(dom, chart), points(dom, chart)))
         check(points(dom, "chart-loss-step") >= 3, "the loss curve has 3+ points")
         check(len(dom.rows["ranks"]) == 2, "ranks table: 2 ranks")
+        slowest = [r for r in dom.rows["ranks"] if r.get("data-slowest")]
+        check(len(slowest) == 1 and float(slowest[0]["data-slowest"]) >= 1,
+              "ranks table: one slowest rank, its compute / the other's >= 1: %s" % slowest)
         compared = dom.by_id.get("compare", {}).get("data-jobs", "").split(",")
         check(sorted(compared) == sorted([first, second]),
               "compare view overlays both jobs: %s" % compared)
