@@ -112,6 +112,11 @@ ABSL_FLAG(std::string, wire_dtype, "fp32",
           "strategies: fp32, bf16 or fp16 (16-bit halves the bytes; values "
           "are rounded to nearest even when sent, sums and optimizer state "
           "stay float32; see docs/user-guide.md for the accuracy cost).");
+ABSL_FLAG(std::string, slow_ranks, "",
+          "Experiments: RANK:FACTOR[,RANK:FACTOR...] makes those ranks' forward "
+          "and backward take FACTOR (1 to 100) times as long, a straggler on "
+          "demand; the job's events name a rank that stays 1.5x behind the "
+          "others' median (docs/user-guide.md \"Stragglers, named\").");
 ABSL_FLAG(std::string, weight_prediction, "auto",
           "Ring async: compute each step's gradient on the parameters "
           "extrapolated over the steps still in flight from the last update "
@@ -299,6 +304,10 @@ v1::JobSpec SpecFromFlags() {
   s.set_min_workers(absl::GetFlag(FLAGS_min_workers));
   s.set_elastic_wait_ms(absl::GetFlag(FLAGS_elastic_wait_ms));
   s.set_trace(absl::GetFlag(FLAGS_trace));
+  absl::StatusOr<std::vector<v1::RankSlowdown>> slow =
+      ParseSlowRanks(absl::GetFlag(FLAGS_slow_ranks));
+  if (!slow.ok()) Die(absl::StrCat("--", slow.status().message()), 2);
+  for (const v1::RankSlowdown& r : *slow) *s.add_slow_ranks() = r;
   if (const std::string path = absl::GetFlag(FLAGS_tuning_file); !path.empty()) {
     absl::StatusOr<TuningTable> table = TuningTable::Load(path);
     if (!table.ok()) {

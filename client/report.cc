@@ -7,6 +7,7 @@
 #include "absl/strings/str_format.h"
 #include "common/cost_model.h"
 #include "common/spec/allreduce_algorithm.h"
+#include "common/spec/job_spec.h"
 
 namespace gradsync {
 
@@ -90,6 +91,7 @@ nlohmann::json JobToJson(const v1::Job& job) {
   j["mode"] = SyncModeName(s.mode());
   j["staleness"] = s.has_staleness() ? nlohmann::json(s.staleness()) : nlohmann::json();
   j["weight_prediction"] = s.weight_prediction() == v1::WEIGHT_PREDICTION_ON;
+  j["slow_ranks"] = SlowRanksText(s);
   j["workers"] = s.workers();
   // Who ran it, by rank (empty before it starts).
   j["worker_ids"] = std::vector<std::string>(job.workers().begin(), job.workers().end());

@@ -479,7 +479,7 @@ void JobRunner::Run(v1::Assignment a) {
     Reporter reporter(this);
     TrainingOptions training;
     training.env = env_;
-    training.compute_slowdown = options_.compute_slowdown;
+    training.compute_slowdown = options_.compute_slowdown * job->compute_slowdown;
     outcome = RunTraining(*job, *parts->train, *parts->test, parts->model.get(),
                           parts->sync.get(), &reporter, &cancelled_, training);
     absl::MutexLock lock(&mu_);

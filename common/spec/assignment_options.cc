@@ -81,6 +81,9 @@ absl::Status SetSync(const v1::JobSpec& spec, int world, JobOptions* o) {
   }
   if (spec.has_staleness()) o->staleness = spec.staleness();
   o->weight_prediction = spec.weight_prediction() == v1::WEIGHT_PREDICTION_ON;
+  for (const v1::RankSlowdown& r : spec.slow_ranks()) {
+    if (r.rank() == o->rank) o->compute_slowdown = r.factor();
+  }
   o->algorithm = AllreduceAlgorithmOf(spec.algorithm());
   absl::StatusOr<std::vector<int>> groups = ParseGroups(spec.groups(), world);
   if (!groups.ok()) return groups.status();

@@ -74,6 +74,9 @@ struct JobOptions {
   // Ring async: compute each step's gradient on parameters extrapolated over
   // the steps in flight (v1::WeightPrediction; DeviceModel::PredictParams).
   bool weight_prediction = false;
+  // JobSpec.slow_ranks for this rank: its forward and backward take this
+  // many times as long (1 = off; times the worker's --compute_slowdown).
+  double compute_slowdown = 1.0;
   AllreduceAlgorithm algorithm = AllreduceAlgorithm::kAuto;
   std::vector<int> groups;  // hierarchical host group by rank; empty: by host
   size_t chunk_bytes = 0;   // allreduce pipelining segment

@@ -2,11 +2,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
+#include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "common/spec/spec_enum_names.h"
 #include "common/spec/tuning_table.h"
@@ -431,6 +434,35 @@ absl::Status ValidateElastic(v1::JobSpec* s) {
 
 }  // namespace
 
+namespace {
+
+// slow_ranks: each rank once, within the job's workers, each factor 1..100;
+// training jobs only.
+absl::Status ValidateSlowRanks(const v1::JobSpec& s) {
+  if (s.slow_ranks_size() == 0) return absl::OkStatus();
+  if (IsBench(s))
+    return Bad("slow_ranks", "bench jobs do not train; set it on a training job");
+  std::vector<bool> seen(s.workers(), false);
+  for (const v1::RankSlowdown& r : s.slow_ranks()) {
+    if (r.rank() < 0 || r.rank() >= s.workers()) {
+      return Bad("slow_ranks",
+                 absl::StrCat("rank ", r.rank(), " is not one of the job's ", s.workers(),
+                              " ranks (0 to ", s.workers() - 1, ")"));
+    }
+    if (!(r.factor() >= 1 && r.factor() <= 100)) {
+      return Bad("slow_ranks", absl::StrCat("rank ", r.rank(), ": factor ", r.factor(),
+                                            " is not from 1 (off) to 100"));
+    }
+    if (seen[r.rank()]) {
+      return Bad("slow_ranks", absl::StrCat("rank ", r.rank(), " is given twice"));
+    }
+    seen[r.rank()] = true;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<v1::JobSpec> ValidateJobSpec(const v1::JobSpec& in,
                                             int available_ps_shards) {
   v1::JobSpec s = in;
@@ -458,8 +490,46 @@ absl::StatusOr<v1::JobSpec> ValidateJobSpec(const v1::JobSpec& in,
   }
   if (st.ok()) st = ValidateElastic(&s);
   if (st.ok()) st = ValidateCheckpoints(s);
+  if (st.ok()) st = ValidateSlowRanks(s);
   if (!st.ok()) return st;
   return s;
+}
+
+absl::StatusOr<std::vector<v1::RankSlowdown>> ParseSlowRanks(absl::string_view text) {
+  std::vector<v1::RankSlowdown> out;
+  if (absl::StripAsciiWhitespace(text).empty()) return out;
+  if (text.size() > static_cast<size_t>(kMaxWorkers) * 16) {
+    return Bad("slow_ranks",
+               absl::StrCat(text.size(), " bytes is over the cap of ", kMaxWorkers * 16));
+  }
+  for (absl::string_view entry : absl::StrSplit(text, ',')) {
+    const std::vector<absl::string_view> parts = absl::StrSplit(entry, ':');
+    int rank = -1;
+    double factor = 0;
+    if (parts.size() != 2 || !absl::SimpleAtoi(parts[0], &rank) ||
+        !absl::SimpleAtod(parts[1], &factor)) {
+      return Bad("slow_ranks", absl::StrCat("'", entry,
+                                            "' is not RANK:FACTOR (e.g. 2:3 for rank 2 "
+                                            "computing 3x as long)"));
+    }
+    v1::RankSlowdown r;
+    r.set_rank(rank);
+    r.set_factor(factor);
+    out.push_back(r);
+  }
+  v1::JobSpec probe;
+  for (const v1::RankSlowdown& r : out) *probe.add_slow_ranks() = r;
+  probe.set_workers(kMaxWorkers);
+  if (absl::Status st = ValidateSlowRanks(probe); !st.ok()) return st;
+  return out;
+}
+
+std::string SlowRanksText(const v1::JobSpec& spec) {
+  std::vector<std::string> parts;
+  for (const v1::RankSlowdown& r : spec.slow_ranks()) {
+    parts.push_back(absl::StrCat(r.rank(), ":", r.factor()));
+  }
+  return absl::StrJoin(parts, ",");
 }
 
 absl::StatusOr<std::vector<int>> ParseGroups(absl::string_view text, int workers) {

@@ -126,6 +126,14 @@ std::string AlgorithmSource(const v1::JobSpec& spec);
 // [0, kMaxWorkers). ValidateJobSpec checks every spec with it.
 absl::StatusOr<std::vector<int>> ParseGroups(absl::string_view text, int workers);
 
+// JobSpec.slow_ranks from "RANK:FACTOR[,RANK:FACTOR...]" (the CLI's
+// --slow_ranks; "" is none). INVALID_ARGUMENT starting "slow_ranks: " for an
+// entry that is not an integer rank >= 0 and a factor from 1 to 100, or a
+// rank given twice; ranks past the job's workers are ValidateJobSpec's.
+absl::StatusOr<std::vector<v1::RankSlowdown>> ParseSlowRanks(absl::string_view text);
+// The same list as that text ("" for none), e.g. for the results file.
+std::string SlowRanksText(const v1::JobSpec& spec);
+
 }  // namespace gradsync
 
 #endif  // GRADSYNC_COMMON_SPEC_JOB_SPEC_H_

@@ -72,6 +72,7 @@ def job_to_dict(pb, job):
         "mode": enum_name(pb, "mode", s.mode),
         "staleness": s.staleness if s.HasField("staleness") else None,
         "weight_prediction": s.weight_prediction == pb.WEIGHT_PREDICTION_ON,
+        "slow_ranks": ",".join("%d:%g" % (r.rank, r.factor) for r in s.slow_ranks),
         "workers": s.workers,
         "worker_ids": list(job.workers),
         "ps_shards": s.ps_shards if ps else 0,

@@ -80,6 +80,8 @@ class JobOptions:
     tuning_file    a tuning table file (`gradsync bench --tune`) sent with
                    the job for algorithm "auto" ("" = the workers' own)
     trace          record every rank's timeline (in the job's result)
+    slow_ranks     experiments: "RANK:FACTOR[,RANK:FACTOR...]", those ranks'
+                   forward and backward take FACTOR (1 to 100) times as long
     name           free text shown in listings
     The rest (bucket_bytes, chunk_bytes, connections_per_peer,
     peer_bulk_bytes, ps_partition_bytes, step_timeout_ms, stall_report_ms,
@@ -123,6 +125,7 @@ class JobOptions:
     min_workers: int = 0
     elastic_wait_ms: int = 0
     trace: bool = False
+    slow_ranks: str = ""
 
     def to_spec(self, pb):
         """The JobSpec (module `pb`, gradsync_pb2) these options describe,
@@ -140,12 +143,31 @@ class JobOptions:
                 if value:
                     spec.tuning_table = _read_text(value, "tuning_file")
                 continue
+            elif f.name == "slow_ranks":
+                for rank, factor in _slow_ranks(value):
+                    spec.slow_ranks.add(rank=rank, factor=factor)
+                continue
             field = "dataset" if f.name == "data" else f.name
             try:
                 setattr(spec, field, value)
             except (TypeError, ValueError) as e:
                 raise SpecError("%s: %r is not a valid value (%s)" % (f.name, value, e)) from None
         return spec
+
+
+def _slow_ranks(text):
+    """[(rank, factor)] from "RANK:FACTOR,..." ("" is none); SpecError for an
+    entry that is not that shape (the coordinator checks ranks and factors)."""
+    out = []
+    for entry in [e for e in str(text).split(",") if e.strip()]:
+        rank, sep, factor = entry.partition(":")
+        try:
+            out.append((int(rank), float(factor)))
+        except ValueError:
+            sep = ""
+        if not sep:
+            raise SpecError("slow_ranks: %r is not RANK:FACTOR (e.g. 2:3)" % entry)
+    return out
 
 
 def _enum(pb, field, text):

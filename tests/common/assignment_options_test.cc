@@ -26,6 +26,12 @@ v1::Assignment Valid(v1::Strategy strategy, v1::SyncMode mode) {
   s.set_groups("0,0,1");
   s.set_wire_dtype(v1::WIRE_DTYPE_BF16);
   s.set_trace(true);
+  v1::RankSlowdown* slow = s.add_slow_ranks();  // this rank (2), and another
+  slow->set_rank(2);
+  slow->set_factor(3);
+  slow = s.add_slow_ranks();
+  slow->set_rank(0);
+  slow->set_factor(5);
   absl::StatusOr<v1::JobSpec> valid = ValidateJobSpec(s, 2);
   EXPECT_TRUE(valid.ok()) << valid.status();
   v1::Assignment a;
@@ -58,6 +64,7 @@ TEST(JobOptionsOf, CarriesEveryFieldTheWorkerReads) {
   EXPECT_EQ(o->ps_shards[0].partition_bytes, 1 << 20);
   EXPECT_EQ(o->layer_widths, (std::vector<int>{784, 10}));
   EXPECT_EQ(o->num_params, 7850u);
+  EXPECT_DOUBLE_EQ(o->compute_slowdown, 3);
   EXPECT_EQ(o->job_secret, "secret");
   EXPECT_EQ(o->resume_secret, "old");
   EXPECT_EQ(o->resume_world, 5);

@@ -312,6 +312,32 @@ TEST(JobSpecValidation, GroupsNeedOneValidIdPerWorker) {
   }
 }
 
+TEST(JobSpecValidation, SlowRanksAreRanksOfTheJobWithAFactorFromOneToAHundred) {
+  absl::StatusOr<std::vector<v1::RankSlowdown>> two = ParseSlowRanks(" 3:2.5,0:1 ");
+  ASSERT_TRUE(two.ok()) << two.status();
+  ASSERT_EQ(two->size(), 2u);
+  EXPECT_EQ((*two)[0].rank(), 3);
+  EXPECT_DOUBLE_EQ((*two)[0].factor(), 2.5);
+  EXPECT_TRUE(ParseSlowRanks("")->empty());
+  for (const char* bad : {"3", "3:", ":2", "x:2", "3:x", "3:2:1", "3:0.5", "3:101",
+                          "3:nan", "-1:2", "1:2,1:3", "1:2,,2:2"}) {
+    absl::StatusOr<std::vector<v1::RankSlowdown>> r = ParseSlowRanks(bad);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_EQ(r.status().message().rfind("slow_ranks: ", 0), 0u) << r.status();
+  }
+  v1::JobSpec s = Good();  // 4 workers
+  for (const v1::RankSlowdown& r : *two) *s.add_slow_ranks() = r;
+  absl::StatusOr<v1::JobSpec> v = ValidateJobSpec(s, 1);
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_EQ(SlowRanksText(*v), "3:2.5,0:1");
+  s.mutable_slow_ranks(0)->set_rank(4);  // one past the last rank
+  ExpectBad(s, "slow_ranks");
+  s.mutable_slow_ranks(0)->set_rank(3);
+  s.mutable_slow_ranks(0)->set_factor(0);
+  ExpectBad(s, "slow_ranks");
+}
+
 TEST(JobSpecValidation, TuningTableMustParseAndFitItsCap) {
   v1::JobSpec s = Good();
   s.set_tuning_table("# tuned\n4 64KiB tree\n4 inf ring\n");

@@ -574,6 +574,32 @@ TEST(Integration, DaemonsStopCleanlyOnSigterm) {
   std::filesystem::remove_all(dir);
 }
 
+// Issue 48: a job's --slow_ranks slows the ranks it names (and only in that
+// job), and the coordinator names the slow one; a rank the job does not have
+// is refused at submission.
+TEST(Integration, AJobsSlowRankIsTheOneTheCoordinatorNames) {
+  Cluster c(2);
+  ASSERT_TRUE(c.ok());
+  v1::JobSpec spec = Spec("ring", "sync", 2);
+  spec.set_steps(40);
+  v1::RankSlowdown* slow = spec.add_slow_ranks();
+  slow->set_rank(1);
+  slow->set_factor(8);
+  v1::Job job;
+  ASSERT_TRUE(c.Submit(spec, &job).ok());
+  const v1::Job done = c.WaitFor(job.id(), absl::Seconds(120), Terminal);
+  ASSERT_EQ(done.state(), v1::SUCCEEDED) << done.error();
+  ASSERT_TRUE(done.result().has_slowest_rank());
+  EXPECT_EQ(done.result().slowest_rank().rank(), 1);
+  EXPECT_GT(done.result().slowest_rank().ratio(), 4)
+      << done.result().slowest_rank().ShortDebugString();
+  slow->set_rank(2);
+  const grpc::Status refused = c.Submit(spec, &job);
+  EXPECT_EQ(refused.error_code(), grpc::INVALID_ARGUMENT);
+  EXPECT_NE(refused.error_message().find("slow_ranks"), std::string::npos)
+      << refused.error_message();
+}
+
 // Issue 52: in ps async the job's steps are counted in pushes the PS
 // applied, so the fast ranks train on while a straggler (a worker whose
 // forward/backward takes 20x as long, --compute_slowdown) lags; in ps sync every rank runs every step. The
