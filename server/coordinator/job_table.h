@@ -309,6 +309,10 @@ class JobTable {
                          Decisions* out);
   static void SetSlowestRank(const JobEntry* e, const StragglerWatch::Lag& slow,
                              v1::SlowestRank* out);
+  // A `kind` event of e's job at `step`, its state and total steps filled in.
+  static v1::JobEvent NewEvent(const JobEntry* e, v1::JobEvent::Kind kind, int64_t step);
+  // Appends `ev` to e's events where retention leaves room; a change either way.
+  void AddEvent(JobEntry* e, v1::JobEvent ev);
   void CheckInitChecksum(JobEntry* e, const v1::WorkerMessage::Progress& p,
                          Decisions* out);
   void UpdateProgressEvent(JobEntry* e, const v1::WorkerMessage::Progress& p,

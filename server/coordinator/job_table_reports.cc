@@ -83,16 +83,26 @@ void JobTable::StragglerReported(JobEntry* e, const v1::WorkerMessage::Progress&
   if (line.empty()) return;
   const std::string text = absl::StrCat(line, ", worker ", e->job.workers(p.rank()));
   spdlog::warn("[{}] {}", e->job.id(), text);
+  v1::JobEvent ev = NewEvent(e, v1::JobEvent::STRAGGLER, p.step());
+  ev.set_message(text);
+  AddEvent(e, std::move(ev));
+  out->events_changed = true;
+}
+
+v1::JobEvent JobTable::NewEvent(const JobEntry* e, v1::JobEvent::Kind kind,
+                                int64_t step) {
   v1::JobEvent ev;
-  ev.set_kind(v1::JobEvent::STRAGGLER);
+  ev.set_kind(kind);
   ev.set_job_id(e->job.id());
   ev.set_state(e->job.state());
-  ev.set_step(p.step());
+  ev.set_step(step);
   ev.set_total_steps(e->job.total_steps());
-  ev.set_message(text);
+  return ev;
+}
+
+void JobTable::AddEvent(JobEntry* e, v1::JobEvent ev) {
   if (retention_.RoomForEvent(e)) e->events.push_back(std::move(ev));
   ++e->seq;
-  out->events_changed = true;
 }
 
 void JobTable::CheckInitChecksum(JobEntry* e, const v1::WorkerMessage::Progress& p,
@@ -171,16 +181,10 @@ void JobTable::HandleEpochDone(const std::string& worker_id,
     *res->add_epochs() = er;
   }
   e->curves.AddEpoch(er, e->job.step(), NowMs());
-  v1::JobEvent ev;
-  ev.set_kind(v1::JobEvent::EPOCH);
-  ev.set_job_id(e->job.id());
-  ev.set_state(e->job.state());
+  v1::JobEvent ev = NewEvent(e, v1::JobEvent::EPOCH, e->job.step());
   ev.set_epoch(d.epoch());
-  ev.set_step(e->job.step());
-  ev.set_total_steps(e->job.total_steps());
   *ev.mutable_epoch_result() = er;
-  if (retention_.RoomForEvent(e)) e->events.push_back(std::move(ev));
-  ++e->seq;
+  AddEvent(e, std::move(ev));
   e->epochs.erase(d.epoch());
   Save(e).IgnoreError();  // logged by Save
   spdlog::info("[job {}] epoch {}: train loss {:.4f}, test accuracy {:.4f}, {:.2f} s",

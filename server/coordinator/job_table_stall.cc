@@ -25,15 +25,9 @@ void JobTable::HandleStall(const std::string& worker_id,
   e->stalls[s.rank()] = text;
   e->job.clear_stalls();
   for (const auto& [rank, line] : e->stalls) e->job.add_stalls(line);
-  v1::JobEvent ev;
-  ev.set_kind(v1::JobEvent::STALL);
-  ev.set_job_id(e->job.id());
-  ev.set_state(e->job.state());
-  ev.set_step(s.step());
-  ev.set_total_steps(e->job.total_steps());
+  v1::JobEvent ev = NewEvent(e, v1::JobEvent::STALL, s.step());
   ev.set_message(text);
-  if (retention_.RoomForEvent(e)) e->events.push_back(std::move(ev));
-  ++e->seq;
+  AddEvent(e, std::move(ev));
   out->events_changed = true;
 }
 
