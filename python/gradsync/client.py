@@ -383,7 +383,8 @@ class Job:
     def watch(self, timeout=None):
         """Yields the job's events as dicts, from its submission on (events
         already past are replayed), until it ends: kind "state", "progress",
-        "epoch" or "stall" (gradsync.report.event_to_dict lists the keys).
+        "epoch", "stall" or "straggler" (gradsync.report.event_to_dict lists
+        the keys).
 
         timeout: seconds for the whole watch, None for as long as the job
         runs. WaitTimeout when it runs out (the job goes on); RpcError when

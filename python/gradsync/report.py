@@ -132,16 +132,17 @@ def job_to_dict(pb, job):
     return d
 
 
-_KINDS = {1: "state", 2: "progress", 3: "epoch", 4: "stall"}
+_KINDS = {1: "state", 2: "progress", 3: "epoch", 4: "stall", 5: "straggler"}
 
 
 def event_to_dict(pb, ev):
     """One WatchJob event. Every event: kind ("state", "progress", "epoch",
-    "stall"), job_id, time (time.time() when it arrived). progress: step,
+    "stall", "straggler"), job_id, time (time.time() when it arrived). progress: step,
     total_steps, epoch, loss (rank 0's mean since its last report),
     samples_per_second, comm_share. epoch: epoch, train_loss, test_accuracy,
     seconds. state: state ("RUNNING", ...), message, job (job_to_dict).
-    stall: message (the stall report)."""
+    stall: message (the stall report); straggler: message (which rank,
+    how far behind the others)."""
     d = {"kind": _KINDS.get(ev.kind, "unknown"), "job_id": ev.job_id, "time": time.time()}
     if ev.kind == pb.JobEvent.PROGRESS:
         d.update(step=ev.step, total_steps=ev.total_steps, epoch=ev.epoch, loss=ev.loss,
