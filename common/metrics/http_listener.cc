@@ -9,12 +9,14 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <condition_variable>
 #include <cstring>
 #include <deque>
 #include <functional>
 #include <map>
 #include <mutex>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -193,6 +195,7 @@ class EvictingPool : public httplib::TaskQueue {
   EvictingPool(int threads, std::function<void()> on_full)
       : on_full_(std::move(on_full)) {
     for (int i = 0; i < threads; ++i) threads_.emplace_back([this] { Work(); });
+    ticker_ = std::thread([this] { Tick(); });
   }
   ~EvictingPool() override = default;
 
@@ -213,7 +216,9 @@ class EvictingPool : public httplib::TaskQueue {
       stop_ = true;
     }
     cv_.notify_all();
+    tick_cv_.notify_all();
     for (std::thread& t : threads_) t.join();
+    ticker_.join();
   }
 
  private:
@@ -238,13 +243,32 @@ class EvictingPool : public httplib::TaskQueue {
     }
   }
 
+  // While connections wait and every thread is taken, asks again every
+  // kRetry: an eviction can find nothing to close (every served connection
+  // already on its way out but not yet closed, on a loaded machine), and
+  // without a later ask the threads could all end up held by slow clients
+  // for their whole read timeout while a real request waits.
+  void Tick() {
+    constexpr auto kRetry = std::chrono::milliseconds(100);
+    std::unique_lock<std::mutex> l(mu_);
+    while (!stop_) {
+      tick_cv_.wait_for(l, kRetry, [this] { return stop_; });
+      if (stop_ || jobs_.empty() || busy_ < threads_.size()) continue;
+      l.unlock();
+      on_full_();
+      l.lock();
+    }
+  }
+
   const std::function<void()> on_full_;
   std::mutex mu_;
+  std::condition_variable tick_cv_;  // wakes Tick at shutdown
   std::condition_variable cv_;
   std::deque<std::function<void()>> jobs_;
   size_t busy_ = 0;
   bool stop_ = false;
   std::vector<std::thread> threads_;
+  std::thread ticker_;  // Tick
 };
 
 }  // namespace
