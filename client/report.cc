@@ -75,6 +75,19 @@ void AddElasticJson(const v1::Job& job, nlohmann::json* out) {
   j["generations"] = gens;
 }
 
+// JobResult.slowest_rank as the results file writes it; null for one rank
+// or an older coordinator.
+nlohmann::json SlowestRankJson(const v1::JobResult& r) {
+  if (!r.has_slowest_rank()) return nullptr;
+  const v1::SlowestRank& s = r.slowest_rank();
+  return {{"rank", s.rank()},
+          {"worker_id", s.worker_id()},
+          {"seconds_per_step", s.seconds_per_step()},
+          {"others_median", s.others_median()},
+          {"ratio", s.ratio()},
+          {"named", s.named()}};
+}
+
 }  // namespace
 
 nlohmann::json JobToJson(const v1::Job& job) {
@@ -134,16 +147,7 @@ nlohmann::json JobToJson(const v1::Job& job) {
                                                      r.comm_seconds_per_worker().end());
   j["compute_seconds_per_rank"] = std::vector<double>(
       r.compute_seconds_per_rank().begin(), r.compute_seconds_per_rank().end());
-  j["slowest_rank"] = nullptr;  // one rank, or an older coordinator
-  if (r.has_slowest_rank()) {
-    const v1::SlowestRank& s = r.slowest_rank();
-    j["slowest_rank"] = {{"rank", s.rank()},
-                         {"worker_id", s.worker_id()},
-                         {"seconds_per_step", s.seconds_per_step()},
-                         {"others_median", s.others_median()},
-                         {"ratio", s.ratio()},
-                         {"named", s.named()}};
-  }
+  j["slowest_rank"] = SlowestRankJson(r);
   const double busy = r.comm_seconds() + r.compute_seconds();
   j["comm_share"] = busy > 0 ? r.comm_seconds() / busy : 0.0;
   j["exposed_share"] = ExposedShare(r) / 100;

@@ -309,6 +309,9 @@ class JobTable {
                          Decisions* out);
   static void SetSlowestRank(const JobEntry* e, const StragglerWatch::Lag& slow,
                              v1::SlowestRank* out);
+  // The result's slowest rank over the whole run, from the ranks' JobDone
+  // (none for one rank).
+  static void SetWholeRunSlowestRank(JobEntry* e);
   // A `kind` event of e's job at `step`, its state and total steps filled in.
   static v1::JobEvent NewEvent(const JobEntry* e, v1::JobEvent::Kind kind, int64_t step);
   // Appends `ev` to e's events where retention leaves room; a change either way.

@@ -70,6 +70,19 @@ void JobTable::SetSlowestRank(const JobEntry* e, const StragglerWatch::Lag& slow
   out->set_named(e->stragglers.straggler() == slow.rank);
 }
 
+void JobTable::SetWholeRunSlowestRank(JobEntry* e) {
+  v1::JobResult* res = e->job.mutable_result();
+  res->clear_slowest_rank();
+  std::vector<double> seconds_per_step;
+  for (const v1::WorkerMessage::JobDone& d : e->results) {
+    seconds_per_step.push_back(d.steps() > 0 ? d.compute_seconds() / d.steps() : -1);
+  }
+  const StragglerWatch::Lag slow = StragglerWatch::SlowestOf(seconds_per_step);
+  if (seconds_per_step.size() >= 2 && slow.rank >= 0) {
+    SetSlowestRank(e, slow, res->mutable_slowest_rank());
+  }
+}
+
 void JobTable::StragglerReported(JobEntry* e, const v1::WorkerMessage::Progress& p,
                                  Decisions* out) {
   const std::string line = e->stragglers.Add(p.rank(), p.step(), p.compute_seconds());
@@ -315,8 +328,6 @@ void JobTable::Finalize(JobEntry* e, Decisions* out) {
   res->clear_comm_seconds_per_worker();
   res->clear_steps_per_rank();
   res->clear_compute_seconds_per_rank();
-  res->clear_slowest_rank();
-  std::vector<double> seconds_per_step(n, -1);
   for (int r = 0; r < n; ++r) {
     const v1::WorkerMessage::JobDone& d = e->results[r];
     comm += d.comm_seconds();
@@ -330,12 +341,8 @@ void JobTable::Finalize(JobEntry* e, Decisions* out) {
     res->add_param_checksums(d.param_checksum());
     res->add_comm_seconds_per_worker(d.comm_seconds());
     res->add_compute_seconds_per_rank(d.compute_seconds());
-    if (d.steps() > 0) seconds_per_step[r] = d.compute_seconds() / d.steps();
   }
-  if (const StragglerWatch::Lag slow = StragglerWatch::SlowestOf(seconds_per_step);
-      n >= 2 && slow.rank >= 0) {
-    SetSlowestRank(e, slow, res->mutable_slowest_rank());
-  }
+  SetWholeRunSlowestRank(e);
   const v1::JobSpec& spec = e->job.spec();
   res->set_comm_seconds(comm / n);
   res->set_exposed_comm_seconds(exposed / n);

@@ -414,7 +414,37 @@ TEST_F(JobTableTest, TracesAreKeptForTheNewestSucceededJobsOnly) {
 
 // ------------------------------------------------------------- stragglers
 
-TEST_F(JobTableTest, ASlowRankIsNamedInTheEventsAndTheResult) {
+// Rank r of job `id` (on worker "w<r>") reports every 10 steps, from step 0
+// to 10 x `reports`, having computed seconds_per_step[r] a step.
+class StragglerTableTest : public JobTableTest {
+ protected:
+  void ReportCompute(const std::string& id, const std::vector<double>& seconds_per_step,
+                     int reports) {
+    Decisions d;
+    for (int report = 0; report <= reports; ++report) {
+      for (int r = 0; r < static_cast<int>(seconds_per_step.size()); ++r) {
+        v1::WorkerMessage::Progress p;
+        p.set_job_id(id);
+        p.set_rank(r);
+        p.set_step(10 * report);
+        p.set_total_steps(100);
+        p.set_compute_seconds(seconds_per_step[r] * 10 * report);
+        table_.HandleProgress(absl::StrCat("w", r), p, &d);
+      }
+    }
+  }
+  // Every rank ends its 100 steps having computed compute_seconds[r].
+  void FinishWithCompute(const std::string& id,
+                         const std::vector<double>& compute_seconds) {
+    for (int r = 0; r < static_cast<int>(compute_seconds.size()); ++r) {
+      v1::WorkerMessage::JobDone done = Done(id, r);
+      done.set_compute_seconds(compute_seconds[r]);
+      JobDone(absl::StrCat("w", r), done);
+    }
+  }
+};
+
+TEST_F(StragglerTableTest, ASlowRankIsNamedInTheEventsAndTheResult) {
   Join("w0");
   Join("w1");
   Join("w2");
@@ -423,18 +453,7 @@ TEST_F(JobTableTest, ASlowRankIsNamedInTheEventsAndTheResult) {
   std::vector<v1::JobEvent> events;
   Read(id, &cursor, &events);
   // Three more reports of 10 steps each after the first: w1 computes 3x.
-  Decisions d;
-  for (int report = 0; report <= 3; ++report) {
-    for (int r = 0; r < 3; ++r) {
-      v1::WorkerMessage::Progress p;
-      p.set_job_id(id);
-      p.set_rank(r);
-      p.set_step(10 * report);
-      p.set_total_steps(100);
-      p.set_compute_seconds((r == 1 ? 0.3 : 0.1) * report);
-      table_.HandleProgress(absl::StrCat("w", r), p, &d);
-    }
-  }
+  ReportCompute(id, {0.01, 0.03, 0.01}, 3);
   ASSERT_FALSE(Read(id, &cursor, &events));
   std::vector<std::string> named;
   for (const v1::JobEvent& ev : events) {
@@ -445,11 +464,7 @@ TEST_F(JobTableTest, ASlowRankIsNamedInTheEventsAndTheResult) {
             "straggler: rank 1 computes 3.0x the other ranks' median per step "
             "(30.0 ms against 10.0 ms, 3 reports in a row), worker w1");
   // The result: compute per rank, and the whole run's slowest rank.
-  for (int r = 0; r < 3; ++r) {
-    v1::WorkerMessage::JobDone done = Done(id, r);  // 100 steps
-    done.set_compute_seconds(r == 1 ? 3.0 : 1.0 + 0.1 * r);
-    JobDone(absl::StrCat("w", r), done);
-  }
+  FinishWithCompute(id, {1.0, 3.0, 1.2});  // 100 steps each
   const v1::Job job = Job(id);
   ASSERT_EQ(job.state(), v1::SUCCEEDED);
   const v1::JobResult& res = job.result();
@@ -464,26 +479,12 @@ TEST_F(JobTableTest, ASlowRankIsNamedInTheEventsAndTheResult) {
   EXPECT_TRUE(res.slowest_rank().named());
 }
 
-TEST_F(JobTableTest, EvenRanksNameNoStragglerAndOneRankHasNoSlowest) {
+TEST_F(StragglerTableTest, EvenRanksNameNoStragglerAndOneRankHasNoSlowest) {
   Join("w0");
   Join("w1");
   const std::string even = Submit(Spec(v1::STRATEGY_PS, 2));
-  Decisions d;
-  for (int report = 0; report <= 5; ++report) {
-    for (int r = 0; r < 2; ++r) {
-      v1::WorkerMessage::Progress p;
-      p.set_job_id(even);
-      p.set_rank(r);
-      p.set_step(10 * report);
-      p.set_compute_seconds((r == 1 ? 0.12 : 0.1) * report);
-      table_.HandleProgress(absl::StrCat("w", r), p, &d);
-    }
-  }
-  for (int r = 0; r < 2; ++r) {
-    v1::WorkerMessage::JobDone done = Done(even, r);
-    done.set_compute_seconds(r == 1 ? 1.2 : 1.0);
-    JobDone(absl::StrCat("w", r), done);
-  }
+  ReportCompute(even, {0.010, 0.012}, 5);
+  FinishWithCompute(even, {1.0, 1.2});
   WatchCursor cursor;
   std::vector<v1::JobEvent> events;
   Read(even, &cursor, &events);
