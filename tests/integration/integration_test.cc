@@ -67,33 +67,50 @@ TEST(Integration, LocalCompareFourPairsOneEpochReach80PercentAccuracy) {
   }
   EXPECT_EQ(pairs, (std::set<std::string>{"ps-sync", "ps-async", "allreduce-sync",
                                           "allreduce-async"}));
+  // By default --compare first runs a one-step warm-up job (so that the
+  // first compared job does not also pay for loading the dataset), then
+  // --autotune's allreduce-sync trials; neither is in the table or the
+  // results, and both took job numbers before the first compared job.
+  EXPECT_NE(out.find("warm-up:"), std::string::npos) << out;
+  const std::string first = r["jobs"][0]["job_id"].get<std::string>();
+  EXPECT_NE(first.substr(first.rfind('-')), "-1") << out;
+  // Every bucket of the allreduce jobs ran the algorithm autotune chose.
+  const std::string chosen = AutotunedAlgorithm(out);
+  EXPECT_TRUE(chosen == "ring" || chosen == "hd" || chosen == "rd") << out;
+  // The trials ran and are reported: one figure per algorithm.
+  const size_t figures = out.find("communication per step ring ");
+  ASSERT_NE(figures, std::string::npos) << out;
+  const std::string line = out.substr(figures, out.find('\n', figures) - figures);
+  for (const char* a : {"ring ", "hd ", "rd "}) {
+    EXPECT_NE(line.find(a), std::string::npos) << a << "has no trial figure: " << line;
+  }
+  for (const auto& j : r["jobs"]) {
+    if (j["strategy"] != "allreduce") continue;
+    ASSERT_FALSE(j["bucket_algorithms"].empty()) << j.dump();
+    for (const auto& a : j["bucket_algorithms"]) EXPECT_EQ(a, chosen) << j.dump();
+  }
 }
 
-// --compare runs a one-step warm-up job first (so that the first compared
-// job does not also pay for loading the dataset), and leaves it out of the
-// table and the results; --compare_warmup=false runs none. (--autotune's
-// bench jobs would take job numbers too.)
-TEST(Integration, LocalCompareRunsAnUnreportedWarmUpJobFirst) {
-  for (const bool warm : {true, false}) {
-    const std::string dir = TempDir();
-    const std::string json = dir + "/results.json";
-    const int rc = Shell(
-        absl::StrCat(GRADSYNC_BIN_DIR, "/gradsync local --compare --pairs=allreduce-sync",
-                     " --workers 2 --steps 2 --autotune=false --compare_warmup=",
-                     warm ? "true" : "false", " --results=", json, " --log_dir=", dir,
-                     " > ", dir, "/out.txt 2>&1"),
-        120);
-    const std::string out = Slurp(dir + "/out.txt");
-    ASSERT_EQ(rc, 0) << out;
-    EXPECT_EQ(out.find("warm-up:") != std::string::npos, warm) << out;
-    nlohmann::json r = nlohmann::json::parse(Slurp(json));
-    ASSERT_EQ(r["jobs"].size(), 1u) << out;
-    const std::string id = r["jobs"][0]["job_id"].get<std::string>();
-    // The coordinator numbers jobs from 1: the warm-up took the first.
-    EXPECT_EQ(id.substr(id.rfind('-')), warm ? "-2" : "-1") << out;
-    EXPECT_EQ(r["jobs"][0]["state"], "SUCCEEDED") << out;
-    EXPECT_EQ(r["jobs"][0]["steps"], 2) << out;
-  }
+// --compare_warmup=false runs no warm-up job before the compared ones (the
+// default run, with one, is LocalCompareFourPairs...): the first job is
+// the coordinator's first.
+TEST(Integration, LocalCompareWarmupFalseRunsNoWarmUpJob) {
+  const std::string dir = TempDir();
+  const std::string json = dir + "/results.json";
+  const int rc = Shell(
+      absl::StrCat(GRADSYNC_BIN_DIR, "/gradsync local --compare --pairs=allreduce-sync",
+                   " --workers 2 --steps 2 --autotune=false --compare_warmup=false",
+                   " --results=", json, " --log_dir=", dir, " > ", dir, "/out.txt 2>&1"),
+      120);
+  const std::string out = Slurp(dir + "/out.txt");
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_EQ(out.find("warm-up:"), std::string::npos) << out;
+  nlohmann::json r = nlohmann::json::parse(Slurp(json));
+  ASSERT_EQ(r["jobs"].size(), 1u) << out;
+  const std::string id = r["jobs"][0]["job_id"].get<std::string>();
+  EXPECT_EQ(id.substr(id.rfind('-')), "-1") << out;
+  EXPECT_EQ(r["jobs"][0]["state"], "SUCCEEDED") << out;
+  EXPECT_EQ(r["jobs"][0]["steps"], 2) << out;
 }
 
 // `local` owns its daemons: one that dies mid-job stops the command at once,
