@@ -37,6 +37,8 @@ PEER_BDP_PROBE=""
 PS_INLINE_BYTES=""
 PS_REDUCE_THREADS=""
 DATA_DIR=""
+HOST_RATES=""      # --host-rate: "I:RATE,..."
+HOST_CPUS=""       # --host-cpu: "I:PERCENT,..."
 
 # Derived / runtime state.
 STATE_FILE=""
@@ -46,6 +48,10 @@ CREATED_NS=()      # namespaces this process created (authoritative for its trap
 STARTED_PIDS=()    # daemons this process started
 UP_DONE=0
 UP_RC=""        # the status a failed up exits with when it is not 1 (2, 3)
+declare -A RATE_OF=()  # host index -> its --host-rate
+declare -A CPU_OF=()   # host index -> its --host-cpu percent
+CGROUP_ROOT=""     # where --host-cpu makes its groups (cgroup v2 or v1 cpu)
+CGROUP_V=""        # 2 or 1
 
 usage() {
   cat <<EOF
@@ -88,6 +94,14 @@ Flags (--flag=VALUE or --flag VALUE):
   --limit=BYTES      up: queue in bytes (tbf default: burst + rate x max(5ms, 2 x delay);
                      netem default: rate x max(20ms, 2 x delay), as packets of 1500 B).
   --no-downlink      up: shape only host egress, not the bridge-to-host direction.
+  --host-rate=I:RATE[,I:RATE...]  up: host I's link (both directions) at RATE
+                     instead of --rate: one slow (or fast) machine's NIC, for
+                     straggler experiments. Same units and bounds as --rate.
+  --host-cpu=I:PERCENT[,I:PERCENT...]  up, with --start-daemons: the daemons of
+                     host I run in a cpu cgroup of their own capped at PERCENT
+                     of one CPU (1..800; cgroup v2 cpu.max, or v1
+                     cpu.cfs_quota_us): a slow or shared machine. The groups
+                     (/sys/fs/cgroup[/cpu]/PREFIX-hI) are removed by down.
   --prefix=NAME      namespace prefix, [A-Za-z0-9_-], at most 32 chars (default gsnet).
   --subnet=A.B.C     up: private /24 (10/8, 172.16/12, 192.168/16; default 10.77.0).
   --start-daemons    up: start gradsync-server on h0 (\${subnet}.10:$SERVER_PORT) and
@@ -175,6 +189,8 @@ parse_flags() {
       --ps-inline-bytes) PS_INLINE_BYTES=$val ;;
       --ps-reduce-threads) PS_REDUCE_THREADS=$val ;;
       --data-dir) DATA_DIR=$val ;;
+      --host-rate) HOST_RATES=$val ;;
+      --host-cpu) HOST_CPUS=$val ;;
       *) usage_error "unknown flag '$key'" ;;
     esac
   done
@@ -248,7 +264,50 @@ validate_up() {
   [[ $SHAPER == tbf || $SHAPER == netem ]] || usage_error "--shaper must be tbf or netem, got '$SHAPER'"
   [[ $SHAPER == tbf || -z $BURST ]] || usage_error "--burst is a tbf size; --shaper=netem has no bucket"
   [[ $WORKERS_PER_HOST =~ ^[1-8]$ ]] || usage_error "--workers-per-host must be 1..8, got '$WORKERS_PER_HOST'"
+  validate_host_rates
+  validate_host_cpus
   validate_subnet
+}
+
+# host_index FLAG I: sets HOST_I to I as a host number (< --hosts), or a
+# usage error.
+host_index() {
+  if ! [[ $2 =~ ^[0-9]+$ ]] || ((10#$2 >= HOSTS)); then
+    usage_error "$1: host '$2' is not a host index 0..$((HOSTS - 1))"
+  fi
+  HOST_I=$((10#$2))
+}
+
+validate_host_rates() {
+  local item i r bps items
+  [[ -n $HOST_RATES ]] || return 0
+  IFS=, read -r -a items <<<"$HOST_RATES"
+  for item in "${items[@]}"; do
+    [[ $item == *:* ]] || usage_error "--host-rate wants I:RATE[,I:RATE...], got '$item'"
+    host_index --host-rate "${item%%:*}"; i=$HOST_I; r=${item#*:}
+    [[ -z ${RATE_OF[$i]:-} ]] || usage_error "--host-rate: host $i given twice"
+    bps=$(rate_bps "$r")
+    if [[ -z $bps ]] || ((bps < 8000 || bps > 100000000000)); then
+      usage_error "--host-rate: bad rate '$r' for host $i (8kbit..100gbit, e.g. 100mbit)"
+    fi
+    RATE_OF[$i]=$r
+  done
+}
+
+validate_host_cpus() {
+  local item i pct items
+  [[ -n $HOST_CPUS ]] || return 0
+  ((START_DAEMONS)) || usage_error "--host-cpu caps the daemons that --start-daemons starts; give both"
+  IFS=, read -r -a items <<<"$HOST_CPUS"
+  for item in "${items[@]}"; do
+    [[ $item == *:* ]] || usage_error "--host-cpu wants I:PERCENT[,I:PERCENT...], got '$item'"
+    host_index --host-cpu "${item%%:*}"; i=$HOST_I; pct=${item#*:}
+    [[ -z ${CPU_OF[$i]:-} ]] || usage_error "--host-cpu: host $i given twice"
+    if ! [[ $pct =~ ^[0-9]+$ ]] || ((10#$pct < 1 || 10#$pct > 800)); then
+      usage_error "--host-cpu: '$pct' for host $i is not a percentage of one CPU in 1..800"
+    fi
+    CPU_OF[$i]=$((10#$pct))
+  done
 }
 
 # ---------------------------------------------------------------- state file
@@ -258,6 +317,7 @@ validate_up() {
 #   token HEX                    random id; also in each namespace's marker
 #   ns NAME                      a namespace we created
 #   pid PID START NS ROLE EXE    a daemon (START: /proc/PID/stat starttime)
+#   cgroup PATH                  a --host-cpu cgroup we created
 
 state_add() { echo "$*" >>"$STATE_FILE"; }
 
@@ -419,6 +479,13 @@ make_bridge() {
 
 make_host() {  # make_host I
   local i=$1 ns="$PREFIX-h$1" br="$PREFIX-br"
+  if [[ -n ${RATE_OF[$i]:-} ]]; then
+    # This host's own rate: shape_dev and shaper_sizes see these locals
+    # (bash's dynamic scope), the other hosts keep --rate's sizes.
+    local RATE=${RATE_OF[$i]} RATE_BPS TBF_BURST TBF_LIMIT NETEM_LIMIT SHAPE_NOTE
+    RATE_BPS=$(rate_bps "$RATE")
+    shaper_sizes
+  fi
   new_ns "$ns"
   # Created inside the bridge namespace with its peer put straight into the
   # host's: no interface ever exists in the root namespace, even briefly.
@@ -430,6 +497,55 @@ make_host() {  # make_host I
   if ((DOWNLINK)); then shape_dev "$br" "h$i" 0; fi
   ip -n "$br" link set dev "h$i" up
   ip -n "$ns" link set dev eth0 up
+}
+
+# ---------------------------------------------------------------- CPU caps
+#
+# --host-cpu: a cpu cgroup per capped host, made before its daemons start;
+# each of them writes its own pid into the group before it execs (so it runs
+# capped from its first instruction, and what it forks stays in the group).
+# Recorded in the state file ("cgroup PATH") before it exists, as namespaces
+# are, and removed by down once the daemons have exited.
+
+find_cgroup_root() {  # sets CGROUP_ROOT and CGROUP_V, or says why it cannot
+  if [[ -f /sys/fs/cgroup/cgroup.controllers ]]; then
+    grep -qw cpu /sys/fs/cgroup/cgroup.controllers ||
+      unsupported "--host-cpu: cgroup v2 without the cpu controller"
+    grep -qw cpu /sys/fs/cgroup/cgroup.subtree_control ||
+      echo +cpu >/sys/fs/cgroup/cgroup.subtree_control 2>/dev/null ||
+      unsupported "--host-cpu: cannot enable the cpu controller (cgroup.subtree_control)"
+    CGROUP_ROOT=/sys/fs/cgroup CGROUP_V=2
+  elif [[ -f /sys/fs/cgroup/cpu/cpu.cfs_quota_us ]]; then
+    CGROUP_ROOT=/sys/fs/cgroup/cpu CGROUP_V=1
+  else
+    unsupported "--host-cpu: no cpu cgroup controller (cgroup v2 cpu.max or v1 cpu.cfs_quota_us)"
+  fi
+  [[ -w $CGROUP_ROOT ]] || unsupported "--host-cpu: $CGROUP_ROOT is not writable (needs root, not in a container)"
+}
+
+make_cgroup() {  # make_cgroup I: host I's group, capped at CPU_OF[I] % of one CPU
+  local i=$1 cg="$CGROUP_ROOT/$PREFIX-h$1" quota=$((CPU_OF[$1] * 1000))
+  state_add cgroup "$cg"
+  mkdir "$cg" || { say "cannot make cgroup $cg"; UP_RC=3; return 1; }
+  if ((CGROUP_V == 2)); then
+    echo "$quota 100000" >"$cg/cpu.max"
+  else
+    echo 100000 >"$cg/cpu.cfs_period_us"
+    echo "$quota" >"$cg/cpu.cfs_quota_us"
+  fi
+  say "h$i's daemons capped at ${CPU_OF[$i]}% of one CPU ($cg)"
+}
+
+remove_cgroups() {  # every recorded group of this prefix; waits for it to empty
+  local cg k
+  while read -r cg; do
+    [[ -d $cg && $(basename "$cg") == "$PREFIX"-h* ]] || continue
+    for ((k = 0; k < 50; k++)); do
+      rmdir "$cg" 2>/dev/null && break
+      sleep 0.1
+    done
+    [[ ! -d $cg ]] || say "cgroup $cg not removed (processes still in it: $(tr '\n' ' ' <"$cg/cgroup.procs"))"
+  done < <(state_get cgroup)
 }
 
 start_daemon() {  # start_daemon I ROLE LOG BIN ARGS...: background in host I
@@ -446,8 +562,13 @@ start_daemon() {  # start_daemon I ROLE LOG BIN ARGS...: background in host I
   [[ -z $PS_REDUCE_THREADS || $bin != */gradsync-server ]] ||
     extra+=(--ps_reduce_threads="$PS_REDUCE_THREADS")
   [[ -z $DATA_DIR || $bin != */gradsync-worker ]] || extra+=(--data_dir="$DATA_DIR")
-  setsid ip netns exec "$PREFIX-h$i" "$bin" "$@" --token_file="$LOG_DIR/token" \
-    "${extra[@]}" >"$log" 2>&1 </dev/null &
+  local cap=()
+  if [[ -n ${CPU_OF[$i]:-} ]]; then
+    # shellcheck disable=SC2016  # $$ and $@ are the inner shell's
+    cap=(sh -c 'echo $$ >"$0" && exec "$@"' "$CGROUP_ROOT/$PREFIX-h$i/cgroup.procs")
+  fi
+  setsid ${cap[@]+"${cap[@]}"} ip netns exec "$PREFIX-h$i" "$bin" "$@" \
+    --token_file="$LOG_DIR/token" "${extra[@]}" >"$log" 2>&1 </dev/null &
   pid=$!
   STARTED_PIDS+=("$pid")
   for ((k = 0; k < 50; k++)); do
@@ -570,13 +691,19 @@ cmd_up() {
   trap 'exit 143' TERM
   { echo "# $PROG state: what 'up' created; 'down' removes exactly this"
     echo "token $TOKEN"
-    echo "config hosts=$HOSTS rate=$RATE shaper=$SHAPER delay=$DELAY loss=$LOSS subnet=$SUBNET downlink=$DOWNLINK"
+    echo "config hosts=$HOSTS rate=$RATE shaper=$SHAPER delay=$DELAY loss=$LOSS subnet=$SUBNET downlink=$DOWNLINK host_rate=${HOST_RATES:-none} host_cpu=${HOST_CPUS:-none}"
   } >"$STATE_FILE"
   make_bridge
   probe_netem
   for ((i = 0; i < HOSTS; i++)); do make_host "$i"; done
   say "$HOSTS hosts up: $SUBNET.10..$(host_ip $((HOSTS - 1))), rate $RATE delay $DELAY loss $LOSS ($SHAPE_NOTE)"
-  if ((START_DAEMONS)); then start_daemons; fi
+  if ((START_DAEMONS)); then
+    if ((${#CPU_OF[@]})); then
+      find_cgroup_root
+      for i in "${!CPU_OF[@]}"; do make_cgroup "$i"; done
+    fi
+    start_daemons
+  fi
   UP_DONE=1
   trap - EXIT INT TERM
   say "state $STATE_FILE; tear down with: bench/experiments/netem-cluster.sh down --prefix=$PREFIX --state-dir=$STATE_DIR"
@@ -647,6 +774,7 @@ teardown_created() {
   stop_recorded_daemons
   for ns in "${CREATED_NS[@]}"; do ns_exists "$ns" && live+=("$ns"); done
   ((${#live[@]})) && delete_ns_list "${live[@]}"
+  remove_cgroups
   rm -f "$STATE_FILE"
   rmdir "$LOG_DIR" 2>/dev/null || say "logs kept in $LOG_DIR"
   say "torn down ${#live[@]} namespaces"
@@ -672,6 +800,7 @@ cmd_down() {
   fi
   stop_recorded_daemons
   ((${#live[@]})) && delete_ns_list "${live[@]}"
+  remove_cgroups
   rm -f "$STATE_FILE"
   ((KEEP_LOGS)) || rm -rf -- "$LOG_DIR"
   say "down: removed ${#live[@]} namespaces of '$PREFIX'"
@@ -714,6 +843,12 @@ cmd_status() {
       tc -n "$ns" -s qdisc show | awk '/^qdisc/ { show = ($2 != "noqueue") } show' | sed 's/^/  /'
     fi
   done < <(state_get ns)
+  local cg
+  while read -r cg; do
+    [[ -d $cg ]] || { echo "cgroup $cg: MISSING"; continue; }
+    if [[ -f $cg/cpu.max ]]; then echo "cgroup $cg: cpu.max $(cat "$cg/cpu.max")"
+    else echo "cgroup $cg: cpu.cfs_quota_us $(cat "$cg/cpu.cfs_quota_us") of $(cat "$cg/cpu.cfs_period_us")"; fi
+  done < <(state_get cgroup)
   while read -r pid start ns role exe; do
     if pid_is "$pid" "$start"; then echo "$role in $ns: pid $pid alive"
     else echo "$role in $ns: pid $pid DEAD (log $LOG_DIR/${ns#"$PREFIX"-}-$role.log)"; fi

@@ -15,9 +15,12 @@
 #       bridge-to-host direction is shaped too; and at least half of it;
 # then runs down and checks that no gst<pid>-* namespace is left; then, where
 # the daemons are built ($GRADSYNC_BUILD_DIR/bin), (d) brings up 3 hosts with
-# --start-daemons --workers-per-host=2, checks that both workers of h1
-# registered (up waits for them) and run, re-registers one of them and checks
-# that a job still ranks the workers host by host, and tears down again. A trap tears
+# --start-daemons --workers-per-host=2 --host-rate=2:50mbit --host-cpu=1:50,
+# checks that both workers of h1 registered (up waits for them) and run, that
+# h2's link is at 50mbit and h1's daemons (only they) are in a cgroup capped
+# at half a CPU (SKIPPED where no cpu cgroup can be made), that down removes
+# it; re-registers one of them and checks that a job still ranks the workers
+# host by host, and tears down again. A trap tears
 # down whatever exists on any exit. Prints "SKIPPED: <reason>" and exits 0
 # where network namespaces cannot be created. Where the kernel has no
 # sch_netem (delay and loss need it), it runs (b) and (c) without delay, says
@@ -155,14 +158,22 @@ check_workers_per_host() {
     log "SKIPPED: workers-per-host check: no $BUILD_DIR/bin/gradsync-worker (build first)"
     return 0
   fi
-  bash "$CLUSTER" up --hosts=3 --rate="$RATE" --shaper="$SHAPER" --start-daemons \
-    --workers-per-host=2 --build-dir="$BUILD_DIR" "${FLAGS[@]}" ||
-    { fail "up --start-daemons --workers-per-host=2 failed"; return 0; }
+  # One slow host of each kind on the way: h2's link at half the rate, h1's
+  # daemons at half of one CPU.
+  local caps=(--host-rate=2:$((RATE_MBIT / 2))mbit --host-cpu=1:50) rc=0
+  up_workers_per_host "${caps[@]}" || rc=$?
+  if ((rc == 3)) && [[ $UP_ERR == *"--host-cpu:"* ]]; then
+    log "SKIPPED: --host-cpu check: $UP_ERR"
+    caps=("${caps[0]}"); rc=0
+    up_workers_per_host "${caps[@]}" || rc=$?
+  fi
+  ((rc == 0)) || { fail "up --start-daemons --workers-per-host=2 ${caps[*]} failed"; return 0; }
   status=$(bash "$CLUSTER" status "${FLAGS[@]}")
   echo "$status"
   { grep -q "worker0 in $PREFIX-h1: pid [0-9]* alive" <<<"$status" &&
     grep -q "worker1 in $PREFIX-h1: pid [0-9]* alive" <<<"$status"; } ||
     fail "two workers on h1 are not both alive"
+  check_host_caps "$status" "${#caps[@]}"
   rejoin 1 && rejoin 2 || return 0
   k=$(listed_workers)
   [[ $k == h1-0,h2-0,h1-1,h2-1 ]] ||
@@ -179,10 +190,48 @@ print(",".join(jobs[0]["worker_ids"]) if len(jobs) == 1 else "%d jobs" % len(job
   check_gone
 }
 
+up_workers_per_host() {  # up_workers_per_host FLAGS...: 3 hosts, 2 workers each
+  local rc=0
+  bash "$CLUSTER" up --hosts=3 --rate="$RATE" --shaper="$SHAPER" --start-daemons \
+    --workers-per-host=2 --build-dir="$BUILD_DIR" "${FLAGS[@]}" "$@" \
+    2>"$STATE_DIR/up.err" || rc=$?
+  UP_ERR=$(cat "$STATE_DIR/up.err")
+  echo "$UP_ERR" >&2
+  return "$rc"
+}
+
+# check_host_caps STATUS N: h2's link (the bridge's port to it) at half the
+# rate while h1's is at the rate; with N=2 also h1's daemons, and only
+# they, in a cgroup capped at 50% of one CPU.
+check_host_caps() {
+  local status=$1 n=$2 half=$((RATE_MBIT / 2)) cg pid procs k
+  grep -q "dev h2 root .*rate ${half}Mbit" <<<"$status" ||
+    fail "--host-rate=2:${half}mbit: h2's link is not at ${half}Mbit"
+  grep -q "dev h1 root .*rate ${RATE_MBIT}Mbit" <<<"$status" ||
+    fail "--host-rate changed h1's link too"
+  ((n == 2)) || return 0
+  cg=""
+  for k in /sys/fs/cgroup/"$PREFIX"-h1 /sys/fs/cgroup/cpu/"$PREFIX"-h1; do
+    [[ -d $k ]] && cg=$k
+  done
+  [[ -n $cg ]] || { fail "--host-cpu=1:50: no cgroup $PREFIX-h1"; return 0; }
+  grep -Eq "cgroup $cg: (cpu.max 50000 100000|cpu.cfs_quota_us 50000 of 100000)" <<<"$status" ||
+    fail "--host-cpu=1:50: $cg is not capped at 50000 of 100000"
+  procs=" $(tr '\n' ' ' <"$cg/cgroup.procs")"
+  for pid in $(ip netns pids "$PREFIX-h1"); do
+    [[ $procs == *" $pid "* ]] || fail "h1's pid $pid is not in $cg (it holds:$procs)"
+  done
+  for pid in $(ip netns pids "$PREFIX-h2"); do
+    [[ $procs != *" $pid "* ]] || fail "h2's pid $pid is in h1's cgroup $cg"
+  done
+}
+
 check_gone() {
   local left
   left=$(ip netns list | awk '{print $1}' | grep "^$PREFIX-" || true)
   [[ -z $left ]] || fail "namespaces left after down: $left"
+  left=$(find /sys/fs/cgroup /sys/fs/cgroup/cpu -maxdepth 1 -name "$PREFIX-h*" 2>/dev/null || true)
+  [[ -z $left ]] || fail "cgroups left after down: $left"
   [[ ! -e $STATE_DIR/$PREFIX.state ]] || fail "state file left after down"
 }
 
