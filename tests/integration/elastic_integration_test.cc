@@ -146,7 +146,13 @@ TEST(Elastic, SpareKeepsWorldAndReturningWorkerIsTakenBackIn) {
     return Terminal(j) || (j.generation() == 2 && j.workers_size() > 0);
   });
   ASSERT_EQ(third.state(), v1::RUNNING) << third.error() << History(third);
-  EXPECT_EQ(third.workers_size(), 3) << History(third);
+  // The 3 live workers, or 2 when one of them took longer than
+  // kSurvivorWait to stop its cancelled generation (seen under ctest -j3
+  // with two busy processes beside it: the re-formation took 5.4 s and
+  // placed the two that were idle); either way the returning worker and
+  // the late one are taken in at the next commit (checked below).
+  EXPECT_GE(third.workers_size(), 2) << History(third);
+  EXPECT_LE(third.workers_size(), 3) << History(third);
   // The first victim comes back: taken in at the next commit.
   const absl::Status back = c->RestartWorker(victim_index);
   ASSERT_TRUE(back.ok()) << back;
@@ -156,7 +162,11 @@ TEST(Elastic, SpareKeepsWorldAndReturningWorkerIsTakenBackIn) {
   ASSERT_GE(done.generations_size(), 4) << History(done);
   EXPECT_NE(done.generations(2).ended_because().find("scaling up"), std::string::npos)
       << History(done);
-  EXPECT_EQ(done.generations(3).workers_size(), 4) << History(done);
+  // Back to 4 ranks: at once, or one scale-up later when the late survivor
+  // above became idle after the returning worker.
+  const int last = done.generations_size() - 1;
+  EXPECT_LE(last, 4) << History(done);
+  EXPECT_EQ(done.generations(last).workers_size(), 4) << History(done);
   EXPECT_EQ(done.workers_size(), 4);
   EXPECT_GT(done.result().test_accuracy(), 0.7);
 }
