@@ -243,7 +243,8 @@ absl::StatusOr<std::shared_ptr<const Dataset>> JobRunner::LoadData(const std::st
                                                                    bool train) {
   const std::string key = absl::StrCat(dir, train ? "#train" : "#test");
   if (std::shared_ptr<const Dataset> kept = data_cache_.Get(key)) return kept;
-  absl::StatusOr<Dataset> d = LoadFashionMnist(dir, train, /*limit=*/0, env_);
+  absl::StatusOr<Dataset> d =
+      LoadFashionMnist(dir, train, /*limit=*/0, env_, &cancelled_);
   if (!d.ok()) return d.status();
   auto shared = std::make_shared<const Dataset>(std::move(*d));
   data_cache_.Put(key, shared);

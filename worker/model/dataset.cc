@@ -171,7 +171,8 @@ absl::StatusOr<std::vector<uint8_t>> ReadLabels(const std::string& path, int64_t
 }  // namespace
 
 absl::StatusOr<Dataset> LoadFashionMnist(const std::string& dir, bool train,
-                                         int64_t limit, const Env* env) {
+                                         int64_t limit, const Env* env,
+                                         const std::atomic<bool>* cancelled) {
   const std::string prefix = train ? "train" : "t10k";
   absl::StatusOr<std::string> images_path =
       FindFile(dir, prefix + "-images-idx3-ubyte", env);
@@ -224,6 +225,10 @@ absl::StatusOr<Dataset> LoadFashionMnist(const std::string& dir, bool train,
       std::max<int64_t>(1, static_cast<int64_t>((1 << 22) / features));
   std::vector<uint8_t> raw;
   for (int64_t done = 0; done < ds.n;) {
+    if (cancelled != nullptr && cancelled->load()) {
+      return absl::CancelledError(
+          absl::StrCat("reading ", path, " stopped: job cancelled"));
+    }
     const int64_t m = std::min(per_chunk, ds.n - done);
     const size_t bytes = static_cast<size_t>(m) * features;
     raw.resize(bytes);

@@ -2,6 +2,7 @@
 #ifndef GRADSYNC_WORKER_MODEL_DATASET_H_
 #define GRADSYNC_WORKER_MODEL_DATASET_H_
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -35,9 +36,14 @@ constexpr char kDefaultFashionMnistDir[] = "/usr/share/datasets/fashion-mnist";
 //   DATA_LOSS on a bad magic number, truncated file or label/image count
 //     mismatch.
 // `limit` > 0 keeps only the first `limit` samples (tests).
+// `cancelled` (may be null): checked before each 4 MiB of images is read and
+// decoded; once true the load stops with CANCELLED. A worker's first job
+// reads the set here (seconds on a loaded machine), and a job cancelled
+// meanwhile must let go of its rank within the runaway grace.
 absl::StatusOr<Dataset> LoadFashionMnist(const std::string& dir, bool train,
                                          int64_t limit = 0,
-                                         const Env* env = Env::Default());
+                                         const Env* env = Env::Default(),
+                                         const std::atomic<bool>* cancelled = nullptr);
 
 // Sharded sampler for synchronous data parallelism.
 //
