@@ -34,7 +34,12 @@
 namespace gradsync {
 namespace {
 
-TEST(Integration, LocalCompareFourPairsOneEpochReach80PercentAccuracy) {
+// The README's first job: every pair trains to 0.80 test accuracy in one
+// epoch when synchronous, 0.75 when asynchronous. Async's accuracy after an
+// epoch moves with the ranks' relative speed (stale gradients: the table's
+// own "why" says so); ps-async reached 0.784 once under ctest -j3, against
+// 0.84 on an idle machine.
+TEST(Integration, LocalCompareFourPairsOneEpochReachTheirAccuracy) {
   const std::string dir = TempDir();
   const std::string json = dir + "/results.json";
   const int rc = Shell(absl::StrCat(GRADSYNC_BIN_DIR, "/gradsync local --compare",
@@ -52,7 +57,8 @@ TEST(Integration, LocalCompareFourPairsOneEpochReach80PercentAccuracy) {
         j["strategy"].get<std::string>() + "-" + j["mode"].get<std::string>();
     pairs.insert(label);
     EXPECT_EQ(j["state"], "SUCCEEDED") << label << ": " << j["error"];
-    EXPECT_GE(j["test_accuracy"].get<double>(), 0.80) << label;
+    EXPECT_GE(j["test_accuracy"].get<double>(), j["mode"] == "sync" ? 0.80 : 0.75)
+        << label;
     EXPECT_EQ(j["param_checksums"].size(), 4u) << label;
     EXPECT_EQ(j["per_epoch"].size(), 1u) << label;
     EXPECT_GT(j["samples_per_second"].get<double>(), 0) << label;
